@@ -1,0 +1,145 @@
+# SPDX-License-Identifier: Apache-2.0
+#
+# make              build BPF object, skeleton, devgated, devgatectl, helpers
+# make test         unit tests (cmocka) and integration tests (bats)
+# make check-asan   the same, built with ASan and UBSan into build-asan/
+# make lint         cppcheck and clang-tidy
+# make demo         live grant/revoke in a runc container on a demo fixture
+#
+# V=1 shows the commands; O=DIR builds elsewhere.
+
+.DELETE_ON_ERROR:
+.SUFFIXES:
+.DEFAULT_GOAL := all
+
+V ?= 0
+ifeq ($(V),1)
+Q :=
+msg :=
+else
+Q := @
+msg = @printf '  %-9s %s\n' "$(1)" "$(2)";
+endif
+
+O ?= build
+SAN ?= 0
+CC := gcc
+CLANG ?= clang
+BPFTOOL ?= bpftool
+PKG_CONFIG ?= pkg-config
+BATS ?= bats
+VERSION := 0.1.0
+
+MULTIARCH := $(shell $(CC) -dumpmachine)
+PKGS := libbpf json-c libcap libseccomp libmicrohttpd
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wstrict-prototypes \
+	-Wmissing-prototypes -Wpointer-arith -Wundef -Wvla -Wno-missing-field-initializers
+CFLAGS ?= -O2 -g
+ifeq ($(SAN),1)
+CFLAGS += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=address,undefined
+else
+CFLAGS += -D_FORTIFY_SOURCE=2
+endif
+ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -DDEVGATE_VERSION='"$(VERSION)"' \
+	-fstack-protector-strong -MMD -MP $(CFLAGS) $(PKG_CFLAGS)
+CPPFLAGS += -Icommon -Ibpf -I$(O)
+
+BPF_CFLAGS := -O2 -g -Wall -Werror -target bpf -I/usr/include/$(MULTIARCH) -Ibpf
+
+COMMON_SRC := $(wildcard common/*.c)
+DAEMON_SRC := $(wildcard daemon/*.c)
+CLI_SRC := $(wildcard cli/*.c)
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+
+COMMON_OBJ := $(COMMON_SRC:%.c=$(O)/%.o)
+DAEMON_OBJ := $(DAEMON_SRC:%.c=$(O)/%.o)
+DAEMON_LIB_OBJ := $(filter-out $(O)/daemon/main.o,$(DAEMON_OBJ))
+CLI_OBJ := $(CLI_SRC:%.c=$(O)/%.o)
+CLI_LIB_OBJ := $(filter-out $(O)/cli/main.o,$(CLI_OBJ))
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
+
+SKEL := $(O)/devgate.skel.h
+BINS := $(O)/devgated $(O)/devgatectl $(O)/probe $(O)/runtime_like.bpf.o
+
+.PHONY: all test unit integration check-asan lint clean demo
+all: $(BINS)
+
+$(O)/devgate.bpf.o: bpf/devgate.bpf.c bpf/devgate.h
+	$(call msg,BPF,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(O)/runtime_like.bpf.o: tests/helpers/runtime_like.bpf.c
+	$(call msg,BPF,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(SKEL): $(O)/devgate.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name devgate > $@
+
+$(O)/%.o: %.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -c $< -o $@
+
+# Daemon code includes the skeleton; make sure it exists first.
+$(DAEMON_OBJ) $(UNIT_BIN): | $(SKEL)
+
+$(O)/devgated: $(DAEMON_OBJ) $(COMMON_OBJ)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(O)/devgatectl: $(CLI_OBJ) $(COMMON_OBJ)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# Static, so it runs inside a bare busybox rootfs.
+$(O)/probe: tests/helpers/probe.c
+	$(call msg,CC-STATIC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -static -o $@ $<
+
+$(O)/tests/test_%: tests/unit/test_%.c $(DAEMON_LIB_OBJ) $(CLI_LIB_OBJ) $(COMMON_OBJ)
+	$(call msg,TEST-CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -Idaemon -Icli $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lcmocka
+
+unit: $(UNIT_BIN)
+	$(call msg,UNIT,$(O)/tests)
+	$(Q)set -e; for t in $(UNIT_BIN); do $$t; done
+
+integration: $(BINS)
+	$(call msg,BATS,tests/integration)
+	$(Q)DEVGATE_BUILD=$(abspath $(O)) $(BATS) tests/integration
+
+test: unit integration
+
+check-asan:
+	$(Q)$(MAKE) --no-print-directory O=build-asan SAN=1 test
+
+LINT_SRC := $(COMMON_SRC) $(DAEMON_SRC) $(CLI_SRC)
+lint: $(SKEL)
+	$(call msg,CPPCHECK,$(LINT_SRC))
+	$(Q)cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
+		--inline-suppr --suppress=missingIncludeSystem --std=c11 -D_GNU_SOURCE \
+		--include=/usr/include/bpf/libbpf_common.h -Icommon -Ibpf -I$(O) $(LINT_SRC)
+	$(call msg,TIDY,$(LINT_SRC))
+	$(Q)clang-tidy --quiet $(LINT_SRC) -- \
+		-std=gnu11 -D_GNU_SOURCE -Icommon -Ibpf -isystem $(O) -Idaemon $(PKG_CFLAGS) 2>&1 | \
+		{ grep -v '^[0-9]* warnings generated' || true; }; \
+		exit $${PIPESTATUS[0]}
+
+demo: all
+	$(Q)sh scripts/demo.sh --no-install
+
+clean:
+	$(call msg,CLEAN,$(O))
+	$(Q)rm -rf build build-asan
+
+SHELL := /bin/bash
+-include $(shell find $(O) -name '*.d' 2>/dev/null)

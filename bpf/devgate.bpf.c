@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * devgate's cgroup device programs.
+ *
+ * gate:  takes the place of one runtime device program on a container's
+ *        cgroup. A hit in the grants map allows; anything else is handed to
+ *        the runtime's original program with a tail call, so the runtime's
+ *        policy is kept exactly. Without a runtime program it applies the
+ *        default: GPU-class majors denied unless granted, all else allowed.
+ * tally: attached after the gates; never denies. It reads the verdict the
+ *        programs before it reached (bpf_get_retval) and counts GPU-class
+ *        accesses allowed and denied, emitting rate-limited denial events.
+ *
+ * One copy of each program is loaded per container, with that container's
+ * cgroup id in read-only data, so the open() path does one hash lookup.
+ */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#include "devgate.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+const volatile __u64 target_cgroup_id = 0;
+const volatile __u32 has_runtime = 0;
+
+/* Per gate: slot 0 holds the runtime program this gate stands in for. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} runtime_prog SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, DG_MAX_GRANTS);
+	__type(key, struct dg_grant_key);
+	__type(value, struct dg_grant_val);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} dg_grants_v1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, DG_MAX_GPU_MAJORS);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} dg_majors_v1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, DG_MAX_COUNTERS);
+	__type(key, struct dg_count_key);
+	__type(value, struct dg_count_val);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} dg_counters_v1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, DG_EVENTS_BYTES);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} dg_events_v1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct dg_ratelimit_key);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} dg_ratelim_v1 SEC(".maps");
+
+static __always_inline struct dg_count_val *counter(struct bpf_cgroup_dev_ctx *ctx)
+{
+	struct dg_count_key key = {
+		.cgroup_id = target_cgroup_id,
+		.major = ctx->major,
+		.minor = ctx->minor,
+		.type = ctx->access_type & 0xffff,
+		.access = ctx->access_type >> 16,
+	};
+	struct dg_count_val *val = bpf_map_lookup_elem(&dg_counters_v1, &key);
+
+	if (val)
+		return val;
+	{
+		struct dg_count_val zero = {};
+
+		/* A full map drops the count; user space reports the fill level. */
+		bpf_map_update_elem(&dg_counters_v1, &key, &zero, BPF_NOEXIST);
+	}
+	return bpf_map_lookup_elem(&dg_counters_v1, &key);
+}
+
+static __always_inline int is_gpu_major(__u32 major)
+{
+	return bpf_map_lookup_elem(&dg_majors_v1, &major) != 0;
+}
+
+SEC("cgroup/dev")
+int devgate_gate(struct bpf_cgroup_dev_ctx *ctx)
+{
+	__u32 type = ctx->access_type & 0xffff;
+	__u32 access = ctx->access_type >> 16;
+	struct dg_grant_key key = {
+		.cgroup_id = target_cgroup_id,
+		.type = type,
+		.major = ctx->major,
+		.minor = ctx->minor,
+	};
+	struct dg_grant_val *grant = bpf_map_lookup_elem(&dg_grants_v1, &key);
+	struct dg_count_val *cnt;
+
+	if (grant && (access & ~grant->access) == 0) {
+		cnt = counter(ctx);
+		if (cnt)
+			__sync_fetch_and_add(&cnt->granted, 1);
+		return 1;
+	}
+	if (has_runtime) {
+		cnt = counter(ctx);
+		if (cnt)
+			__sync_fetch_and_add(&cnt->passed, 1);
+		bpf_tail_call(ctx, &runtime_prog, 0);
+		/* Slot empty: fail closed rather than widen the runtime's policy. */
+		return 0;
+	}
+	return type == DG_DEV_CHAR && is_gpu_major(ctx->major) ? 0 : 1;
+}
+
+static __always_inline void emit_denial(struct bpf_cgroup_dev_ctx *ctx)
+{
+	struct dg_ratelimit_key rk = {
+		.cgroup_id = target_cgroup_id,
+		.major = ctx->major,
+		.minor = ctx->minor,
+	};
+	__u64 now = bpf_ktime_get_ns();
+	__u64 *last = bpf_map_lookup_elem(&dg_ratelim_v1, &rk);
+	struct dg_event ev = {};
+
+	if (last && now - *last < DG_EVENT_INTERVAL_NS)
+		return;
+	bpf_map_update_elem(&dg_ratelim_v1, &rk, &now, BPF_ANY);
+	ev.cgroup_id = target_cgroup_id;
+	ev.ts_ns = now;
+	ev.type = ctx->access_type & 0xffff;
+	ev.major = ctx->major;
+	ev.minor = ctx->minor;
+	ev.access = ctx->access_type >> 16;
+	bpf_ringbuf_output(&dg_events_v1, &ev, sizeof(ev), 0);
+}
+
+SEC("cgroup/dev")
+int devgate_tally(struct bpf_cgroup_dev_ctx *ctx)
+{
+	struct dg_count_val *cnt;
+
+	if ((ctx->access_type & 0xffff) != DG_DEV_CHAR || !is_gpu_major(ctx->major))
+		return 1;
+	cnt = counter(ctx);
+	if (bpf_get_retval()) {
+		if (cnt)
+			__sync_fetch_and_add(&cnt->denied, 1);
+		emit_denial(ctx);
+	} else if (cnt) {
+		__sync_fetch_and_add(&cnt->allowed, 1);
+	}
+	return 1;
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Types shared by the BPF programs and user space. Plain fixed-width fields,
+ * explicit padding, no pointers: the layout is the ABI of the pinned maps.
+ * Change a struct and you must rename its map (see DG_MAPS_VERSION).
+ */
+#ifndef DEVGATE_BPF_H
+#define DEVGATE_BPF_H
+
+#include <linux/types.h>
+
+/* Bumped whenever a pinned map's key or value layout changes. */
+#define DG_MAPS_VERSION 1
+
+#define DG_MAX_GRANTS 65536
+#define DG_MAX_COUNTERS 65536
+#define DG_MAX_GPU_MAJORS 8
+#define DG_EVENTS_BYTES (256 * 1024)
+#define DG_EVENT_INTERVAL_NS 1000000000ull /* one event per key per second */
+
+/* Device type and access bits, as in struct bpf_cgroup_dev_ctx. */
+#define DG_DEV_BLOCK 1
+#define DG_DEV_CHAR 2
+#define DG_ACC_MKNOD 1
+#define DG_ACC_READ 2
+#define DG_ACC_WRITE 4
+
+struct dg_grant_key {
+	__u64 cgroup_id;
+	__u32 type;
+	__u32 major;
+	__u32 minor;
+	__u32 pad;
+};
+
+struct dg_grant_val {
+	__u32 access; /* DG_ACC_* bits granted */
+	__u32 pad;
+};
+
+struct dg_count_key {
+	__u64 cgroup_id;
+	__u32 major;
+	__u32 minor;
+	__u16 type;
+	__u16 access;
+	__u32 pad;
+};
+
+/* Per-CPU; user space sums the CPUs. */
+struct dg_count_val {
+	__u64 granted; /* gate: allowed by a devgate grant */
+	__u64 passed;  /* gate: handed to the runtime's own program */
+	__u64 allowed; /* tally: GPU-class access allowed in the end */
+	__u64 denied;  /* tally: GPU-class access denied in the end */
+};
+
+struct dg_event {
+	__u64 cgroup_id;
+	__u64 ts_ns; /* CLOCK_MONOTONIC (bpf_ktime_get_ns) */
+	__u32 type;
+	__u32 major;
+	__u32 minor;
+	__u32 access;
+};
+
+struct dg_ratelimit_key {
+	__u64 cgroup_id;
+	__u32 major;
+	__u32 minor;
+};
+
+#endif

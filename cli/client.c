@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "client.h"
+
+#define REPLY_TIMEOUT_S 60
+
+static int unreachable(const char *path, int e, struct dg_error *err)
+{
+	if (e == EACCES || e == EPERM) {
+		dg_error_set(err, DG_E_PERM, e, "permission denied on devgated's socket %s", path);
+		dg_error_hint(err, "devgatectl talks to devgated as root; run it with sudo");
+		return -e;
+	}
+	dg_error_set(err, DG_E_UNREACHABLE, e, "cannot reach devgated at %s: %s", path,
+		     strerror(e));
+	dg_error_hint(err, "start it with 'systemctl start devgated', or run 'devgated &' as "
+			   "root; --socket or DEVGATE_SOCKET name another socket");
+	return -e;
+}
+
+int client_connect(const char *socket_path, struct client_conn *ret, struct dg_error *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = REPLY_TIMEOUT_S };
+	int fd;
+
+	if (strlen(socket_path) >= sizeof(sa.sun_path))
+		return dg_error_set(err, DG_E_INVALID, ENAMETOOLONG, "socket path is too long");
+	memcpy(sa.sun_path, socket_path, strlen(socket_path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return dg_error_set(err, DG_E_INTERNAL, errno, "socket: %m");
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = errno;
+
+		close(fd);
+		return unreachable(socket_path, e, err);
+	}
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ret->fd = fd;
+	ret->in = (struct dg_linebuf){ 0 };
+	return 0;
+}
+
+void client_close(struct client_conn *c)
+{
+	c->fd = safe_close(c->fd);
+	dg_linebuf_free(&c->in);
+}
+
+static int recv_line(struct client_conn *c, char **line, struct dg_error *err)
+{
+	int r = dg_recv_line(c->fd, &c->in, line);
+
+	if (r == -ECONNRESET)
+		return dg_error_set(err, DG_E_UNREACHABLE, ECONNRESET,
+				    "devgated closed the connection without a reply");
+	if (r == -EAGAIN || r == -EWOULDBLOCK)
+		return dg_error_set(err, DG_E_UNREACHABLE, ETIMEDOUT,
+				    "devgated did not answer within %d s", REPLY_TIMEOUT_S);
+	if (r < 0)
+		return dg_error_set(err, DG_E_UNREACHABLE, r, "reading devgated's reply: %s",
+				    strerror(-r));
+	return 0;
+}
+
+int client_call(struct client_conn *c, enum dg_op op, json_object *args, json_object **ret,
+		struct dg_error *err)
+{
+	auto_json json_object *req = dg_request_new(op, args);
+	auto_free char *line = NULL;
+	int r;
+
+	r = dg_send(c->fd, req);
+	if (r == -EPIPE || r == -ECONNRESET)
+		return dg_error_set(err, DG_E_UNREACHABLE, -r, "devgated closed the connection");
+	if (r < 0)
+		return dg_error_set(err, DG_E_UNREACHABLE, r, "sending to devgated: %s",
+				    strerror(-r));
+	r = recv_line(c, &line, err);
+	if (r < 0)
+		return r;
+	return dg_reply_parse(line, ret, err);
+}
+
+int client_request(const char *socket_path, enum dg_op op, json_object *args, json_object **ret,
+		   struct dg_error *err)
+{
+	struct client_conn c = { .fd = -1 };
+	int r = client_connect(socket_path, &c, err);
+
+	if (r < 0) {
+		json_object_put(args);
+		return r;
+	}
+	r = client_call(&c, op, args, ret, err);
+	client_close(&c);
+	return r;
+}
+
+int client_next_event(struct client_conn *c, json_object **ret, struct dg_error *err)
+{
+	auto_free char *line = NULL;
+	int r;
+
+	/* Streams wait as long as it takes. */
+	{
+		struct timeval tv = { 0 };
+
+		(void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	}
+	r = dg_recv_line(c->fd, &c->in, &line);
+	if (r < 0)
+		return r == -ECONNRESET ? r
+					: dg_error_set(err, DG_E_UNREACHABLE, r, "reading events: %s",
+						       strerror(-r));
+	return dg_event_parse(line, ret, err);
+}

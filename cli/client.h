@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Talking to devgated: connect, one request, one reply; or a stream. */
+#ifndef DEVGATE_CLIENT_H
+#define DEVGATE_CLIENT_H
+
+#include <json-c/json.h>
+
+#include "errors.h"
+#include "protocol.h"
+
+struct client_conn {
+	int fd;
+	struct dg_linebuf in;
+};
+
+int client_connect(const char *socket_path, struct client_conn *ret, struct dg_error *err);
+void client_close(struct client_conn *c);
+
+/* Sends op with args (taken) and waits for the reply's result. */
+int client_call(struct client_conn *c, enum dg_op op, json_object *args, json_object **ret,
+		struct dg_error *err);
+/* One-shot: connect, call, close. */
+int client_request(const char *socket_path, enum dg_op op, json_object *args, json_object **ret,
+		   struct dg_error *err);
+/* Next event of a stream; -ECONNRESET when the daemon closed it. */
+int client_next_event(struct client_conn *c, json_object **ret, struct dg_error *err);
+
+#endif

@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * devgatectl: the admin's and the runtime's front end to devgated.
+ * Grammar: devgatectl [GLOBAL OPTIONS] COMMAND [OPTIONS]. No prefix matching
+ * of commands: scripts must not break when commands are added.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "errors.h"
+#include "protocol.h"
+#include "version.h"
+
+static int cmd_version(struct cli *cli, int argc, char **argv);
+static int cmd_help(struct cli *cli, int argc, char **argv);
+
+static const struct command commands[] = {
+	{ "list", "list GPUs, control nodes and who holds them", cmd_list },
+	{ "grant", "give a running container GPUs", cmd_grant },
+	{ "revoke", "take GPUs back from a container", cmd_revoke },
+	{ "status", "list leases", cmd_status },
+	{ "watch", "print lease changes as they happen", cmd_watch },
+	{ "version", "print the version", cmd_version },
+	{ "help", "show help for a command", cmd_help },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "Usage: devgatectl [-s SOCKET] [-j] COMMAND [OPTIONS]\n"
+		   "\n"
+		   "Give running containers GPUs and take them back (see devgatectl(8)).\n"
+		   "\n"
+		   "Commands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\n"
+		   "Global options:\n"
+		   "  -s, --socket PATH  devgated's socket (default $DEVGATE_SOCKET or %s)\n"
+		   "  -j, --json         JSON output, errors included\n"
+		   "  -h, --help         show this help; 'devgatectl COMMAND --help' for a command\n"
+		   "  -V, --version      show the version\n"
+		   "\n"
+		   "Exit status:\n",
+		DG_DEFAULT_SOCKET);
+	for (int c = 0; c < DG_CODE_MAX; c++)
+		fprintf(f, "  %3d  %s\n", dg_code_info(c)->exit_code, dg_code_info(c)->summary);
+}
+
+static const struct command *find_command(const char *name)
+{
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (strcmp(commands[i].name, name) == 0)
+			return &commands[i];
+	}
+	return NULL;
+}
+
+static int cmd_version(struct cli *cli, int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	if (cli->json)
+		printf("{ \"version\": \"%s\", \"protocol\": %d }\n", DEVGATE_VERSION,
+		       DG_PROTO_VERSION);
+	else
+		printf("devgatectl %s (protocol %d)\n", DEVGATE_VERSION, DG_PROTO_VERSION);
+	return 0;
+}
+
+static int cmd_help(struct cli *cli, int argc, char **argv)
+{
+	const struct command *cmd;
+	char *help_argv[] = { NULL, (char *)"--help", NULL };
+
+	if (argc < 2) {
+		usage(stdout);
+		return 0;
+	}
+	cmd = find_command(argv[1]);
+	if (!cmd)
+		return cli_usage(cli, NULL, "no command '%s'", argv[1]);
+	help_argv[0] = argv[1];
+	optind = 1;
+	return cmd->run(cli, 2, help_argv);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 },
+	};
+	struct cli cli = { .socket = getenv("DEVGATE_SOCKET") };
+	const struct command *cmd;
+	int o;
+
+	if (!cli.socket || !*cli.socket)
+		cli.socket = DG_DEFAULT_SOCKET;
+	/* '+': stop at the command name; its options are its own. */
+	while ((o = getopt_long(argc, argv, "+s:jhV", opts, NULL)) != -1) {
+		switch (o) {
+		case 's':
+			cli.socket = optarg;
+			break;
+		case 'j':
+			cli.json = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			return cmd_version(&cli, 0, NULL);
+		default:
+			return cli_usage(&cli, NULL, "unknown global option");
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return dg_code_info(DG_E_INVALID)->exit_code;
+	}
+	cmd = find_command(argv[optind]);
+	if (!cmd)
+		return cli_usage(&cli, NULL, "no command '%s'", argv[optind]);
+	argv += optind;
+	argc -= optind;
+	optind = 1;
+	return cmd->run(&cli, argc, argv);
+}

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+#include "output.h"
+
+void print_json(json_object *o)
+{
+	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+						       JSON_C_TO_STRING_NOSLASHESCAPE));
+}
+
+int cli_fail(const struct cli *cli, const struct dg_error *err)
+{
+	if (cli->json) {
+		auto_json json_object *o = json_object_new_object();
+
+		json_object_object_add(o, "error", dg_error_to_json(err));
+		print_json(o);
+	} else {
+		fprintf(stderr, "devgatectl: %s\n", err->message);
+		if (err->hint[0])
+			fprintf(stderr, "hint: %s\n", err->hint);
+	}
+	return dg_code_info(err->code)->exit_code;
+}
+
+int cli_usage(const struct cli *cli, const char *cmd, const char *fmt, ...)
+{
+	struct dg_error err = { 0 };
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	dg_error_set(&err, DG_E_INVALID, EINVAL, "%s%s%s", cmd ? cmd : "", cmd ? ": " : "", msg);
+	if (cmd)
+		dg_error_hint(&err, "see 'devgatectl %s --help'", cmd);
+	else
+		dg_error_hint(&err, "see 'devgatectl --help'");
+	return cli_fail(cli, &err);
+}
+
+struct table {
+	size_t ncols;
+	size_t nrows;
+	size_t cap;
+	char **cells; /* nrows * ncols */
+};
+
+struct table *table_new(size_t ncols, const char *const *header)
+{
+	struct table *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->ncols = ncols;
+	table_add(t, header);
+	return t;
+}
+
+void table_add(struct table *t, const char *const *cells)
+{
+	if (!t)
+		return;
+	if (t->nrows == t->cap) {
+		size_t ncap = t->cap ? t->cap * 2 : 8;
+		char **nc = realloc(t->cells, ncap * t->ncols * sizeof(char *));
+
+		if (!nc)
+			return;
+		t->cells = nc;
+		t->cap = ncap;
+	}
+	for (size_t i = 0; i < t->ncols; i++)
+		t->cells[t->nrows * t->ncols + i] = strdup(cells[i] ? cells[i] : "-");
+	t->nrows++;
+}
+
+void table_print(struct table *t, FILE *f)
+{
+	size_t width[16] = { 0 };
+
+	if (!t || t->ncols > 16)
+		return;
+	for (size_t r = 0; r < t->nrows; r++) {
+		for (size_t c = 0; c < t->ncols; c++) {
+			const char *s = t->cells[r * t->ncols + c];
+			size_t len = s ? strlen(s) : 0;
+
+			if (len > width[c])
+				width[c] = len;
+		}
+	}
+	for (size_t r = 0; r < t->nrows; r++) {
+		for (size_t c = 0; c < t->ncols; c++) {
+			const char *s = t->cells[r * t->ncols + c];
+
+			if (c + 1 == t->ncols)
+				fprintf(f, "%s\n", s ? s : "");
+			else
+				fprintf(f, "%-*s  ", (int)width[c], s ? s : "");
+		}
+	}
+}
+
+void table_free(struct table *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->nrows * t->ncols; i++)
+		free(t->cells[i]);
+	free(t->cells);
+	free(t);
+}

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Device model: the GPUs and control nodes of a host, read from procfs,
+ * sysfs and /dev under a host root ("/" or a fixture directory).
+ */
+#ifndef DEVGATE_GPU_H
+#define DEVGATE_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <json-c/json.h>
+
+#include "errors.h"
+
+#define DG_NVIDIACTL_MINOR 255
+#define DG_UVM_MINOR 0
+#define DG_UVM_TOOLS_MINOR 1
+#define DG_MAX_GPUS 64
+
+/* A character device node under the container's /dev. */
+struct dg_node {
+	char name[32]; /* file name in /dev, no slashes */
+	uint32_t major;
+	uint32_t minor;
+};
+
+struct dg_majors {
+	bool has_nvidia;
+	bool has_uvm;
+	uint32_t nvidia; /* "nvidia-frontend" (< 550) or "nvidia" */
+	uint32_t uvm;	 /* "nvidia-uvm", dynamic */
+};
+
+struct dg_gpu {
+	unsigned int index; /* position in PCI bus order */
+	uint32_t minor;
+	char uuid[80];
+	char pci[32]; /* normalised: dddd:bb:dd.f, lower case */
+	uint16_t vendor;
+	uint16_t device;
+	char model[128];
+	const char *arch;   /* static string, "unknown" when not known */
+	char problem[256];  /* non-empty: not grantable, and why */
+};
+
+struct dg_inventory {
+	char *host_root;
+	struct dg_majors majors;
+	struct dg_gpu *gpus;
+	size_t n_gpus;
+	struct dg_node ctl[3]; /* nvidiactl, nvidia-uvm, nvidia-uvm-tools */
+	size_t n_ctl;
+	char ctl_problem[256]; /* non-empty: a control node on the host is wrong */
+};
+
+/* Parses /proc/devices text ("Character devices:" section). */
+int proc_devices_parse(const char *text, struct dg_majors *ret);
+
+/*
+ * Parses /proc/driver/nvidia/gpus/<pci>/information into gpu (model, uuid,
+ * pci, minor). Returns -EINVAL when "GPU UUID" or "Device Minor" is missing
+ * or malformed.
+ */
+int gpu_info_parse(const char *text, struct dg_gpu *gpu);
+
+/* Normalises a PCI address ("18:00.0", "00000000:18:00.0", ...). */
+int pci_normalize(const char *in, char *out, size_t len);
+
+/* Architecture family from PCI ids, then from the model name; "unknown". */
+const char *gpu_arch(uint16_t vendor, uint16_t device, const char *model);
+bool gpu_arch_is_known_name(const char *name);
+
+int inventory_discover(const char *host_root, struct dg_inventory **ret, struct dg_error *err);
+void inventory_free(struct dg_inventory *inv);
+
+void gpu_node(const struct dg_inventory *inv, const struct dg_gpu *gpu, struct dg_node *ret);
+
+/*
+ * Resolves a selector list "SEL[,SEL...]" where SEL is an index, a UUID or a
+ * unique prefix of one, a PCI bus id, or "all". selected[] has n_gpus
+ * entries. Errors: DG_E_INVALID (malformed), DG_E_NO_GPU (no match or
+ * ambiguous prefix).
+ */
+int inventory_select(const struct dg_inventory *inv, const char *spec, bool *selected,
+		     struct dg_error *err);
+
+const struct dg_gpu *inventory_find_uuid(const struct dg_inventory *inv, const char *uuid);
+
+json_object *gpu_to_json(const struct dg_inventory *inv, const struct dg_gpu *gpu);
+json_object *ctl_nodes_to_json(const struct dg_inventory *inv);
+
+#endif

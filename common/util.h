@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef DEVGATE_UTIL_H
+#define DEVGATE_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Whole-string decimal parsers; no sign, no spaces, no trailing junk. */
+int parse_u32(const char *s, uint32_t *ret);
+int parse_u64(const char *s, uint64_t *ret);
+int parse_pid(const char *s, pid_t *ret);
+/* Octal file mode such as "0666" (at most 07777). */
+int parse_mode(const char *s, mode_t *ret);
+
+bool startswith(const char *s, const char *prefix);
+/* Strips leading and trailing white space in place; returns s. */
+char *strstrip(char *s);
+
+/*
+ * Reads a whole file relative to dirfd (AT_FDCWD for plain paths), refusing
+ * anything larger than max bytes (-EFBIG). The result is NUL-terminated.
+ */
+int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
+int read_fd_full(int fd, size_t max, char **ret, size_t *ret_len);
+
+/*
+ * Replaces dirfd/name atomically: write a temporary file, fsync it, rename
+ * it over name, fsync the directory. A crash leaves the old or new content.
+ */
+int write_file_atomic_at(int dirfd, const char *name, const void *data, size_t len, mode_t mode);
+
+/* mkdir -p with the given mode for components it creates. */
+int mkdir_p(const char *path, mode_t mode);
+
+/* Monotonic and wall clocks in nanoseconds / seconds. */
+uint64_t now_mono_ns(void);
+int64_t now_wall_s(void);
+
+/* Formats a Unix time as RFC 3339 UTC ("2026-11-21T15:28:10Z"). */
+void format_time_utc(int64_t t, char *buf, size_t len);
+
+#endif

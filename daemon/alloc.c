@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "alloc.h"
+
+void alloc_usage(const struct dg_inventory *inv, const struct lease_table *t, uint64_t self_cgid,
+		 struct gpu_use *use)
+{
+	memset(use, 0, inv->n_gpus * sizeof(*use));
+	for (size_t i = 0; i < t->n; i++) {
+		const struct lease *l = t->v[i];
+
+		if (l->cgid == self_cgid)
+			continue;
+		for (size_t g = 0; g < l->n_gpus; g++) {
+			const struct dg_gpu *gpu = inventory_find_uuid(inv, l->gpus[g].uuid);
+			struct gpu_use *u;
+
+			if (!gpu)
+				continue;
+			u = &use[gpu->index];
+			if (l->gpus[g].shared) {
+				u->shared++;
+				u->shared_by = l;
+			} else {
+				u->exclusive = l;
+			}
+		}
+	}
+}
+
+static int parse_product(const char *s, unsigned int *vendor, unsigned int *device)
+{
+	char tail;
+
+	if (!s || strlen(s) != 9 || s[4] != ':')
+		return -EINVAL;
+	if (sscanf(s, "%4x:%4x%c", vendor, device, &tail) != 2)
+		return -EINVAL;
+	return 0;
+}
+
+int alloc_check_request(const struct alloc_request *req, struct dg_error *err)
+{
+	unsigned int v, d;
+
+	if (req->selectors && (req->count || req->model || req->arch || req->product))
+		return dg_error_set(err, DG_E_INVALID, EINVAL, "give either GPU selectors or a count "
+				    "with constraints, not both");
+	if (!req->selectors && req->count == 0)
+		return dg_error_set(err, DG_E_INVALID, EINVAL, "no GPU requested: give selectors or "
+				    "a count of at least 1");
+	if (req->count > DG_MAX_GPUS)
+		return dg_error_set(err, DG_E_INVALID, EINVAL, "a count of %u GPUs is more than "
+				    "devgate manages (%d)", req->count, DG_MAX_GPUS);
+	if (req->arch && strcmp(req->arch, "unknown") != 0 && !gpu_arch_is_known_name(req->arch)) {
+		dg_error_set(err, DG_E_INVALID, EINVAL, "unknown architecture '%s'", req->arch);
+		dg_error_hint(err, "known: kepler maxwell pascal volta turing ampere hopper ada "
+				   "blackwell");
+		return -EINVAL;
+	}
+	if (req->product && parse_product(req->product, &v, &d) < 0)
+		return dg_error_set(err, DG_E_INVALID, EINVAL, "product '%s' is not VENDOR:DEVICE in "
+				    "hex, e.g. 10de:2330", req->product);
+	if (req->model && !*req->model)
+		return dg_error_set(err, DG_E_INVALID, EINVAL, "empty model constraint");
+	return 0;
+}
+
+static bool matches(const struct dg_gpu *gpu, const struct alloc_request *req)
+{
+	unsigned int v, d;
+
+	if (req->model && !strcasestr(gpu->model, req->model))
+		return false;
+	if (req->arch && strcasecmp(gpu->arch, req->arch) != 0)
+		return false;
+	if (req->product && (parse_product(req->product, &v, &d) < 0 || gpu->vendor != v ||
+			     gpu->device != d))
+		return false;
+	return true;
+}
+
+/* "container 3f2a5c7d1e0b…": short, like runtimes print ids. */
+static void holder_text(const struct lease *l, char *buf, size_t len)
+{
+	const char *label = lease_label(l);
+
+	if (strlen(label) > 12)
+		snprintf(buf, len, "container %.12s…", label);
+	else
+		snprintf(buf, len, "container %s", label);
+}
+
+/* Why GPU gpu cannot go to this request; NULL when it can. */
+static const char *blocker(const struct dg_gpu *gpu, const struct gpu_use *u, bool shared,
+			   char *buf, size_t len)
+{
+	char who[64];
+
+	if (gpu->problem[0]) {
+		snprintf(buf, len, "GPU %u unusable: %s", gpu->index, gpu->problem);
+		return buf;
+	}
+	if (u->exclusive) {
+		holder_text(u->exclusive, who, sizeof(who));
+		snprintf(buf, len, "GPU %u held by %s", gpu->index, who);
+		return buf;
+	}
+	if (!shared && u->shared) {
+		holder_text(u->shared_by, who, sizeof(who));
+		snprintf(buf, len, "GPU %u shared by %s%s", gpu->index, who,
+			 u->shared > 1 ? " and others" : "");
+		return buf;
+	}
+	return NULL;
+}
+
+static int pick_selected(const struct dg_inventory *inv, const struct gpu_use *use,
+			 const struct lease *self, const struct alloc_request *req, bool *picked,
+			 struct dg_error *err)
+{
+	bool sel[DG_MAX_GPUS];
+	char why[512];
+	int r = inventory_select(inv, req->selectors, sel, err);
+
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < inv->n_gpus; i++) {
+		const struct dg_gpu *gpu = &inv->gpus[i];
+		const struct lease_gpu *mine = self ? lease_find_gpu(self, gpu->uuid) : NULL;
+
+		if (!sel[i])
+			continue;
+		if (mine) {
+			if (mine->shared != req->shared)
+				return dg_error_set(err, DG_E_UNAVAILABLE, EBUSY,
+						    "the container already holds GPU %u %s; revoke "
+						    "it first to take it %s",
+						    gpu->index, mine->shared ? "shared" : "exclusively",
+						    req->shared ? "shared" : "exclusively");
+			continue; /* granting twice is one grant */
+		}
+		if (blocker(gpu, &use[i], req->shared, why, sizeof(why))) {
+			dg_error_set(err, DG_E_UNAVAILABLE, EBUSY, "%s", why);
+			dg_error_hint(err, "run 'devgatectl list --free' to see free GPUs");
+			return -EBUSY;
+		}
+		picked[i] = true;
+	}
+	return 0;
+}
+
+static void constraint_text(const struct alloc_request *req, char *buf, size_t len)
+{
+	int n = 0;
+
+	buf[0] = '\0';
+	if (req->arch)
+		n += snprintf(buf + n, len - (size_t)n, " arch=%s", req->arch);
+	if (req->model && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, " model=%s", req->model);
+	if (req->product && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, " product=%s", req->product);
+}
+
+static int pick_counted(const struct dg_inventory *inv, const struct gpu_use *use,
+			const struct lease *self, const struct alloc_request *req, bool *picked,
+			struct dg_error *err)
+{
+	unsigned int have = 0, matching = 0, free_n = 0, need;
+	char cons[256], why[512], reasons[1024] = "";
+	size_t rlen = 0, shown = 0;
+
+	constraint_text(req, cons, sizeof(cons));
+	for (size_t i = 0; i < inv->n_gpus; i++) {
+		const struct dg_gpu *gpu = &inv->gpus[i];
+
+		if (!matches(gpu, req))
+			continue;
+		matching++;
+		if (self && lease_find_gpu(self, gpu->uuid))
+			have++;
+		else if (!blocker(gpu, &use[i], req->shared, why, sizeof(why)))
+			free_n++;
+		else if (shown++ < 4 && rlen < sizeof(reasons))
+			rlen += (size_t)snprintf(reasons + rlen, sizeof(reasons) - rlen, "%s%s",
+						 rlen ? "; " : "", why);
+	}
+	if (matching == 0) {
+		dg_error_set(err, DG_E_NO_GPU, ENODEV, "no GPU on this host matches%s",
+			     cons[0] ? cons : " the request");
+		dg_error_hint(err, "run 'devgatectl list' to see each GPU's model, arch and product");
+		return -ENODEV;
+	}
+	need = req->count > have ? req->count - have : 0;
+	if (free_n < need) {
+		dg_error_set(err, DG_E_UNAVAILABLE, EBUSY, "requested %u GPU%s%s%s: %s%u free%s%s%s",
+			     req->count, req->count == 1 ? "" : "s", cons[0] ? " with" : "", cons,
+			     have ? "the container holds some already, " : "", free_n,
+			     reasons[0] ? " (" : "", reasons, reasons[0] ? ")" : "");
+		dg_error_hint(err, "all GPUs that match are in use; release one with 'devgatectl "
+				   "revoke' or ask for fewer");
+		return -EBUSY;
+	}
+	for (size_t i = 0; i < inv->n_gpus && need > 0; i++) {
+		const struct dg_gpu *gpu = &inv->gpus[i];
+
+		if (!matches(gpu, req) || (self && lease_find_gpu(self, gpu->uuid)) ||
+		    blocker(gpu, &use[i], req->shared, why, sizeof(why)))
+			continue;
+		picked[i] = true;
+		need--;
+	}
+	return 0;
+}
+
+int alloc_pick(const struct dg_inventory *inv, const struct gpu_use *use, const struct lease *self,
+	       const struct alloc_request *req, bool *picked, struct dg_error *err)
+{
+	int r = alloc_check_request(req, err);
+
+	if (r < 0)
+		return r;
+	memset(picked, 0, inv->n_gpus * sizeof(*picked));
+	if (req->selectors)
+		r = pick_selected(inv, use, self, req, picked, err);
+	else
+		r = pick_counted(inv, use, self, req, picked, err);
+	if (r < 0)
+		memset(picked, 0, inv->n_gpus * sizeof(*picked));
+	return r;
+}

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Which GPUs a request gets. Pure logic over the inventory and the lease
+ * table; all-or-nothing. Policy for counted requests: the lowest free
+ * indices that meet every constraint.
+ */
+#ifndef DEVGATE_ALLOC_H
+#define DEVGATE_ALLOC_H
+
+#include <stdbool.h>
+
+#include "errors.h"
+#include "gpu.h"
+#include "lease.h"
+
+struct alloc_request {
+	const char *selectors; /* "0,GPU-ab..", or NULL for a counted request */
+	unsigned int count;    /* counted request: the container ends with >= count */
+	const char *model;     /* substring of the model name, any case */
+	const char *arch;      /* architecture family */
+	const char *product;   /* "VVVV:DDDD" PCI vendor:device */
+	bool shared;
+};
+
+struct gpu_use {
+	const struct lease *exclusive; /* holder, when held exclusively */
+	const struct lease *shared_by; /* one shared holder, for messages */
+	unsigned int shared;	       /* number of shared holders */
+};
+
+/* Usage of every GPU by leases other than self_cgid. use has n_gpus slots. */
+void alloc_usage(const struct dg_inventory *inv, const struct lease_table *t, uint64_t self_cgid,
+		 struct gpu_use *use);
+
+/*
+ * Picks the GPUs to add to self (may be NULL: no lease yet). picked[i] is
+ * set for GPUs newly granted; GPUs self already holds are not picked again.
+ * Returns 0 (possibly picking nothing: the request is already met).
+ */
+int alloc_pick(const struct dg_inventory *inv, const struct gpu_use *use, const struct lease *self,
+	       const struct alloc_request *req, bool *picked, struct dg_error *err);
+
+/* Validates the constraint strings of req. */
+int alloc_check_request(const struct alloc_request *req, struct dg_error *err);
+
+#endif

@@ -1,0 +1,799 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+#include <linux/magic.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "bpfgate.h"
+#include "cleanup.h"
+#include "devgate.skel.h"
+#include "log.h"
+#include "util.h"
+
+#define MAX_PROGS 64 /* the kernel's limit per cgroup and attach type */
+
+struct bpfgate {
+	char *pin_root;
+	struct devgate *maps; /* owns the shared maps; no programs loaded */
+	int grants_fd;
+	int counters_fd;
+	int majors_fd;
+	int events_fd;
+	int ratelimit_fd;
+};
+
+enum pin_kind { PIN_GATE, PIN_DEFAULT, PIN_TALLY };
+
+struct pinned {
+	enum pin_kind kind;
+	uint32_t id;	  /* the pinned program's id */
+	uint32_t orig_id; /* PIN_GATE: the runtime program it stands in for */
+};
+
+struct attached {
+	uint32_t ids[MAX_PROGS];
+	uint32_t n;
+	uint32_t flags;
+};
+
+static void devgate_destroyp(struct devgate **s)
+{
+	devgate__destroy(*s);
+}
+
+static int libbpf_print(enum libbpf_print_level lvl, const char *fmt, va_list ap)
+{
+	int level = lvl == LIBBPF_WARN ? LOG_WARNING : LOG_DEBUG;
+	char buf[2048];
+	size_t len;
+
+	if (level > log_get_max_level())
+		return 0;
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	len = strlen(buf);
+	while (len && buf[len - 1] == '\n')
+		buf[--len] = '\0';
+	log_full_errno(level, 0, "%s", buf);
+	return 0;
+}
+
+void bpfgate_route_libbpf_log(void)
+{
+	libbpf_set_print(libbpf_print);
+}
+
+const char *bpfgate_pin_root(const struct bpfgate *bg)
+{
+	return bg->pin_root;
+}
+
+int bpfgate_events_fd(const struct bpfgate *bg)
+{
+	return bg->events_fd;
+}
+
+int bpfgate_counters_fd(const struct bpfgate *bg)
+{
+	return bg->counters_fd;
+}
+
+static int cg_dir(const struct bpfgate *bg, uint64_t cgid, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s/cg/%llu", bg->pin_root, (unsigned long long)cgid);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static bool on_bpffs(const char *path)
+{
+	struct statfs st;
+
+	return statfs(path, &st) == 0 && st.f_type == BPF_FS_MAGIC;
+}
+
+/* The pin root must sit on bpffs; mount the usual one if nobody has. */
+static int ensure_bpffs(const char *pin_root, struct dg_error *err)
+{
+	char parent[PATH_MAX];
+	char *slash;
+	int r;
+
+	snprintf(parent, sizeof(parent), "%s", pin_root);
+	slash = strrchr(parent, '/');
+	if (!slash || slash == parent)
+		return dg_error_set(err, DG_E_INVALID, EINVAL, "pin root '%s' must be a subdirectory "
+				    "of a bpf filesystem", pin_root);
+	if (strchr(slash + 1, '.'))
+		return dg_error_set(err, DG_E_INVALID, EINVAL, "pin root '%s': bpffs names cannot "
+				    "contain '.'", pin_root);
+	*slash = '\0';
+	if (!on_bpffs(parent)) {
+		if (strcmp(parent, "/sys/fs/bpf") != 0) {
+			dg_error_set(err, DG_E_KERNEL, ENOTSUP, "%s is not on a bpf filesystem", parent);
+			dg_error_hint(err, "mount one with 'mount -t bpf bpf %s'", parent);
+			return -ENOTSUP;
+		}
+		if (mount("bpf", parent, "bpf", 0, "mode=0700") < 0)
+			return dg_error_set(err, DG_E_KERNEL, errno, "cannot mount bpffs on %s: %m",
+					    parent);
+		log_info("mounted bpffs on %s", parent);
+	}
+	if (mkdir(pin_root, 0700) < 0 && errno != EEXIST)
+		return dg_error_set(err, DG_E_KERNEL, errno, "cannot create %s: %m", pin_root);
+	{
+		char cg[PATH_MAX];
+
+		r = snprintf(cg, sizeof(cg), "%s/cg", pin_root);
+		if (r < 0 || (size_t)r >= sizeof(cg))
+			return dg_error_set(err, DG_E_INVALID, ENAMETOOLONG, "pin root too long");
+		if (mkdir(cg, 0700) < 0 && errno != EEXIST)
+			return dg_error_set(err, DG_E_KERNEL, errno, "cannot create %s: %m", cg);
+	}
+	return 0;
+}
+
+enum role { ROLE_MAPS, ROLE_GATE, ROLE_TALLY };
+
+/*
+ * Opens and loads one copy of the object for one role. Shared maps are
+ * reused from their pins (libbpf's pin-by-name), so every copy sees the same
+ * grants, counters and events.
+ */
+static int load_copy(const struct bpfgate *bg, enum role role, uint64_t cgid, bool has_runtime,
+		     enum bpf_attach_type eat, struct devgate **ret)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .pin_root_path = bg->pin_root);
+	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
+	int r;
+
+	skel = devgate__open_opts(&opts);
+	if (!skel)
+		return -errno;
+	skel->rodata->target_cgroup_id = cgid;
+	skel->rodata->has_runtime = has_runtime;
+	bpf_program__set_autoload(skel->progs.devgate_gate, role == ROLE_GATE);
+	bpf_program__set_autoload(skel->progs.devgate_tally, role == ROLE_TALLY);
+	if (role == ROLE_GATE)
+		bpf_program__set_expected_attach_type(skel->progs.devgate_gate, eat);
+	else
+		bpf_map__set_autocreate(skel->maps.runtime_prog, false);
+	r = devgate__load(skel);
+	if (r < 0)
+		return r;
+	*ret = TAKE_PTR(skel);
+	return 0;
+}
+
+int bpfgate_open(const char *pin_root, const struct dg_majors *majors, struct bpfgate **ret,
+		 struct dg_error *err)
+{
+	struct bpfgate *bg;
+	int r;
+
+	r = ensure_bpffs(pin_root, err);
+	if (r < 0)
+		return r;
+	bg = calloc(1, sizeof(*bg));
+	if (!bg)
+		return -ENOMEM;
+	bg->pin_root = strdup(pin_root);
+	r = load_copy(bg, ROLE_MAPS, 0, false, 0, &bg->maps);
+	if (r < 0) {
+		dg_error_set(err, DG_E_KERNEL, r, "cannot create devgate's BPF maps under %s: %s",
+			     pin_root, strerror(-r));
+		dg_error_hint(err, "devgated needs CAP_BPF and CAP_SYS_ADMIN; pins left by an "
+				   "incompatible release can be removed with 'rm -r %s'",
+			      pin_root);
+		bpfgate_free(bg);
+		return r;
+	}
+	bg->grants_fd = bpf_map__fd(bg->maps->maps.dg_grants_v1);
+	bg->counters_fd = bpf_map__fd(bg->maps->maps.dg_counters_v1);
+	bg->majors_fd = bpf_map__fd(bg->maps->maps.dg_majors_v1);
+	bg->events_fd = bpf_map__fd(bg->maps->maps.dg_events_v1);
+	bg->ratelimit_fd = bpf_map__fd(bg->maps->maps.dg_ratelim_v1);
+	if (majors->has_nvidia || majors->has_uvm) {
+		uint32_t one = 1;
+
+		if ((majors->has_nvidia &&
+		     bpf_map_update_elem(bg->majors_fd, &majors->nvidia, &one, BPF_ANY) < 0) ||
+		    (majors->has_uvm &&
+		     bpf_map_update_elem(bg->majors_fd, &majors->uvm, &one, BPF_ANY) < 0)) {
+			r = dg_error_set(err, DG_E_KERNEL, errno, "cannot record GPU majors: %m");
+			bpfgate_free(bg);
+			return r;
+		}
+	}
+	*ret = bg;
+	return 0;
+}
+
+void bpfgate_free(struct bpfgate *bg)
+{
+	if (!bg)
+		return;
+	devgate__destroy(bg->maps);
+	free(bg->pin_root);
+	free(bg);
+}
+
+static struct dg_grant_key grant_key(uint64_t cgid, const struct dg_node *node)
+{
+	return (struct dg_grant_key){
+		.cgroup_id = cgid,
+		.type = DG_DEV_CHAR,
+		.major = node->major,
+		.minor = node->minor,
+	};
+}
+
+int bpfgate_grant_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *node,
+		      uint32_t access)
+{
+	struct dg_grant_key key = grant_key(cgid, node);
+	struct dg_grant_val val = { .access = access };
+
+	return bpf_map_update_elem(bg->grants_fd, &key, &val, BPF_ANY) < 0 ? -errno : 0;
+}
+
+int bpfgate_grant_del(struct bpfgate *bg, uint64_t cgid, const struct dg_node *node)
+{
+	struct dg_grant_key key = grant_key(cgid, node);
+
+	if (bpf_map_delete_elem(bg->grants_fd, &key) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+int bpfgate_grants_list(struct bpfgate *bg, struct dg_grant_key **ret, size_t *ret_n)
+{
+	auto_free struct dg_grant_key *keys = NULL;
+	struct dg_grant_key key, next;
+	size_t n = 0, cap = 0;
+	void *prev = NULL;
+
+	while (bpf_map_get_next_key(bg->grants_fd, prev, &next) == 0) {
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 64;
+			struct dg_grant_key *nk = realloc(keys, ncap * sizeof(*keys));
+
+			if (!nk)
+				return -ENOMEM;
+			keys = nk;
+			cap = ncap;
+		}
+		keys[n++] = next;
+		key = next;
+		prev = &key;
+	}
+	if (errno != ENOENT)
+		return -errno;
+	*ret = TAKE_PTR(keys);
+	*ret_n = n;
+	return 0;
+}
+
+static int query(int cgfd, bool effective, struct attached *ret)
+{
+	LIBBPF_OPTS(bpf_prog_query_opts, q, .prog_ids = ret->ids, .prog_cnt = MAX_PROGS);
+
+	ret->n = 0;
+	ret->flags = 0;
+	if (effective)
+		q.query_flags = BPF_F_QUERY_EFFECTIVE;
+	if (bpf_prog_query_opts(cgfd, BPF_CGROUP_DEVICE, &q) < 0)
+		return -errno;
+	ret->n = q.prog_cnt;
+	ret->flags = q.attach_flags;
+	return 0;
+}
+
+static bool attached_has(const struct attached *a, uint32_t id)
+{
+	for (uint32_t i = 0; i < a->n; i++) {
+		if (a->ids[i] == id)
+			return true;
+	}
+	return false;
+}
+
+static int prog_id_of(int fd, uint32_t *ret)
+{
+	struct bpf_prog_info info = { 0 };
+	uint32_t len = sizeof(info);
+
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
+		return -errno;
+	*ret = info.id;
+	return 0;
+}
+
+static int pin_path(char *buf, size_t len, const char *dir, const char *name)
+{
+	int n = snprintf(buf, len, "%s/%s", dir, name);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static int parse_pin_name(const char *name, enum pin_kind *kind, uint32_t *orig)
+{
+	if (strcmp(name, "tally") == 0) {
+		*kind = PIN_TALLY;
+		return 0;
+	}
+	if (strcmp(name, "gate-default") == 0) {
+		*kind = PIN_DEFAULT;
+		return 0;
+	}
+	if (startswith(name, "gate-") && parse_u32(name + 5, orig) == 0) {
+		*kind = PIN_GATE;
+		return 0;
+	}
+	return -EINVAL; /* slot-* and strangers */
+}
+
+/* Reads the programs pinned for one cgroup. */
+static int read_pins(const char *dir, struct pinned *out, size_t max, size_t *ret_n)
+{
+	auto_closedir DIR *d = opendir(dir);
+	struct dirent *de;
+	size_t n = 0;
+
+	if (!d)
+		return errno == ENOENT ? (*ret_n = 0, 0) : -errno;
+	while ((de = readdir(d))) {
+		struct pinned p = { 0 };
+		char path[PATH_MAX];
+		auto_close int fd = -1;
+
+		if (parse_pin_name(de->d_name, &p.kind, &p.orig_id) < 0 || n == max)
+			continue;
+		if (pin_path(path, sizeof(path), dir, de->d_name) < 0)
+			continue;
+		fd = bpf_obj_get(path);
+		if (fd < 0 || prog_id_of(fd, &p.id) < 0)
+			continue;
+		out[n++] = p;
+	}
+	*ret_n = n;
+	return 0;
+}
+
+static void unpin(const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+
+	if (pin_path(path, sizeof(path), dir, name) == 0 && unlink(path) < 0 && errno != ENOENT)
+		log_warning_errno(errno, "cannot remove pin %s: %m", path);
+}
+
+static void unpin_one(const char *dir, const struct pinned *p)
+{
+	char name[64];
+
+	switch (p->kind) {
+	case PIN_TALLY:
+		unpin(dir, "tally");
+		break;
+	case PIN_DEFAULT:
+		unpin(dir, "gate-default");
+		break;
+	case PIN_GATE:
+		snprintf(name, sizeof(name), "gate-%u", p->orig_id);
+		unpin(dir, name);
+		snprintf(name, sizeof(name), "slot-%u", p->orig_id);
+		unpin(dir, name);
+		break;
+	}
+}
+
+static int pin_fd(int fd, const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+	int r = pin_path(path, sizeof(path), dir, name);
+
+	if (r < 0)
+		return r;
+	(void)unlink(path); /* a stale pin of a program no longer attached */
+	return bpf_obj_pin(fd, path) < 0 ? -errno : 0;
+}
+
+static int attach(int prog_fd, int cgfd, uint32_t flags, int replace_fd)
+{
+	LIBBPF_OPTS(bpf_prog_attach_opts, opts, .flags = flags);
+
+	if (replace_fd >= 0) {
+		opts.flags |= BPF_F_REPLACE;
+		opts.replace_prog_fd = replace_fd;
+	}
+	return bpf_prog_attach_opts(prog_fd, cgfd, BPF_CGROUP_DEVICE, &opts) < 0 ? -errno : 0;
+}
+
+/*
+ * Loads a gate holding runtime program orig_fd in its slot. The prog array
+ * accepts orig only if the gate shares its expected_attach_type: runc, crun
+ * and LXC load with 0, libbpf-based loaders with BPF_CGROUP_DEVICE.
+ */
+static int load_gate_for(const struct bpfgate *bg, uint64_t cgid, int orig_fd,
+			 struct devgate **ret)
+{
+	static const enum bpf_attach_type eats[] = { 0, BPF_CGROUP_DEVICE };
+	int r = -EINVAL;
+
+	for (size_t i = 0; i < ARRAY_SIZE(eats); i++) {
+		auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
+		uint32_t key = 0;
+
+		r = load_copy(bg, ROLE_GATE, cgid, true, eats[i], &skel);
+		if (r < 0)
+			return r;
+		if (bpf_map_update_elem(bpf_map__fd(skel->maps.runtime_prog), &key, &orig_fd,
+					BPF_ANY) == 0) {
+			*ret = TAKE_PTR(skel);
+			return 0;
+		}
+		r = -errno;
+		if (r != -EINVAL)
+			return r;
+	}
+	return r;
+}
+
+/* Replaces runtime program orig_id on cgfd by a gate, atomically. */
+static int wrap(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd, uint32_t orig_id,
+		uint32_t cg_flags, struct dg_error *err)
+{
+	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
+	auto_close int orig_fd = -1;
+	char gate_name[32], slot_name[32];
+	bool multi = cg_flags & BPF_F_ALLOW_MULTI;
+	int r;
+
+	orig_fd = bpf_prog_get_fd_by_id(orig_id);
+	if (orig_fd < 0)
+		return dg_error_set(err, DG_E_KERNEL, errno,
+				    "cannot take hold of device program %u: %m", orig_id);
+	r = load_gate_for(bg, cgid, orig_fd, &skel);
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r,
+				    "cannot load a gate for device program %u: %s", orig_id,
+				    strerror(-r));
+	snprintf(gate_name, sizeof(gate_name), "gate-%u", orig_id);
+	snprintf(slot_name, sizeof(slot_name), "slot-%u", orig_id);
+	r = pin_fd(bpf_map__fd(skel->maps.runtime_prog), dir, slot_name);
+	if (r == 0)
+		r = pin_fd(bpf_program__fd(skel->progs.devgate_gate), dir, gate_name);
+	if (r == 0)
+		r = attach(bpf_program__fd(skel->progs.devgate_gate), cgfd,
+			   multi ? BPF_F_ALLOW_MULTI : cg_flags, multi ? orig_fd : -1);
+	if (r < 0) {
+		unpin(dir, gate_name);
+		unpin(dir, slot_name);
+		return dg_error_set(err, DG_E_KERNEL, r,
+				    "cannot put a gate in place of device program %u: %s", orig_id,
+				    strerror(-r));
+	}
+	log_debug("cgroup %llu: gate in place of device program %u", (unsigned long long)cgid,
+		  orig_id);
+	return 0;
+}
+
+/* Attaches a fresh program of the given role, pinned as name, at the end. */
+static int attach_new(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
+		      enum role role, const char *name, struct dg_error *err)
+{
+	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
+	struct bpf_program *prog;
+	int r;
+
+	r = load_copy(bg, role, cgid, false, BPF_CGROUP_DEVICE, &skel);
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r, "cannot load devgate's %s program: %s",
+				    name, strerror(-r));
+	prog = role == ROLE_TALLY ? skel->progs.devgate_tally : skel->progs.devgate_gate;
+	r = pin_fd(bpf_program__fd(prog), dir, name);
+	if (r == 0)
+		r = attach(bpf_program__fd(prog), cgfd, BPF_F_ALLOW_MULTI, -1);
+	if (r < 0) {
+		unpin(dir, name);
+		return dg_error_set(err, DG_E_KERNEL, r, "cannot attach devgate's %s program: %s",
+				    name, strerror(-r));
+	}
+	return 0;
+}
+
+static int detach_pinned(const char *dir, const char *name, int cgfd)
+{
+	char path[PATH_MAX];
+	auto_close int fd = -1;
+
+	if (pin_path(path, sizeof(path), dir, name) < 0)
+		return -ENAMETOOLONG;
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return -errno;
+	if (bpf_prog_detach2(fd, cgfd, BPF_CGROUP_DEVICE) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+static const struct pinned *find_pinned(const struct pinned *pins, size_t n, uint32_t id)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (pins[i].id == id)
+			return &pins[i];
+	}
+	return NULL;
+}
+
+/* The tally must come after every gate to see their verdict. */
+static int place_tally(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
+		       const struct pinned *pins, size_t n_pins, struct dg_error *err)
+{
+	struct attached now = { 0 };
+	const struct pinned *tally = NULL;
+	int r;
+
+	for (size_t i = 0; i < n_pins; i++) {
+		if (pins[i].kind == PIN_TALLY)
+			tally = &pins[i];
+	}
+	r = query(cgfd, false, &now);
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r, "cannot query device programs: %s",
+				    strerror(-r));
+	if (!(now.flags & BPF_F_ALLOW_MULTI))
+		return 0; /* single-program cgroup: no room for a tally */
+	if (tally && now.n && attached_has(&now, tally->id)) {
+		if (now.ids[now.n - 1] == tally->id)
+			return 0;
+		r = detach_pinned(dir, "tally", cgfd);
+		if (r < 0)
+			return dg_error_set(err, DG_E_KERNEL, r, "cannot move the tally: %s",
+					    strerror(-r));
+	}
+	return attach_new(bg, cgid, dir, cgfd, ROLE_TALLY, "tally", err);
+}
+
+int bpfgate_guard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *info,
+		  struct dg_error *err)
+{
+	struct pinned pins[MAX_PROGS];
+	struct attached now = { 0 }, eff = { 0 };
+	char dir[PATH_MAX];
+	size_t n_pins = 0;
+	struct guard_info gi = { 0 };
+	int r;
+
+	r = cg_dir(bg, cgid, dir, sizeof(dir));
+	if (r < 0)
+		return dg_error_set(err, DG_E_INTERNAL, r, "pin path too long");
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return dg_error_set(err, DG_E_KERNEL, errno, "cannot create %s: %m", dir);
+	r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);
+	if (r == 0)
+		r = query(cgfd, false, &now);
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r, "cannot inspect the device programs of "
+				    "cgroup %llu: %s", (unsigned long long)cgid, strerror(-r));
+	/* A runtime that replaced or detached our programs leaves stale pins. */
+	for (size_t i = 0; i < n_pins; i++) {
+		if (!attached_has(&now, pins[i].id))
+			unpin_one(dir, &pins[i]);
+	}
+	for (uint32_t i = 0; i < now.n; i++) {
+		if (find_pinned(pins, n_pins, now.ids[i]))
+			continue;
+		r = wrap(bg, cgid, dir, cgfd, now.ids[i], now.flags, err);
+		if (r < 0)
+			return r;
+		gi.wrapped++;
+	}
+	if (now.n == 0) {
+		r = attach_new(bg, cgid, dir, cgfd, ROLE_GATE, "gate-default", err);
+		if (r < 0)
+			return r;
+	}
+	r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);
+	if (r == 0)
+		r = place_tally(bg, cgid, dir, cgfd, pins, n_pins, err);
+	if (r < 0)
+		return r;
+	if (query(cgfd, false, &now) == 0 && query(cgfd, true, &eff) == 0 && eff.n > now.n)
+		gi.ancestor_progs = eff.n - now.n;
+	r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);
+	for (size_t i = 0; r == 0 && i < n_pins; i++) {
+		if (pins[i].kind == PIN_TALLY)
+			gi.tally = 1;
+		else
+			gi.gates++;
+	}
+	if (info)
+		*info = gi;
+	return 0;
+}
+
+int bpfgate_needs_guard(struct bpfgate *bg, uint64_t cgid, int cgfd)
+{
+	struct pinned pins[MAX_PROGS];
+	struct attached now = { 0 };
+	char dir[PATH_MAX];
+	size_t n_pins = 0;
+	int r;
+
+	r = cg_dir(bg, cgid, dir, sizeof(dir));
+	if (r == 0)
+		r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);
+	if (r == 0)
+		r = query(cgfd, false, &now);
+	if (r < 0)
+		return r;
+	if (now.n == 0)
+		return 1;
+	for (uint32_t i = 0; i < now.n; i++) {
+		if (!find_pinned(pins, n_pins, now.ids[i]))
+			return 1;
+	}
+	for (size_t i = 0; i < n_pins; i++) {
+		if (!attached_has(&now, pins[i].id))
+			return 1;
+	}
+	return 0;
+}
+
+/* Puts runtime program orig back in place of gate pinned as gate-ORIG. */
+static int restore(const char *dir, int cgfd, const struct pinned *p, uint32_t cg_flags)
+{
+	auto_close int orig_fd = -1, gate_fd = -1;
+	char path[PATH_MAX], name[32];
+	bool multi = cg_flags & BPF_F_ALLOW_MULTI;
+	int r;
+
+	snprintf(name, sizeof(name), "gate-%u", p->orig_id);
+	r = pin_path(path, sizeof(path), dir, name);
+	if (r < 0)
+		return r;
+	gate_fd = bpf_obj_get(path);
+	if (gate_fd < 0)
+		return -errno;
+	/* The slot still holds orig, so it cannot have been freed. */
+	orig_fd = bpf_prog_get_fd_by_id(p->orig_id);
+	if (orig_fd < 0)
+		return -errno;
+	return attach(orig_fd, cgfd, multi ? BPF_F_ALLOW_MULTI : cg_flags, multi ? gate_fd : -1);
+}
+
+static int unguard_attached(const char *dir, int cgfd, const struct pinned *pins, size_t n_pins,
+			    uint64_t cgid, struct dg_error *err)
+{
+	struct attached now = { 0 };
+	int r = query(cgfd, false, &now);
+
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r, "cannot query device programs of cgroup "
+				    "%llu: %s", (unsigned long long)cgid, strerror(-r));
+	/* Runtime programs first, so the cgroup is never left unfiltered. */
+	for (size_t i = 0; i < n_pins; i++) {
+		if (pins[i].kind != PIN_GATE || !attached_has(&now, pins[i].id))
+			continue;
+		r = restore(dir, cgfd, &pins[i], now.flags);
+		if (r < 0)
+			return dg_error_set(err, DG_E_KERNEL, r, "cannot put device program %u back "
+					    "on cgroup %llu: %s", pins[i].orig_id,
+					    (unsigned long long)cgid, strerror(-r));
+	}
+	for (size_t i = 0; i < n_pins; i++) {
+		const char *name = pins[i].kind == PIN_TALLY ? "tally" : "gate-default";
+
+		if (pins[i].kind == PIN_GATE || !attached_has(&now, pins[i].id))
+			continue;
+		r = detach_pinned(dir, name, cgfd);
+		if (r < 0)
+			return dg_error_set(err, DG_E_KERNEL, r, "cannot detach %s from cgroup "
+					    "%llu: %s", name, (unsigned long long)cgid, strerror(-r));
+	}
+	return 0;
+}
+
+int bpfgate_unguard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *err)
+{
+	struct pinned pins[MAX_PROGS];
+	char dir[PATH_MAX];
+	size_t n_pins = 0;
+	auto_closedir DIR *d = NULL;
+	struct dirent *de;
+	int r;
+
+	r = cg_dir(bg, cgid, dir, sizeof(dir));
+	if (r == 0)
+		r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r, "cannot read pins of cgroup %llu: %s",
+				    (unsigned long long)cgid, strerror(-r));
+	if (cgfd >= 0) {
+		r = unguard_attached(dir, cgfd, pins, n_pins, cgid, err);
+		if (r < 0)
+			return r;
+	}
+	d = opendir(dir);
+	while (d && (de = readdir(d))) {
+		if (de->d_name[0] != '.')
+			unpin(dir, de->d_name);
+	}
+	if (rmdir(dir) < 0 && errno != ENOENT)
+		log_warning_errno(errno, "cannot remove %s: %m", dir);
+	return 0;
+}
+
+int bpfgate_guarded_list(struct bpfgate *bg, uint64_t **ret, size_t *ret_n)
+{
+	char path[PATH_MAX];
+	auto_closedir DIR *d = NULL;
+	auto_free uint64_t *ids = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+
+	snprintf(path, sizeof(path), "%s/cg", bg->pin_root);
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		uint64_t id;
+
+		if (parse_u64(de->d_name, &id) < 0)
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			uint64_t *nids = realloc(ids, ncap * sizeof(*ids));
+
+			if (!nids)
+				return -ENOMEM;
+			ids = nids;
+			cap = ncap;
+		}
+		ids[n++] = id;
+	}
+	*ret = TAKE_PTR(ids);
+	*ret_n = n;
+	return 0;
+}
+
+int bpfgate_counters_drop(struct bpfgate *bg, uint64_t cgid)
+{
+	struct dg_count_key key, next;
+	void *prev = NULL;
+	size_t n = 0, cap = 0;
+	auto_free struct dg_count_key *doomed = NULL;
+
+	/* Collect first: deleting while walking restarts the walk. */
+	while (bpf_map_get_next_key(bg->counters_fd, prev, &next) == 0) {
+		if (next.cgroup_id == cgid) {
+			if (n == cap) {
+				size_t ncap = cap ? cap * 2 : 16;
+				struct dg_count_key *nd = realloc(doomed, ncap * sizeof(*doomed));
+
+				if (!nd)
+					return -ENOMEM;
+				doomed = nd;
+				cap = ncap;
+			}
+			doomed[n++] = next;
+		}
+		key = next;
+		prev = &key;
+	}
+	for (size_t i = 0; i < n; i++)
+		(void)bpf_map_delete_elem(bg->counters_fd, &doomed[i]);
+	return 0;
+}

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * devgate's BPF side: the shared maps, and the "guard" of one cgroup, i.e.
+ * devgate's programs on it. Pins live under PIN_ROOT:
+ *
+ *   PIN_ROOT/dg_*_v1            shared maps (grants, counters, events, ...)
+ *   PIN_ROOT/cg/CGID/gate-ORIG  gate standing in for runtime program ORIG
+ *   PIN_ROOT/cg/CGID/slot-ORIG  its prog array holding ORIG
+ *   PIN_ROOT/cg/CGID/gate-default  gate on a cgroup that had no program
+ *   PIN_ROOT/cg/CGID/tally      the counting program, attached last
+ *
+ * Pins hold the prog arrays' user references (an unpinned array is flushed
+ * when its last fd closes) and let a restarted daemon find its programs.
+ */
+#ifndef DEVGATE_BPFGATE_H
+#define DEVGATE_BPFGATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "devgate.h"
+#include "errors.h"
+#include "gpu.h"
+
+#define DG_DEFAULT_PIN_ROOT "/sys/fs/bpf/devgate"
+
+struct bpfgate;
+
+struct guard_info {
+	unsigned int wrapped;	     /* runtime programs wrapped by this call */
+	unsigned int gates;	     /* devgate gates on the cgroup now */
+	unsigned int ancestor_progs; /* device programs on ancestors (warning) */
+	int tally;		     /* 1 when the tally is attached */
+};
+
+int bpfgate_open(const char *pin_root, const struct dg_majors *majors, struct bpfgate **ret,
+		 struct dg_error *err);
+void bpfgate_free(struct bpfgate *bg);
+const char *bpfgate_pin_root(const struct bpfgate *bg);
+
+int bpfgate_grant_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *node,
+		      uint32_t access);
+int bpfgate_grant_del(struct bpfgate *bg, uint64_t cgid, const struct dg_node *node);
+/* All grant keys in the map; *ret is malloc'd. */
+int bpfgate_grants_list(struct bpfgate *bg, struct dg_grant_key **ret, size_t *ret_n);
+
+/*
+ * Makes cgroup cgfd gated: every runtime program on it is replaced by a gate
+ * (atomically, BPF_F_REPLACE), a default gate is attached if it had none,
+ * and the tally sits last. Idempotent; re-wraps programs a runtime attached
+ * since the last call and forgets gates a runtime removed.
+ */
+int bpfgate_guard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *info,
+		  struct dg_error *err);
+/* Puts the runtime programs back and removes devgate's; cgfd -1 if gone. */
+int bpfgate_unguard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *err);
+/* 1 when cgfd carries a device program that devgate has not wrapped. */
+int bpfgate_needs_guard(struct bpfgate *bg, uint64_t cgid, int cgfd);
+/* cgroup ids that have a pin directory. */
+int bpfgate_guarded_list(struct bpfgate *bg, uint64_t **ret, size_t *ret_n);
+
+int bpfgate_events_fd(const struct bpfgate *bg);
+int bpfgate_counters_fd(const struct bpfgate *bg);
+/* Deletes the counters and rate-limit entries of cgid. */
+int bpfgate_counters_drop(struct bpfgate *bg, uint64_t cgid);
+
+/* Route libbpf's messages into devgate's log (debug only with -v). */
+void bpfgate_route_libbpf_log(void);
+
+#endif

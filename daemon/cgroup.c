@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "cleanup.h"
+#include "util.h"
+
+/* Undoes mountinfo's octal escapes (\040 for space and so on). */
+static void unescape_octal(char *s)
+{
+	char *out = s;
+
+	while (*s) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 4;
+		} else {
+			*out++ = *s++;
+		}
+	}
+	*out = '\0';
+}
+
+int mountinfo_find_cgroup2(const char *text, char **ret)
+{
+	auto_free char *copy = strdup(text);
+	char *save = NULL;
+
+	if (!copy)
+		return -ENOMEM;
+	for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char root[PATH_MAX], mnt[PATH_MAX];
+		const char *sep = strstr(line, " - ");
+		char fstype[64];
+
+		if (!sep || sscanf(sep, " - %63s", fstype) != 1 || strcmp(fstype, "cgroup2") != 0)
+			continue;
+		if (sscanf(line, "%*s %*s %*s %4095s %4095s", root, mnt) != 2)
+			continue;
+		if (strcmp(root, "/") != 0)
+			continue;
+		unescape_octal(mnt);
+		*ret = strdup(mnt);
+		return *ret ? 0 : -ENOMEM;
+	}
+	return -ENOENT;
+}
+
+int proc_cgroup_parse(const char *text, char **ret)
+{
+	const char *line = text;
+
+	while (line && *line) {
+		const char *eol = strchr(line, '\n');
+		size_t len = eol ? (size_t)(eol - line) : strlen(line);
+
+		if (len >= 3 && strncmp(line, "0::", 3) == 0) {
+			if (len == 3 || line[3] != '/')
+				return -EINVAL;
+			*ret = strndup(line + 3, len - 3);
+			return *ret ? 0 : -ENOMEM;
+		}
+		line = eol ? eol + 1 : NULL;
+	}
+	return -ENOMEDIUM;
+}
+
+int cgroot_open(struct cgroot *ret, struct dg_error *err)
+{
+	auto_free char *text = NULL, *mnt = NULL;
+	int r, fd;
+
+	r = read_file_at(AT_FDCWD, "/proc/self/mountinfo", (size_t)4 * 1024 * 1024, &text, NULL);
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r, "cannot read /proc/self/mountinfo: %s",
+				    strerror(-r));
+	r = mountinfo_find_cgroup2(text, &mnt);
+	if (r == -ENOENT) {
+		dg_error_set(err, DG_E_KERNEL, ENOENT, "no cgroup v2 hierarchy is mounted");
+		dg_error_hint(err, "devgate needs cgroup v2; mount it with "
+				   "'mount -t cgroup2 none /sys/fs/cgroup/unified'");
+		return -ENOENT;
+	}
+	if (r < 0)
+		return dg_error_set(err, DG_E_INTERNAL, r, "cannot parse mountinfo");
+	fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return dg_error_set(err, DG_E_KERNEL, errno, "cannot open cgroup v2 mount '%s': %m",
+				    mnt);
+	ret->mount = TAKE_PTR(mnt);
+	ret->fd = fd;
+	return 0;
+}
+
+void cgroot_close(struct cgroot *root)
+{
+	free(root->mount);
+	root->mount = NULL;
+	root->fd = safe_close(root->fd);
+}
+
+int cgroup_open_path(const struct cgroot *root, const char *path, int *ret_fd)
+{
+	struct open_how how = {
+		.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+			   RESOLVE_NO_XDEV,
+	};
+	const char *rel = path;
+	long fd;
+
+	while (*rel == '/')
+		rel++;
+	fd = syscall(SYS_openat2, root->fd, *rel ? rel : ".", &how, sizeof(how));
+	if (fd < 0)
+		return -errno;
+	*ret_fd = (int)fd;
+	return 0;
+}
+
+struct cg_handle {
+	struct file_handle fh;
+	uint64_t id;
+};
+
+int cgroup_id_of(int cgfd, uint64_t *ret)
+{
+	struct cg_handle h = { .fh.handle_bytes = sizeof(uint64_t) };
+	int mnt;
+
+	if (name_to_handle_at(cgfd, "", &h.fh, &mnt, AT_EMPTY_PATH) < 0)
+		return -errno;
+	*ret = h.id;
+	return 0;
+}
+
+int cgroup_open_id(const struct cgroot *root, uint64_t id, int *ret_fd)
+{
+	struct cg_handle h = { .fh.handle_bytes = sizeof(uint64_t), .fh.handle_type = 0xfe };
+	uint64_t check = 0;
+	int fd;
+
+	/* kernfs handles are FILEID_KERNFS (0xfe) carrying the 64-bit id. */
+	h.id = id;
+	fd = open_by_handle_at(root->fd, &h.fh, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ESTALE ? -ENOENT : -errno;
+	if (cgroup_id_of(fd, &check) < 0 || check != id) {
+		close(fd);
+		return -ENOENT;
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
+int cgroup_path_of(const struct cgroot *root, int cgfd, char **ret)
+{
+	char link[64], target[PATH_MAX];
+	size_t mlen = strlen(root->mount);
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", cgfd);
+	n = readlink(link, target, sizeof(target) - 1);
+	if (n < 0)
+		return -errno;
+	target[n] = '\0';
+	if (strncmp(target, root->mount, mlen) != 0 || (target[mlen] != '/' && target[mlen]))
+		return -EXDEV;
+	*ret = strdup(target[mlen] ? target + mlen : "/");
+	return *ret ? 0 : -ENOMEM;
+}
+
+int cgroup_populated(int cgfd)
+{
+	auto_free char *text = NULL;
+	const char *p;
+	int r = read_file_at(cgfd, "cgroup.events", 4096, &text, NULL);
+
+	if (r < 0)
+		return r;
+	p = strstr(text, "populated ");
+	if (!p)
+		return -EINVAL;
+	return p[10] == '1';
+}
+
+int cgroup_of_pid(pid_t pid, char **ret)
+{
+	auto_free char *text = NULL;
+	char path[64];
+	int r;
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	r = read_file_at(AT_FDCWD, path, (size_t)64 * 1024, &text, NULL);
+	if (r == -ENOENT)
+		return -ESRCH;
+	if (r < 0)
+		return r;
+	return proc_cgroup_parse(text, ret);
+}
+
+int cgroup_path_is_ancestor(const char *path, const char *other)
+{
+	size_t len = strlen(path);
+
+	if (strcmp(path, "/") == 0)
+		return 1;
+	return strncmp(path, other, len) == 0 && (other[len] == '\0' || other[len] == '/');
+}

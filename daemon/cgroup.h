@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cgroup v2: where the hierarchy is mounted, and cgroups opened by path or
+ * by id. Everything is keyed by the cgroup id (the kernfs inode number),
+ * which the kernel never reuses.
+ */
+#ifndef DEVGATE_CGROUP_H
+#define DEVGATE_CGROUP_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "errors.h"
+
+struct cgroot {
+	char *mount; /* e.g. /sys/fs/cgroup or /sys/fs/cgroup/unified */
+	int fd;
+};
+
+/* Finds the cgroup2 mount (root "/") in mountinfo text. */
+int mountinfo_find_cgroup2(const char *text, char **ret);
+/* Finds the "0::PATH" line in /proc/PID/cgroup text; -ENOMEDIUM if absent. */
+int proc_cgroup_parse(const char *text, char **ret);
+
+int cgroot_open(struct cgroot *ret, struct dg_error *err);
+void cgroot_close(struct cgroot *root);
+
+/* Opens the cgroup at PATH (relative to the v2 root, starting with '/'). */
+int cgroup_open_path(const struct cgroot *root, const char *path, int *ret_fd);
+int cgroup_open_id(const struct cgroot *root, uint64_t id, int *ret_fd);
+int cgroup_id_of(int cgfd, uint64_t *ret);
+/* The v2 path of an open cgroup, from the kernel's own view. */
+int cgroup_path_of(const struct cgroot *root, int cgfd, char **ret);
+/* 1 if the cgroup or a descendant has a process, 0 if not. */
+int cgroup_populated(int cgfd);
+/* The v2 path of a process; -ESRCH when gone, -ENOMEDIUM without v2. */
+int cgroup_of_pid(pid_t pid, char **ret);
+/* True when 'path' equals 'other' or is one of its ancestors. */
+int cgroup_path_is_ancestor(const char *path, const char *other);
+
+#endif

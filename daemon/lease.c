@@ -1,0 +1,313 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cleanup.h"
+#include "jsonutil.h"
+#include "lease.h"
+
+#define LEASE_FORMAT 1
+
+struct lease *lease_new(uint64_t cgid)
+{
+	struct lease *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return NULL;
+	l->cgid = cgid;
+	l->cgfd = -1;
+	l->watch = -1;
+	return l;
+}
+
+void lease_free(struct lease *l)
+{
+	if (!l)
+		return;
+	safe_close(l->cgfd);
+	free(l->cgroup);
+	free(l->container);
+	free(l);
+}
+
+static int dup_str(const char *s, char **ret)
+{
+	*ret = NULL;
+	if (!s)
+		return 0;
+	*ret = strdup(s);
+	return *ret ? 0 : -ENOMEM;
+}
+
+struct lease *lease_copy(const struct lease *l)
+{
+	struct lease *c = lease_new(l->cgid);
+
+	if (!c)
+		return NULL;
+	c->pid = l->pid;
+	c->since = l->since;
+	c->n_gpus = l->n_gpus;
+	memcpy(c->gpus, l->gpus, sizeof(l->gpus));
+	if (dup_str(l->cgroup, &c->cgroup) < 0 || dup_str(l->container, &c->container) < 0) {
+		lease_free(c);
+		return NULL;
+	}
+	return c;
+}
+
+int lease_table_add(struct lease_table *t, struct lease *l)
+{
+	if (t->n == t->cap) {
+		size_t ncap = t->cap ? t->cap * 2 : 16;
+		struct lease **nv = realloc(t->v, ncap * sizeof(struct lease *));
+
+		if (!nv)
+			return -ENOMEM;
+		t->v = nv;
+		t->cap = ncap;
+	}
+	t->v[t->n++] = l;
+	return 0;
+}
+
+struct lease *lease_table_find(const struct lease_table *t, uint64_t cgid)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		if (t->v[i]->cgid == cgid)
+			return t->v[i];
+	}
+	return NULL;
+}
+
+int lease_table_find_label(const struct lease_table *t, const char *label, struct lease **ret)
+{
+	struct lease *hit = NULL;
+
+	*ret = NULL;
+	for (size_t i = 0; i < t->n; i++) {
+		if (!t->v[i]->container || strcmp(t->v[i]->container, label) != 0)
+			continue;
+		if (hit)
+			return -EEXIST;
+		hit = t->v[i];
+	}
+	*ret = hit;
+	return hit ? 0 : -ENOENT;
+}
+
+struct lease *lease_table_take(struct lease_table *t, uint64_t cgid)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		struct lease *l = t->v[i];
+
+		if (l->cgid != cgid)
+			continue;
+		t->v[i] = t->v[--t->n];
+		return l;
+	}
+	return NULL;
+}
+
+void lease_table_clear(struct lease_table *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		lease_free(t->v[i]);
+	free(t->v);
+	*t = (struct lease_table){ 0 };
+}
+
+const struct lease_gpu *lease_find_gpu(const struct lease *l, const char *uuid)
+{
+	for (size_t i = 0; i < l->n_gpus; i++) {
+		if (strcasecmp(l->gpus[i].uuid, uuid) == 0)
+			return &l->gpus[i];
+	}
+	return NULL;
+}
+
+int lease_add_gpu(struct lease *l, const struct dg_gpu *gpu, bool shared)
+{
+	struct lease_gpu *g;
+
+	if (lease_find_gpu(l, gpu->uuid))
+		return 0;
+	if (l->n_gpus == DG_MAX_GPUS)
+		return -E2BIG;
+	g = &l->gpus[l->n_gpus++];
+	snprintf(g->uuid, sizeof(g->uuid), "%s", gpu->uuid);
+	g->minor = gpu->minor;
+	g->shared = shared;
+	return 1;
+}
+
+void lease_del_gpu(struct lease *l, const char *uuid)
+{
+	for (size_t i = 0; i < l->n_gpus; i++) {
+		if (strcasecmp(l->gpus[i].uuid, uuid) == 0) {
+			l->gpus[i] = l->gpus[--l->n_gpus];
+			return;
+		}
+	}
+}
+
+size_t lease_nodes(const struct lease *l, const struct dg_inventory *inv, struct dg_node *out,
+		   size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < l->n_gpus && n < max; i++) {
+		struct dg_node *node = &out[n++];
+
+		snprintf(node->name, sizeof(node->name), "nvidia%u", l->gpus[i].minor);
+		node->major = inv->majors.nvidia;
+		node->minor = l->gpus[i].minor;
+	}
+	if (l->n_gpus == 0)
+		return 0;
+	for (size_t i = 0; i < inv->n_ctl && n < max; i++)
+		out[n++] = inv->ctl[i];
+	return n;
+}
+
+const char *lease_label(const struct lease *l)
+{
+	return l->container ? l->container : l->cgroup;
+}
+
+json_object *lease_to_json(const struct lease *l)
+{
+	json_object *o = json_object_new_object();
+	json_object *gpus = json_object_new_array();
+	char id[32];
+
+	json_object_object_add(o, "format", json_object_new_int(LEASE_FORMAT));
+	/* A string: JSON numbers lose precision above 2^53 in many consumers. */
+	snprintf(id, sizeof(id), "%llu", (unsigned long long)l->cgid);
+	json_object_object_add(o, "cgroup_id", json_object_new_string(id));
+	json_add_str(o, "cgroup", l->cgroup);
+	json_add_str(o, "container", l->container);
+	json_object_object_add(o, "pid", json_object_new_int(l->pid));
+	json_object_object_add(o, "since", json_object_new_int64(l->since));
+	for (size_t i = 0; i < l->n_gpus; i++) {
+		json_object *g = json_object_new_object();
+
+		json_object_object_add(g, "uuid", json_object_new_string(l->gpus[i].uuid));
+		json_object_object_add(g, "minor", json_object_new_int64(l->gpus[i].minor));
+		json_object_object_add(g, "shared", json_object_new_boolean(l->gpus[i].shared));
+		json_object_array_add(gpus, g);
+	}
+	json_object_object_add(o, "gpus", gpus);
+	return o;
+}
+
+static int want(json_object *o, const char *key, json_type type, bool nullable, json_object **ret,
+		char *why, size_t len)
+{
+	json_object *v = NULL;
+
+	if (!json_object_object_get_ex(o, key, &v)) {
+		snprintf(why, len, "missing field '%s'", key);
+		return -EINVAL;
+	}
+	if ((v == NULL && !nullable) || (v && !json_object_is_type(v, type))) {
+		snprintf(why, len, "field '%s' must be a %s", key, json_type_to_name(type));
+		return -EINVAL;
+	}
+	*ret = v;
+	return 0;
+}
+
+static int want_str(json_object *o, const char *key, bool nullable, char **ret, char *why,
+		    size_t len)
+{
+	json_object *v;
+	int r = want(o, key, json_type_string, nullable, &v, why, len);
+
+	if (r < 0)
+		return r;
+	return dup_str(v ? json_object_get_string(v) : NULL, ret);
+}
+
+static int gpus_from_json(json_object *arr, struct lease *l, char *why, size_t len)
+{
+	size_t n = json_object_array_length(arr);
+
+	if (n > DG_MAX_GPUS) {
+		snprintf(why, len, "too many GPUs");
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_object *g = json_object_array_get_idx(arr, i), *v;
+		struct lease_gpu *lg = &l->gpus[l->n_gpus++];
+		int64_t minor;
+
+		if (!json_object_is_type(g, json_type_object) ||
+		    want(g, "uuid", json_type_string, false, &v, why, len) < 0)
+			return -EINVAL;
+		snprintf(lg->uuid, sizeof(lg->uuid), "%s", json_object_get_string(v));
+		if (want(g, "minor", json_type_int, false, &v, why, len) < 0)
+			return -EINVAL;
+		minor = json_object_get_int64(v);
+		if (minor < 0 || minor > 254) {
+			snprintf(why, len, "GPU minor %lld out of range", (long long)minor);
+			return -EINVAL;
+		}
+		lg->minor = (uint32_t)minor;
+		if (want(g, "shared", json_type_boolean, false, &v, why, len) < 0)
+			return -EINVAL;
+		lg->shared = json_object_get_boolean(v);
+	}
+	return 0;
+}
+
+int lease_from_json(json_object *o, struct lease **ret, char *why, size_t len)
+{
+	struct lease *l = NULL;
+	json_object *v;
+	uint64_t cgid;
+	char *end;
+	int r = -EINVAL;
+
+	if (!json_object_is_type(o, json_type_object)) {
+		snprintf(why, len, "not a JSON object");
+		return -EINVAL;
+	}
+	if (want(o, "format", json_type_int, false, &v, why, len) < 0)
+		return -EINVAL;
+	if (json_object_get_int(v) != LEASE_FORMAT) {
+		snprintf(why, len, "lease format %d is not supported", json_object_get_int(v));
+		return -EINVAL;
+	}
+	if (want(o, "cgroup_id", json_type_string, false, &v, why, len) < 0)
+		return -EINVAL;
+	errno = 0;
+	cgid = strtoull(json_object_get_string(v), &end, 10);
+	if (errno || *end || cgid == 0) {
+		snprintf(why, len, "bad cgroup_id");
+		return -EINVAL;
+	}
+	l = lease_new(cgid);
+	if (!l)
+		return -ENOMEM;
+	if (want_str(o, "cgroup", false, &l->cgroup, why, len) < 0 ||
+	    want_str(o, "container", true, &l->container, why, len) < 0)
+		goto fail;
+	if (want(o, "pid", json_type_int, false, &v, why, len) < 0)
+		goto fail;
+	l->pid = json_object_get_int(v);
+	if (want(o, "since", json_type_int, false, &v, why, len) < 0)
+		goto fail;
+	l->since = json_object_get_int64(v);
+	if (want(o, "gpus", json_type_array, false, &v, why, len) < 0 ||
+	    gpus_from_json(v, l, why, len) < 0)
+		goto fail;
+	*ret = l;
+	return 0;
+fail:
+	lease_free(l);
+	return r;
+}

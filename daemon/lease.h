@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A lease ties GPUs to one container, keyed by its cgroup id. The table is
+ * the daemon's truth about who holds what; state.c persists it.
+ */
+#ifndef DEVGATE_LEASE_H
+#define DEVGATE_LEASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <json-c/json.h>
+
+#include "errors.h"
+#include "gpu.h"
+
+struct lease_gpu {
+	char uuid[80];
+	uint32_t minor;
+	bool shared;
+};
+
+struct lease {
+	uint64_t cgid;
+	char *cgroup;	 /* v2 path, for display */
+	char *container; /* caller's label (OCI id, name); may be NULL */
+	pid_t pid;
+	int64_t since;
+	struct lease_gpu gpus[DG_MAX_GPUS];
+	size_t n_gpus;
+	/* runtime only, never persisted */
+	int cgfd;
+	int watch;
+};
+
+struct lease_table {
+	struct lease **v;
+	size_t n;
+	size_t cap;
+};
+
+struct lease *lease_new(uint64_t cgid);
+void lease_free(struct lease *l);
+struct lease *lease_copy(const struct lease *l);
+
+int lease_table_add(struct lease_table *t, struct lease *l);
+struct lease *lease_table_find(const struct lease_table *t, uint64_t cgid);
+/* By label; -EEXIST (ret NULL) when more than one lease carries it. */
+int lease_table_find_label(const struct lease_table *t, const char *label, struct lease **ret);
+/* Removes and returns the lease (caller frees), or NULL. */
+struct lease *lease_table_take(struct lease_table *t, uint64_t cgid);
+void lease_table_clear(struct lease_table *t);
+
+const struct lease_gpu *lease_find_gpu(const struct lease *l, const char *uuid);
+int lease_add_gpu(struct lease *l, const struct dg_gpu *gpu, bool shared);
+void lease_del_gpu(struct lease *l, const char *uuid);
+
+/* Device nodes the lease grants: its GPUs, plus control nodes if any GPU. */
+size_t lease_nodes(const struct lease *l, const struct dg_inventory *inv, struct dg_node *out,
+		   size_t max);
+
+/* Persistent form; lease_from_json is strict and names what is wrong. */
+json_object *lease_to_json(const struct lease *l);
+int lease_from_json(json_object *o, struct lease **ret, char *why, size_t why_len);
+
+/* Short display label: the container label or the cgroup path. */
+const char *lease_label(const struct lease *l);
+
+#endif

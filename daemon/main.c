@@ -1,0 +1,421 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * devgated: grants GPUs to running containers through cgroup v2 device
+ * programs. Start-up order: check privileges, discover GPUs, open the
+ * state (lock), create or reuse the BPF maps, load leases, reconcile the
+ * kernel with them, then serve.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "bpfgate.h"
+#include "cleanup.h"
+#include "daemon.h"
+#include "log.h"
+#include "nodes.h"
+#include "protocol.h"
+#include "reconcile.h"
+#include "server.h"
+#include "state.h"
+#include "util.h"
+#include "version.h"
+#include "watch.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: devgated [OPTIONS]\n"
+		"\n"
+		"Grant GPUs to running containers and take them back, through cgroup v2\n"
+		"BPF device programs and device nodes made inside the container.\n"
+		"\n"
+		"Options:\n"
+		"  -s, --socket PATH       control socket (default %s)\n"
+		"      --state-dir DIR     where leases are kept (default %s)\n"
+		"      --pin-root DIR      BPF pin directory on bpffs (default %s)\n"
+		"      --host-root DIR     read GPUs from DIR instead of / (test fixtures)\n"
+		"      --node-mode MODE    mode of nodes made in containers (default 0666)\n"
+		"      --node-owner U:G    owner of those nodes (default 0:0)\n"
+		"      --recheck-ms MS     how often leased cgroups are re-checked (default 1000)\n"
+		"  -v, --verbose           log debug messages, libbpf's included\n"
+		"  -h, --help              show this help\n"
+		"  -V, --version           show the version\n"
+		"\n"
+		"devgated runs in the foreground and logs to stderr. See devgated(8).\n",
+		DG_DEFAULT_SOCKET, DG_DEFAULT_STATE_DIR, DG_DEFAULT_PIN_ROOT);
+}
+
+static int parse_owner(const char *s, uid_t *uid, gid_t *gid)
+{
+	char buf[64];
+	char *colon;
+	uint32_t u, g;
+
+	if (strlen(s) >= sizeof(buf))
+		return -EINVAL;
+	snprintf(buf, sizeof(buf), "%s", s);
+	colon = strchr(buf, ':');
+	if (!colon)
+		return -EINVAL;
+	*colon = '\0';
+	if (parse_u32(buf, &u) < 0 || parse_u32(colon + 1, &g) < 0)
+		return -EINVAL;
+	*uid = u;
+	*gid = g;
+	return 0;
+}
+
+static void config_defaults(struct dg_config *c)
+{
+	c->socket_path = strdup(DG_DEFAULT_SOCKET);
+	c->state_dir = strdup(DG_DEFAULT_STATE_DIR);
+	c->pin_root = strdup(DG_DEFAULT_PIN_ROOT);
+	c->host_root = strdup("/");
+	c->node_mode = 0666;
+	c->recheck_ms = 1000;
+	c->log_level = LOG_INFO;
+}
+
+static void config_free(struct dg_config *c)
+{
+	free(c->socket_path);
+	free(c->state_dir);
+	free(c->pin_root);
+	free(c->host_root);
+	free(c->metrics_listen);
+}
+
+static int set_str(char **dst, const char *v)
+{
+	free(*dst);
+	*dst = strdup(v);
+	return *dst ? 0 : -ENOMEM;
+}
+
+enum { OPT_STATE = 256, OPT_PIN, OPT_HOST, OPT_MODE, OPT_OWNER, OPT_RECHECK };
+
+/* Returns 0 to run, 1 to exit successfully, < 0 on a usage error. */
+static int parse_args(int argc, char **argv, struct dg_config *c)
+{
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "state-dir", required_argument, NULL, OPT_STATE },
+		{ "pin-root", required_argument, NULL, OPT_PIN },
+		{ "host-root", required_argument, NULL, OPT_HOST },
+		{ "node-mode", required_argument, NULL, OPT_MODE },
+		{ "node-owner", required_argument, NULL, OPT_OWNER },
+		{ "recheck-ms", required_argument, NULL, OPT_RECHECK },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 },
+	};
+	uint32_t ms;
+	int o;
+
+	while ((o = getopt_long(argc, argv, "s:vhV", opts, NULL)) != -1) {
+		switch (o) {
+		case 's':
+			set_str(&c->socket_path, optarg);
+			break;
+		case OPT_STATE:
+			set_str(&c->state_dir, optarg);
+			break;
+		case OPT_PIN:
+			set_str(&c->pin_root, optarg);
+			break;
+		case OPT_HOST:
+			set_str(&c->host_root, optarg);
+			break;
+		case OPT_MODE:
+			if (parse_mode(optarg, &c->node_mode) < 0 || c->node_mode > 0777)
+				return log_error("--node-mode: '%s' is not an octal mode up to 0777",
+						 optarg), -EINVAL;
+			break;
+		case OPT_OWNER:
+			if (parse_owner(optarg, &c->node_uid, &c->node_gid) < 0)
+				return log_error("--node-owner: '%s' is not UID:GID", optarg), -EINVAL;
+			break;
+		case OPT_RECHECK:
+			if (parse_u32(optarg, &ms) < 0 || ms < 100 || ms > 3600000)
+				return log_error("--recheck-ms: give 100 to 3600000"), -EINVAL;
+			c->recheck_ms = ms;
+			break;
+		case 'v':
+			c->log_level = LOG_DEBUG;
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		case 'V':
+			printf("devgated %s\n", DEVGATE_VERSION);
+			return 1;
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		log_error("unexpected argument '%s'", argv[optind]);
+		return -EINVAL;
+	}
+	if (c->pin_root[0] != '/' || c->state_dir[0] != '/' || c->socket_path[0] != '/')
+		return log_error("--socket, --state-dir and --pin-root need absolute paths"),
+		       -EINVAL;
+	return 0;
+}
+
+/* Capabilities devgated works with; everything else is dropped at start. */
+static const cap_value_t kept_caps[] = {
+	CAP_SYS_ADMIN,	  CAP_BPF,	   CAP_PERFMON,	    CAP_NET_ADMIN,
+	CAP_MKNOD,	  CAP_SYS_PTRACE,  CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH,
+	CAP_SYS_CHROOT,	  CAP_CHOWN,	   CAP_FOWNER,	    CAP_SYS_RESOURCE,
+	CAP_NET_BIND_SERVICE,
+};
+
+static bool cap_has(cap_t caps, cap_value_t c)
+{
+	cap_flag_value_t v = CAP_CLEAR;
+
+	return cap_get_flag(caps, c, CAP_EFFECTIVE, &v) == 0 && v == CAP_SET;
+}
+
+static int caps_setup(struct dg_error *err)
+{
+	cap_t cur = cap_get_proc(), want = cap_init();
+	int r = 0;
+
+	if (!cur || !want) {
+		r = dg_error_set(err, DG_E_INTERNAL, errno, "libcap: %m");
+		goto out;
+	}
+	if (!cap_has(cur, CAP_SYS_ADMIN) || !cap_has(cur, CAP_MKNOD) ||
+	    !(cap_has(cur, CAP_BPF) || cap_has(cur, CAP_SYS_ADMIN))) {
+		r = dg_error_set(err, DG_E_PERM, EPERM, "devgated must run as root: it needs "
+				 "CAP_SYS_ADMIN, CAP_BPF and CAP_MKNOD");
+		goto out;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(kept_caps); i++) {
+		if (!cap_has(cur, kept_caps[i]))
+			continue;
+		cap_set_flag(want, CAP_PERMITTED, 1, &kept_caps[i], CAP_SET);
+		cap_set_flag(want, CAP_EFFECTIVE, 1, &kept_caps[i], CAP_SET);
+	}
+	if (cap_set_proc(want) < 0)
+		r = dg_error_set(err, DG_E_INTERNAL, errno, "cannot drop capabilities: %m");
+out:
+	cap_free(cur);
+	cap_free(want);
+	return r;
+}
+
+/* Tells systemd (Type=notify) we serve; no libsystemd needed. */
+static void notify_ready(void)
+{
+	const char *path = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	static const char msg[] = "READY=1\nSTATUS=serving";
+	auto_close int fd = -1;
+	size_t len;
+
+	if (!path || (path[0] != '/' && path[0] != '@') || strlen(path) >= sizeof(sa.sun_path))
+		return;
+	len = strlen(path);
+	memcpy(sa.sun_path, path, len);
+	if (sa.sun_path[0] == '@')
+		sa.sun_path[0] = '\0';
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0)
+		(void)sendto(fd, msg, sizeof(msg) - 1, MSG_NOSIGNAL, (struct sockaddr *)&sa,
+			     (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len));
+}
+
+static int epoll_tag(struct daemon *d, int fd, uint64_t tag)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = tag };
+
+	return epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+static int setup_signals(struct daemon *d)
+{
+	sigset_t mask;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+		return -errno;
+	signal(SIGPIPE, SIG_IGN);
+	d->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	return d->signal_fd < 0 ? -errno : 0;
+}
+
+static void handle_signal(struct daemon *d)
+{
+	struct signalfd_siginfo si;
+
+	while (read(d->signal_fd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo == SIGHUP) {
+			log_info("SIGHUP: nothing to reload yet");
+			continue;
+		}
+		log_info("received %s, shutting down; leases and gates stay in place",
+			 strsignal((int)si.ssi_signo));
+		d->quit = true;
+	}
+}
+
+static int daemon_setup(struct daemon *d, struct dg_error *err)
+{
+	int r;
+
+	r = caps_setup(err);
+	if (r == 0)
+		r = inventory_discover(d->cfg.host_root, &d->inv, err);
+	if (r == 0)
+		r = cgroot_open(&d->cg, err);
+	if (r < 0)
+		return r;
+	r = cgroup_of_pid(getpid(), &d->self_cgroup);
+	if (r < 0)
+		log_warning_errno(r, "cannot read devgated's own cgroup: %m");
+	r = nodes_init(err);
+	if (r == 0)
+		r = state_open(d->cfg.state_dir, &d->state, err);
+	if (r == 0)
+		r = bpfgate_open(d->cfg.pin_root, &d->inv->majors, &d->bg, err);
+	if (r == 0)
+		r = state_load(d->state, &d->leases, err);
+	if (r < 0)
+		return r;
+	r = watch_init(d);
+	if (r < 0)
+		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up inotify or timers: %s",
+				    strerror(-r));
+	log_info("%zu GPU(s) under %s, cgroup v2 at %s, %zu lease(s) on record", d->inv->n_gpus,
+		 d->cfg.host_root, d->cg.mount, d->leases.n);
+	reconcile(d);
+	r = server_listen(d, err);
+	if (r < 0)
+		return r;
+	d->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (d->epfd < 0)
+		return dg_error_set(err, DG_E_INTERNAL, errno, "epoll: %m");
+	r = setup_signals(d);
+	if (r == 0)
+		r = epoll_tag(d, d->listen_fd, TAG_LISTEN);
+	if (r == 0)
+		r = epoll_tag(d, d->signal_fd, TAG_SIGNAL);
+	if (r == 0)
+		r = epoll_tag(d, d->inotify_fd, TAG_INOTIFY);
+	if (r == 0)
+		r = epoll_tag(d, d->timer_fd, TAG_TIMER);
+	if (r < 0)
+		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up the event loop: %s",
+				    strerror(-r));
+	return 0;
+}
+
+static void daemon_teardown(struct daemon *d)
+{
+	server_close(d);
+	watch_fini(d);
+	lease_table_clear(&d->leases);
+	bpfgate_free(d->bg);
+	state_close(d->state);
+	nodes_fini();
+	cgroot_close(&d->cg);
+	inventory_free(d->inv);
+	free(d->self_cgroup);
+	safe_close(d->signal_fd);
+	safe_close(d->epfd);
+	config_free(&d->cfg);
+}
+
+static void dispatch(struct daemon *d, const struct epoll_event *ev)
+{
+	switch (ev->data.u64) {
+	case TAG_LISTEN:
+		server_accept(d);
+		break;
+	case TAG_SIGNAL:
+		handle_signal(d);
+		break;
+	case TAG_INOTIFY:
+		watch_handle(d);
+		break;
+	case TAG_TIMER:
+		watch_tick(d);
+		break;
+	default:
+		server_client_event(d, ev->data.ptr, ev->events);
+		break;
+	}
+}
+
+static int run(struct daemon *d)
+{
+	struct epoll_event evs[32];
+
+	notify_ready();
+	log_info("devgated %s serving on %s", DEVGATE_VERSION, d->cfg.socket_path);
+	while (!d->quit) {
+		int n = epoll_wait(d->epfd, evs, (int)ARRAY_SIZE(evs), -1);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return log_error_errno(errno, "epoll_wait: %m");
+		}
+		for (int i = 0; i < n && !d->quit; i++)
+			dispatch(d, &evs[i]);
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct daemon d = {
+		.cg = { .fd = -1 },
+		.epfd = -1,
+		.listen_fd = -1,
+		.signal_fd = -1,
+		.inotify_fd = -1,
+		.timer_fd = -1,
+	};
+	struct dg_error err = { 0 };
+	int r;
+
+	log_init("devgated", LOG_INFO);
+	config_defaults(&d.cfg);
+	r = parse_args(argc, argv, &d.cfg);
+	if (r != 0) {
+		config_free(&d.cfg);
+		return r > 0 ? 0 : dg_code_info(DG_E_INVALID)->exit_code;
+	}
+	log_set_max_level(d.cfg.log_level);
+	bpfgate_route_libbpf_log();
+	r = daemon_setup(&d, &err);
+	if (r < 0) {
+		log_error("%s", err.message[0] ? err.message : strerror(-r));
+		if (err.hint[0])
+			log_error("hint: %s", err.hint);
+		daemon_teardown(&d);
+		return dg_code_info(err.code ? err.code : DG_E_INTERNAL)->exit_code;
+	}
+	r = run(&d);
+	daemon_teardown(&d);
+	return r < 0 ? 1 : 0;
+}

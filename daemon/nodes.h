@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Device nodes inside a container, made by a forked helper that joins the
+ * container's mount namespace. The container controls every path below its
+ * root, so the helper resolves with openat2(RESOLVE_IN_ROOT |
+ * RESOLVE_NO_SYMLINKS), acts only through fd-relative calls that never
+ * follow a final symlink, checks what it made with fstatat, and runs under a
+ * seccomp allow-list.
+ */
+#ifndef DEVGATE_NODES_H
+#define DEVGATE_NODES_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "errors.h"
+#include "gpu.h"
+#include "target.h"
+
+#define NODES_MAX 16
+
+enum node_status {
+	NODE_UNTOUCHED = 0,
+	NODE_CREATED,  /* made by this call */
+	NODE_PRESENT,  /* already there with the right numbers */
+	NODE_REMOVED,  /* unlinked by this call */
+	NODE_ABSENT,   /* nothing there to remove */
+	NODE_CONFLICT, /* something else occupies the path */
+	NODE_FAILED,   /* a syscall failed; see err */
+};
+
+struct node_result {
+	int status;
+	int err;	    /* errno for NODE_FAILED */
+	unsigned int mode;  /* NODE_CONFLICT: st_mode found */
+	unsigned int major; /* NODE_CONFLICT: numbers found */
+	unsigned int minor;
+};
+
+struct node_opts {
+	mode_t mode;
+	uid_t uid;
+	gid_t gid;
+	const char *root_path; /* rootfs inside the target's mount ns; NULL: its root */
+};
+
+/* Builds the helper's seccomp filter once, at daemon start. */
+int nodes_init(struct dg_error *err);
+void nodes_fini(void);
+
+/* All-or-nothing: on a conflict nothing is created. */
+int nodes_create(const struct target *t, const struct node_opts *opts, const struct dg_node *nodes,
+		 size_t n, struct node_result *res, struct dg_error *err);
+/* Removes nodes that still carry our numbers; leaves anything else alone. */
+int nodes_remove(const struct target *t, const struct node_opts *opts, const struct dg_node *nodes,
+		 size_t n, struct node_result *res, struct dg_error *err);
+
+#endif

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The control socket: a unix stream socket, root only (mode 0600 and
+ * SO_PEERCRED checked), one JSON request per line (common/protocol.h).
+ */
+#ifndef DEVGATE_SERVER_H
+#define DEVGATE_SERVER_H
+
+#include <stdint.h>
+
+#include "daemon.h"
+
+int server_listen(struct daemon *d, struct dg_error *err);
+void server_close(struct daemon *d);
+void server_accept(struct daemon *d);
+/* Events for client fds; data is the struct client. */
+void server_client_event(struct daemon *d, struct client *c, uint32_t events);
+
+/* epoll tags: the low bits of a pointer are free, so small ints mark fds. */
+enum { TAG_LISTEN = 1, TAG_SIGNAL, TAG_INOTIFY, TAG_TIMER, TAG_EVENTS, TAG_METRICS, TAG_MAX };
+
+#endif

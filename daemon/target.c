@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "target.h"
+#include "util.h"
+
+int pidfd_open_pid(pid_t pid)
+{
+	long fd = syscall(SYS_pidfd_open, pid, 0);
+
+	return fd < 0 ? -errno : (int)fd;
+}
+
+int pidfd_alive(int pidfd)
+{
+	if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0)
+		return -errno;
+	return 0;
+}
+
+void target_done(struct target *t)
+{
+	t->pidfd = safe_close(t->pidfd);
+	t->rootfd = safe_close(t->rootfd);
+	t->cgfd = safe_close(t->cgfd);
+	free(t->cgroup);
+	t->cgroup = NULL;
+}
+
+static int check_cgroup(const char *self_cgroup, const char *cgroup, const char *what,
+			struct dg_error *err)
+{
+	if (strcmp(cgroup, "/") == 0) {
+		dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EINVAL,
+			     "%s is in the root cgroup of cgroup v2, not in a container's cgroup",
+			     what);
+		dg_error_hint(err, "devgate gates a container's own cgroup; name a process inside a "
+				   "container whose runtime uses cgroup v2");
+		return -EINVAL;
+	}
+	if (self_cgroup && cgroup_path_is_ancestor(cgroup, self_cgroup)) {
+		dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EINVAL,
+			     "%s is in cgroup %s, which holds devgated itself", what, cgroup);
+		dg_error_hint(err, "run the container in a cgroup of its own");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int open_cgroup(const struct cgroot *root, struct target *t, const char *what,
+		       struct dg_error *err)
+{
+	int r = cgroup_open_path(root, t->cgroup, &t->cgfd);
+
+	if (r == -ENOENT)
+		return dg_error_set(err, DG_E_NO_TARGET, ENOENT, "%s: cgroup %s does not exist under %s",
+				    what, t->cgroup, root->mount);
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r, "%s: cannot open cgroup %s%s: %s", what,
+				    root->mount, t->cgroup, strerror(-r));
+	r = cgroup_id_of(t->cgfd, &t->cgid);
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r, "cannot read the id of cgroup %s: %s",
+				    t->cgroup, strerror(-r));
+	return 0;
+}
+
+int target_from_pid(const struct cgroot *root, const char *self_cgroup, pid_t pid,
+		    struct target *ret, struct dg_error *err)
+{
+	struct target t = TARGET_INIT;
+	char what[64], path[64];
+	int r;
+
+	snprintf(what, sizeof(what), "PID %d", (int)pid);
+	t.pid = pid;
+	t.pidfd = pidfd_open_pid(pid);
+	if (t.pidfd < 0) {
+		r = t.pidfd == -ESRCH || t.pidfd == -EINVAL
+			    ? dg_error_set(err, DG_E_NO_TARGET, ESRCH, "no process with PID %d", (int)pid)
+			    : dg_error_set(err, DG_E_KERNEL, t.pidfd, "pidfd_open(%d): %s", (int)pid,
+					   strerror(-t.pidfd));
+		goto fail;
+	}
+	r = cgroup_of_pid(pid, &t.cgroup);
+	if (r == -ESRCH) {
+		r = dg_error_set(err, DG_E_NO_TARGET, ESRCH, "no process with PID %d", (int)pid);
+		goto fail;
+	}
+	if (r == -ENOMEDIUM) {
+		r = dg_error_set(err, DG_E_TARGET_UNSUPPORTED, ENOMEDIUM,
+				 "PID %d is not in a cgroup v2 hierarchy", (int)pid);
+		dg_error_hint(err, "devgate needs cgroup v2 (the unified hierarchy)");
+		goto fail;
+	}
+	if (r < 0) {
+		r = dg_error_set(err, DG_E_KERNEL, r, "cannot read /proc/%d/cgroup: %s", (int)pid,
+				 strerror(-r));
+		goto fail;
+	}
+	r = check_cgroup(self_cgroup, t.cgroup, what, err);
+	if (r < 0)
+		goto fail;
+	r = open_cgroup(root, &t, what, err);
+	if (r < 0)
+		goto fail;
+	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
+	t.rootfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (t.rootfd < 0) {
+		r = dg_error_set(err, DG_E_KERNEL, errno, "cannot open %s: %m", path);
+		goto fail;
+	}
+	/* Everything above was read from this very process only if it still runs. */
+	if (pidfd_alive(t.pidfd) < 0) {
+		r = dg_error_set(err, DG_E_NO_TARGET, ESRCH,
+				 "PID %d exited while devgate was resolving it", (int)pid);
+		goto fail;
+	}
+	*ret = t;
+	return 0;
+fail:
+	target_done(&t);
+	return r;
+}
+
+/* First PID listed in the cgroup's own cgroup.procs. */
+static int first_pid(int cgfd, pid_t *ret)
+{
+	auto_free char *text = NULL;
+	int r = read_file_at(cgfd, "cgroup.procs", (size_t)1024 * 1024, &text, NULL);
+	char *nl;
+
+	if (r < 0)
+		return r;
+	nl = strchr(text, '\n');
+	if (nl)
+		*nl = '\0';
+	return text[0] ? parse_pid(text, ret) : -ESRCH;
+}
+
+int target_from_cgroup(const struct cgroot *root, const char *self_cgroup, const char *path,
+		       struct target *ret, struct dg_error *err)
+{
+	auto_free char *what = NULL;
+	auto_close int cgfd = -1;
+	struct target probe = TARGET_INIT;
+	pid_t pid;
+	int r;
+
+	if (path[0] != '/' || strstr(path, "/../") || strlen(path) > 4000)
+		return dg_error_set(err, DG_E_INVALID, EINVAL,
+				    "cgroup path '%s' must be absolute within the v2 hierarchy", path);
+	if (asprintf(&what, "cgroup %s", path) < 0)
+		return -ENOMEM;
+	probe.cgroup = strdup(path);
+	if (!probe.cgroup)
+		return -ENOMEM;
+	r = check_cgroup(self_cgroup, probe.cgroup, what, err);
+	if (r == 0)
+		r = open_cgroup(root, &probe, what, err);
+	if (r < 0) {
+		target_done(&probe);
+		return r;
+	}
+	cgfd = TAKE_FD(probe.cgfd);
+	target_done(&probe);
+	r = first_pid(cgfd, &pid);
+	if (r < 0)
+		return dg_error_set(err, DG_E_NO_TARGET, ESRCH, "cgroup %s has no process", path);
+	r = target_from_pid(root, self_cgroup, pid, ret, err);
+	if (r == 0 && strcmp(ret->cgroup, path) != 0) {
+		target_done(ret);
+		return dg_error_set(err, DG_E_NO_TARGET, ESRCH, "processes of cgroup %s moved away",
+				    path);
+	}
+	return r;
+}

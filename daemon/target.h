@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A container to act on: a live process held by pidfd (no PID-reuse race),
+ * its root directory and its cgroup v2 cgroup.
+ */
+#ifndef DEVGATE_TARGET_H
+#define DEVGATE_TARGET_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cgroup.h"
+#include "errors.h"
+
+struct target {
+	pid_t pid;
+	int pidfd;
+	int rootfd; /* /proc/PID/root, O_PATH */
+	char *cgroup;
+	int cgfd;
+	uint64_t cgid;
+};
+
+#define TARGET_INIT { .pid = 0, .pidfd = -1, .rootfd = -1, .cgroup = NULL, .cgfd = -1, .cgid = 0 }
+
+/*
+ * Resolves a PID. self_cgroup is devgated's own cgroup: a target there or
+ * above it is refused, since gating it would gate the daemon too.
+ */
+int target_from_pid(const struct cgroot *root, const char *self_cgroup, pid_t pid,
+		    struct target *ret, struct dg_error *err);
+/* Resolves a cgroup path; the target's process is its first member. */
+int target_from_cgroup(const struct cgroot *root, const char *self_cgroup, const char *path,
+		       struct target *ret, struct dg_error *err);
+void target_done(struct target *t);
+
+int pidfd_open_pid(pid_t pid);
+/* 0 while the process behind pidfd runs, -ESRCH once it has exited. */
+int pidfd_alive(int pidfd);
+
+#endif

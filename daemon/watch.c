@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "grant.h"
+#include "log.h"
+#include "watch.h"
+
+int watch_init(struct daemon *d)
+{
+	struct itimerspec its = { 0 };
+
+	d->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (d->inotify_fd < 0)
+		return -errno;
+	d->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (d->timer_fd < 0)
+		return -errno;
+	its.it_interval.tv_sec = d->cfg.recheck_ms / 1000;
+	its.it_interval.tv_nsec = (long)(d->cfg.recheck_ms % 1000) * 1000000L;
+	its.it_value = its.it_interval;
+	if (timerfd_settime(d->timer_fd, 0, &its, NULL) < 0)
+		return -errno;
+	return 0;
+}
+
+void watch_fini(struct daemon *d)
+{
+	d->inotify_fd = safe_close(d->inotify_fd);
+	d->timer_fd = safe_close(d->timer_fd);
+}
+
+int watch_add(struct daemon *d, struct lease *l)
+{
+	char path[PATH_MAX];
+	int wd;
+
+	snprintf(path, sizeof(path), "%s%s/cgroup.events", d->cg.mount,
+		 strcmp(l->cgroup, "/") == 0 ? "" : l->cgroup);
+	wd = inotify_add_watch(d->inotify_fd, path, IN_MODIFY);
+	if (wd < 0)
+		return log_warning_errno(errno, "cannot watch %s: %m; relying on the periodic check",
+					 path);
+	l->watch = wd;
+	return 0;
+}
+
+void watch_del(struct daemon *d, struct lease *l)
+{
+	if (l->watch < 0)
+		return;
+	(void)inotify_rm_watch(d->inotify_fd, l->watch);
+	l->watch = -1;
+}
+
+static struct lease *lease_by_watch(struct daemon *d, int wd)
+{
+	for (size_t i = 0; i < d->leases.n; i++) {
+		if (d->leases.v[i]->watch == wd)
+			return d->leases.v[i];
+	}
+	return NULL;
+}
+
+/* Releases the lease if its container has no process left. */
+static void check_ended(struct daemon *d, struct lease *l)
+{
+	int populated = l->cgfd >= 0 ? cgroup_populated(l->cgfd) : -EBADF;
+
+	if (populated == 0)
+		grant_release(d, l->cgid, "container ended");
+	else if (populated < 0)
+		grant_release(d, l->cgid, "cgroup removed");
+}
+
+void watch_handle(struct daemon *d)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+
+	for (;;) {
+		ssize_t n = read(d->inotify_fd, buf, sizeof(buf));
+
+		if (n <= 0)
+			return;
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (const struct inotify_event *)p;
+			struct lease *l = lease_by_watch(d, ev->wd);
+
+			p += sizeof(*ev) + ev->len;
+			if (!l)
+				continue;
+			if (ev->mask & IN_IGNORED) {
+				l->watch = -1; /* the kernel dropped it: the file is gone */
+				grant_release(d, l->cgid, "cgroup removed");
+				continue;
+			}
+			check_ended(d, l);
+		}
+	}
+}
+
+static void recheck_guard(struct daemon *d, struct lease *l)
+{
+	struct dg_error err = { 0 };
+	int r = bpfgate_needs_guard(d->bg, l->cgid, l->cgfd);
+
+	if (r <= 0)
+		return;
+	if (bpfgate_guard(d->bg, l->cgid, l->cgfd, NULL, &err) < 0)
+		log_error("cannot re-apply gates to %s: %s", lease_label(l), err.message);
+	else
+		log_notice("the runtime changed the device programs of %s; gates re-applied",
+			   lease_label(l));
+}
+
+void watch_tick(struct daemon *d)
+{
+	uint64_t expirations;
+	auto_free uint64_t *ids = NULL;
+	size_t n = d->leases.n;
+
+	(void)!read(d->timer_fd, &expirations, sizeof(expirations));
+	if (n == 0)
+		return;
+	/* Releasing edits the table; walk a copy of the ids. */
+	ids = malloc(n * sizeof(*ids));
+	if (!ids)
+		return;
+	for (size_t i = 0; i < n; i++)
+		ids[i] = d->leases.v[i]->cgid;
+	for (size_t i = 0; i < n; i++) {
+		struct lease *l = lease_table_find(&d->leases, ids[i]);
+
+		if (l)
+			check_ended(d, l);
+		l = lease_table_find(&d->leases, ids[i]);
+		if (l && l->cgfd >= 0)
+			recheck_guard(d, l);
+	}
+}

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Noticing that a container ended or that its runtime changed its device
+ * programs. cgroup.events changes wake us through inotify, so a lease is
+ * released as soon as the cgroup empties; a periodic tick re-applies gates
+ * that a runtime replaced (runc update) and catches anything inotify missed.
+ */
+#ifndef DEVGATE_WATCH_H
+#define DEVGATE_WATCH_H
+
+#include "daemon.h"
+
+int watch_init(struct daemon *d);
+void watch_fini(struct daemon *d);
+int watch_add(struct daemon *d, struct lease *l);
+void watch_del(struct daemon *d, struct lease *l);
+/* inotify fd readable. */
+void watch_handle(struct daemon *d);
+/* Timer fired. */
+void watch_tick(struct daemon *d);
+
+#endif

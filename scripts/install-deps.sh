@@ -1,0 +1,28 @@
+#!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
+# Installs the Debian 12 packages devgate builds, tests and demos with.
+# Idempotent: installs only what is missing. Needs root.
+set -eu
+
+PKGS="make gcc libc6-dev pkg-config clang llvm bpftool
+libbpf-dev libcap-dev libseccomp-dev libjson-c-dev libmicrohttpd-dev libcmocka-dev
+bats jq socat runc busybox-static util-linux cppcheck clang-tidy"
+
+missing=""
+for p in $PKGS; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+		missing="$missing $p"
+	fi
+done
+[ -n "$missing" ] || exit 0
+
+if [ "$(id -u)" != 0 ]; then
+	echo "install-deps: these packages are missing:$missing" >&2
+	echo "install-deps: run as root to install them" >&2
+	exit 1
+fi
+echo "install-deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,129 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+# Every refused request: a clear message, its documented exit code, and no
+# change to containers, maps or programs.
+
+load helpers
+
+setup_file() { dg_setup_file; }
+teardown_file() { dg_teardown_file; }
+setup() { dg_setup; start_daemon; }
+teardown() { dg_teardown; }
+
+@test "unknown PID: exit 5" {
+	run -5 dg grant --pid 999999 --gpu 0
+	[ "$output" = "devgatectl: no process with PID 999999" ]
+}
+
+@test "PID in the root cgroup (not on a container's cgroup v2): exit 6" {
+	sleep 100 &
+	pid=$!
+	echo "$pid" > "$DG_CGROOT/cgroup.procs"
+	run -6 dg grant --pid "$pid" --gpu 0
+	kill "$pid"
+	[[ "${lines[0]}" == *"is in the root cgroup of cgroup v2"* ]]
+	[[ "${lines[1]}" == "hint: "* ]]
+}
+
+@test "PID sharing devgated's own cgroup: exit 6" {
+	stop_daemon
+	cg="$DG_CGROOT/$DG_ID-daemon"
+	mkdir "$cg"
+	DG_CGROUPS+=("$cg")
+	sh -c 'echo $$ > "$1/cgroup.procs"; exec sleep 100' _ "$cg" &
+	sleeper=$!
+	(echo $BASHPID > "$cg/cgroup.procs" && exec "$DEVGATE_BUILD/devgated" --socket "$DG_SOCK" \
+		--state-dir "$DG_TMP/state" --pin-root "$DG_PINS" --host-root "$DG_HOST" \
+		>>"$DG_TMP/daemon.log" 2>&1) &
+	DG_DAEMON_PID=$!
+	wait_for_daemon
+	run -6 dg grant --pid "$sleeper" --gpu 0
+	[[ "$output" == *"which holds devgated itself"* ]]
+	[ -z "$(cg_progs "$cg")" ]
+}
+
+@test "selector that matches nothing: exit 7; malformed: exit 2" {
+	container c
+	run -7 dg grant --pid "$CPID" --gpu 5
+	[ "${lines[0]}" = "devgatectl: no GPU with index 5: this host has 2 GPUs" ]
+	[ "${lines[1]}" = "hint: run 'devgatectl list' to see this host's GPUs" ]
+	run -7 dg grant --pid "$CPID" --gpu GPU-ffff
+	run -7 dg grant --pid "$CPID" --gpu 0000:99:00.0
+	run -2 dg grant --pid "$CPID" --gpu '0,;rm'
+	run -2 dg grant --pid "$CPID" --gpu MIG-1234
+	[ "$(grant_entries)" = 0 ]
+	[ -z "$(ls "$DG_PINS/cg")" ]
+}
+
+@test "daemon not running: exit 3 with how to start it" {
+	stop_daemon
+	run -3 dg list
+	[ "${lines[0]}" = "devgatectl: cannot reach devgated at $DG_SOCK: No such file or directory" ]
+	[[ "${lines[1]}" == "hint: start it with 'systemctl start devgated'"* ]]
+	run -3 dg --json list
+	[ "$(echo "$output" | jq -r .error.code)" = daemon_unreachable ]
+}
+
+@test "caller not root: exit 4" {
+	chmod 755 "$DG_TMP"
+	run -4 setpriv --reuid=65534 --regid=65534 --clear-groups "$DEVGATE_BUILD/devgatectl" \
+		-s "$DG_SOCK" list
+	[[ "${lines[0]}" == "devgatectl: permission denied on devgated's socket"* ]]
+	[ "$(stat -c %a "$DG_SOCK")" = 600 ]
+}
+
+@test "devgated itself refuses to run without root: exit 4" {
+	run -4 setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
+		"$DEVGATE_BUILD/devgated" --socket "$DG_TMP/other.sock" --state-dir "$DG_TMP/s2"
+	[[ "$output" == *"devgated must run as root"* ]]
+}
+
+@test "node path occupied in the container: exit 9, nothing changed" {
+	container c
+	original=$(cg_progs "$DG_CGROOT/$CID")
+	dg_runc exec "$CID" sh -c 'echo data > /dev/nvidiactl'
+	run -9 dg grant --pid "$CPID" --gpu 0
+	[[ "${lines[0]}" == *"/dev/nvidiactl in the container of PID $CPID is a regular file"* ]]
+	[ "$(cg_progs "$DG_CGROOT/$CID")" = "$original" ]
+	[ "$(grant_entries)" = 0 ]
+	run -1 dg_runc exec "$CID" test -e /dev/nvidia0
+	run -0 dg status --json
+	[ "$(echo "$output" | jq '.leases | length')" = 0 ]
+}
+
+@test "a symlink planted at a node path is refused and never followed" {
+	container c
+	dg_runc exec "$CID" ln -s /etc/passwd /dev/nvidia0
+	before=$(stat -c %i:%s /etc/passwd)
+	run -9 dg grant --pid "$CPID" --gpu 0
+	[[ "$output" == *"/dev/nvidia0 in the container of PID $CPID is a symlink"* ]]
+	[ "$(stat -c %i:%s /etc/passwd)" = "$before" ]
+	run -0 dg_runc exec "$CID" ls /dev
+	[[ "$output" != *nvidiactl* ]]
+}
+
+@test "usage errors: exit 2 with a pointer to --help" {
+	run -2 dg grant --gpu 0
+	[ "${lines[1]}" = "hint: see 'devgatectl grant --help'" ]
+	run -2 dg grant --pid 1 --gpus 0
+	run -2 dg grant --pid notapid --gpu 0
+	run -2 dg frobnicate
+	run -2 dg list extra
+	container c
+	run -2 dg grant --pid "$CPID" --gpu 0 --gpus 1
+	[[ "$output" == *"either GPU selectors or a count"* ]]
+}
+
+@test "garbage on the socket gets a protocol error, and the daemon lives on" {
+	run -0 sh -c "printf 'not json\n' | socat -t 2 - UNIX-CONNECT:$DG_SOCK"
+	[ "$(echo "$output" | jq -r .error.code)" = protocol ]
+	run -0 sh -c "printf '{\"v\":1,\"op\":\"grant\",\"args\":{\"pid\":1,\"evil\":1}}\n' |
+		socat -t 2 - UNIX-CONNECT:$DG_SOCK"
+	[ "$(echo "$output" | jq -r .error.message)" = "operation 'grant' has no argument 'evil'" ]
+	run -0 sh -c "printf '{\"v\":9,\"op\":\"list\"}\n' | socat -t 2 - UNIX-CONNECT:$DG_SOCK"
+	[[ "$(echo "$output" | jq -r .error.message)" == "protocol version 9 is not supported"* ]]
+	# Oversized: the daemon says so and drops the client (socat may see EPIPE).
+	run sh -c "head -c 2000000 /dev/zero | tr '\\0' x | socat -t 2 - UNIX-CONNECT:$DG_SOCK"
+	run -0 dg list
+	[[ "${lines[0]}" == IDX* ]]
+}

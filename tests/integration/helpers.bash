@@ -1,0 +1,208 @@
+# SPDX-License-Identifier: Apache-2.0
+bats_require_minimum_version 1.5.0
+# shellcheck shell=bash
+#
+# Common setup for devgate's bats tests. Every test gets its own fixture
+# host, daemon, socket, state directory and pin directory; setup_file gives
+# each file one runc mount namespace. teardown removes all of it, also
+# after a failure.
+
+DG_ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+DEVGATE_BUILD=${DEVGATE_BUILD:-$DG_ROOT/build}
+# shellcheck source=../lib/runc.sh
+. "$DG_ROOT/tests/lib/runc.sh"
+
+fail() {
+	echo "FAIL: $*" >&2
+	return 1
+}
+
+# A missing requirement skips, except under DEVGATE_REQUIRE_PRIVILEGED=1
+# (CI), where it fails: there a skipped test would be a silent hole.
+missing() {
+	if [ "${DEVGATE_REQUIRE_PRIVILEGED:-0}" = 1 ]; then
+		fail "requirement missing and DEVGATE_REQUIRE_PRIVILEGED=1: $*"
+	else
+		skip "$*"
+	fi
+}
+
+requires() {
+	local r
+	for r in "$@"; do
+		case $r in
+		root) [ "$(id -u)" = 0 ] || missing "needs root" ;;
+		cgroup2) [ -n "$(dg_cgroot)" ] || missing "needs a cgroup v2 mount" ;;
+		bpf) [ -d /sys/fs/bpf ] || missing "needs /sys/fs/bpf" ;;
+		runc) command -v runc >/dev/null || missing "needs runc" ;;
+		podman) command -v podman >/dev/null || missing "needs podman" ;;
+		promtool) command -v promtool >/dev/null || missing "needs promtool" ;;
+		prometheus) command -v prometheus >/dev/null || missing "needs prometheus" ;;
+		*) fail "unknown requirement '$r'" ;;
+		esac
+	done
+}
+
+# Per-file: one mount namespace for runc.
+dg_setup_file() {
+	export DG_NSDIR="/run/devgate-test.$$.${BATS_TEST_FILENAME##*/}"
+	if [ "$(id -u)" = 0 ] && command -v runc >/dev/null; then
+		dg_ns_setup
+	fi
+}
+
+dg_teardown_file() {
+	dg_ns_teardown
+}
+
+# Per-test state. Ids include the test number and a random part so files and
+# runs never collide in the shared cgroup tree.
+dg_setup() {
+	requires root cgroup2 bpf
+	DG_TMP=$(mktemp -d /tmp/devgate-test.XXXXXX)
+	DG_ID="dg$BATS_TEST_NUMBER-${DG_TMP##*.}"
+	DG_PINS="/sys/fs/bpf/devgate-test-$DG_ID"
+	DG_SOCK="$DG_TMP/sock"
+	DG_HOST="$DG_TMP/host"
+	DG_CGROOT=$(dg_cgroot)
+	DG_CONTAINERS=()
+	DG_CGROUPS=()
+	DG_DAEMON_PID=
+}
+
+dg_teardown() {
+	local c status=0
+	for c in "${DG_CONTAINERS[@]}"; do dg_rm "$c"; done
+	stop_daemon TERM || status=1
+	# Sanitizer builds report into the daemon's log; any report fails the test.
+	if [ -f "${DG_TMP:-}/daemon.log" ] &&
+		grep -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$DG_TMP/daemon.log" >&2; then
+		status=1
+	fi
+	for c in "${DG_CGROUPS[@]}"; do
+		[ -d "$c" ] || continue
+		# Kill what is left, then remove children before parents.
+		echo 1 >"$c/cgroup.kill" 2>/dev/null || true
+		for _ in 1 2 3 4 5 6 7 8 9 10; do
+			find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+			[ -d "$c" ] || break
+			sleep 0.1
+		done
+	done
+	[ -n "${DG_PINS:-}" ] && rm -rf "$DG_PINS"
+	[ "$status" = 0 ] && [ -n "${DG_TMP:-}" ] && rm -rf "$DG_TMP"
+	return "$status"
+}
+
+# make_host [mkfixture options]: the fake GPU host (default: 2 GPUs).
+make_host() {
+	"$DG_ROOT/tests/helpers/mkfixture" "$DG_HOST" "$@" >/dev/null
+}
+
+start_daemon() {
+	[ -d "$DG_HOST" ] || make_host
+	"$DEVGATE_BUILD/devgated" --socket "$DG_SOCK" --state-dir "$DG_TMP/state" \
+		--pin-root "$DG_PINS" --host-root "$DG_HOST" "$@" >>"$DG_TMP/daemon.log" 2>&1 &
+	DG_DAEMON_PID=$!
+	wait_for_daemon
+}
+
+wait_for_daemon() {
+	local i
+	for i in $(seq 100); do
+		if dg status >/dev/null 2>&1; then return 0; fi
+		if ! kill -0 "$DG_DAEMON_PID" 2>/dev/null; then
+			cat "$DG_TMP/daemon.log" >&2
+			fail "devgated exited during start"
+			return 1
+		fi
+		sleep 0.05
+	done
+	fail "devgated did not answer within 5 s"
+}
+
+# stop_daemon [SIGNAL]: after TERM (the default) devgated must exit 0.
+stop_daemon() {
+	local sig=${1:-TERM} status=0
+	[ -n "$DG_DAEMON_PID" ] || return 0
+	kill -"$sig" "$DG_DAEMON_PID" 2>/dev/null || true
+	wait "$DG_DAEMON_PID" 2>/dev/null || status=$?
+	DG_DAEMON_PID=
+	if [ "$sig" = TERM ] && [ "$status" != 0 ]; then
+		echo "devgated exited with status $status after SIGTERM" >&2
+		tail -20 "$DG_TMP/daemon.log" >&2
+		return 1
+	fi
+	return 0
+}
+
+dg() {
+	"$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" "$@"
+}
+
+# container NAME: starts a runc container; sets CPID and CID.
+container() {
+	requires runc
+	CID="$DG_ID-$1"
+	dg_bundle "$DG_TMP/$1" "$DEVGATE_BUILD/probe"
+	CPID=$(dg_run "$CID" "$DG_TMP/$1")
+	DG_CONTAINERS+=("$CID")
+	DG_CGROUPS+=("$DG_CGROOT/$CID")
+	[ -n "$CPID" ] && [ "$CPID" != null ]
+}
+
+# probe CID PATH...: open(2) from inside the container, one result per line.
+probe() {
+	local cid=$1
+	shift
+	dg_runc exec "$cid" probe "$@"
+}
+
+# Device program ids attached to a cgroup, space separated, in order.
+cg_progs() {
+	bpftool -j cgroup show "$1" | jq -r '[.[].id] | join(" ")'
+}
+
+cg_prog_names() {
+	bpftool -j cgroup show "$1" | jq -r '[.[].name] | join(" ")'
+}
+
+# Number of entries devgate keeps in its grants map.
+grant_entries() {
+	bpftool -j map dump pinned "$DG_PINS/dg_grants_v1" | jq length
+}
+
+# plain_container NAME: a "container" made by hand, with no runtime device
+# program: a cgroup of its own, mount and PID namespaces, a tmpfs /dev and a
+# chroot. Sets CPID (host PID of its init) and CID.
+plain_container() {
+	CID="$DG_ID-$1"
+	local cg="$DG_CGROOT/$CID" root="$DG_TMP/$1/rootfs" i
+	mkdir -p "$root/bin" "$root/dev"
+	cp /bin/busybox "$DEVGATE_BUILD/probe" "$root/bin/"
+	for i in sh sleep stat test ls; do ln -sf busybox "$root/bin/$i"; done
+	mknod -m 666 "$root/gpu1" c 195 1
+	mkdir "$cg"
+	DG_CGROUPS+=("$cg")
+	setsid sh -c 'echo $$ > "$1/cgroup.procs" && exec unshare --mount --pid --fork \
+		--propagation private sh -c "mount -t tmpfs -o mode=755 tmpfs \"\$0/dev\" &&
+		mknod -m 666 \"\$0/dev/null\" c 1 3 && exec chroot \"\$0\" /bin/sleep 100000" "$2"' \
+		_ "$cg" "$root" </dev/null >/dev/null 2>&1 &
+	for i in $(seq 100); do
+		CPID=$(for p in $(cat "$cg/cgroup.procs"); do
+			[ "$(cat /proc/"$p"/comm 2>/dev/null)" = sleep ] && echo "$p"
+		done)
+		[ -n "$CPID" ] && return 0
+		sleep 0.05
+	done
+	fail "plain container did not start"
+}
+
+# in_cgroup CGROUP PID CMD...: runs CMD in CGROUP, inside PID's mount
+# namespace and root, the way a container's own process would.
+in_cgroup() {
+	local cg=$1 pid=$2
+	shift 2
+	sh -c 'echo $$ > "$1/cgroup.procs" && shift 2 && exec nsenter -t "$0" -m -r "$@"' \
+		"$pid" "$cg" _ "$@"
+}

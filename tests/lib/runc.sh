@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: Apache-2.0
+# shellcheck shell=bash
+#
+# Real runc containers on cgroup v2, for tests and the demo.
+#
+# On hybrid hosts /sys/fs/cgroup holds v1 controllers and runc would use v1
+# device rules. So runc always runs inside a private mount namespace where
+# cgroup2 is mounted on /sys/fs/cgroup; the namespace is bound to a file so
+# every runc command (run, exec, kill, delete) enters the same one. In the
+# host's view the container's cgroup is <v2 mount>/<container id>.
+#
+# Needs: DG_NSDIR (a directory for the namespace file and runc's state).
+
+# The cgroup v2 mount as this shell sees it.
+dg_cgroot() {
+	awk '$9 == "cgroup2" && $4 == "/" { print $5; exit }' /proc/self/mountinfo
+}
+
+dg_ns_setup() {
+	mkdir -p "$DG_NSDIR"
+	if ! mountpoint -q "$DG_NSDIR"; then
+		mount --bind "$DG_NSDIR" "$DG_NSDIR"
+		mount --make-private "$DG_NSDIR"
+	fi
+	touch "$DG_NSDIR/mnt"
+	unshare --mount="$DG_NSDIR/mnt" --propagation private \
+		sh -c 'mount -t cgroup2 none /sys/fs/cgroup'
+}
+
+dg_ns_teardown() {
+	umount "$DG_NSDIR/mnt" 2>/dev/null || true
+	umount "$DG_NSDIR" 2>/dev/null || true
+	rm -rf "$DG_NSDIR"
+}
+
+dg_in_ns() {
+	nsenter --mount="$DG_NSDIR/mnt" "$@"
+}
+
+dg_runc() {
+	dg_in_ns runc --root "$DG_NSDIR/runc" "$@"
+}
+
+# dg_bundle DIR PROBE: a busybox bundle whose process sleeps, with the probe
+# binary in /bin, and two nodes made before start that the runtime denies:
+# /gpu1 (195:1, an ungranted GPU) and /mem (1:1, /dev/mem).
+dg_bundle() {
+	local dir=$1 probe=$2
+	mkdir -p "$dir/rootfs/bin"
+	cp /bin/busybox "$probe" "$dir/rootfs/bin/"
+	for a in sh cat ls sleep stat mknod rm touch ln echo test true; do
+		ln -sf busybox "$dir/rootfs/bin/$a"
+	done
+	mknod -m 666 "$dir/rootfs/gpu1" c 195 1
+	mknod -m 666 "$dir/rootfs/mem" c 1 1
+	(cd "$dir" && runc spec)
+	jq '.process.terminal = false | .process.args = ["sleep", "100000"] | .root.readonly = false' \
+		"$dir/config.json" > "$dir/config.json.new"
+	mv "$dir/config.json.new" "$dir/config.json"
+}
+
+# dg_run ID BUNDLE: starts a detached container; prints its init's host PID.
+dg_run() {
+	local id=$1 bundle=$2
+	dg_runc run -d -b "$bundle" "$id" </dev/null >"$bundle/run.log" 2>&1 || {
+		cat "$bundle/run.log" >&2
+		return 1
+	}
+	dg_runc state "$id" | jq -r .pid
+}
+
+dg_rm() {
+	dg_runc delete -f "$1" >/dev/null 2>&1 || true
+}

@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Parsers of the driver's files, discovery on a fixture tree, selectors. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gpu.h"
+#include "util.h"
+
+static void test_proc_devices_new_driver(void **state)
+{
+	struct dg_majors m;
+
+	(void)state;
+	proc_devices_parse("Character devices:\n  1 mem\n195 nvidia\n508 nvidia-uvm\n\n"
+			   "Block devices:\n195 nvidia\n",
+			   &m);
+	assert_true(m.has_nvidia);
+	assert_int_equal(m.nvidia, 195);
+	assert_true(m.has_uvm);
+	assert_int_equal(m.uvm, 508);
+}
+
+static void test_proc_devices_old_driver_no_uvm(void **state)
+{
+	struct dg_majors m;
+
+	(void)state;
+	proc_devices_parse("Character devices:\n195 nvidia-frontend\n241 nvidia-caps\n", &m);
+	assert_true(m.has_nvidia);
+	assert_int_equal(m.nvidia, 195);
+	assert_false(m.has_uvm);
+}
+
+static void test_proc_devices_block_only(void **state)
+{
+	struct dg_majors m;
+
+	(void)state;
+	/* A block device of that name is not the GPU driver. */
+	proc_devices_parse("Character devices:\n  1 mem\nBlock devices:\n195 nvidia\n", &m);
+	assert_false(m.has_nvidia);
+	proc_devices_parse("", &m);
+	assert_false(m.has_nvidia);
+}
+
+static const char info_ok[] = "Model: \t\t NVIDIA A100-SXM4-40GB\n"
+			      "IRQ:   \t\t 42\n"
+			      "GPU UUID: \t GPU-1b2c3d4e-0000-1111-2222-333344445555\n"
+			      "Bus Location: \t 0000:3B:00.0\n"
+			      "Device Minor: \t 3\n";
+
+static void test_info_parse(void **state)
+{
+	struct dg_gpu g = { 0 };
+
+	(void)state;
+	assert_int_equal(gpu_info_parse(info_ok, &g), 0);
+	assert_string_equal(g.model, "NVIDIA A100-SXM4-40GB");
+	assert_string_equal(g.uuid, "GPU-1b2c3d4e-0000-1111-2222-333344445555");
+	assert_string_equal(g.pci, "0000:3b:00.0");
+	assert_int_equal(g.minor, 3);
+}
+
+static void test_info_parse_rejects(void **state)
+{
+	struct dg_gpu g = { 0 };
+
+	(void)state;
+	assert_int_equal(gpu_info_parse("Model: x\nDevice Minor: 1\n", &g), -EINVAL);
+	assert_int_equal(gpu_info_parse("GPU UUID: GPU-12345678\nDevice Minor: x1\n", &g), -EINVAL);
+	assert_int_equal(gpu_info_parse("GPU UUID: GPU-12345678\nDevice Minor: 255\n", &g), -EINVAL);
+	assert_int_equal(gpu_info_parse("GPU UUID: GPU-1234/../x\nDevice Minor: 1\n", &g), -EINVAL);
+	assert_int_equal(gpu_info_parse("GPU UUID: GPU-12345678\nDevice Minor: 1\n"
+					"Bus Location: zz\n",
+					&g),
+			 -EINVAL);
+}
+
+static void test_pci_normalize(void **state)
+{
+	char out[32];
+
+	(void)state;
+	assert_int_equal(pci_normalize("00000000:18:00.0", out, sizeof(out)), 0);
+	assert_string_equal(out, "0000:18:00.0");
+	assert_int_equal(pci_normalize("18:00.0", out, sizeof(out)), 0);
+	assert_string_equal(out, "0000:18:00.0");
+	assert_int_equal(pci_normalize("0000:AF:1f.7", out, sizeof(out)), 0);
+	assert_string_equal(out, "0000:af:1f.7");
+	assert_int_equal(pci_normalize("0000:18:20.0", out, sizeof(out)), -EINVAL);
+	assert_int_equal(pci_normalize("0000:18:00.0x", out, sizeof(out)), -EINVAL);
+	assert_int_equal(pci_normalize("18.00.0", out, sizeof(out)), -EINVAL);
+	assert_int_equal(pci_normalize("", out, sizeof(out)), -EINVAL);
+}
+
+static void test_arch(void **state)
+{
+	(void)state;
+	assert_string_equal(gpu_arch(0x10de, 0x2330, "NVIDIA H100 80GB HBM3"), "hopper");
+	assert_string_equal(gpu_arch(0x10de, 0x20b0, ""), "ampere");
+	assert_string_equal(gpu_arch(0x10de, 0x1eb8, NULL), "turing");
+	assert_string_equal(gpu_arch(0x10de, 0x1db1, NULL), "volta");
+	assert_string_equal(gpu_arch(0x10de, 0x27b8, NULL), "ada");
+	/* Not in pci.ids 2023: known by the model's product token. */
+	assert_string_equal(gpu_arch(0x10de, 0x2335, "NVIDIA H200"), "hopper");
+	assert_string_equal(gpu_arch(0x10de, 0x2901, "NVIDIA B200"), "blackwell");
+	/* Tokens are whole: A10 is not A100, and nothing is guessed. */
+	assert_string_equal(gpu_arch(0x10de, 0xffff, "NVIDIA A10"), "ampere");
+	assert_string_equal(gpu_arch(0x10de, 0xffff, "NVIDIA A1000X"), "unknown");
+	assert_string_equal(gpu_arch(0x10de, 0xffff, "Mystery Board"), "unknown");
+	assert_string_equal(gpu_arch(0x1002, 0x2330, "Other vendor"), "unknown");
+	assert_true(gpu_arch_is_known_name("hopper"));
+	assert_false(gpu_arch_is_known_name("unknown"));
+}
+
+/* ---- discovery on a tree made here (no mknod: runs unprivileged) ---- */
+
+static char root[64];
+
+static void put(const char *rel, const char *text)
+{
+	char path[512], dir[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	snprintf(dir, sizeof(dir), "%s", path);
+	*strrchr(dir, '/') = '\0';
+	assert_int_equal(mkdir_p(dir, 0755), 0);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void add_gpu(const char *pci, const char *uuid, int minor, const char *device)
+{
+	char rel[256], text[512];
+
+	snprintf(text, sizeof(text),
+		 "Model: \t\t NVIDIA Test\nGPU UUID: \t %s\nBus Location: \t %s\nDevice Minor: \t %d\n",
+		 uuid, pci, minor);
+	snprintf(rel, sizeof(rel), "proc/driver/nvidia/gpus/%s/information", pci);
+	put(rel, text);
+	snprintf(rel, sizeof(rel), "sys/bus/pci/devices/%s/vendor", pci);
+	put(rel, "0x10de\n");
+	snprintf(rel, sizeof(rel), "sys/bus/pci/devices/%s/device", pci);
+	put(rel, device);
+}
+
+static int fixture_setup(void **state)
+{
+	(void)state;
+	snprintf(root, sizeof(root), "/tmp/devgate-unit.XXXXXX");
+	assert_non_null(mkdtemp(root));
+	put("proc/devices", "Character devices:\n195 nvidia\n508 nvidia-uvm\n");
+	/* Out of PCI order on purpose: the index follows the bus id. */
+	add_gpu("0000:86:00.0", "GPU-cccc0000-0000-0000-0000-000000000002", 2, "0x20b0\n");
+	add_gpu("0000:18:00.0", "GPU-aaaa0000-0000-0000-0000-000000000000", 0, "0x2330\n");
+	add_gpu("0000:3b:00.0", "GPU-aaab0000-0000-0000-0000-000000000001", 1, "0x2330\n");
+	put("dev/nvidia2", "not a device\n");
+	return 0;
+}
+
+static int fixture_teardown(void **state)
+{
+	char cmd[128];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_discover(void **state)
+{
+	struct dg_inventory *inv = NULL;
+	struct dg_error err = { 0 };
+
+	(void)state;
+	assert_int_equal(inventory_discover(root, &inv, &err), 0);
+	assert_int_equal(inv->n_gpus, 3);
+	assert_string_equal(inv->gpus[0].pci, "0000:18:00.0");
+	assert_int_equal(inv->gpus[0].index, 0);
+	assert_string_equal(inv->gpus[0].arch, "hopper");
+	assert_int_equal(inv->gpus[0].device, 0x2330);
+	assert_string_equal(inv->gpus[2].arch, "ampere");
+	assert_int_equal(inv->gpus[2].minor, 2);
+	/* /dev/nvidia2 is a regular file: that GPU is refused, with the reason. */
+	assert_string_equal(inv->gpus[0].problem, "");
+	assert_non_null(strstr(inv->gpus[2].problem, "host node /dev/nvidia2 is not character "
+						     "device 195:2"));
+	assert_int_equal(inv->n_ctl, 3);
+	assert_string_equal(inv->ctl[1].name, "nvidia-uvm");
+	assert_int_equal(inv->ctl[1].major, 508);
+	inventory_free(inv);
+}
+
+static void test_discover_no_driver(void **state)
+{
+	struct dg_inventory *inv = NULL;
+	struct dg_error err = { 0 };
+	char other[80];
+
+	(void)state;
+	snprintf(other, sizeof(other), "%s/empty", root);
+	assert_int_equal(mkdir_p(other, 0755), 0);
+	assert_int_not_equal(inventory_discover(other, &inv, &err), 0);
+	assert_non_null(strstr(err.message, "proc/devices"));
+	assert_int_equal(inventory_discover("/nonexistent/devgate", &inv, &err), -ENOENT);
+	assert_int_equal(err.code, DG_E_INVALID);
+}
+
+static void select_ok(const struct dg_inventory *inv, const char *spec, const char *want)
+{
+	bool sel[DG_MAX_GPUS];
+	struct dg_error err = { 0 };
+	char got[DG_MAX_GPUS + 1] = "";
+
+	assert_int_equal(inventory_select(inv, spec, sel, &err), 0);
+	for (size_t i = 0; i < inv->n_gpus; i++)
+		got[i] = sel[i] ? '1' : '0';
+	assert_string_equal(got, want);
+}
+
+static void select_fails(const struct dg_inventory *inv, const char *spec, enum dg_code code)
+{
+	bool sel[DG_MAX_GPUS];
+	struct dg_error err = { 0 };
+
+	assert_true(inventory_select(inv, spec, sel, &err) < 0);
+	assert_int_equal(err.code, code);
+}
+
+static void test_select(void **state)
+{
+	struct dg_inventory *inv = NULL;
+	struct dg_error err = { 0 };
+
+	(void)state;
+	assert_int_equal(inventory_discover(root, &inv, &err), 0);
+	select_ok(inv, "0", "100");
+	select_ok(inv, "2,0", "101");
+	select_ok(inv, "all", "111");
+	select_ok(inv, "GPU-cccc", "001");
+	select_ok(inv, "cccc0000", "001");
+	select_ok(inv, "gpu-AAAB", "010");
+	select_ok(inv, "GPU-aaaa0000-0000-0000-0000-000000000000", "100");
+	select_ok(inv, "3b:00.0", "010");
+	select_ok(inv, "00000000:86:00.0", "001");
+	select_ok(inv, " 1 , 2 ", "011");
+	select_fails(inv, "GPU-aaa", DG_E_NO_GPU); /* ambiguous */
+	select_fails(inv, "3", DG_E_NO_GPU);
+	select_fails(inv, "GPU-dddd", DG_E_NO_GPU);
+	select_fails(inv, "0000:99:00.0", DG_E_NO_GPU);
+	select_fails(inv, "", DG_E_INVALID);
+	select_fails(inv, "0,", DG_E_INVALID);
+	select_fails(inv, ",0", DG_E_INVALID);
+	select_fails(inv, "0;1", DG_E_INVALID);
+	select_fails(inv, "MIG-0000", DG_E_INVALID);
+	select_fails(inv, "99999999999", DG_E_NO_GPU);
+	inventory_free(inv);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_proc_devices_new_driver),
+		cmocka_unit_test(test_proc_devices_old_driver_no_uvm),
+		cmocka_unit_test(test_proc_devices_block_only),
+		cmocka_unit_test(test_info_parse),
+		cmocka_unit_test(test_info_parse_rejects),
+		cmocka_unit_test(test_pci_normalize),
+		cmocka_unit_test(test_arch),
+		cmocka_unit_test(test_discover),
+		cmocka_unit_test(test_discover_no_driver),
+		cmocka_unit_test(test_select),
+	};
+
+	return cmocka_run_group_tests_name("gpu", tests, fixture_setup, fixture_teardown);
+}
