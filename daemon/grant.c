@@ -191,7 +191,7 @@ static struct lease *lease_start(const struct target *t, const char *label)
 	if (!l)
 		return NULL;
 	l->cgroup = strdup(t->cgroup);
-	l->container = label ? strdup(label) : NULL;
+	l->container = label ? strdup(label) : lease_label_from_cgroup(t->cgroup);
 	l->pid = t->pid;
 	l->since = now_wall_s();
 	if (!l->cgroup || (label && !l->container)) {

@@ -173,6 +173,26 @@ size_t lease_nodes(const struct lease *l, const struct dg_inventory *inv, struct
 	return n;
 }
 
+char *lease_label_from_cgroup(const char *cgroup)
+{
+	static const char *const prefixes[] = { "docker-", "libpod-", "crio-", "cri-containerd-" };
+	const char *base = strrchr(cgroup, '/');
+	size_t len;
+
+	base = base ? base + 1 : cgroup;
+	for (size_t i = 0; i < ARRAY_SIZE(prefixes); i++) {
+		if (strncmp(base, prefixes[i], strlen(prefixes[i])) == 0 &&
+		    base[strlen(prefixes[i])]) {
+			base += strlen(prefixes[i]);
+			break;
+		}
+	}
+	len = strlen(base);
+	if (len > 6 && strcmp(base + len - 6, ".scope") == 0)
+		len -= 6;
+	return len ? strndup(base, len) : NULL;
+}
+
 const char *lease_label(const struct lease *l)
 {
 	return l->container ? l->container : l->cgroup;

@@ -64,6 +64,13 @@ size_t lease_nodes(const struct lease *l, const struct dg_inventory *inv, struct
 json_object *lease_to_json(const struct lease *l);
 int lease_from_json(json_object *o, struct lease **ret, char *why, size_t why_len);
 
+/*
+ * The container id a runtime put in the cgroup's name, for display when the
+ * caller gave no label: "/x/docker-ID.scope" -> "ID", "/c1" -> "c1".
+ * Returns a new string, or NULL for "/".
+ */
+char *lease_label_from_cgroup(const char *cgroup);
+
 /* Short display label: the container label or the cgroup path. */
 const char *lease_label(const struct lease *l);
 

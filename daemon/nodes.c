@@ -34,6 +34,7 @@ enum helper_stage {
 	STAGE_SETNS,
 	STAGE_ROOT,
 	STAGE_DEV,
+	STAGE_HOST_DEV,
 	STAGE_NODES,
 };
 
@@ -211,11 +212,12 @@ static void undo_created(int devfd, const struct dg_node *nodes, size_t n, struc
 	}
 }
 
-static void helper_run(const struct target *t, bool enter, enum helper_op op,
+static void helper_run(const struct target *t, bool enter, dev_t host_dev, enum helper_op op,
 		       const struct node_opts *o, const struct dg_node *nodes, size_t n,
 		       struct helper_msg *msg)
 {
 	int root = t->rootfd, devfd;
+	struct stat st;
 
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
 	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &helper_filter) < 0) {
@@ -241,6 +243,12 @@ static void helper_run(const struct target *t, bool enter, enum helper_op op,
 	if (devfd < 0) {
 		msg->stage = STAGE_DEV;
 		msg->err = -devfd;
+		return;
+	}
+	/* Never touch the host's own /dev, whoever shares it. */
+	if (fstat(devfd, &st) < 0 || st.st_dev == host_dev) {
+		msg->stage = STAGE_HOST_DEV;
+		msg->err = EXDEV;
 		return;
 	}
 	if (op == OP_REMOVE) {
@@ -302,9 +310,12 @@ static int run_helper(const struct target *t, enum helper_op op, const struct no
 {
 	int pipefd[2];
 	bool enter = !same_mntns(t->pid);
+	struct stat host;
 	pid_t child;
 	int r;
 
+	if (stat("/dev", &host) < 0)
+		return -errno;
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return -errno;
 	child = fork();
@@ -318,7 +329,7 @@ static int run_helper(const struct target *t, enum helper_op op, const struct no
 		struct helper_msg out = { 0 };
 
 		close(pipefd[0]);
-		helper_run(t, enter, op, o, nodes, n, &out);
+		helper_run(t, enter, host.st_dev, op, o, nodes, n, &out);
 		if (write(pipefd[1], &out, sizeof(out)) != (ssize_t)sizeof(out))
 			_exit(2);
 		_exit(0);
@@ -340,6 +351,9 @@ static const char *stage_text(int stage)
 		return "cannot open the container's root filesystem";
 	case STAGE_DEV:
 		return "cannot open /dev in the container (missing, or a symlink)";
+	case STAGE_HOST_DEV:
+		return "the container's /dev is the host's /dev; devgate makes nodes only in a "
+		       "container's own /dev";
 	default:
 		return "node helper failed";
 	}
@@ -349,6 +363,9 @@ static int check_msg(const struct target *t, const struct helper_msg *msg, struc
 {
 	if (msg->stage == STAGE_OK)
 		return 0;
+	if (msg->stage == STAGE_HOST_DEV)
+		return dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EXDEV, "PID %d: %s", (int)t->pid,
+				    stage_text(msg->stage));
 	return dg_error_set(err, msg->stage == STAGE_DEV ? DG_E_NODE_CONFLICT : DG_E_KERNEL,
 			    msg->err, "%s (PID %d): %s", stage_text(msg->stage), (int)t->pid,
 			    strerror(msg->err));

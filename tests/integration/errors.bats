@@ -127,3 +127,23 @@ teardown() { dg_teardown; }
 	run -0 dg list
 	[[ "${lines[0]}" == IDX* ]]
 }
+
+@test "a process that shares the host's /dev is refused: exit 6, host /dev untouched" {
+	cg="$DG_CGROOT/$DG_ID-hostdev"
+	mkdir "$cg"
+	DG_CGROUPS+=("$cg")
+	# Own cgroup and mount namespace, but the host's root and devtmpfs.
+	setsid sh -c 'echo $$ > "$1/cgroup.procs"; exec unshare --mount sleep 100' _ "$cg" \
+		</dev/null >/dev/null 2>&1 &
+	for _ in $(seq 50); do
+		pid=$(cat "$cg/cgroup.procs" | tail -1)
+		[ -n "$pid" ] && [ "$(cat /proc/"$pid"/comm)" = sleep ] && break
+		sleep 0.05
+	done
+	before=$(ls /dev | sort)
+	run -6 dg grant --pid "$pid" --gpu 0
+	[[ "$output" == *"the container's /dev is the host's /dev"* ]]
+	[ "$(ls /dev | sort)" = "$before" ]
+	[ -z "$(cg_progs "$cg")" ]
+	[ "$(grant_entries)" = 0 ]
+}

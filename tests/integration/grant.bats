@@ -17,7 +17,7 @@ teardown() { dg_teardown; }
 	[ "${lines[1]}" = "/mem EPERM" ]
 
 	run -0 dg grant --pid "$CPID" --gpu 0
-	[[ "$output" == "granted GPU 0 ("*") to /$CID (cgroup /$CID, PID $CPID)"* ]]
+	[[ "$output" == "granted GPU 0 ("*") to $CID (cgroup /$CID, PID $CPID)"* ]]
 
 	run -1 probe "$CID" /dev/nvidia0 /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-uvm-tools
 	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]

@@ -206,3 +206,27 @@ in_cgroup() {
 	sh -c 'echo $$ > "$1/cgroup.procs" && shift 2 && exec nsenter -t "$0" -m -r "$@"' \
 		"$pid" "$cg" _ "$@"
 }
+
+# Grants in devgate's map for one cgroup (by its directory).
+grants_of() {
+	local id
+	id=$(stat -c %i "$1")
+	bpftool -j map dump pinned "$DG_PINS/dg_grants_v1" |
+		jq "[.[] | select(.formatted.key.cgroup_id == $id)] | length"
+}
+
+# wait_until SECONDS CMD...: polls CMD every 20 ms; fails after SECONDS.
+wait_until() {
+	local ms end
+	ms=$(awk -v s="$1" 'BEGIN { printf "%d", s * 1000 }')
+	shift
+	end=$(($(date +%s%N) / 1000000 + ms))
+	until "$@"; do
+		[ $(($(date +%s%N) / 1000000)) -lt "$end" ] || return 1
+		sleep 0.02
+	done
+}
+
+no_leases() {
+	[ "$(dg status --json | jq '.leases | length')" = 0 ]
+}

@@ -55,7 +55,7 @@ teardown() { dg_teardown; }
 	run -0 dg grant --pid "$CPID" --gpu 0
 	entries=$(grant_entries)
 	run -10 dg revoke --pid "$CPID" --gpu 1
-	[[ "$output" == "devgatectl: /$CID does not hold GPU 1 ("* ]]
+	[[ "$output" == "devgatectl: $CID does not hold GPU 1 ("* ]]
 	[ "$(grant_entries)" = "$entries" ]
 	run -1 probe "$CID" /dev/nvidia0
 	[ "$output" = "/dev/nvidia0 ENXIO" ]

@@ -1,0 +1,270 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+# Inventory, exclusive and shared leases, automatic release, restarts.
+
+load helpers
+
+setup_file() { dg_setup_file; }
+teardown_file() { dg_teardown_file; }
+setup() { dg_setup; }
+teardown() { dg_teardown; }
+
+mixed_host() {
+	make_host -g "NVIDIA H100 80GB HBM3=2330" -g "NVIDIA A100-SXM4-40GB=20b0" \
+		-g "NVIDIA H100 80GB HBM3=2330" -g "NVIDIA L4=27b8"
+}
+
+@test "list shows each GPU's ids, architecture and holder; --free and --json" {
+	mixed_host
+	start_daemon
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -r '[.gpus[].arch] | join(" ")')" = "hopper ampere hopper ada" ]
+	[ "$(echo "$output" | jq -r '[.gpus[].product] | join(" ")')" = \
+		"10de:2330 10de:20b0 10de:2330 10de:27b8" ]
+	[ "$(echo "$output" | jq -r '[.gpus[].pci] | join(" ")')" = \
+		"0000:18:00.0 0000:3b:00.0 0000:5e:00.0 0000:81:00.0" ]
+	container c
+	run -0 dg grant --pid "$CPID" --gpu 1
+	run -0 dg list
+	[[ "${lines[2]}" == "1 "*"ampere"*"held by $CID"*"NVIDIA A100-SXM4-40GB" ]]
+	run -0 dg list --free --json
+	[ "$(echo "$output" | jq -r '[.gpus[].index] | join(" ")')" = "0 2 3" ]
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -r '.gpus[1].holders[0].container')" = "$CID" ]
+}
+
+@test "two containers ask for the only free GPU at once: one wins, the other changes nothing" {
+	make_host -n 1
+	start_daemon
+	container a
+	pa=$CPID ca=$CID
+	container b
+	pb=$CPID cb=$CID
+	orig_a=$(cg_progs "$DG_CGROOT/$ca")
+	orig_b=$(cg_progs "$DG_CGROOT/$cb")
+	dg grant --pid "$pa" --gpu 0 >"$DG_TMP/a.out" 2>&1 &
+	ja=$!
+	dg grant --pid "$pb" --gpu 0 >"$DG_TMP/b.out" 2>&1 &
+	jb=$!
+	sa=0 sb=0
+	wait "$ja" || sa=$?
+	wait "$jb" || sb=$?
+	[ "$((sa + sb))" = 8 ] # exactly one 0 and one 8
+	if [ "$sa" = 0 ]; then
+		win=$ca lose=$cb lose_orig=$orig_b lose_out=$DG_TMP/b.out
+	else
+		win=$cb lose=$ca lose_orig=$orig_a lose_out=$DG_TMP/a.out
+	fi
+	grep -q "GPU 0 held by container $win" "$lose_out"
+	run -1 probe "$win" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+	run -1 probe "$lose" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENOENT" ]
+	[ "$(grants_of "$DG_CGROOT/$lose")" = 0 ]
+	[ "$(cg_progs "$DG_CGROOT/$lose")" = "$lose_orig" ]
+}
+
+@test "--gpus N with constraints picks matching free GPUs, lowest index first" {
+	mixed_host
+	start_daemon
+	container a
+	run -0 dg --json grant --pid "$CPID" --gpus 2 --arch hopper
+	[ "$(echo "$output" | jq -r '[.gpus[].index] | sort | join(" ")')" = "0 2" ]
+	run -1 probe "$CID" /dev/nvidia0 /dev/nvidia2 /dev/nvidia1
+	[ "$output" = "$(printf '/dev/nvidia0 ENXIO\n/dev/nvidia2 ENXIO\n/dev/nvidia1 ENOENT')" ]
+	# Asking again for the same total changes nothing.
+	run -0 dg --json grant --pid "$CPID" --gpus 2 --arch hopper
+	[ "$(echo "$output" | jq '.granted | length')" = 0 ]
+	holder=$CID
+
+	container b
+	run -8 dg grant --pid "$CPID" --gpus 1 --arch hopper
+	[ "${lines[0]}" = "devgatectl: requested 1 GPU with arch=hopper: 0 free (GPU 0 held by container $holder; GPU 2 held by container $holder)" ]
+	run -0 dg --json grant --pid "$CPID" --gpus 1 --product 10de:27b8
+	[ "$(echo "$output" | jq -r '.gpus[0].index')" = 3 ]
+	# Counts are of matching GPUs: there is one A100 only.
+	run -8 dg grant --pid "$CPID" --gpus 2 --model a100
+	[ "${lines[0]}" = "devgatectl: requested 2 GPUs with model=a100: 1 free" ]
+	run -0 dg --json grant --pid "$CPID" --gpus 1 --model a100
+	[ "$(echo "$output" | jq -r '[.gpus[].index] | sort | join(" ")')" = "1 3" ]
+	run -7 dg grant --pid "$CPID" --gpus 1 --arch volta
+	[ "$output" = "devgatectl: no GPU on this host matches arch=volta
+hint: run 'devgatectl list' to see each GPU's model, arch and product" ]
+	run -2 dg grant --pid "$CPID" --gpus 1 --arch fermi9
+	run -2 dg grant --pid "$CPID" --gpus 1 --product 10de
+}
+
+@test "shared GPUs: shared with shared, never with exclusive" {
+	start_daemon
+	container a
+	pa=$CPID ca=$CID
+	container b
+	pb=$CPID
+	container c
+	pc=$CPID
+	run -0 dg grant --pid "$pa" --gpu 0 --shared
+	run -0 dg grant --pid "$pb" --gpu 0 --shared
+	run -1 probe "$CID" /dev/nvidia0
+	run -8 dg grant --pid "$pc" --gpu 0
+	[[ "$output" == "devgatectl: GPU 0 shared by container "* ]]
+	run -0 dg grant --pid "$pc" --gpu 1
+	run -8 dg grant --pid "$pa" --gpu 1 --shared
+	[[ "$output" == "devgatectl: GPU 1 held by container $CID"* ]]
+	run -0 dg status
+	[[ "$output" == *"$ca"*"shared"*"GPU 0"* ]]
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -r '.gpus[0].state')" = shared ]
+	[ "$(echo "$output" | jq '.gpus[0].holders | length')" = 2 ]
+}
+
+@test "status --json describes each lease" {
+	start_daemon
+	container c
+	run -0 dg grant --pid "$CPID" --gpu 1 --container job-1
+	run -0 dg status --json
+	lease=$(echo "$output" | jq '.leases[0]')
+	[ "$(echo "$lease" | jq -r .container)" = job-1 ]
+	[ "$(echo "$lease" | jq -r .cgroup)" = "/$CID" ]
+	[ "$(echo "$lease" | jq -r .cgroup_id)" = "$(stat -c %i "$DG_CGROOT/$CID")" ]
+	[ "$(echo "$lease" | jq -r .pid)" = "$CPID" ]
+	[[ "$(echo "$lease" | jq -r .since)" =~ ^20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]T.*Z$ ]]
+	[ "$(echo "$lease" | jq -r '.gpus[0].shared')" = false ]
+	[ "$(echo "$lease" | jq -r '.gpus[0].index')" = 1 ]
+}
+
+@test "SIGKILL of the container releases its lease within 1 s, pins and grants too" {
+	start_daemon
+	container c
+	run -0 dg grant --pid "$CPID" --gpu 0
+	[ -n "$(ls "$DG_PINS/cg")" ]
+	dg_runc kill "$CID" KILL
+	wait_until 1 no_leases
+	[ "$(dg list --json | jq -r '.gpus[0].state')" = free ]
+	[ -z "$(ls "$DG_PINS/cg")" ]
+	[ "$(grant_entries)" = 0 ]
+	grep -q "released 1 GPU(s) of $CID: container ended" "$DG_TMP/daemon.log"
+	# The freed GPU can go to someone else at once.
+	container d
+	run -0 dg grant --pid "$CPID" --gpu 0
+}
+
+restart_keeps_lease() { # SIGNAL
+	container c
+	run -0 dg grant --pid "$CPID" --gpu 0
+	progs=$(cg_progs "$DG_CGROOT/$CID")
+	stop_daemon "$1"
+	# While devgated is down the pinned gate keeps the grant working.
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+	start_daemon
+	grep -q "reconcile: adopted lease of $CID (1 GPU(s))" "$DG_TMP/daemon.log"
+	[ "$(cg_progs "$DG_CGROOT/$CID")" = "$progs" ] # adopted, not rebuilt
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+	run -0 dg status --json
+	[ "$(echo "$output" | jq -r '.leases[0].cgroup')" = "/$CID" ]
+	holder=$CID
+	container other
+	run -8 dg grant --pid "$CPID" --gpu 0
+	[[ "$output" == *"GPU 0 held by container $holder"* ]]
+	# And the adopted lease still ends when its container does.
+	dg_runc kill "$holder" KILL
+	wait_until 1 no_leases
+}
+
+@test "daemon restart after SIGTERM: leases adopted, container keeps its GPU" {
+	start_daemon
+	restart_keeps_lease TERM
+}
+
+@test "daemon restart after SIGKILL: leases adopted, container keeps its GPU" {
+	start_daemon
+	restart_keeps_lease KILL
+}
+
+@test "a container that ends while devgated is down is released on start" {
+	start_daemon
+	container c
+	run -0 dg grant --pid "$CPID" --gpu 0
+	stop_daemon KILL
+	dg_rm "$CID"
+	start_daemon
+	grep -q "released 1 GPU(s) of $CID: reconcile: cgroup gone while devgated was down" \
+		"$DG_TMP/daemon.log"
+	no_leases
+	[ -z "$(ls "$DG_PINS/cg")" ]
+	[ "$(grant_entries)" = 0 ]
+	[ -z "$(ls "$DG_TMP/state/leases")" ]
+}
+
+@test "gates and grants no lease explains are removed on start (crash before the state write)" {
+	start_daemon
+	container c
+	original=$(cg_progs "$DG_CGROOT/$CID")
+	run -0 dg grant --pid "$CPID" --gpu 0
+	stop_daemon KILL
+	rm "$DG_TMP/state/leases/"*.json
+	start_daemon
+	grep -q "reconcile: removed grant 195:0 of cgroup" "$DG_TMP/daemon.log"
+	grep -q "reconcile: removed gates of cgroup .* runtime programs restored" "$DG_TMP/daemon.log"
+	[ "$(cg_progs "$DG_CGROOT/$CID")" = "$original" ]
+	[ "$(grant_entries)" = 0 ]
+	# The node the crash left behind is inert: the runtime denies it again.
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 EPERM" ]
+}
+
+@test "a corrupt lease file stops the daemon with a clear message; nothing is forgotten" {
+	start_daemon
+	container c
+	run -0 dg grant --pid "$CPID" --gpu 0
+	stop_daemon TERM
+	file=$(ls "$DG_TMP"/state/leases/*.json)
+	cp "$file" "$DG_TMP/lease.bak"
+	truncate -s 20 "$file"
+	run -13 "$DEVGATE_BUILD/devgated" --socket "$DG_SOCK" --state-dir "$DG_TMP/state" \
+		--pin-root "$DG_PINS" --host-root "$DG_HOST"
+	[[ "$output" == *"lease file $file is corrupt: not valid JSON (truncated or damaged)"* ]]
+	[[ "$output" == *"hint: devgated will not start and forget a lease"* ]]
+	# The kernel side was left alone.
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+	cp "$DG_TMP/lease.bak" "$file"
+	start_daemon
+	run -0 dg status --json
+	[ "$(echo "$output" | jq '.leases | length')" = 1 ]
+}
+
+@test "an unfinished state write left by a crash is discarded on start" {
+	mkdir -p "$DG_TMP/state/leases"
+	echo '{"form' > "$DG_TMP/state/leases/.123.json.tmp"
+	start_daemon
+	[ ! -e "$DG_TMP/state/leases/.123.json.tmp" ]
+	grep -q "removing unfinished state write" "$DG_TMP/daemon.log"
+}
+
+@test "two daemons cannot share a state directory" {
+	start_daemon
+	run -13 "$DEVGATE_BUILD/devgated" --socket "$DG_TMP/other.sock" --state-dir "$DG_TMP/state" \
+		--pin-root "$DG_PINS-other" --host-root "$DG_HOST"
+	[[ "$output" == *"is in use by another devgated"* ]]
+	rm -rf "$DG_PINS-other"
+}
+
+@test "watch streams lease changes as they happen" {
+	start_daemon
+	dg watch --json >"$DG_TMP/watch.out" 2>&1 &
+	watcher=$!
+	sleep 0.3
+	container c
+	run -0 dg grant --pid "$CPID" --gpu 0,1
+	run -0 dg revoke --pid "$CPID" --gpu 1
+	dg_runc kill "$CID" KILL
+	wait_until 1 no_leases
+	sleep 0.2
+	kill "$watcher"
+	run -0 jq -r '.type + " " + (.gpus | length | tostring)' "$DG_TMP/watch.out"
+	[ "$output" = "$(printf 'granted 2\nrevoked 1\nreleased 1')" ]
+	run -0 jq -r '.lease.cgroup' "$DG_TMP/watch.out"
+	[ "${lines[0]}" = "/$CID" ]
+}

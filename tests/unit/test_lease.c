@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Lease persistence format and labels. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+#include "jsonutil.h"
+#include "lease.h"
+
+static void test_roundtrip(void **state)
+{
+	struct lease *l = lease_new(18446744073709551557ull), *back = NULL;
+	struct dg_gpu g = { .minor = 3 };
+	auto_json json_object *o = NULL;
+	char why[128] = "";
+
+	(void)state;
+	l->cgroup = strdup("/machine.slice/x");
+	l->pid = 4242;
+	l->since = 1795276298;
+	snprintf(g.uuid, sizeof(g.uuid), "GPU-abc");
+	assert_int_equal(lease_add_gpu(l, &g, true), 1);
+	assert_int_equal(lease_add_gpu(l, &g, true), 0);
+	o = lease_to_json(l);
+	assert_int_equal(lease_from_json(o, &back, why, sizeof(why)), 0);
+	assert_true(back->cgid == 18446744073709551557ull);
+	assert_string_equal(back->cgroup, "/machine.slice/x");
+	assert_null(back->container);
+	assert_int_equal(back->pid, 4242);
+	assert_int_equal(back->n_gpus, 1);
+	assert_int_equal(back->gpus[0].minor, 3);
+	assert_true(back->gpus[0].shared);
+	lease_free(l);
+	lease_free(back);
+}
+
+static void bad(const char *text, const char *why_want)
+{
+	auto_json json_object *o = json_parse_object(text);
+	struct lease *l = NULL;
+	char why[128] = "";
+
+	assert_non_null(o);
+	assert_int_equal(lease_from_json(o, &l, why, sizeof(why)), -EINVAL);
+	assert_null(l);
+	assert_string_equal(why, why_want);
+}
+
+static void test_rejects(void **state)
+{
+	(void)state;
+	bad("{}", "missing field 'format'");
+	bad("{\"format\":2}", "lease format 2 is not supported");
+	bad("{\"format\":1,\"cgroup_id\":\"0\"}", "bad cgroup_id");
+	bad("{\"format\":1,\"cgroup_id\":\"12x\"}", "bad cgroup_id");
+	bad("{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":5}", "field 'cgroup' must be a string");
+	bad("{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,\"pid\":1,"
+	    "\"since\":0,\"gpus\":[{\"uuid\":\"GPU-1\",\"minor\":300,\"shared\":false}]}",
+	    "GPU minor 300 out of range");
+	bad("{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,\"pid\":1,"
+	    "\"since\":0,\"gpus\":[{\"uuid\":\"GPU-1\",\"minor\":1}]}",
+	    "missing field 'shared'");
+}
+
+static void label(const char *cgroup, const char *want)
+{
+	auto_free char *got = lease_label_from_cgroup(cgroup);
+
+	if (want)
+		assert_string_equal(got, want);
+	else
+		assert_null(got);
+}
+
+static void test_labels(void **state)
+{
+	(void)state;
+	label("/c1", "c1");
+	label("/system.slice/docker-3f2a5c.scope", "3f2a5c");
+	label("/machine.slice/libpod-abc.scope", "abc");
+	label("/kubepods/pod1/cri-containerd-ff00", "ff00");
+	label("/libpod_parent/libpod-1234", "1234");
+	label("/docker-", "docker-");
+	label("/", NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_rejects),
+		cmocka_unit_test(test_labels),
+	};
+
+	return cmocka_run_group_tests_name("lease", tests, NULL, NULL);
+}
