@@ -45,6 +45,7 @@ static const struct dg_field revoke_fields[] = {
 	{ "gpus", json_type_string, false },
 	{ "root", json_type_string, false },
 	{ "missing_ok", json_type_boolean, false },
+	{ "source", json_type_string, false },
 	END,
 };
 

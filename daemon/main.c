@@ -47,6 +47,10 @@ static void usage(FILE *f)
 		"      --node-mode MODE    mode of nodes made in containers (default 0666)\n"
 		"      --node-owner U:G    owner of those nodes (default 0:0)\n"
 		"      --recheck-ms MS     how often leased cgroups are re-checked (default 1000)\n"
+		"      --metrics-listen ADDR:PORT  serve Prometheus metrics at /metrics\n"
+		"      --hook-allow-env    let OCI hooks honour NVIDIA_VISIBLE_DEVICES from\n"
+		"                          container images (off: an image must not grant\n"
+		"                          itself GPUs)\n"
 		"  -v, --verbose           log debug messages, libbpf's included\n"
 		"  -h, --help              show this help\n"
 		"  -V, --version           show the version\n"
@@ -102,7 +106,16 @@ static int set_str(char **dst, const char *v)
 	return *dst ? 0 : -ENOMEM;
 }
 
-enum { OPT_STATE = 256, OPT_PIN, OPT_HOST, OPT_MODE, OPT_OWNER, OPT_RECHECK };
+enum {
+	OPT_STATE = 256,
+	OPT_PIN,
+	OPT_HOST,
+	OPT_MODE,
+	OPT_OWNER,
+	OPT_RECHECK,
+	OPT_METRICS,
+	OPT_HOOK_ENV,
+};
 
 /* Returns 0 to run, 1 to exit successfully, < 0 on a usage error. */
 static int parse_args(int argc, char **argv, struct dg_config *c)
@@ -115,6 +128,8 @@ static int parse_args(int argc, char **argv, struct dg_config *c)
 		{ "node-mode", required_argument, NULL, OPT_MODE },
 		{ "node-owner", required_argument, NULL, OPT_OWNER },
 		{ "recheck-ms", required_argument, NULL, OPT_RECHECK },
+		{ "metrics-listen", required_argument, NULL, OPT_METRICS },
+		{ "hook-allow-env", no_argument, NULL, OPT_HOOK_ENV },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -150,6 +165,12 @@ static int parse_args(int argc, char **argv, struct dg_config *c)
 			if (parse_u32(optarg, &ms) < 0 || ms < 100 || ms > 3600000)
 				return log_error("--recheck-ms: give 100 to 3600000"), -EINVAL;
 			c->recheck_ms = ms;
+			break;
+		case OPT_METRICS:
+			set_str(&c->metrics_listen, optarg);
+			break;
+		case OPT_HOOK_ENV:
+			c->hook_env = true;
 			break;
 		case 'v':
 			c->log_level = LOG_DEBUG;
