@@ -15,6 +15,8 @@ int cmd_grant(struct cli *cli, int argc, char **argv);
 int cmd_revoke(struct cli *cli, int argc, char **argv);
 int cmd_status(struct cli *cli, int argc, char **argv);
 int cmd_watch(struct cli *cli, int argc, char **argv);
+int cmd_hook(struct cli *cli, int argc, char **argv);
+int cmd_cdi(struct cli *cli, int argc, char **argv);
 
 /* Parses the options every command shares (-j/--json, -h/--help). */
 extern const char cmd_common_help[];

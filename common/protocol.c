@@ -35,6 +35,7 @@ static const struct dg_field grant_fields[] = {
 	{ "shared", json_type_boolean, false },
 	{ "root", json_type_string, false },
 	{ "source", json_type_string, false },
+	{ "from_image", json_type_boolean, false },
 	END,
 };
 

@@ -203,6 +203,26 @@ int write_file_atomic_at(int dirfd, const char *name, const void *data, size_t l
 	return 0;
 }
 
+int path_parent(const char *path, char *buf, size_t len, const char **ret_name)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n;
+
+	if (!slash) {
+		if (ret_name)
+			*ret_name = path;
+		return snprintf(buf, len, ".") < (int)len ? 0 : -ENAMETOOLONG;
+	}
+	n = slash == path ? 1 : (size_t)(slash - path);
+	if (n >= len)
+		return -ENAMETOOLONG;
+	memcpy(buf, path, n);
+	buf[n] = '\0';
+	if (ret_name)
+		*ret_name = slash + 1;
+	return 0;
+}
+
 int mkdir_p(const char *path, mode_t mode)
 {
 	char buf[PATH_MAX];

@@ -31,6 +31,12 @@ int read_fd_full(int fd, size_t max, char **ret, size_t *ret_len);
  */
 int write_file_atomic_at(int dirfd, const char *name, const void *data, size_t len, mode_t mode);
 
+/*
+ * The directory part of path ("." when it has none, "/" for a file at the
+ * root) into buf; *ret_name points at the last component within path.
+ */
+int path_parent(const char *path, char *buf, size_t len, const char **ret_name);
+
 /* mkdir -p with the given mode for components it creates. */
 int mkdir_p(const char *path, mode_t mode);
 

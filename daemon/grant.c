@@ -344,6 +344,14 @@ int grant_request(struct daemon *d, json_object *args, json_object **ret, struct
 	r = request_from_args(args, &req, err);
 	if (r == 0)
 		r = label_check(label, err);
+	/* An image asking for GPUs through its env is honoured only if the admin said so. */
+	if (r == 0 && json_get_bool(args, "from_image") && !d->cfg.hook_env) {
+		dg_error_set(err, DG_E_PERM, EPERM, "GPUs requested by the image's environment are "
+			     "not honoured: hook-allow-env is off");
+		dg_error_hint(err, "request GPUs with devgate's CDI devices or annotation, or start "
+				   "devgated with --hook-allow-env");
+		return -EPERM;
+	}
 	if (r == 0)
 		r = resolve_target(d, args, &t, err);
 	if (r < 0)

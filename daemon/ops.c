@@ -22,6 +22,7 @@ static int op_ping(struct daemon *d, json_object *args, json_object **ret, struc
 	json_object_object_add(o, "version", json_object_new_string(DEVGATE_VERSION));
 	json_object_object_add(o, "pid", json_object_new_int(getpid()));
 	json_object_object_add(o, "leases", json_object_new_int((int)d->leases.n));
+	json_object_object_add(o, "hook_allow_env", json_object_new_boolean(d->cfg.hook_env));
 	*ret = o;
 	return 0;
 }

@@ -65,9 +65,9 @@ int server_listen(struct daemon *d, struct dg_error *err)
 	r = fill_addr(d->cfg.socket_path, &sa, err);
 	if (r < 0)
 		return r;
-	snprintf(dir, sizeof(dir), "%s", d->cfg.socket_path);
-	*strrchr(dir, '/') = '\0'; /* absolute path: there is a slash */
-	r = mkdir_p(dir[0] ? dir : "/", 0755);
+	r = path_parent(d->cfg.socket_path, dir, sizeof(dir), NULL);
+	if (r == 0)
+		r = mkdir_p(dir, 0755);
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot create the socket directory of %s: %s",
 				    d->cfg.socket_path, strerror(-r));

@@ -107,9 +107,10 @@ start_daemon() {
 	wait_for_daemon
 }
 
+# Generous: a loaded CI machine with sanitizers can be slow to start things.
 wait_for_daemon() {
 	local i
-	for i in $(seq 100); do
+	for i in $(seq 400); do
 		if dg status >/dev/null 2>&1; then return 0; fi
 		if ! kill -0 "$DG_DAEMON_PID" 2>/dev/null; then
 			cat "$DG_TMP/daemon.log" >&2
@@ -118,7 +119,7 @@ wait_for_daemon() {
 		fi
 		sleep 0.05
 	done
-	fail "devgated did not answer within 5 s"
+	fail "devgated did not answer within 20 s"
 }
 
 # stop_daemon [SIGNAL]: after TERM (the default) devgated must exit 0.
@@ -188,7 +189,7 @@ plain_container() {
 		--propagation private sh -c "mount -t tmpfs -o mode=755 tmpfs \"\$0/dev\" &&
 		mknod -m 666 \"\$0/dev/null\" c 1 3 && exec chroot \"\$0\" /bin/sleep 100000" "$2"' \
 		_ "$cg" "$root" </dev/null >/dev/null 2>&1 &
-	for i in $(seq 100); do
+	for i in $(seq 400); do
 		CPID=$(for p in $(cat "$cg/cgroup.procs"); do
 			[ "$(cat /proc/"$p"/comm 2>/dev/null)" = sleep ] && echo "$p"
 		done)

@@ -72,3 +72,22 @@ dg_run() {
 dg_rm() {
 	dg_runc delete -f "$1" >/dev/null 2>&1 || true
 }
+
+# podman the way it works on these hosts: runc, cgroupfs, vfs storage kept
+# under DG_NSDIR, inside the same mount namespace as runc.
+dg_podman() {
+	dg_in_ns podman --root "$DG_NSDIR/storage" --runroot "$DG_NSDIR/runroot" \
+		--storage-driver vfs --cgroup-manager cgroupfs --runtime runc "$@"
+}
+
+# Flags podman run needs here (no pids controller, no network, fixed limits).
+DG_PODMAN_RUN="--rm --network none --pids-limit 0 --ulimit nofile=1024:1024 --ulimit nproc=4096:4096"
+
+# dg_podman_image NAME PROBE: imports a busybox image with the probe.
+dg_podman_image() {
+	local dir
+	dir=$(mktemp -d)
+	dg_bundle "$dir" "$2" >/dev/null
+	tar -C "$dir/rootfs" -c . | dg_podman import - "$1" >/dev/null
+	rm -rf "$dir"
+}
