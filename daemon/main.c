@@ -393,7 +393,10 @@ static int run(struct daemon *d)
 	notify_ready();
 	log_info("devgated %s serving on %s", DEVGATE_VERSION, d->cfg.socket_path);
 	while (!d->quit) {
-		int n = epoll_wait(d->epfd, evs, (int)ARRAY_SIZE(evs), -1);
+		int n;
+
+		nodes_prepare();
+		n = epoll_wait(d->epfd, evs, (int)ARRAY_SIZE(evs), -1);
 
 		if (n < 0) {
 			if (errno == EINTR)
