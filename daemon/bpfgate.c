@@ -566,11 +566,50 @@ static int place_tally(struct bpfgate *bg, uint64_t cgid, const char *dir, int c
 	return attach_new(bg, cgid, dir, cgfd, ROLE_TALLY, "tally", err);
 }
 
+/* Nothing to do: every program on the cgroup is ours and ours are all there, tally last. */
+static bool settled(const struct pinned *pins, size_t n_pins, const struct attached *now)
+{
+	const struct pinned *tally = NULL;
+
+	if (now->n == 0)
+		return false;
+	for (uint32_t i = 0; i < now->n; i++) {
+		if (!find_pinned(pins, n_pins, now->ids[i]))
+			return false;
+	}
+	for (size_t i = 0; i < n_pins; i++) {
+		if (!attached_has(now, pins[i].id))
+			return false;
+		if (pins[i].kind == PIN_TALLY)
+			tally = &pins[i];
+	}
+	if (!(now->flags & BPF_F_ALLOW_MULTI))
+		return true;
+	return tally && now->ids[now->n - 1] == tally->id;
+}
+
+static void guard_summary(int cgfd, const struct pinned *pins, size_t n_pins,
+			  struct guard_info *gi)
+{
+	struct attached now = { 0 }, eff = { 0 };
+
+	gi->gates = 0;
+	gi->tally = 0;
+	for (size_t i = 0; i < n_pins; i++) {
+		if (pins[i].kind == PIN_TALLY)
+			gi->tally = 1;
+		else
+			gi->gates++;
+	}
+	if (query(cgfd, false, &now) == 0 && query(cgfd, true, &eff) == 0 && eff.n > now.n)
+		gi->ancestor_progs = eff.n - now.n;
+}
+
 int bpfgate_guard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *info,
 		  struct dg_error *err)
 {
 	struct pinned pins[MAX_PROGS];
-	struct attached now = { 0 }, eff = { 0 };
+	struct attached now = { 0 };
 	char dir[PATH_MAX];
 	size_t n_pins = 0;
 	struct guard_info gi = { 0 };
@@ -579,14 +618,20 @@ int bpfgate_guard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info
 	r = cg_dir(bg, cgid, dir, sizeof(dir));
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "pin path too long");
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return dg_error_set(err, DG_E_KERNEL, errno, "cannot create %s: %m", dir);
 	r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);
 	if (r == 0)
 		r = query(cgfd, false, &now);
 	if (r < 0)
 		return dg_error_set(err, DG_E_KERNEL, r, "cannot inspect the device programs of "
 				    "cgroup %llu: %s", (unsigned long long)cgid, strerror(-r));
+	if (settled(pins, n_pins, &now)) { /* the common case: already gated */
+		guard_summary(cgfd, pins, n_pins, &gi);
+		if (info)
+			*info = gi;
+		return 0;
+	}
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return dg_error_set(err, DG_E_KERNEL, errno, "cannot create %s: %m", dir);
 	/* A runtime that replaced or detached our programs leaves stale pins. */
 	for (size_t i = 0; i < n_pins; i++) {
 		if (!attached_has(&now, pins[i].id))
@@ -610,15 +655,9 @@ int bpfgate_guard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info
 		r = place_tally(bg, cgid, dir, cgfd, pins, n_pins, err);
 	if (r < 0)
 		return r;
-	if (query(cgfd, false, &now) == 0 && query(cgfd, true, &eff) == 0 && eff.n > now.n)
-		gi.ancestor_progs = eff.n - now.n;
 	r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);
-	for (size_t i = 0; r == 0 && i < n_pins; i++) {
-		if (pins[i].kind == PIN_TALLY)
-			gi.tally = 1;
-		else
-			gi.gates++;
-	}
+	if (r == 0)
+		guard_summary(cgfd, pins, n_pins, &gi);
 	if (info)
 		*info = gi;
 	return 0;
@@ -639,17 +678,7 @@ int bpfgate_needs_guard(struct bpfgate *bg, uint64_t cgid, int cgfd)
 		r = query(cgfd, false, &now);
 	if (r < 0)
 		return r;
-	if (now.n == 0)
-		return 1;
-	for (uint32_t i = 0; i < now.n; i++) {
-		if (!find_pinned(pins, n_pins, now.ids[i]))
-			return 1;
-	}
-	for (size_t i = 0; i < n_pins; i++) {
-		if (!attached_has(&now, pins[i].id))
-			return 1;
-	}
-	return 0;
+	return !settled(pins, n_pins, &now);
 }
 
 /* Puts runtime program orig back in place of gate pinned as gate-ORIG. */
