@@ -5,7 +5,11 @@
  * setns(CLONE_NEWNS) in the child, mknodat (unlinkat to revoke), and one
  * BPF hash map update (delete to revoke).
  *
- *   floor -n N PID      prints "grant NS" and "revoke NS" lines
+ *   floor -n N [-d DIR] PID      prints "grant NS" and "revoke NS" lines
+ *
+ * With -d, each step also replaces a small file in DIR the way devgated
+ * keeps its state (write, fsync, rename, fsync the directory): the floor
+ * of a grant that must survive a crash.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -47,7 +51,14 @@ static int in_child(int pidfd, int rootfd, bool make)
 	return 0;
 }
 
-static int once(pid_t pid, int rootfd, int map, bool grant, uint64_t *ns)
+static int durable(int dirfd)
+{
+	static const char lease[256] = "{ \"format\": 1 }";
+
+	return dirfd < 0 ? 0 : write_file_atomic_at(dirfd, "floor.json", lease, sizeof(lease), 0600);
+}
+
+static int once(pid_t pid, int rootfd, int map, int dirfd, bool grant, uint64_t *ns)
 {
 	struct dg_grant_key key = { .cgroup_id = 1, .type = DG_DEV_CHAR, .major = 195 };
 	struct dg_grant_val val = { .access = DG_ACC_READ | DG_ACC_WRITE };
@@ -60,6 +71,8 @@ static int once(pid_t pid, int rootfd, int map, bool grant, uint64_t *ns)
 	if (r == 0)
 		r = grant ? bpf_map_update_elem(map, &key, &val, BPF_ANY)
 			  : bpf_map_delete_elem(map, &key);
+	if (r == 0)
+		r = durable(dirfd);
 	close(pidfd);
 	*ns = now_mono_ns() - t0;
 	return r;
@@ -67,17 +80,20 @@ static int once(pid_t pid, int rootfd, int map, bool grant, uint64_t *ns)
 
 int main(int argc, char **argv)
 {
-	int n = 200, map, rootfd, opt;
+	int n = 200, map, rootfd, opt, dirfd = -1;
 	char path[64];
 	pid_t pid;
 
-	while ((opt = getopt(argc, argv, "n:")) != -1) {
-		if (opt != 'n')
+	while ((opt = getopt(argc, argv, "n:d:")) != -1) {
+		if (opt == 'n')
+			n = atoi(optarg);
+		else if (opt == 'd')
+			dirfd = open(optarg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		else
 			return 2;
-		n = atoi(optarg);
 	}
 	if (optind >= argc)
-		return fprintf(stderr, "usage: floor -n N PID\n"), 2;
+		return fprintf(stderr, "usage: floor -n N [-d DIR] PID\n"), 2;
 	pid = (pid_t)atoi(argv[optind]);
 	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
 	rootfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -88,7 +104,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n; i++) {
 		uint64_t g, v;
 
-		if (once(pid, rootfd, map, true, &g) < 0 || once(pid, rootfd, map, false, &v) < 0)
+		if (once(pid, rootfd, map, dirfd, true, &g) < 0 ||
+		    once(pid, rootfd, map, dirfd, false, &v) < 0)
 			return fprintf(stderr, "floor: a step failed\n"), 1;
 		printf("grant %llu\nrevoke %llu\n", (unsigned long long)g, (unsigned long long)v);
 	}

@@ -91,3 +91,28 @@ dg_podman_image() {
 	tar -C "$dir/rootfs" -c . | dg_podman import - "$1" >/dev/null
 	rm -rf "$dir"
 }
+
+# dg_plain CGROUP ROOT: a "container" made by hand, with no runtime device
+# program: CGROUP (a directory to create under the v2 mount), mount and PID
+# namespaces, a tmpfs /dev with /dev/null, chroot into ROOT (which needs
+# /bin/sleep). Prints the host PID of its init.
+dg_plain() {
+	local cg=$1 root=$2 pid i
+	mkdir -p "$root/dev"
+	mkdir "$cg"
+	setsid sh -c 'echo $$ > "$1/cgroup.procs" && exec unshare --mount --pid --fork \
+		--propagation private sh -c "mount -t tmpfs -o mode=755 tmpfs \"\$0/dev\" &&
+		mknod -m 666 \"\$0/dev/null\" c 1 3 && exec chroot \"\$0\" /bin/sleep 100000" "$2"' \
+		_ "$cg" "$root" </dev/null >/dev/null 2>&1 &
+	for i in $(seq 400); do
+		for pid in $(cat "$cg/cgroup.procs"); do
+			if [ "$(cat /proc/"$pid"/comm 2>/dev/null)" = sleep ]; then
+				echo "$pid"
+				return 0
+			fi
+		done
+		sleep 0.05
+	done
+	echo "dg_plain: $cg did not start" >&2
+	return 1
+}
