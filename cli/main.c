@@ -23,6 +23,8 @@ static const struct command commands[] = {
 	{ "revoke", "take GPUs back from a container", cmd_revoke },
 	{ "status", "list leases", cmd_status },
 	{ "watch", "print lease changes as they happen", cmd_watch },
+	{ "metrics", "print devgated's metrics (Prometheus text)", cmd_metrics },
+	{ "events", "print denied GPU accesses; --follow for new ones", cmd_events },
 	{ "version", "print the version", cmd_version },
 	{ "help", "show help for a command", cmd_help },
 };
