@@ -25,6 +25,8 @@ static const struct command commands[] = {
 	{ "watch", "print lease changes as they happen", cmd_watch },
 	{ "hook", "OCI hook for container runtimes (reads state on stdin)", cmd_hook },
 	{ "cdi", "generate a CDI spec for this host's GPUs", cmd_cdi },
+	{ "metrics", "print devgated's metrics (Prometheus text)", cmd_metrics },
+	{ "events", "print denied GPU accesses; --follow for new ones", cmd_events },
 	{ "version", "print the version", cmd_version },
 	{ "help", "show help for a command", cmd_help },
 };

@@ -265,3 +265,25 @@ void format_time_utc(int64_t t, char *buf, size_t len)
 	if (!gmtime_r(&tt, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
 		snprintf(buf, len, "%lld", (long long)t);
 }
+
+uint64_t now_real_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void format_time_utc_ms(int64_t ms, char *buf, size_t len)
+{
+	time_t tt = (time_t)(ms / 1000);
+	struct tm tm;
+	char secs[32];
+
+	if (ms < 0 || !gmtime_r(&tt, &tm) ||
+	    strftime(secs, sizeof(secs), "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+		snprintf(buf, len, "%lld", (long long)ms);
+		return;
+	}
+	snprintf(buf, len, "%s.%03dZ", secs, (int)(ms % 1000));
+}

@@ -46,5 +46,9 @@ int64_t now_wall_s(void);
 
 /* Formats a Unix time as RFC 3339 UTC ("2026-11-21T15:28:10Z"). */
 void format_time_utc(int64_t t, char *buf, size_t len);
+/* The same from milliseconds, with them: "2026-11-21T15:28:10.123Z". */
+void format_time_utc_ms(int64_t ms, char *buf, size_t len);
+/* CLOCK_REALTIME in nanoseconds. */
+uint64_t now_real_ns(void);
 
 #endif

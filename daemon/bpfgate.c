@@ -798,31 +798,48 @@ int bpfgate_guarded_list(struct bpfgate *bg, uint64_t **ret, size_t *ret_n)
 	return 0;
 }
 
-int bpfgate_counters_drop(struct bpfgate *bg, uint64_t cgid)
+/*
+ * Deletes the keys of map fd whose first field, a u64 cgroup id, is cgid.
+ * Collects first: deleting while walking restarts the walk.
+ */
+static int drop_cgroup_keys(int fd, size_t key_size, uint64_t cgid)
 {
-	struct dg_count_key key, next;
-	void *prev = NULL;
+	auto_free char *doomed = NULL;
+	auto_free char *key = calloc(2, key_size);
+	char *next = key ? key + key_size : NULL;
 	size_t n = 0, cap = 0;
-	auto_free struct dg_count_key *doomed = NULL;
+	void *prev = NULL;
 
-	/* Collect first: deleting while walking restarts the walk. */
-	while (bpf_map_get_next_key(bg->counters_fd, prev, &next) == 0) {
-		if (next.cgroup_id == cgid) {
+	if (!key)
+		return -ENOMEM;
+	while (bpf_map_get_next_key(fd, prev, next) == 0) {
+		uint64_t id;
+
+		memcpy(&id, next, sizeof(id));
+		if (id == cgid) {
 			if (n == cap) {
 				size_t ncap = cap ? cap * 2 : 16;
-				struct dg_count_key *nd = realloc(doomed, ncap * sizeof(*doomed));
+				char *nd = realloc(doomed, ncap * key_size);
 
 				if (!nd)
 					return -ENOMEM;
 				doomed = nd;
 				cap = ncap;
 			}
-			doomed[n++] = next;
+			memcpy(doomed + n++ * key_size, next, key_size);
 		}
-		key = next;
-		prev = &key;
+		memcpy(key, next, key_size);
+		prev = key;
 	}
 	for (size_t i = 0; i < n; i++)
-		(void)bpf_map_delete_elem(bg->counters_fd, &doomed[i]);
+		(void)bpf_map_delete_elem(fd, doomed + i * key_size);
 	return 0;
+}
+
+int bpfgate_counters_drop(struct bpfgate *bg, uint64_t cgid)
+{
+	int r = drop_cgroup_keys(bg->counters_fd, sizeof(struct dg_count_key), cgid);
+	int r2 = drop_cgroup_keys(bg->ratelimit_fd, sizeof(struct dg_ratelimit_key), cgid);
+
+	return r < 0 ? r : r2;
 }

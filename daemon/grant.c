@@ -10,6 +10,7 @@
 #include "grant.h"
 #include "jsonutil.h"
 #include "log.h"
+#include "metrics.h"
 #include "nodes.h"
 #include "target.h"
 #include "util.h"
@@ -600,6 +601,7 @@ void grant_release(struct daemon *d, uint64_t cgid, const char *why)
 	grants_del(d, cgid, nodes, n);
 	unguard_lease(d, l);
 	log_info("released %zu GPU(s) of %s: %s", l->n_gpus, lease_label(l), why);
+	metrics_inc(d->metrics, METRIC_RELEASES, 1);
 	{
 		json_object *gpus = json_object_new_array();
 

@@ -12,6 +12,7 @@
 
 #include "cleanup.h"
 #include "log.h"
+#include "metrics.h"
 #include "ops.h"
 #include "protocol.h"
 #include "server.h"
@@ -176,7 +177,9 @@ static int handle_line(struct daemon *d, struct client *c, const char *line)
 	if (c->stream)
 		return 0; /* streaming clients only listen */
 	r = dg_request_parse(line, &op, &args, &err);
-	if (r == 0)
+	if (r < 0)
+		metrics_request_failed(d->metrics, DG_OP_MAX, err.code);
+	else
 		r = ops_dispatch(d, op, args, &result, &err);
 	if (r < 0) {
 		if (!dg_error_is_set(&err))
@@ -184,7 +187,7 @@ static int handle_line(struct daemon *d, struct client *c, const char *line)
 		msg = dg_reply_error(&err);
 	} else {
 		msg = dg_reply_ok(TAKE_PTR(result));
-		if (dg_op_info(op)->stream)
+		if (r > 0 && dg_op_info(op)->stream)
 			c->stream = dg_op_info(op)->name;
 	}
 	return dg_send(c->fd, msg);
