@@ -26,9 +26,10 @@
 struct bpfgate {
 	char *pin_root;
 	struct devgate *maps; /* owns the shared maps; no programs loaded */
+	uint32_t nvidia_major; /* 0: none; set in each copy's read-only data */
+	uint32_t uvm_major;
 	int grants_fd;
 	int counters_fd;
-	int majors_fd;
 	int events_fd;
 	int ratelimit_fd;
 };
@@ -146,9 +147,35 @@ static int ensure_bpffs(const char *pin_root, struct dg_error *err)
 enum role { ROLE_MAPS, ROLE_GATE, ROLE_TALLY };
 
 /*
- * Opens and loads one copy of the object for one role. Shared maps are
- * reused from their pins (libbpf's pin-by-name), so every copy sees the same
- * grants, counters and events.
+ * A container's copy shares the daemon's map fds directly: cheaper than
+ * opening and checking five pins again on every load.
+ */
+static int reuse_shared(struct devgate *skel, const struct devgate *from)
+{
+	struct {
+		struct bpf_map *to;
+		const struct bpf_map *from;
+	} shared[] = {
+		{ skel->maps.dg_grants_v1, from->maps.dg_grants_v1 },
+		{ skel->maps.dg_counters_v1, from->maps.dg_counters_v1 },
+		{ skel->maps.dg_events_v1, from->maps.dg_events_v1 },
+		{ skel->maps.dg_ratelim_v1, from->maps.dg_ratelim_v1 },
+	};
+	int r = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(shared) && r == 0; i++) {
+		r = bpf_map__set_pin_path(shared[i].to, NULL);
+		if (r == 0)
+			r = bpf_map__reuse_fd(shared[i].to, bpf_map__fd(shared[i].from));
+	}
+	return r;
+}
+
+/*
+ * Opens and loads one copy of the object for one role. The first copy
+ * (ROLE_MAPS) creates the shared maps or reuses their pins (libbpf's
+ * pin-by-name); every later copy shares that copy's maps, so all of them
+ * see the same grants, counters and events.
  */
 static int load_copy(const struct bpfgate *bg, enum role role, uint64_t cgid, bool has_runtime,
 		     enum bpf_attach_type eat, struct devgate **ret)
@@ -159,18 +186,22 @@ static int load_copy(const struct bpfgate *bg, enum role role, uint64_t cgid, bo
 
 	skel = devgate__open_opts(&opts);
 	if (!skel)
-		return -errno;
+		return errno > 0 ? -errno : -ENOMEM;
 	skel->rodata->target_cgroup_id = cgid;
 	skel->rodata->has_runtime = has_runtime;
+	skel->rodata->nvidia_major = bg->nvidia_major;
+	skel->rodata->uvm_major = bg->uvm_major;
 	bpf_program__set_autoload(skel->progs.devgate_gate, role == ROLE_GATE);
 	bpf_program__set_autoload(skel->progs.devgate_tally, role == ROLE_TALLY);
 	if (role == ROLE_GATE)
 		bpf_program__set_expected_attach_type(skel->progs.devgate_gate, eat);
 	else
 		bpf_map__set_autocreate(skel->maps.runtime_prog, false);
-	r = devgate__load(skel);
-	if (r < 0)
-		return r;
+	r = role == ROLE_MAPS ? 0 : reuse_shared(skel, bg->maps);
+	if (r == 0)
+		r = devgate__load(skel);
+	if (r != 0) /* libbpf returns 0 or -errno */
+		return r < 0 ? r : -EIO;
 	*ret = TAKE_PTR(skel);
 	return 0;
 }
@@ -188,8 +219,11 @@ int bpfgate_open(const char *pin_root, const struct dg_majors *majors, struct bp
 	if (!bg)
 		return -ENOMEM;
 	bg->pin_root = strdup(pin_root);
+	bg->nvidia_major = majors->has_nvidia ? majors->nvidia : 0;
+	bg->uvm_major = majors->has_uvm ? majors->uvm : 0;
 	r = load_copy(bg, ROLE_MAPS, 0, false, 0, &bg->maps);
-	if (r < 0) {
+	if (r < 0 || !bg->maps) {
+		r = r < 0 ? r : -EIO;
 		dg_error_set(err, DG_E_KERNEL, r, "cannot create devgate's BPF maps under %s: %s",
 			     pin_root, strerror(-r));
 		dg_error_hint(err, "devgated needs CAP_BPF and CAP_SYS_ADMIN; pins left by an "
@@ -200,21 +234,8 @@ int bpfgate_open(const char *pin_root, const struct dg_majors *majors, struct bp
 	}
 	bg->grants_fd = bpf_map__fd(bg->maps->maps.dg_grants_v1);
 	bg->counters_fd = bpf_map__fd(bg->maps->maps.dg_counters_v1);
-	bg->majors_fd = bpf_map__fd(bg->maps->maps.dg_majors_v1);
 	bg->events_fd = bpf_map__fd(bg->maps->maps.dg_events_v1);
 	bg->ratelimit_fd = bpf_map__fd(bg->maps->maps.dg_ratelim_v1);
-	if (majors->has_nvidia || majors->has_uvm) {
-		uint32_t one = 1;
-
-		if ((majors->has_nvidia &&
-		     bpf_map_update_elem(bg->majors_fd, &majors->nvidia, &one, BPF_ANY) < 0) ||
-		    (majors->has_uvm &&
-		     bpf_map_update_elem(bg->majors_fd, &majors->uvm, &one, BPF_ANY) < 0)) {
-			r = dg_error_set(err, DG_E_KERNEL, errno, "cannot record GPU majors: %m");
-			bpfgate_free(bg);
-			return r;
-		}
-	}
 	*ret = bg;
 	return 0;
 }
@@ -465,8 +486,8 @@ static int wrap(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd, ui
 		return dg_error_set(err, DG_E_KERNEL, errno,
 				    "cannot take hold of device program %u: %m", orig_id);
 	r = load_gate_for(bg, cgid, orig_fd, &skel);
-	if (r < 0)
-		return dg_error_set(err, DG_E_KERNEL, r,
+	if (r < 0 || !skel)
+		return dg_error_set(err, DG_E_KERNEL, r < 0 ? r : -EIO,
 				    "cannot load a gate for device program %u: %s", orig_id,
 				    strerror(-r));
 	snprintf(gate_name, sizeof(gate_name), "gate-%u", orig_id);

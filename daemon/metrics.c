@@ -5,7 +5,7 @@
  * From the BPF counters map (per container and device; only cgroups with a
  * lease, so a released container's series disappear):
  *   devgate_device_accesses_granted_total  accesses allowed by a devgate grant
- *   devgate_device_accesses_passed_total   accesses handed to the runtime's program
+ *   devgate_device_accesses_passed_total   GPU-class accesses handed to the runtime's program
  *   devgate_device_accesses_allowed_total  GPU-class accesses allowed in the end
  *   devgate_device_accesses_denied_total   GPU-class accesses denied in the end
  *     labels: container, cgroup, type ("c" or "b"), device ("195:1"),
@@ -440,8 +440,8 @@ static const struct {
 	  "Device accesses of a container allowed by a devgate grant.",
 	  offsetof(struct dg_count_val, granted), false },
 	{ "devgate_device_accesses_passed_total",
-	  "Device accesses of a container handed to the runtime's own device program.",
-	  offsetof(struct dg_count_val, passed), false },
+	  "GPU-class device accesses of a container handed to the runtime's own device program.",
+	  offsetof(struct dg_count_val, passed), true },
 	{ "devgate_device_accesses_allowed_total",
 	  "GPU-class device accesses of a container that all its device programs allowed.",
 	  offsetof(struct dg_count_val, allowed), true },
