@@ -50,6 +50,7 @@ struct daemon {
 	int signal_fd;
 	int inotify_fd;
 	int timer_fd;
+	size_t tick_cursor; /* next lease the periodic re-check looks at */
 	struct client *clients;
 	bool quit;
 };
