@@ -128,16 +128,17 @@ dg grant --pid "$PID" --gpu 1 >/dev/null
 "$B/bench/dgload" -s "$SOCK" -g 0 -n "$N" "$PID" >"$OUT/grant.txt" 2>/dev/null
 incr_bd=$(breakdown "$N")
 dg revoke --pid "$PID" >/dev/null
-# The whole CLI, process start included.
-for _ in $(seq 50); do
-	t0=$(date +%s%N)
-	dg grant --pid "$PID" --gpu 0 >/dev/null
-	t1=$(date +%s%N)
-	dg revoke --pid "$PID" >/dev/null
-	t2=$(date +%s%N)
-	echo "grant $((t1 - t0))"
-	echo "revoke $((t2 - t1))"
-done >"$OUT/cli.txt"
+# The whole CLI, process start included (hyperfine resets before each run).
+ctl="$B/devgatectl -s $SOCK"
+hyperfine -N --runs 50 --warmup 3 --export-json "$OUT/cli-grant.json" \
+	--prepare "$ctl revoke --pid $PID --missing-ok" "$ctl grant --pid $PID --gpu 0" >/dev/null
+hyperfine -N --runs 50 --warmup 3 --export-json "$OUT/cli-revoke.json" \
+	--prepare "$ctl grant --pid $PID --gpu 0" "$ctl revoke --pid $PID" >/dev/null
+{
+	jq -r '.results[0].times[] | "grant \(. * 1e9 | floor)"' "$OUT/cli-grant.json"
+	jq -r '.results[0].times[] | "revoke \(. * 1e9 | floor)"' "$OUT/cli-revoke.json"
+} >"$OUT/cli.txt"
+dg revoke --pid "$PID" --missing-ok >/dev/null
 
 fl=$(stats grant "$OUT/floor.txt")
 flr=$(stats revoke "$OUT/floor.txt")

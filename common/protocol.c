@@ -21,12 +21,14 @@ static const struct dg_field list_fields[] = {
 
 /*
  * Target: exactly one of pid, cgroup or container (checked by the daemon,
- * which knows which ops accept which).
+ * which knows which ops accept which), and where the request comes from.
  */
+#define TARGET_FIELDS                                                                              \
+	{ "pid", json_type_int, false }, { "cgroup", json_type_string, false },                    \
+		{ "container", json_type_string, false }, { "source", json_type_string, false }
+
 static const struct dg_field grant_fields[] = {
-	{ "pid", json_type_int, false },
-	{ "cgroup", json_type_string, false },
-	{ "container", json_type_string, false },
+	TARGET_FIELDS,
 	{ "gpus", json_type_string, false },
 	{ "count", json_type_int, false },
 	{ "model", json_type_string, false },
@@ -34,19 +36,14 @@ static const struct dg_field grant_fields[] = {
 	{ "product", json_type_string, false },
 	{ "shared", json_type_boolean, false },
 	{ "root", json_type_string, false },
-	{ "source", json_type_string, false },
 	{ "from_image", json_type_boolean, false },
 	END,
 };
 
 static const struct dg_field revoke_fields[] = {
-	{ "pid", json_type_int, false },
-	{ "cgroup", json_type_string, false },
-	{ "container", json_type_string, false },
+	TARGET_FIELDS,
 	{ "gpus", json_type_string, false },
-	{ "root", json_type_string, false },
 	{ "missing_ok", json_type_boolean, false },
-	{ "source", json_type_string, false },
 	END,
 };
 
