@@ -823,7 +823,9 @@ int bpfgate_guarded_list(struct bpfgate *bg, uint64_t **ret, size_t *ret_n)
  * Deletes the keys of map fd whose first field, a u64 cgroup id, is cgid.
  * Collects first: deleting while walking restarts the walk.
  */
-static int drop_cgroup_keys(int fd, size_t key_size, uint64_t cgid)
+/* Deletes every key (which starts with a cgroup id) that keep() rejects. */
+static int drop_keys(int fd, size_t key_size, bool (*keep)(uint64_t cgid, const void *data),
+		     const void *data)
 {
 	auto_free char *doomed = NULL;
 	auto_free char *key = calloc(2, key_size);
@@ -833,11 +835,12 @@ static int drop_cgroup_keys(int fd, size_t key_size, uint64_t cgid)
 
 	if (!key)
 		return -ENOMEM;
+	/* Collect first: deleting while walking restarts the walk. */
 	while (bpf_map_get_next_key(fd, prev, next) == 0) {
 		uint64_t id;
 
 		memcpy(&id, next, sizeof(id));
-		if (id == cgid) {
+		if (!keep(id, data)) {
 			if (n == cap) {
 				size_t ncap = cap ? cap * 2 : 16;
 				char *nd = realloc(doomed, ncap * key_size);
@@ -854,13 +857,32 @@ static int drop_cgroup_keys(int fd, size_t key_size, uint64_t cgid)
 	}
 	for (size_t i = 0; i < n; i++)
 		(void)bpf_map_delete_elem(fd, doomed + i * key_size);
-	return 0;
+	return (int)(n > INT_MAX ? INT_MAX : n);
+}
+
+static int drop_both(struct bpfgate *bg, bool (*keep)(uint64_t cgid, const void *data),
+		     const void *data)
+{
+	int r = drop_keys(bg->counters_fd, sizeof(struct dg_count_key), keep, data);
+	int r2 = drop_keys(bg->ratelimit_fd, sizeof(struct dg_ratelimit_key), keep, data);
+
+	return r < 0 ? r : r2 < 0 ? r2 : r;
+}
+
+static bool other_cgroup(uint64_t cgid, const void *data)
+{
+	return cgid != *(const uint64_t *)data;
 }
 
 int bpfgate_counters_drop(struct bpfgate *bg, uint64_t cgid)
 {
-	int r = drop_cgroup_keys(bg->counters_fd, sizeof(struct dg_count_key), cgid);
-	int r2 = drop_cgroup_keys(bg->ratelimit_fd, sizeof(struct dg_ratelimit_key), cgid);
+	int r = drop_both(bg, other_cgroup, &cgid);
 
-	return r < 0 ? r : r2;
+	return r < 0 ? r : 0;
+}
+
+int bpfgate_counters_sweep(struct bpfgate *bg, bool (*keep)(uint64_t cgid, const void *data),
+			   const void *data)
+{
+	return drop_both(bg, keep, data);
 }

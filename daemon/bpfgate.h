@@ -15,6 +15,7 @@
 #ifndef DEVGATE_BPFGATE_H
 #define DEVGATE_BPFGATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -63,6 +64,9 @@ int bpfgate_events_fd(const struct bpfgate *bg);
 int bpfgate_counters_fd(const struct bpfgate *bg);
 /* Deletes the counters and rate-limit entries of cgid. */
 int bpfgate_counters_drop(struct bpfgate *bg, uint64_t cgid);
+/* Drops the counters of every cgroup keep() rejects; returns how many keys. */
+int bpfgate_counters_sweep(struct bpfgate *bg, bool (*keep)(uint64_t cgid, const void *data),
+			   const void *data);
 
 /* Route libbpf's messages into devgate's log (debug only with -v). */
 void bpfgate_route_libbpf_log(void);

@@ -138,6 +138,22 @@ static void reconcile_pins(struct daemon *d, unsigned int *fixes)
 	}
 }
 
+static bool leased(uint64_t cgid, const void *data)
+{
+	return lease_table_find(data, cgid) != NULL;
+}
+
+/* Counters of a cgroup with neither lease nor pins: a crash between steps. */
+static void reconcile_counters(struct daemon *d, unsigned int *fixes)
+{
+	int n = bpfgate_counters_sweep(d->bg, leased, &d->leases);
+
+	if (n > 0) {
+		log_notice("reconcile: removed %d counter(s) of cgroups that no lease holds", n);
+		(*fixes)++;
+	}
+}
+
 int reconcile(struct daemon *d)
 {
 	unsigned int fixes = 0;
@@ -145,6 +161,7 @@ int reconcile(struct daemon *d)
 	reconcile_leases(d, &fixes);
 	reconcile_grants(d, &fixes);
 	reconcile_pins(d, &fixes);
+	reconcile_counters(d, &fixes);
 	if (fixes)
 		log_notice("reconcile: %u correction(s)", fixes);
 	metrics_inc(d->metrics, METRIC_RECONCILE_FIXES, fixes);

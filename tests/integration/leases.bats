@@ -268,3 +268,16 @@ restart_keeps_lease() { # SIGNAL
 	run -0 jq -r '.lease.cgroup' "$DG_TMP/watch.out"
 	[ "${lines[0]}" = "/$CID" ]
 }
+
+@test "counters of a cgroup that no lease holds are swept on start" {
+	start_daemon
+	# A key left by a crash between a release's steps: cgroup 12345, c 195:0, r.
+	bpftool map update pinned "$DG_PINS/dg_counters_v1" \
+		key hex 39 30 00 00 00 00 00 00 c3 00 00 00 00 00 00 00 02 00 02 00 00 00 00 00 \
+		value hex $(printf '00 %.0s' $(seq 32))
+	[ "$(bpftool -j map dump pinned "$DG_PINS/dg_counters_v1" | jq length)" = 1 ]
+	stop_daemon
+	start_daemon
+	grep -q "reconcile: removed 1 counter(s) of cgroups that no lease holds" "$DG_TMP/daemon.log"
+	[ "$(bpftool -j map dump pinned "$DG_PINS/dg_counters_v1" | jq length)" = 0 ]
+}
