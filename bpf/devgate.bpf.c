@@ -11,9 +11,11 @@
  *        programs before it reached (bpf_get_retval) and counts GPU-class
  *        accesses allowed and denied, emitting rate-limited denial events.
  *
- * One copy of each program is loaded per container, with that container's
- * cgroup id and the host's GPU majors in read-only data: an open() of any
- * other device costs two compares and the tail call, no map access.
+ * Each container gets its own copy of both programs: the host's GPU majors
+ * in read-only data, so an open() of any other device costs two compares
+ * and the tail call with no map access; and the container's cgroup id in
+ * the copy's own "self" map, which devgated fills before it attaches the
+ * copy, so copies can be loaded ahead of need.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -22,10 +24,16 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-const volatile __u64 target_cgroup_id = 0;
 const volatile __u32 has_runtime = 0;
 const volatile __u32 nvidia_major = 0; /* 0: no such driver */
 const volatile __u32 uvm_major = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct dg_self);
+} self SEC(".maps");
 
 /* Per gate: slot 0 holds the runtime program this gate stands in for. */
 struct {
@@ -65,10 +73,19 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } dg_ratelim_v1 SEC(".maps");
 
-static __always_inline struct dg_count_val *counter(struct bpf_cgroup_dev_ctx *ctx)
+/* The container this copy serves; 0 (matching no grant) until it is set. */
+static __always_inline __u64 my_cgroup(void)
+{
+	__u32 zero = 0;
+	struct dg_self *s = bpf_map_lookup_elem(&self, &zero);
+
+	return s ? s->cgroup_id : 0;
+}
+
+static __always_inline struct dg_count_val *counter(struct bpf_cgroup_dev_ctx *ctx, __u64 cgid)
 {
 	struct dg_count_key key = {
-		.cgroup_id = target_cgroup_id,
+		.cgroup_id = cgid,
 		.major = ctx->major,
 		.minor = ctx->minor,
 		.type = ctx->access_type & 0xffff,
@@ -100,7 +117,6 @@ int devgate_gate(struct bpf_cgroup_dev_ctx *ctx)
 {
 	__u32 access = ctx->access_type >> 16;
 	struct dg_grant_key key = {
-		.cgroup_id = target_cgroup_id,
 		.type = DG_DEV_CHAR,
 		.major = ctx->major,
 		.minor = ctx->minor,
@@ -114,15 +130,16 @@ int devgate_gate(struct bpf_cgroup_dev_ctx *ctx)
 			bpf_tail_call(ctx, &runtime_prog, 0);
 		return has_runtime ? 0 : 1;
 	}
+	key.cgroup_id = my_cgroup();
 	grant = bpf_map_lookup_elem(&dg_grants_v1, &key);
 	if (grant && (access & ~grant->access) == 0) {
-		cnt = counter(ctx);
+		cnt = counter(ctx, key.cgroup_id);
 		if (cnt)
 			__sync_fetch_and_add(&cnt->granted, 1);
 		return 1;
 	}
 	if (has_runtime) {
-		cnt = counter(ctx);
+		cnt = counter(ctx, key.cgroup_id);
 		if (cnt)
 			__sync_fetch_and_add(&cnt->passed, 1);
 		bpf_tail_call(ctx, &runtime_prog, 0);
@@ -132,10 +149,10 @@ int devgate_gate(struct bpf_cgroup_dev_ctx *ctx)
 	return 0; /* the default policy: GPU-class devices only when granted */
 }
 
-static __always_inline void emit_denial(struct bpf_cgroup_dev_ctx *ctx)
+static __always_inline void emit_denial(struct bpf_cgroup_dev_ctx *ctx, __u64 cgid)
 {
 	struct dg_ratelimit_key rk = {
-		.cgroup_id = target_cgroup_id,
+		.cgroup_id = cgid,
 		.major = ctx->major,
 		.minor = ctx->minor,
 	};
@@ -146,7 +163,7 @@ static __always_inline void emit_denial(struct bpf_cgroup_dev_ctx *ctx)
 	if (last && now - *last < DG_EVENT_INTERVAL_NS)
 		return;
 	bpf_map_update_elem(&dg_ratelim_v1, &rk, &now, BPF_ANY);
-	ev.cgroup_id = target_cgroup_id;
+	ev.cgroup_id = cgid;
 	ev.ts_ns = now;
 	ev.type = ctx->access_type & 0xffff;
 	ev.major = ctx->major;
@@ -159,14 +176,16 @@ SEC("cgroup/dev")
 int devgate_tally(struct bpf_cgroup_dev_ctx *ctx)
 {
 	struct dg_count_val *cnt;
+	__u64 cgid;
 
 	if (!is_gpu(ctx))
 		return 1;
-	cnt = counter(ctx);
+	cgid = my_cgroup();
+	cnt = counter(ctx, cgid);
 	if (bpf_get_retval()) {
 		if (cnt)
 			__sync_fetch_and_add(&cnt->denied, 1);
-		emit_denial(ctx);
+		emit_denial(ctx, cgid);
 	} else if (cnt) {
 		__sync_fetch_and_add(&cnt->allowed, 1);
 	}

@@ -63,6 +63,11 @@ struct dg_event {
 	__u32 access;
 };
 
+/* A copy's own one-entry map: the container it serves, set before attach. */
+struct dg_self {
+	__u64 cgroup_id;
+};
+
 struct dg_ratelimit_key {
 	__u64 cgroup_id;
 	__u32 major;

@@ -25,7 +25,8 @@
 
 struct bpfgate {
 	char *pin_root;
-	struct devgate *maps; /* owns the shared maps; no programs loaded */
+	struct devgate *maps;  /* owns the shared maps; no programs loaded */
+	struct devgate *spare; /* a copy loaded ahead of need (gate for runc's kind) */
 	uint32_t nvidia_major; /* 0: none; set in each copy's read-only data */
 	uint32_t uvm_major;
 	int grants_fd;
@@ -144,12 +145,9 @@ static int ensure_bpffs(const char *pin_root, struct dg_error *err)
 	return 0;
 }
 
-enum role { ROLE_MAPS, ROLE_GATE, ROLE_TALLY };
+/* ROLE_MAPS creates or finds the shared maps; ROLE_PROGS loads gate and tally. */
+enum role { ROLE_MAPS, ROLE_PROGS };
 
-/*
- * A container's copy shares the daemon's map fds directly: cheaper than
- * opening and checking five pins again on every load.
- */
 static int reuse_shared(struct devgate *skel, const struct devgate *from)
 {
 	struct {
@@ -172,38 +170,60 @@ static int reuse_shared(struct devgate *skel, const struct devgate *from)
 }
 
 /*
- * Opens and loads one copy of the object for one role. The first copy
- * (ROLE_MAPS) creates the shared maps or reuses their pins (libbpf's
- * pin-by-name); every later copy shares that copy's maps, so all of them
- * see the same grants, counters and events.
+ * Opens and loads one copy of the object. The first (ROLE_MAPS) creates the
+ * shared maps or reuses their pins (libbpf's pin-by-name); every later copy
+ * (ROLE_PROGS: a gate and a tally, one ELF and BTF load for both) shares
+ * that copy's maps, so all of them see the same grants, counters and events.
+ * The gate's expected_attach_type must match the program it may wrap.
  */
-static int load_copy(const struct bpfgate *bg, enum role role, uint64_t cgid, bool has_runtime,
-		     enum bpf_attach_type eat, struct devgate **ret)
+static int load_copy(const struct bpfgate *bg, enum role role, bool has_runtime,
+		     enum bpf_attach_type gate_eat, struct devgate **ret)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .pin_root_path = bg->pin_root);
 	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
+	bool progs = role == ROLE_PROGS;
 	int r;
 
 	skel = devgate__open_opts(&opts);
 	if (!skel)
 		return errno > 0 ? -errno : -ENOMEM;
-	skel->rodata->target_cgroup_id = cgid;
 	skel->rodata->has_runtime = has_runtime;
 	skel->rodata->nvidia_major = bg->nvidia_major;
 	skel->rodata->uvm_major = bg->uvm_major;
-	bpf_program__set_autoload(skel->progs.devgate_gate, role == ROLE_GATE);
-	bpf_program__set_autoload(skel->progs.devgate_tally, role == ROLE_TALLY);
-	if (role == ROLE_GATE)
-		bpf_program__set_expected_attach_type(skel->progs.devgate_gate, eat);
-	else
-		bpf_map__set_autocreate(skel->maps.runtime_prog, false);
-	r = role == ROLE_MAPS ? 0 : reuse_shared(skel, bg->maps);
+	bpf_program__set_autoload(skel->progs.devgate_gate, progs);
+	bpf_program__set_autoload(skel->progs.devgate_tally, progs);
+	bpf_program__set_expected_attach_type(skel->progs.devgate_gate, gate_eat);
+	bpf_map__set_autocreate(skel->maps.runtime_prog, progs);
+	bpf_map__set_autocreate(skel->maps.self, progs);
+	r = progs ? reuse_shared(skel, bg->maps) : 0;
 	if (r == 0)
 		r = devgate__load(skel);
 	if (r != 0) /* libbpf returns 0 or -errno */
 		return r < 0 ? r : -EIO;
 	*ret = TAKE_PTR(skel);
 	return 0;
+}
+
+/* Tells a copy which container it serves; before it is attached. */
+static int set_self(struct devgate *skel, uint64_t cgid)
+{
+	struct dg_self me = { .cgroup_id = cgid };
+	uint32_t zero = 0;
+
+	return bpf_map_update_elem(bpf_map__fd(skel->maps.self), &zero, &me, BPF_ANY) < 0 ? -errno
+											  : 0;
+}
+
+void bpfgate_prepare(struct bpfgate *bg)
+{
+	int r;
+
+	if (bg->spare)
+		return;
+	/* runc, crun and LXC load their programs with expected_attach_type 0. */
+	r = load_copy(bg, ROLE_PROGS, true, 0, &bg->spare);
+	if (r < 0)
+		log_debug_errno(r, "cannot load a spare gate yet: %m");
 }
 
 int bpfgate_open(const char *pin_root, const struct dg_majors *majors, struct bpfgate **ret,
@@ -221,7 +241,7 @@ int bpfgate_open(const char *pin_root, const struct dg_majors *majors, struct bp
 	bg->pin_root = strdup(pin_root);
 	bg->nvidia_major = majors->has_nvidia ? majors->nvidia : 0;
 	bg->uvm_major = majors->has_uvm ? majors->uvm : 0;
-	r = load_copy(bg, ROLE_MAPS, 0, false, 0, &bg->maps);
+	r = load_copy(bg, ROLE_MAPS, false, 0, &bg->maps);
 	if (r < 0 || !bg->maps) {
 		r = r < 0 ? r : -EIO;
 		dg_error_set(err, DG_E_KERNEL, r, "cannot create devgate's BPF maps under %s: %s",
@@ -244,6 +264,7 @@ void bpfgate_free(struct bpfgate *bg)
 {
 	if (!bg)
 		return;
+	devgate__destroy(bg->spare);
 	devgate__destroy(bg->maps);
 	free(bg->pin_root);
 	free(bg);
@@ -441,39 +462,65 @@ static int attach(int prog_fd, int cgfd, uint32_t flags, int replace_fd)
 	return bpf_prog_attach_opts(prog_fd, cgfd, BPF_CGROUP_DEVICE, &opts) < 0 ? -errno : 0;
 }
 
+static int slot_set(struct devgate *skel, int orig_fd)
+{
+	uint32_t key = 0;
+
+	return bpf_map_update_elem(bpf_map__fd(skel->maps.runtime_prog), &key, &orig_fd, BPF_ANY) <
+			       0
+		       ? -errno
+		       : 0;
+}
+
 /*
- * Loads a gate holding runtime program orig_fd in its slot. The prog array
- * accepts orig only if the gate shares its expected_attach_type: runc, crun
- * and LXC load with 0, libbpf-based loaders with BPF_CGROUP_DEVICE.
+ * A copy whose gate holds runtime program orig_fd in its slot: the spare if
+ * it fits, else a fresh load. The prog array accepts orig only if the gate
+ * shares its expected_attach_type: runc, crun and LXC load with 0 (as the
+ * spare is), libbpf-based loaders with BPF_CGROUP_DEVICE.
  */
-static int load_gate_for(const struct bpfgate *bg, uint64_t cgid, int orig_fd,
-			 struct devgate **ret)
+static int copy_for_wrap(struct bpfgate *bg, int orig_fd, struct devgate **ret)
 {
 	static const enum bpf_attach_type eats[] = { 0, BPF_CGROUP_DEVICE };
 	int r = -EINVAL;
 
+	if (bg->spare) {
+		r = slot_set(bg->spare, orig_fd);
+		if (r == 0) {
+			*ret = TAKE_PTR(bg->spare);
+			return 0;
+		}
+		if (r != -EINVAL)
+			return r;
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(eats); i++) {
 		auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
-		uint32_t key = 0;
 
-		r = load_copy(bg, ROLE_GATE, cgid, true, eats[i], &skel);
+		if (eats[i] == 0 && r == -EINVAL && bg->spare)
+			continue; /* the spare just showed 0 does not fit */
+		r = load_copy(bg, ROLE_PROGS, true, eats[i], &skel);
 		if (r < 0)
 			return r;
-		if (bpf_map_update_elem(bpf_map__fd(skel->maps.runtime_prog), &key, &orig_fd,
-					BPF_ANY) == 0) {
+		r = slot_set(skel, orig_fd);
+		if (r == 0) {
 			*ret = TAKE_PTR(skel);
 			return 0;
 		}
-		r = -errno;
 		if (r != -EINVAL)
 			return r;
 	}
 	return r;
 }
 
+/* Keeps the first copy loaded for a cgroup: its tally may be needed next. */
+static void keep_for_tally(struct devgate **skel, struct devgate **tally_src)
+{
+	if (!*tally_src)
+		*tally_src = TAKE_PTR(*skel);
+}
+
 /* Replaces runtime program orig_id on cgfd by a gate, atomically. */
 static int wrap(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd, uint32_t orig_id,
-		uint32_t cg_flags, struct dg_error *err)
+		uint32_t cg_flags, struct devgate **tally_src, struct dg_error *err)
 {
 	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
 	auto_close int orig_fd = -1;
@@ -485,7 +532,9 @@ static int wrap(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd, ui
 	if (orig_fd < 0)
 		return dg_error_set(err, DG_E_KERNEL, errno,
 				    "cannot take hold of device program %u: %m", orig_id);
-	r = load_gate_for(bg, cgid, orig_fd, &skel);
+	r = copy_for_wrap(bg, orig_fd, &skel);
+	if (r == 0 && skel)
+		r = set_self(skel, cgid);
 	if (r < 0 || !skel)
 		return dg_error_set(err, DG_E_KERNEL, r < 0 ? r : -EIO,
 				    "cannot load a gate for device program %u: %s", orig_id,
@@ -507,31 +556,42 @@ static int wrap(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd, ui
 	}
 	log_debug("cgroup %llu: gate in place of device program %u", (unsigned long long)cgid,
 		  orig_id);
+	keep_for_tally(&skel, tally_src);
 	return 0;
 }
 
-/* Attaches a fresh program of the given role, pinned as name, at the end. */
-static int attach_new(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
-		      enum role role, const char *name, struct dg_error *err)
+/* Pins prog as name and attaches it last on cgfd. */
+static int attach_last(int prog_fd, const char *dir, int cgfd, const char *name,
+		       struct dg_error *err)
 {
-	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
-	struct bpf_program *prog;
-	int r;
+	int r = pin_fd(prog_fd, dir, name);
 
-	r = load_copy(bg, role, cgid, false, BPF_CGROUP_DEVICE, &skel);
-	if (r < 0)
-		return dg_error_set(err, DG_E_KERNEL, r, "cannot load devgate's %s program: %s",
-				    name, strerror(-r));
-	prog = role == ROLE_TALLY ? skel->progs.devgate_tally : skel->progs.devgate_gate;
-	r = pin_fd(bpf_program__fd(prog), dir, name);
 	if (r == 0)
-		r = attach(bpf_program__fd(prog), cgfd, BPF_F_ALLOW_MULTI, -1);
+		r = attach(prog_fd, cgfd, BPF_F_ALLOW_MULTI, -1);
 	if (r < 0) {
 		unpin(dir, name);
 		return dg_error_set(err, DG_E_KERNEL, r, "cannot attach devgate's %s program: %s",
 				    name, strerror(-r));
 	}
 	return 0;
+}
+
+/* A cgroup with no device program: the gate with the default policy. */
+static int attach_default(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
+			  struct devgate **tally_src, struct dg_error *err)
+{
+	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
+	int r = load_copy(bg, ROLE_PROGS, false, BPF_CGROUP_DEVICE, &skel);
+
+	if (r == 0)
+		r = set_self(skel, cgid);
+	if (r < 0 || !skel)
+		return dg_error_set(err, DG_E_KERNEL, r < 0 ? r : -EIO,
+				    "cannot load devgate's default gate: %s", strerror(-r));
+	r = attach_last(bpf_program__fd(skel->progs.devgate_gate), dir, cgfd, "gate-default", err);
+	if (r == 0)
+		keep_for_tally(&skel, tally_src);
+	return r;
 }
 
 static int detach_pinned(const char *dir, const char *name, int cgfd)
@@ -560,7 +620,8 @@ static const struct pinned *find_pinned(const struct pinned *pins, size_t n, uin
 
 /* The tally must come after every gate to see their verdict. */
 static int place_tally(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
-		       const struct pinned *pins, size_t n_pins, struct dg_error *err)
+		       const struct pinned *pins, size_t n_pins, struct devgate **tally_src,
+		       struct dg_error *err)
 {
 	struct attached now = { 0 };
 	const struct pinned *tally = NULL;
@@ -577,14 +638,36 @@ static int place_tally(struct bpfgate *bg, uint64_t cgid, const char *dir, int c
 	if (!(now.flags & BPF_F_ALLOW_MULTI))
 		return 0; /* single-program cgroup: no room for a tally */
 	if (tally && now.n && attached_has(&now, tally->id)) {
+		char path[PATH_MAX];
+		auto_close int fd = -1;
+
 		if (now.ids[now.n - 1] == tally->id)
 			return 0;
+		/* A program attached after it: move the tally back to the end. */
 		r = detach_pinned(dir, "tally", cgfd);
+		if (r == 0)
+			r = pin_path(path, sizeof(path), dir, "tally");
+		if (r == 0)
+			fd = bpf_obj_get(path);
+		if (r == 0 && fd < 0)
+			r = -errno;
+		if (r == 0)
+			r = attach(fd, cgfd, BPF_F_ALLOW_MULTI, -1);
 		if (r < 0)
 			return dg_error_set(err, DG_E_KERNEL, r, "cannot move the tally: %s",
 					    strerror(-r));
+		return 0;
 	}
-	return attach_new(bg, cgid, dir, cgfd, ROLE_TALLY, "tally", err);
+	if (!*tally_src) {
+		r = load_copy(bg, ROLE_PROGS, true, 0, tally_src);
+		if (r == 0 && *tally_src)
+			r = set_self(*tally_src, cgid);
+		if (r < 0 || !*tally_src)
+			return dg_error_set(err, DG_E_KERNEL, r < 0 ? r : -EIO,
+					    "cannot load devgate's tally: %s", strerror(-r));
+	}
+	return attach_last(bpf_program__fd((*tally_src)->progs.devgate_tally), dir, cgfd, "tally",
+			   err);
 }
 
 /* Nothing to do: every program on the cgroup is ours and ours are all there, tally last. */
@@ -629,6 +712,7 @@ static void guard_summary(int cgfd, const struct pinned *pins, size_t n_pins,
 int bpfgate_guard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *info,
 		  struct dg_error *err)
 {
+	auto_cleanup(devgate_destroyp) struct devgate *tally_src = NULL;
 	struct pinned pins[MAX_PROGS];
 	struct attached now = { 0 };
 	char dir[PATH_MAX];
@@ -661,19 +745,19 @@ int bpfgate_guard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info
 	for (uint32_t i = 0; i < now.n; i++) {
 		if (find_pinned(pins, n_pins, now.ids[i]))
 			continue;
-		r = wrap(bg, cgid, dir, cgfd, now.ids[i], now.flags, err);
+		r = wrap(bg, cgid, dir, cgfd, now.ids[i], now.flags, &tally_src, err);
 		if (r < 0)
 			return r;
 		gi.wrapped++;
 	}
 	if (now.n == 0) {
-		r = attach_new(bg, cgid, dir, cgfd, ROLE_GATE, "gate-default", err);
+		r = attach_default(bg, cgid, dir, cgfd, &tally_src, err);
 		if (r < 0)
 			return r;
 	}
 	r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);
 	if (r == 0)
-		r = place_tally(bg, cgid, dir, cgfd, pins, n_pins, err);
+		r = place_tally(bg, cgid, dir, cgfd, pins, n_pins, &tally_src, err);
 	if (r < 0)
 		return r;
 	r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);

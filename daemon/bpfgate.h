@@ -57,6 +57,8 @@ int bpfgate_guard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info
 int bpfgate_unguard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *err);
 /* 1 when cgfd carries a device program that devgate has not wrapped. */
 int bpfgate_needs_guard(struct bpfgate *bg, uint64_t cgid, int cgfd);
+/* Loads the next gate ahead of need; call when idle. */
+void bpfgate_prepare(struct bpfgate *bg);
 /* cgroup ids that have a pin directory. */
 int bpfgate_guarded_list(struct bpfgate *bg, uint64_t **ret, size_t *ret_n);
 

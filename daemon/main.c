@@ -435,6 +435,7 @@ static int run(struct daemon *d)
 		int n;
 
 		nodes_prepare();
+		bpfgate_prepare(d->bg);
 		n = epoll_wait(d->epfd, evs, (int)ARRAY_SIZE(evs), timeout);
 
 		if (n < 0) {

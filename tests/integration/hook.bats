@@ -54,7 +54,8 @@ run_bundle() {
 	[ "$output" = "$(printf '/dev/nvidia0 ENXIO\n/dev/nvidiactl ENXIO\n/gpu1 EPERM')" ]
 	no_leases
 	grep -q "granted 1 GPU(s) to $CID" "$DG_TMP/daemon.log"
-	grep -q "released 1 GPU(s) of $CID" "$DG_TMP/daemon.log"
+	# The container's end (inotify) or its poststop hook, whichever comes first.
+	grep -Eq "(released 1 GPU\(s\) of|revoked 1 GPU\(s\) from) $CID" "$DG_TMP/daemon.log"
 	[ -z "$(ls "$DG_PINS/cg")" ]
 }
 
