@@ -15,6 +15,7 @@ int cmd_grant(struct cli *cli, int argc, char **argv);
 int cmd_revoke(struct cli *cli, int argc, char **argv);
 int cmd_status(struct cli *cli, int argc, char **argv);
 int cmd_watch(struct cli *cli, int argc, char **argv);
+int cmd_doctor(struct cli *cli, int argc, char **argv);
 
 /* Parses the options every command shares (-j/--json, -h/--help). */
 extern const char cmd_common_help[];

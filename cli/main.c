@@ -23,6 +23,7 @@ static const struct command commands[] = {
 	{ "revoke", "take GPUs back from a container", cmd_revoke },
 	{ "status", "list leases", cmd_status },
 	{ "watch", "print lease changes as they happen", cmd_watch },
+	{ "doctor", "check this host for what devgate needs", cmd_doctor },
 	{ "version", "print the version", cmd_version },
 	{ "help", "show help for a command", cmd_help },
 };
