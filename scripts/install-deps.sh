@@ -6,7 +6,8 @@ set -eu
 
 PKGS="make gcc libc6-dev pkg-config clang llvm bpftool
 libbpf-dev libcap-dev libseccomp-dev libjson-c-dev libmicrohttpd-dev libcmocka-dev
-bats jq socat runc busybox-static util-linux cppcheck clang-tidy"
+bats jq socat runc busybox-static util-linux cppcheck clang-tidy
+scdoc dpkg-dev systemd"
 
 missing=""
 for p in $PKGS; do
