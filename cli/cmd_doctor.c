@@ -9,12 +9,10 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <linux/magic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/statfs.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -121,13 +119,6 @@ static void check_cgroup2(struct doctor *d, struct result *r)
 	say(r, ST_FAIL, "cannot read /proc/self/mountinfo: %s", strerror(-e));
 }
 
-static bool on_bpffs(const char *path)
-{
-	struct statfs st;
-
-	return statfs(path, &st) == 0 && st.f_type == BPF_FS_MAGIC;
-}
-
 /* devgated pins under PIN_ROOT, whose parent must be a bpf filesystem. */
 static void check_bpffs(struct doctor *d, struct result *r)
 {
@@ -142,7 +133,7 @@ static void check_bpffs(struct doctor *d, struct result *r)
 		return;
 	}
 	*slash = '\0';
-	if (on_bpffs(parent)) {
+	if (path_on_bpffs(parent)) {
 		say(r, ST_OK, "%s is a bpf filesystem; devgate's pins live in %s", parent,
 		    d->pin_root);
 		return;
