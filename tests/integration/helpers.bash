@@ -191,8 +191,10 @@ plain_container() {
 		mknod -m 666 \"\$0/dev/null\" c 1 3 && exec chroot \"\$0\" /bin/sleep 100000" "$2"' \
 		_ "$cg" "$root" </dev/null >/dev/null 2>&1 &
 	for i in $(seq 100); do
+		# 'if', not '&&': a last PID that is not sleep yet (still sh or
+		# unshare) must not make the substitution fail under set -e.
 		CPID=$(for p in $(cat "$cg/cgroup.procs"); do
-			[ "$(cat /proc/"$p"/comm 2>/dev/null)" = sleep ] && echo "$p"
+			if [ "$(cat /proc/"$p"/comm 2>/dev/null)" = sleep ]; then echo "$p"; fi
 		done)
 		[ -n "$CPID" ] && return 0
 		sleep 0.05
