@@ -68,7 +68,9 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 SKEL := $(O)/devgate.skel.h
 BINS := $(O)/devgated $(O)/devgatectl $(O)/probe $(O)/runtime_like.bpf.o
 
-.PHONY: all test unit integration check-asan lint clean demo
+BENCH_BIN := $(O)/bench/dgload $(O)/bench/floor $(O)/bench/opencost
+
+.PHONY: all test unit integration check-asan lint clean demo bench
 all: $(BINS)
 
 $(O)/devgate.bpf.o: bpf/devgate.bpf.c bpf/devgate.h
@@ -111,6 +113,25 @@ $(O)/tests/test_%: tests/unit/test_%.c $(DAEMON_LIB_OBJ) $(CLI_LIB_OBJ) $(COMMON
 	$(call msg,TEST-CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -Idaemon -Icli $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lcmocka
+
+$(O)/bench/dgload: bench/dgload.c $(O)/cli/client.o $(COMMON_OBJ)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -Icli $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(O)/bench/floor: bench/floor.c $(O)/common/util.o
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(O)/bench/opencost: bench/opencost.c
+	$(call msg,CC-STATIC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -Wall -Wextra -Werror -static -o $@ $<
+
+# Figures go to bench/results.md and bench/scale.png; raw data to bench/out/.
+bench: all $(BENCH_BIN)
+	$(Q)bash bench/run.sh
 
 unit: $(UNIT_BIN)
 	$(call msg,UNIT,$(O)/tests)

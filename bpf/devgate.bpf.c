@@ -12,7 +12,8 @@
  *        accesses allowed and denied, emitting rate-limited denial events.
  *
  * One copy of each program is loaded per container, with that container's
- * cgroup id in read-only data, so the open() path does one hash lookup.
+ * cgroup id and the host's GPU majors in read-only data: an open() of any
+ * other device costs two compares and the tail call, no map access.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -23,6 +24,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 const volatile __u64 target_cgroup_id = 0;
 const volatile __u32 has_runtime = 0;
+const volatile __u32 nvidia_major = 0; /* 0: no such driver */
+const volatile __u32 uvm_major = 0;
 
 /* Per gate: slot 0 holds the runtime program this gate stands in for. */
 struct {
@@ -39,14 +42,6 @@ struct {
 	__type(value, struct dg_grant_val);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } dg_grants_v1 SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, DG_MAX_GPU_MAJORS);
-	__type(key, __u32);
-	__type(value, __u32);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} dg_majors_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -92,25 +87,34 @@ static __always_inline struct dg_count_val *counter(struct bpf_cgroup_dev_ctx *c
 	return bpf_map_lookup_elem(&dg_counters_v1, &key);
 }
 
-static __always_inline int is_gpu_major(__u32 major)
+static __always_inline int is_gpu(struct bpf_cgroup_dev_ctx *ctx)
 {
-	return bpf_map_lookup_elem(&dg_majors_v1, &major) != 0;
+	__u32 major = ctx->major;
+
+	return (ctx->access_type & 0xffff) == DG_DEV_CHAR && major &&
+	       (major == nvidia_major || major == uvm_major);
 }
 
 SEC("cgroup/dev")
 int devgate_gate(struct bpf_cgroup_dev_ctx *ctx)
 {
-	__u32 type = ctx->access_type & 0xffff;
 	__u32 access = ctx->access_type >> 16;
 	struct dg_grant_key key = {
 		.cgroup_id = target_cgroup_id,
-		.type = type,
+		.type = DG_DEV_CHAR,
 		.major = ctx->major,
 		.minor = ctx->minor,
 	};
-	struct dg_grant_val *grant = bpf_map_lookup_elem(&dg_grants_v1, &key);
+	struct dg_grant_val *grant;
 	struct dg_count_val *cnt;
 
+	/* Not a GPU: grants never cover it; the runtime alone decides. */
+	if (!is_gpu(ctx)) {
+		if (has_runtime)
+			bpf_tail_call(ctx, &runtime_prog, 0);
+		return has_runtime ? 0 : 1;
+	}
+	grant = bpf_map_lookup_elem(&dg_grants_v1, &key);
 	if (grant && (access & ~grant->access) == 0) {
 		cnt = counter(ctx);
 		if (cnt)
@@ -125,7 +129,7 @@ int devgate_gate(struct bpf_cgroup_dev_ctx *ctx)
 		/* Slot empty: fail closed rather than widen the runtime's policy. */
 		return 0;
 	}
-	return type == DG_DEV_CHAR && is_gpu_major(ctx->major) ? 0 : 1;
+	return 0; /* the default policy: GPU-class devices only when granted */
 }
 
 static __always_inline void emit_denial(struct bpf_cgroup_dev_ctx *ctx)
@@ -156,7 +160,7 @@ int devgate_tally(struct bpf_cgroup_dev_ctx *ctx)
 {
 	struct dg_count_val *cnt;
 
-	if ((ctx->access_type & 0xffff) != DG_DEV_CHAR || !is_gpu_major(ctx->major))
+	if (!is_gpu(ctx))
 		return 1;
 	cnt = counter(ctx);
 	if (bpf_get_retval()) {

@@ -14,7 +14,6 @@
 
 #define DG_MAX_GRANTS 65536
 #define DG_MAX_COUNTERS 65536
-#define DG_MAX_GPU_MAJORS 8
 #define DG_EVENTS_BYTES (256 * 1024)
 #define DG_EVENT_INTERVAL_NS 1000000000ull /* one event per key per second */
 
@@ -50,7 +49,7 @@ struct dg_count_key {
 /* Per-CPU; user space sums the CPUs. */
 struct dg_count_val {
 	__u64 granted; /* gate: allowed by a devgate grant */
-	__u64 passed;  /* gate: handed to the runtime's own program */
+	__u64 passed;  /* gate: GPU-class access handed to the runtime's own program */
 	__u64 allowed; /* tally: GPU-class access allowed in the end */
 	__u64 denied;  /* tally: GPU-class access denied in the end */
 };

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* list, grant, revoke, status, watch: the admin's commands. */
+/* list, grant, revoke, status, watch: the admin's commands, and helpers all commands share. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -27,9 +27,8 @@ static int get_int(json_object *o, const char *key)
 	return json_object_get_int(get(o, key));
 }
 
-/* Runs one request and hands the result to render (or prints JSON). */
-static int call(struct cli *cli, enum dg_op op, json_object *args,
-		void (*render)(const struct cli *cli, json_object *result))
+int cmd_call(struct cli *cli, enum dg_op op, json_object *args,
+	     void (*render)(const struct cli *cli, json_object *result))
 {
 	auto_json json_object *result = NULL;
 	struct dg_error err = { 0 };
@@ -43,11 +42,63 @@ static int call(struct cli *cli, enum dg_op op, json_object *args,
 	return 0;
 }
 
-static int no_more_args(struct cli *cli, const char *cmd, int argc, char **argv)
+int cmd_no_more_args(struct cli *cli, const char *cmd, int argc, char **argv)
 {
 	if (optind < argc)
 		return cli_usage(cli, cmd, "unexpected argument '%s'", argv[optind]);
 	return 0;
+}
+
+int cmd_common_options(struct cli *cli, const char *cmd, const char *help, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int o;
+
+	while ((o = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+		if (o == 'j') {
+			cli->json = true;
+		} else if (o == 'h') {
+			printf("%s%s", help, cmd_common_help);
+			return 0;
+		} else {
+			return cli_usage(cli, cmd, "unknown option");
+		}
+	}
+	return cmd_no_more_args(cli, cmd, argc, argv) ? dg_code_info(DG_E_INVALID)->exit_code : -1;
+}
+
+int cmd_stream(struct cli *cli, enum dg_op op, json_object *args,
+	       void (*on_result)(const struct cli *cli, json_object *result),
+	       void (*on_event)(const struct cli *cli, json_object *event))
+{
+	struct client_conn c = { .fd = -1 };
+	auto_json json_object *result = NULL;
+	struct dg_error err = { 0 };
+	int r;
+
+	r = client_connect(cli->socket, &c, &err);
+	if (r < 0) {
+		json_object_put(args);
+		return cli_fail(cli, &err);
+	}
+	r = client_call(&c, op, args, &result, &err);
+	if (r == 0 && on_result)
+		on_result(cli, result);
+	while (r == 0) {
+		auto_json json_object *ev = NULL;
+
+		r = client_next_event(&c, &ev, &err);
+		if (r == 0)
+			on_event(cli, ev);
+	}
+	client_close(&c);
+	if (r == -ECONNRESET)
+		dg_error_set(&err, DG_E_UNREACHABLE, ECONNRESET, "devgated stopped");
+	return cli_fail(cli, &err);
 }
 
 /* ---- list ---- */
@@ -156,11 +207,11 @@ int cmd_list(struct cli *cli, int argc, char **argv)
 			return cli_usage(cli, "list", "unknown option");
 		}
 	}
-	if (no_more_args(cli, "list", argc, argv)) {
+	if (cmd_no_more_args(cli, "list", argc, argv)) {
 		json_object_put(args);
 		return dg_code_info(DG_E_INVALID)->exit_code;
 	}
-	return call(cli, DG_OP_LIST, args, render_list);
+	return cmd_call(cli, DG_OP_LIST, args, render_list);
 }
 
 /* ---- grant / revoke ---- */
@@ -366,13 +417,13 @@ int cmd_grant(struct cli *cli, int argc, char **argv)
 			return cli_usage(cli, "grant", "unknown option");
 		}
 	}
-	if (no_more_args(cli, "grant", argc, argv))
+	if (cmd_no_more_args(cli, "grant", argc, argv))
 		return dg_code_info(DG_E_INVALID)->exit_code;
 	if (!get(args, "pid") && !get(args, "cgroup"))
 		return cli_usage(cli, "grant", "name the container with --pid or --cgroup");
 	if (!get(args, "gpus") && !get(args, "count"))
 		return cli_usage(cli, "grant", "ask for GPUs with --gpu SEL or --gpus N");
-	return call(cli, DG_OP_GRANT, TAKE_PTR(args), render_grant);
+	return cmd_call(cli, DG_OP_GRANT, TAKE_PTR(args), render_grant);
 }
 
 static void render_revoke(const struct cli *cli, json_object *r)
@@ -426,12 +477,12 @@ int cmd_revoke(struct cli *cli, int argc, char **argv)
 			return cli_usage(cli, "revoke", "unknown option");
 		}
 	}
-	if (no_more_args(cli, "revoke", argc, argv))
+	if (cmd_no_more_args(cli, "revoke", argc, argv))
 		return dg_code_info(DG_E_INVALID)->exit_code;
 	if (!get(args, "pid") && !get(args, "cgroup") && !get(args, "container"))
 		return cli_usage(cli, "revoke", "name the container with --pid, --cgroup or "
 				 "--container");
-	return call(cli, DG_OP_REVOKE, TAKE_PTR(args), render_revoke);
+	return cmd_call(cli, DG_OP_REVOKE, TAKE_PTR(args), render_revoke);
 }
 
 /* ---- status ---- */
@@ -475,26 +526,11 @@ static void render_status(const struct cli *cli, json_object *r)
 
 int cmd_status(struct cli *cli, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	int o;
+	int r = cmd_common_options(cli, "status", status_help, argc, argv);
 
-	while ((o = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
-		if (o == 'j') {
-			cli->json = true;
-		} else if (o == 'h') {
-			printf("%s%s", status_help, cmd_common_help);
-			return 0;
-		} else {
-			return cli_usage(cli, "status", "unknown option");
-		}
-	}
-	if (no_more_args(cli, "status", argc, argv))
-		return dg_code_info(DG_E_INVALID)->exit_code;
-	return call(cli, DG_OP_STATUS, NULL, render_status);
+	if (r >= 0)
+		return r;
+	return cmd_call(cli, DG_OP_STATUS, NULL, render_status);
 }
 
 /* ---- watch ---- */
@@ -523,42 +559,9 @@ static void print_event(const struct cli *cli, json_object *ev)
 
 int cmd_watch(struct cli *cli, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	struct client_conn c = { .fd = -1 };
-	auto_json json_object *result = NULL;
-	struct dg_error err = { 0 };
-	int o, r;
+	int r = cmd_common_options(cli, "watch", watch_help, argc, argv);
 
-	while ((o = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
-		if (o == 'j') {
-			cli->json = true;
-		} else if (o == 'h') {
-			printf("%s%s", watch_help, cmd_common_help);
-			return 0;
-		} else {
-			return cli_usage(cli, "watch", "unknown option");
-		}
-	}
-	if (no_more_args(cli, "watch", argc, argv))
-		return dg_code_info(DG_E_INVALID)->exit_code;
-	r = client_connect(cli->socket, &c, &err);
-	if (r == 0)
-		r = client_call(&c, DG_OP_WATCH, NULL, &result, &err);
-	while (r == 0) {
-		auto_json json_object *ev = NULL;
-
-		r = client_next_event(&c, &ev, &err);
-		if (r == 0)
-			print_event(cli, ev);
-	}
-	client_close(&c);
-	if (r == -ECONNRESET) {
-		dg_error_set(&err, DG_E_UNREACHABLE, ECONNRESET, "devgated stopped");
-		return cli_fail(cli, &err);
-	}
-	return cli_fail(cli, &err);
+	if (r >= 0)
+		return r;
+	return cmd_stream(cli, DG_OP_WATCH, NULL, NULL, print_event);
 }

@@ -23,6 +23,10 @@ static const struct command commands[] = {
 	{ "revoke", "take GPUs back from a container", cmd_revoke },
 	{ "status", "list leases", cmd_status },
 	{ "watch", "print lease changes as they happen", cmd_watch },
+	{ "hook", "OCI hook for container runtimes (reads state on stdin)", cmd_hook },
+	{ "cdi", "generate a CDI spec for this host's GPUs", cmd_cdi },
+	{ "metrics", "print devgated's metrics (Prometheus text)", cmd_metrics },
+	{ "events", "print denied GPU accesses; --follow for new ones", cmd_events },
 	{ "doctor", "check this host for what devgate needs", cmd_doctor },
 	{ "version", "print the version", cmd_version },
 	{ "help", "show help for a command", cmd_help },
@@ -101,7 +105,7 @@ static int cmd_help(struct cli *cli, int argc, char **argv)
 	if (!cmd)
 		return cli_usage(cli, NULL, "no command '%s'", argv[1]);
 	help_argv[0] = argv[1];
-	optind = 1;
+	optind = 0; /* 0: glibc re-initialises getopt fully, permutation included */
 	return cmd->run(cli, 2, help_argv);
 }
 
@@ -114,12 +118,11 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
 	};
-	struct cli cli = { .socket = getenv("DEVGATE_SOCKET") };
+	struct cli cli = { .socket = NULL };
+	const char *env_socket = getenv("DEVGATE_SOCKET");
 	const struct command *cmd;
 	int o;
 
-	if (!cli.socket || !*cli.socket)
-		cli.socket = DG_DEFAULT_SOCKET;
 	/* '+': stop at the command name; its options are its own. */
 	while ((o = getopt_long(argc, argv, "+s:jhV", opts, NULL)) != -1) {
 		switch (o) {
@@ -145,8 +148,12 @@ int main(int argc, char **argv)
 	cmd = find_command(argv[optind]);
 	if (!cmd)
 		return cli_usage(&cli, NULL, "no command '%s'", argv[optind]);
+	/* The hook trusts no environment: only -s names another socket. */
+	if (!cli.socket)
+		cli.socket = cmd->run != cmd_hook && env_socket && *env_socket ? env_socket
+									      : DG_DEFAULT_SOCKET;
 	argv += optind;
 	argc -= optind;
-	optind = 1;
+	optind = 0; /* 0: glibc re-initialises getopt fully, permutation included */
 	return cmd->run(&cli, argc, argv);
 }

@@ -408,6 +408,28 @@ const struct dg_gpu *inventory_find_uuid(const struct dg_inventory *inv, const c
 	return NULL;
 }
 
+bool inventory_find_node(const struct dg_inventory *inv, uint32_t major, uint32_t minor,
+			 char *path, size_t len, const struct dg_gpu **ret_gpu)
+{
+	*ret_gpu = NULL;
+	path[0] = '\0';
+	for (size_t i = 0; i < inv->n_gpus; i++) {
+		if (inv->majors.has_nvidia && major == inv->majors.nvidia &&
+		    inv->gpus[i].minor == minor) {
+			*ret_gpu = &inv->gpus[i];
+			snprintf(path, len, "/dev/nvidia%u", minor);
+			return true;
+		}
+	}
+	for (size_t i = 0; i < inv->n_ctl; i++) {
+		if (inv->ctl[i].major == major && inv->ctl[i].minor == minor) {
+			snprintf(path, len, "/dev/%s", inv->ctl[i].name);
+			return true;
+		}
+	}
+	return false;
+}
+
 static bool all_digits(const char *s)
 {
 	if (!*s)

@@ -103,6 +103,15 @@ int inventory_select(const struct dg_inventory *inv, const char *spec, bool *sel
 
 const struct dg_gpu *inventory_find_uuid(const struct dg_inventory *inv, const char *uuid);
 
+/*
+ * The node behind character device major:minor: its path ("/dev/nvidia1",
+ * "/dev/nvidiactl") in path, and in *ret_gpu the GPU it is (NULL for a
+ * control node). Returns false, path empty, for a device devgate does not
+ * know.
+ */
+bool inventory_find_node(const struct dg_inventory *inv, uint32_t major, uint32_t minor,
+			 char *path, size_t len, const struct dg_gpu **ret_gpu);
+
 json_object *gpu_to_json(const struct dg_inventory *inv, const struct dg_gpu *gpu);
 json_object *ctl_nodes_to_json(const struct dg_inventory *inv);
 

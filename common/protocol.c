@@ -35,6 +35,7 @@ static const struct dg_field grant_fields[] = {
 	{ "shared", json_type_boolean, false },
 	{ "root", json_type_string, false },
 	{ "source", json_type_string, false },
+	{ "from_image", json_type_boolean, false },
 	END,
 };
 
@@ -49,6 +50,11 @@ static const struct dg_field revoke_fields[] = {
 	END,
 };
 
+static const struct dg_field events_fields[] = {
+	{ "follow", json_type_boolean, false },
+	END,
+};
+
 static const struct dg_op_info op_table[DG_OP_MAX] = {
 	[DG_OP_PING] = { "ping", no_fields, false },
 	[DG_OP_LIST] = { "list", list_fields, false },
@@ -56,6 +62,8 @@ static const struct dg_op_info op_table[DG_OP_MAX] = {
 	[DG_OP_REVOKE] = { "revoke", revoke_fields, false },
 	[DG_OP_STATUS] = { "status", no_fields, false },
 	[DG_OP_WATCH] = { "watch", no_fields, true },
+	[DG_OP_METRICS] = { "metrics", no_fields, false },
+	[DG_OP_EVENTS] = { "events", events_fields, true },
 };
 
 const struct dg_op_info *dg_op_info(enum dg_op op)

@@ -32,6 +32,8 @@ enum dg_op {
 	DG_OP_REVOKE,
 	DG_OP_STATUS,
 	DG_OP_WATCH,
+	DG_OP_METRICS,
+	DG_OP_EVENTS,
 	DG_OP_MAX,
 };
 
@@ -44,7 +46,7 @@ struct dg_field {
 struct dg_op_info {
 	const char *name;
 	const struct dg_field *fields; /* terminated by a NULL name */
-	bool stream;
+	bool stream; /* may turn the connection into a stream (events: with follow) */
 };
 
 const struct dg_op_info *dg_op_info(enum dg_op op);

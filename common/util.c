@@ -212,6 +212,26 @@ int write_file_atomic_at(int dirfd, const char *name, const void *data, size_t l
 	return 0;
 }
 
+int path_parent(const char *path, char *buf, size_t len, const char **ret_name)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n;
+
+	if (!slash) {
+		if (ret_name)
+			*ret_name = path;
+		return snprintf(buf, len, ".") < (int)len ? 0 : -ENAMETOOLONG;
+	}
+	n = slash == path ? 1 : (size_t)(slash - path);
+	if (n >= len)
+		return -ENAMETOOLONG;
+	memcpy(buf, path, n);
+	buf[n] = '\0';
+	if (ret_name)
+		*ret_name = slash + 1;
+	return 0;
+}
+
 int mkdir_p(const char *path, mode_t mode)
 {
 	char buf[PATH_MAX];
@@ -253,4 +273,26 @@ void format_time_utc(int64_t t, char *buf, size_t len)
 
 	if (!gmtime_r(&tt, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
 		snprintf(buf, len, "%lld", (long long)t);
+}
+
+uint64_t now_real_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void format_time_utc_ms(int64_t ms, char *buf, size_t len)
+{
+	time_t tt = (time_t)(ms / 1000);
+	struct tm tm;
+	char secs[32];
+
+	if (ms < 0 || !gmtime_r(&tt, &tm) ||
+	    strftime(secs, sizeof(secs), "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+		snprintf(buf, len, "%lld", (long long)ms);
+		return;
+	}
+	snprintf(buf, len, "%s.%03dZ", secs, (int)(ms % 1000));
 }

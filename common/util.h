@@ -33,6 +33,12 @@ int read_fd_full(int fd, size_t max, char **ret, size_t *ret_len);
  */
 int write_file_atomic_at(int dirfd, const char *name, const void *data, size_t len, mode_t mode);
 
+/*
+ * The directory part of path ("." when it has none, "/" for a file at the
+ * root) into buf; *ret_name points at the last component within path.
+ */
+int path_parent(const char *path, char *buf, size_t len, const char **ret_name);
+
 /* mkdir -p with the given mode for components it creates. */
 int mkdir_p(const char *path, mode_t mode);
 
@@ -42,5 +48,9 @@ int64_t now_wall_s(void);
 
 /* Formats a Unix time as RFC 3339 UTC ("2026-11-21T15:28:10Z"). */
 void format_time_utc(int64_t t, char *buf, size_t len);
+/* The same from milliseconds, with them: "2026-11-21T15:28:10.123Z". */
+void format_time_utc_ms(int64_t ms, char *buf, size_t len);
+/* CLOCK_REALTIME in nanoseconds. */
+uint64_t now_real_ns(void);
 
 #endif

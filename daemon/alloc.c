@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -84,12 +85,23 @@ static bool matches(const struct dg_gpu *gpu, const struct alloc_request *req)
 	return true;
 }
 
-/* "container 3f2a5c7d1e0b…": short, like runtimes print ids. */
+static bool long_hex_id(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++, n++) {
+		if (!isxdigit((unsigned char)*s))
+			return false;
+	}
+	return n >= 32;
+}
+
+/* "container 3f2a5c7d1e0b…" for runtime ids, as runtimes print them; names stay whole. */
 static void holder_text(const struct lease *l, char *buf, size_t len)
 {
 	const char *label = lease_label(l);
 
-	if (strlen(label) > 12)
+	if (long_hex_id(label))
 		snprintf(buf, len, "container %.12s…", label);
 	else
 		snprintf(buf, len, "container %s", label);

@@ -24,9 +24,10 @@
 struct bpfgate {
 	char *pin_root;
 	struct devgate *maps; /* owns the shared maps; no programs loaded */
+	uint32_t nvidia_major; /* 0: none; set in each copy's read-only data */
+	uint32_t uvm_major;
 	int grants_fd;
 	int counters_fd;
-	int majors_fd;
 	int events_fd;
 	int ratelimit_fd;
 };
@@ -137,9 +138,35 @@ static int ensure_bpffs(const char *pin_root, struct dg_error *err)
 enum role { ROLE_MAPS, ROLE_GATE, ROLE_TALLY };
 
 /*
- * Opens and loads one copy of the object for one role. Shared maps are
- * reused from their pins (libbpf's pin-by-name), so every copy sees the same
- * grants, counters and events.
+ * A container's copy shares the daemon's map fds directly: cheaper than
+ * opening and checking five pins again on every load.
+ */
+static int reuse_shared(struct devgate *skel, const struct devgate *from)
+{
+	struct {
+		struct bpf_map *to;
+		const struct bpf_map *from;
+	} shared[] = {
+		{ skel->maps.dg_grants_v1, from->maps.dg_grants_v1 },
+		{ skel->maps.dg_counters_v1, from->maps.dg_counters_v1 },
+		{ skel->maps.dg_events_v1, from->maps.dg_events_v1 },
+		{ skel->maps.dg_ratelim_v1, from->maps.dg_ratelim_v1 },
+	};
+	int r = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(shared) && r == 0; i++) {
+		r = bpf_map__set_pin_path(shared[i].to, NULL);
+		if (r == 0)
+			r = bpf_map__reuse_fd(shared[i].to, bpf_map__fd(shared[i].from));
+	}
+	return r;
+}
+
+/*
+ * Opens and loads one copy of the object for one role. The first copy
+ * (ROLE_MAPS) creates the shared maps or reuses their pins (libbpf's
+ * pin-by-name); every later copy shares that copy's maps, so all of them
+ * see the same grants, counters and events.
  */
 static int load_copy(const struct bpfgate *bg, enum role role, uint64_t cgid, bool has_runtime,
 		     enum bpf_attach_type eat, struct devgate **ret)
@@ -150,18 +177,22 @@ static int load_copy(const struct bpfgate *bg, enum role role, uint64_t cgid, bo
 
 	skel = devgate__open_opts(&opts);
 	if (!skel)
-		return -errno;
+		return errno > 0 ? -errno : -ENOMEM;
 	skel->rodata->target_cgroup_id = cgid;
 	skel->rodata->has_runtime = has_runtime;
+	skel->rodata->nvidia_major = bg->nvidia_major;
+	skel->rodata->uvm_major = bg->uvm_major;
 	bpf_program__set_autoload(skel->progs.devgate_gate, role == ROLE_GATE);
 	bpf_program__set_autoload(skel->progs.devgate_tally, role == ROLE_TALLY);
 	if (role == ROLE_GATE)
 		bpf_program__set_expected_attach_type(skel->progs.devgate_gate, eat);
 	else
 		bpf_map__set_autocreate(skel->maps.runtime_prog, false);
-	r = devgate__load(skel);
-	if (r < 0)
-		return r;
+	r = role == ROLE_MAPS ? 0 : reuse_shared(skel, bg->maps);
+	if (r == 0)
+		r = devgate__load(skel);
+	if (r != 0) /* libbpf returns 0 or -errno */
+		return r < 0 ? r : -EIO;
 	*ret = TAKE_PTR(skel);
 	return 0;
 }
@@ -179,8 +210,11 @@ int bpfgate_open(const char *pin_root, const struct dg_majors *majors, struct bp
 	if (!bg)
 		return -ENOMEM;
 	bg->pin_root = strdup(pin_root);
+	bg->nvidia_major = majors->has_nvidia ? majors->nvidia : 0;
+	bg->uvm_major = majors->has_uvm ? majors->uvm : 0;
 	r = load_copy(bg, ROLE_MAPS, 0, false, 0, &bg->maps);
-	if (r < 0) {
+	if (r < 0 || !bg->maps) {
+		r = r < 0 ? r : -EIO;
 		dg_error_set(err, DG_E_KERNEL, r, "cannot create devgate's BPF maps under %s: %s",
 			     pin_root, strerror(-r));
 		dg_error_hint(err, "devgated needs CAP_BPF and CAP_SYS_ADMIN; pins left by an "
@@ -191,21 +225,8 @@ int bpfgate_open(const char *pin_root, const struct dg_majors *majors, struct bp
 	}
 	bg->grants_fd = bpf_map__fd(bg->maps->maps.dg_grants_v1);
 	bg->counters_fd = bpf_map__fd(bg->maps->maps.dg_counters_v1);
-	bg->majors_fd = bpf_map__fd(bg->maps->maps.dg_majors_v1);
 	bg->events_fd = bpf_map__fd(bg->maps->maps.dg_events_v1);
 	bg->ratelimit_fd = bpf_map__fd(bg->maps->maps.dg_ratelim_v1);
-	if (majors->has_nvidia || majors->has_uvm) {
-		uint32_t one = 1;
-
-		if ((majors->has_nvidia &&
-		     bpf_map_update_elem(bg->majors_fd, &majors->nvidia, &one, BPF_ANY) < 0) ||
-		    (majors->has_uvm &&
-		     bpf_map_update_elem(bg->majors_fd, &majors->uvm, &one, BPF_ANY) < 0)) {
-			r = dg_error_set(err, DG_E_KERNEL, errno, "cannot record GPU majors: %m");
-			bpfgate_free(bg);
-			return r;
-		}
-	}
 	*ret = bg;
 	return 0;
 }
@@ -456,8 +477,8 @@ static int wrap(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd, ui
 		return dg_error_set(err, DG_E_KERNEL, errno,
 				    "cannot take hold of device program %u: %m", orig_id);
 	r = load_gate_for(bg, cgid, orig_fd, &skel);
-	if (r < 0)
-		return dg_error_set(err, DG_E_KERNEL, r,
+	if (r < 0 || !skel)
+		return dg_error_set(err, DG_E_KERNEL, r < 0 ? r : -EIO,
 				    "cannot load a gate for device program %u: %s", orig_id,
 				    strerror(-r));
 	snprintf(gate_name, sizeof(gate_name), "gate-%u", orig_id);
@@ -557,11 +578,50 @@ static int place_tally(struct bpfgate *bg, uint64_t cgid, const char *dir, int c
 	return attach_new(bg, cgid, dir, cgfd, ROLE_TALLY, "tally", err);
 }
 
+/* Nothing to do: every program on the cgroup is ours and ours are all there, tally last. */
+static bool settled(const struct pinned *pins, size_t n_pins, const struct attached *now)
+{
+	const struct pinned *tally = NULL;
+
+	if (now->n == 0)
+		return false;
+	for (uint32_t i = 0; i < now->n; i++) {
+		if (!find_pinned(pins, n_pins, now->ids[i]))
+			return false;
+	}
+	for (size_t i = 0; i < n_pins; i++) {
+		if (!attached_has(now, pins[i].id))
+			return false;
+		if (pins[i].kind == PIN_TALLY)
+			tally = &pins[i];
+	}
+	if (!(now->flags & BPF_F_ALLOW_MULTI))
+		return true;
+	return tally && now->ids[now->n - 1] == tally->id;
+}
+
+static void guard_summary(int cgfd, const struct pinned *pins, size_t n_pins,
+			  struct guard_info *gi)
+{
+	struct attached now = { 0 }, eff = { 0 };
+
+	gi->gates = 0;
+	gi->tally = 0;
+	for (size_t i = 0; i < n_pins; i++) {
+		if (pins[i].kind == PIN_TALLY)
+			gi->tally = 1;
+		else
+			gi->gates++;
+	}
+	if (query(cgfd, false, &now) == 0 && query(cgfd, true, &eff) == 0 && eff.n > now.n)
+		gi->ancestor_progs = eff.n - now.n;
+}
+
 int bpfgate_guard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *info,
 		  struct dg_error *err)
 {
 	struct pinned pins[MAX_PROGS];
-	struct attached now = { 0 }, eff = { 0 };
+	struct attached now = { 0 };
 	char dir[PATH_MAX];
 	size_t n_pins = 0;
 	struct guard_info gi = { 0 };
@@ -570,14 +630,20 @@ int bpfgate_guard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info
 	r = cg_dir(bg, cgid, dir, sizeof(dir));
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "pin path too long");
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return dg_error_set(err, DG_E_KERNEL, errno, "cannot create %s: %m", dir);
 	r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);
 	if (r == 0)
 		r = query(cgfd, false, &now);
 	if (r < 0)
 		return dg_error_set(err, DG_E_KERNEL, r, "cannot inspect the device programs of "
 				    "cgroup %llu: %s", (unsigned long long)cgid, strerror(-r));
+	if (settled(pins, n_pins, &now)) { /* the common case: already gated */
+		guard_summary(cgfd, pins, n_pins, &gi);
+		if (info)
+			*info = gi;
+		return 0;
+	}
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return dg_error_set(err, DG_E_KERNEL, errno, "cannot create %s: %m", dir);
 	/* A runtime that replaced or detached our programs leaves stale pins. */
 	for (size_t i = 0; i < n_pins; i++) {
 		if (!attached_has(&now, pins[i].id))
@@ -601,15 +667,9 @@ int bpfgate_guard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info
 		r = place_tally(bg, cgid, dir, cgfd, pins, n_pins, err);
 	if (r < 0)
 		return r;
-	if (query(cgfd, false, &now) == 0 && query(cgfd, true, &eff) == 0 && eff.n > now.n)
-		gi.ancestor_progs = eff.n - now.n;
 	r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);
-	for (size_t i = 0; r == 0 && i < n_pins; i++) {
-		if (pins[i].kind == PIN_TALLY)
-			gi.tally = 1;
-		else
-			gi.gates++;
-	}
+	if (r == 0)
+		guard_summary(cgfd, pins, n_pins, &gi);
 	if (info)
 		*info = gi;
 	return 0;
@@ -630,17 +690,7 @@ int bpfgate_needs_guard(struct bpfgate *bg, uint64_t cgid, int cgfd)
 		r = query(cgfd, false, &now);
 	if (r < 0)
 		return r;
-	if (now.n == 0)
-		return 1;
-	for (uint32_t i = 0; i < now.n; i++) {
-		if (!find_pinned(pins, n_pins, now.ids[i]))
-			return 1;
-	}
-	for (size_t i = 0; i < n_pins; i++) {
-		if (!attached_has(&now, pins[i].id))
-			return 1;
-	}
-	return 0;
+	return !settled(pins, n_pins, &now);
 }
 
 /* Puts runtime program orig back in place of gate pinned as gate-ORIG. */
@@ -760,31 +810,48 @@ int bpfgate_guarded_list(struct bpfgate *bg, uint64_t **ret, size_t *ret_n)
 	return 0;
 }
 
-int bpfgate_counters_drop(struct bpfgate *bg, uint64_t cgid)
+/*
+ * Deletes the keys of map fd whose first field, a u64 cgroup id, is cgid.
+ * Collects first: deleting while walking restarts the walk.
+ */
+static int drop_cgroup_keys(int fd, size_t key_size, uint64_t cgid)
 {
-	struct dg_count_key key, next;
-	void *prev = NULL;
+	auto_free char *doomed = NULL;
+	auto_free char *key = calloc(2, key_size);
+	char *next = key ? key + key_size : NULL;
 	size_t n = 0, cap = 0;
-	auto_free struct dg_count_key *doomed = NULL;
+	void *prev = NULL;
 
-	/* Collect first: deleting while walking restarts the walk. */
-	while (bpf_map_get_next_key(bg->counters_fd, prev, &next) == 0) {
-		if (next.cgroup_id == cgid) {
+	if (!key)
+		return -ENOMEM;
+	while (bpf_map_get_next_key(fd, prev, next) == 0) {
+		uint64_t id;
+
+		memcpy(&id, next, sizeof(id));
+		if (id == cgid) {
 			if (n == cap) {
 				size_t ncap = cap ? cap * 2 : 16;
-				struct dg_count_key *nd = realloc(doomed, ncap * sizeof(*doomed));
+				char *nd = realloc(doomed, ncap * key_size);
 
 				if (!nd)
 					return -ENOMEM;
 				doomed = nd;
 				cap = ncap;
 			}
-			doomed[n++] = next;
+			memcpy(doomed + n++ * key_size, next, key_size);
 		}
-		key = next;
-		prev = &key;
+		memcpy(key, next, key_size);
+		prev = key;
 	}
 	for (size_t i = 0; i < n; i++)
-		(void)bpf_map_delete_elem(bg->counters_fd, &doomed[i]);
+		(void)bpf_map_delete_elem(fd, doomed + i * key_size);
 	return 0;
+}
+
+int bpfgate_counters_drop(struct bpfgate *bg, uint64_t cgid)
+{
+	int r = drop_cgroup_keys(bg->counters_fd, sizeof(struct dg_count_key), cgid);
+	int r2 = drop_cgroup_keys(bg->ratelimit_fd, sizeof(struct dg_ratelimit_key), cgid);
+
+	return r < 0 ? r : r2;
 }

@@ -32,6 +32,7 @@ struct dg_config {
 };
 
 struct client;
+struct events;
 struct metrics;
 
 struct daemon {
@@ -43,6 +44,7 @@ struct daemon {
 	struct state *state;
 	struct lease_table leases;
 	struct metrics *metrics;
+	struct events *events;
 	int epfd;
 	int listen_fd;
 	int signal_fd;
@@ -52,7 +54,7 @@ struct daemon {
 	bool quit;
 };
 
-/* Sends an event line to every client streaming 'watch'. */
+/* Sends an event line to every client streaming stream ("watch", "events"). */
 void server_broadcast(struct daemon *d, const char *stream, json_object *event);
 
 #endif

@@ -10,6 +10,7 @@
 #include "grant.h"
 #include "jsonutil.h"
 #include "log.h"
+#include "metrics.h"
 #include "nodes.h"
 #include "target.h"
 #include "util.h"
@@ -252,6 +253,7 @@ struct grant_txn {
 	struct dg_node added[MAX_NODES]; /* grants new in this call */
 	size_t n_added;
 	struct guard_info guard;
+	uint64_t t_nodes, t_bpf, t_state; /* ns per step, for -v */
 };
 
 /* Kernel side of a grant; undoes its own steps when one fails. */
@@ -267,22 +269,26 @@ static int grant_apply(struct daemon *d, const struct target *t, const struct le
 	};
 	struct dg_node old_nodes[MAX_NODES];
 	size_t n_old = old ? lease_nodes(old, d->inv, old_nodes, MAX_NODES) : 0;
+	uint64_t t0 = now_mono_ns();
 	int r;
 
 	x->n_nodes = lease_nodes(next, d->inv, x->nodes, MAX_NODES);
 	x->n_added = node_diff(x->nodes, x->n_nodes, old_nodes, n_old, x->added);
 	r = nodes_create(t, &nopts, x->nodes, x->n_nodes, x->res, err);
+	x->t_nodes = now_mono_ns() - t0;
 	if (r < 0)
 		return r;
 	r = grants_put(d, next->cgid, x->nodes, x->n_nodes, err);
 	if (r == 0)
 		r = bpfgate_guard(d->bg, next->cgid, t->cgfd, &x->guard, err);
+	x->t_bpf = now_mono_ns() - t0 - x->t_nodes;
 	if (r == 0) {
 		r = state_save(d->state, next);
 		if (r < 0)
 			dg_error_set(err, DG_E_STATE, r, "cannot record the lease in %s: %s",
 				     d->cfg.state_dir, strerror(-r));
 	}
+	x->t_state = now_mono_ns() - t0 - x->t_nodes - x->t_bpf;
 	if (r == 0)
 		return 0;
 
@@ -344,6 +350,14 @@ int grant_request(struct daemon *d, json_object *args, json_object **ret, struct
 	r = request_from_args(args, &req, err);
 	if (r == 0)
 		r = label_check(label, err);
+	/* An image asking for GPUs through its env is honoured only if the admin said so. */
+	if (r == 0 && json_get_bool(args, "from_image") && !d->cfg.hook_env) {
+		dg_error_set(err, DG_E_PERM, EPERM, "GPUs requested by the image's environment are "
+			     "not honoured: hook-allow-env is off");
+		dg_error_hint(err, "request GPUs with devgate's CDI devices or annotation, or start "
+				   "devgated with --hook-allow-env");
+		return -EPERM;
+	}
 	if (r == 0)
 		r = resolve_target(d, args, &t, err);
 	if (r < 0)
@@ -369,6 +383,9 @@ int grant_request(struct daemon *d, json_object *args, json_object **ret, struct
 	if (r < 0)
 		return r;
 	*ret = grant_reply(d, next, granted, &x);
+	log_debug("grant to %s: nodes %llu us, bpf %llu us, state %llu us", lease_label(next),
+		  (unsigned long long)x.t_nodes / 1000, (unsigned long long)x.t_bpf / 1000,
+		  (unsigned long long)x.t_state / 1000);
 	if (json_object_array_length(granted))
 		log_info("granted %zu GPU(s) to %s (cgroup %s, PID %d)",
 			 json_object_array_length(granted), lease_label(next), next->cgroup,
@@ -584,6 +601,7 @@ void grant_release(struct daemon *d, uint64_t cgid, const char *why)
 	grants_del(d, cgid, nodes, n);
 	unguard_lease(d, l);
 	log_info("released %zu GPU(s) of %s: %s", l->n_gpus, lease_label(l), why);
+	metrics_inc(d->metrics, METRIC_RELEASES, 1);
 	{
 		json_object *gpus = json_object_new_array();
 

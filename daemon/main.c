@@ -22,7 +22,9 @@
 #include "cleanup.h"
 #include "config.h"
 #include "daemon.h"
+#include "events.h"
 #include "log.h"
+#include "metrics.h"
 #include "nodes.h"
 #include "protocol.h"
 #include "reconcile.h"
@@ -48,7 +50,8 @@ static void usage(FILE *f)
 		"      --node-mode MODE    mode of nodes made in containers (default 0666)\n"
 		"      --node-owner U:G    owner of those nodes (default 0:0)\n"
 		"      --recheck-ms MS     how often leased cgroups are re-checked (default 1000)\n"
-		"      --metrics-listen ADDR:PORT  serve Prometheus metrics at /metrics\n"
+		"      --metrics-listen ADDR:PORT  serve Prometheus metrics at /metrics (off by\n"
+		"                          default; numeric address, e.g. 127.0.0.1:9400)\n"
 		"      --hook-allow-env    let OCI hooks honour NVIDIA_VISIBLE_DEVICES from\n"
 		"                          container images (off: an image must not grant\n"
 		"                          itself GPUs)\n"
@@ -265,6 +268,23 @@ static void handle_signal(struct daemon *d)
 	}
 }
 
+/* Off unless --metrics-listen; MHD's epoll fd joins ours (no MHD threads). */
+static int setup_metrics_http(struct daemon *d, struct dg_error *err)
+{
+	int r;
+
+	if (!d->cfg.metrics_listen)
+		return 0;
+	r = metrics_http_start(d, d->cfg.metrics_listen, err);
+	if (r < 0)
+		return r;
+	r = epoll_tag(d, metrics_http_fd(d->metrics), TAG_METRICS);
+	if (r < 0)
+		return dg_error_set(err, DG_E_INTERNAL, r, "cannot poll the metrics endpoint: %s",
+				    strerror(-r));
+	return 0;
+}
+
 static int daemon_setup(struct daemon *d, struct dg_error *err)
 {
 	int r;
@@ -286,6 +306,13 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 		r = bpfgate_open(d->cfg.pin_root, &d->inv->majors, &d->bg, err);
 	if (r == 0)
 		r = state_load(d->state, &d->leases, err);
+	if (r == 0) {
+		r = metrics_new(&d->metrics);
+		if (r < 0)
+			dg_error_set(err, DG_E_INTERNAL, r, "cannot set up metrics: %s", strerror(-r));
+	}
+	if (r == 0)
+		r = events_open(d, err);
 	if (r < 0)
 		return r;
 	r = watch_init(d);
@@ -310,15 +337,19 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 		r = epoll_tag(d, d->inotify_fd, TAG_INOTIFY);
 	if (r == 0)
 		r = epoll_tag(d, d->timer_fd, TAG_TIMER);
+	if (r == 0)
+		r = epoll_tag(d, events_fd(d->events), TAG_EVENTS);
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up the event loop: %s",
 				    strerror(-r));
-	return 0;
+	return setup_metrics_http(d, err);
 }
 
 static void daemon_teardown(struct daemon *d)
 {
 	server_close(d);
+	metrics_free(d->metrics);
+	events_free(d->events);
 	watch_fini(d);
 	lease_table_clear(&d->leases);
 	bpfgate_free(d->bg);
@@ -347,6 +378,12 @@ static void dispatch(struct daemon *d, const struct epoll_event *ev)
 	case TAG_TIMER:
 		watch_tick(d);
 		break;
+	case TAG_EVENTS:
+		events_consume(d);
+		break;
+	case TAG_METRICS:
+		metrics_http_run(d->metrics);
+		break;
 	default:
 		server_client_event(d, ev->data.ptr, ev->events);
 		break;
@@ -360,7 +397,12 @@ static int run(struct daemon *d)
 	notify_ready();
 	log_info("devgated %s serving on %s", DEVGATE_VERSION, d->cfg.socket_path);
 	while (!d->quit) {
-		int n = epoll_wait(d->epfd, evs, (int)ARRAY_SIZE(evs), -1);
+		/* The HTTP endpoint may need a call before any fd is ready. */
+		int timeout = metrics_http_timeout(d->metrics);
+		int n;
+
+		nodes_prepare();
+		n = epoll_wait(d->epfd, evs, (int)ARRAY_SIZE(evs), timeout);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -369,6 +411,9 @@ static int run(struct daemon *d)
 		}
 		for (int i = 0; i < n && !d->quit; i++)
 			dispatch(d, &evs[i]);
+		/* MHD asks to be run after every wait it gave a timeout for. */
+		if (timeout >= 0 && !d->quit)
+			metrics_http_run(d->metrics);
 	}
 	return 0;
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -44,6 +45,30 @@ struct helper_msg {
 	struct node_result res[NODES_MAX];
 };
 
+/* What the daemon asks of a helper; pidfd and rootfd travel as SCM_RIGHTS. */
+struct helper_job {
+	int op;
+	int enter; /* join the target's mount namespace */
+	dev_t host_dev;
+	mode_t mode;
+	uid_t uid;
+	gid_t gid;
+	char root_path[4096]; /* "" for the target's own root */
+	size_t n;
+	struct dg_node nodes[NODES_MAX];
+};
+
+/*
+ * The spare: a helper forked ahead of time, already confined, waiting for
+ * one job. Forking and installing seccomp (~0.3 ms) then happen while the
+ * daemon is idle, not while a grant waits. It serves one job and exits, so
+ * no state carries from one container to the next.
+ */
+static struct {
+	pid_t pid;
+	int sock;
+} spare = { 0, -1 };
+
 static struct sock_fprog helper_filter;
 
 /* The only syscalls the helper may make once it runs untrusted paths. */
@@ -51,7 +76,7 @@ static const int helper_syscalls[] = {
 	SCMP_SYS(setns),    SCMP_SYS(umask),	SCMP_SYS(openat2),    SCMP_SYS(newfstatat),
 	SCMP_SYS(fstat),    SCMP_SYS(statx),	SCMP_SYS(mknodat),    SCMP_SYS(fchownat),
 	SCMP_SYS(unlinkat), SCMP_SYS(write),	SCMP_SYS(close),      SCMP_SYS(exit_group),
-	SCMP_SYS(exit),	    SCMP_SYS(getpid),	SCMP_SYS(rt_sigreturn),
+	SCMP_SYS(exit),	    SCMP_SYS(getpid),	SCMP_SYS(rt_sigreturn), SCMP_SYS(recvmsg),
 };
 
 int nodes_init(struct dg_error *err)
@@ -90,12 +115,6 @@ int nodes_init(struct dg_error *err)
 	return 0;
 }
 
-void nodes_fini(void)
-{
-	free(helper_filter.filter);
-	helper_filter.filter = NULL;
-	helper_filter.len = 0;
-}
 
 /* ---- helper side: runs in the forked child, no allocation, no logging ---- */
 
@@ -212,27 +231,21 @@ static void undo_created(int devfd, const struct dg_node *nodes, size_t n, struc
 	}
 }
 
-static void helper_run(const struct target *t, bool enter, dev_t host_dev, enum helper_op op,
-		       const struct node_opts *o, const struct dg_node *nodes, size_t n,
+static void helper_run(const struct helper_job *job, int pidfd, int rootfd,
 		       struct helper_msg *msg)
 {
-	int root = t->rootfd, devfd;
+	struct node_opts o = { .mode = job->mode, .uid = job->uid, .gid = job->gid };
+	int root = rootfd, devfd;
 	struct stat st;
 
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &helper_filter) < 0) {
-		msg->stage = STAGE_SECCOMP;
-		msg->err = errno;
-		return;
-	}
-	if (enter && setns(t->pidfd, CLONE_NEWNS) < 0) {
+	if (job->enter && setns(pidfd, CLONE_NEWNS) < 0) {
 		msg->stage = STAGE_SETNS;
 		msg->err = errno;
 		return;
 	}
 	umask(0);
-	if (o->root_path) {
-		root = in_root(t->rootfd, o->root_path, 0);
+	if (job->root_path[0]) {
+		root = in_root(rootfd, job->root_path, 0);
 		if (root < 0) {
 			msg->stage = STAGE_ROOT;
 			msg->err = -root;
@@ -246,18 +259,70 @@ static void helper_run(const struct target *t, bool enter, dev_t host_dev, enum 
 		return;
 	}
 	/* Never touch the host's own /dev, whoever shares it. */
-	if (fstat(devfd, &st) < 0 || st.st_dev == host_dev) {
+	if (fstat(devfd, &st) < 0 || st.st_dev == job->host_dev) {
 		msg->stage = STAGE_HOST_DEV;
 		msg->err = EXDEV;
 		return;
 	}
-	if (op == OP_REMOVE) {
-		for (size_t i = 0; i < n; i++)
-			unmake_one(devfd, &nodes[i], &msg->res[i]);
+	if (job->op == OP_REMOVE) {
+		for (size_t i = 0; i < job->n; i++)
+			unmake_one(devfd, &job->nodes[i], &msg->res[i]);
 		return;
 	}
-	if (create_all(devfd, o, nodes, n, msg->res) == -EIO)
-		undo_created(devfd, nodes, n, msg->res);
+	if (create_all(devfd, &o, job->nodes, job->n, msg->res) == -EIO)
+		undo_created(devfd, job->nodes, job->n, msg->res);
+}
+
+/* Receives the job and its two fds; false when the daemon hung up. */
+static bool spare_receive(int sock, struct helper_job *job, int fds[2])
+{
+	char control[CMSG_SPACE(2 * sizeof(int))];
+	struct iovec iov = { .iov_base = job, .iov_len = sizeof(*job) };
+	struct msghdr mh = {
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = control,
+		.msg_controllen = sizeof(control),
+	};
+	struct cmsghdr *c;
+
+	if (recvmsg(sock, &mh, 0) != (ssize_t)sizeof(*job) || job->n > NODES_MAX)
+		return false;
+	c = CMSG_FIRSTHDR(&mh);
+	if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(2 * sizeof(int)))
+		return false;
+	memcpy(fds, CMSG_DATA(c), 2 * sizeof(int));
+	job->root_path[sizeof(job->root_path) - 1] = '\0';
+	return true;
+}
+
+/* The spare's whole life: runs in the forked child, never returns. */
+static void spare_main(int sock)
+{
+	struct helper_job job;
+	struct helper_msg msg = { 0 };
+	int fds[2], devnull, confined;
+
+	/* Keep nothing of the daemon's: not its sockets, maps or log. */
+	if (dup2(sock, 3) < 0)
+		_exit(1);
+	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0)
+		_exit(1);
+	close_range(4, ~0U, 0);
+	confined = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+		   syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &helper_filter) == 0;
+	if (!confined)
+		msg.err = errno;
+	if (!spare_receive(3, &job, fds))
+		_exit(0);
+	if (confined)
+		helper_run(&job, fds[0], fds[1], &msg);
+	else
+		msg.stage = STAGE_SECCOMP;
+	if (write(3, &msg, sizeof(msg)) != (ssize_t)sizeof(msg))
+		_exit(2);
+	_exit(0);
 }
 
 /* ---- daemon side ---- */
@@ -275,12 +340,10 @@ static bool same_mntns(pid_t pid)
 static int read_reply(int fd, pid_t child, struct helper_msg *msg)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
-	size_t got = 0;
+	ssize_t got = -1;
 	int status, r;
 
-	while (got < sizeof(*msg)) {
-		ssize_t n;
-
+	for (;;) {
 		r = poll(&p, 1, HELPER_TIMEOUT_MS);
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -289,54 +352,104 @@ static int read_reply(int fd, pid_t child, struct helper_msg *msg)
 			(void)waitpid(child, &status, 0);
 			return r < 0 ? -errno : -ETIMEDOUT;
 		}
-		n = read(fd, (char *)msg + got, sizeof(*msg) - got);
-		if (n < 0 && errno == EINTR)
+		got = read(fd, msg, sizeof(*msg));
+		if (got < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
+		break;
 	}
 	while (waitpid(child, &status, 0) < 0) {
 		if (errno != EINTR)
 			return -errno;
 	}
-	if (got != sizeof(*msg) || !WIFEXITED(status))
+	if (got != (ssize_t)sizeof(*msg) || !WIFEXITED(status))
 		return -ECHILD;
 	return 0;
 }
 
-static int run_helper(const struct target *t, enum helper_op op, const struct node_opts *o,
-		      const struct dg_node *nodes, size_t n, struct helper_msg *msg)
+static void spare_drop(void)
 {
-	int pipefd[2];
-	bool enter = !same_mntns(t->pid);
-	struct stat host;
-	pid_t child;
-	int r;
+	int status;
 
-	if (stat("/dev", &host) < 0)
+	if (spare.pid <= 0)
+		return;
+	spare.sock = safe_close(spare.sock); /* the spare sees EOF and exits */
+	(void)waitpid(spare.pid, &status, 0);
+	spare.pid = 0;
+}
+
+static int spare_spawn(void)
+{
+	int sv[2];
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return -errno;
-	if (pipe2(pipefd, O_CLOEXEC) < 0)
-		return -errno;
-	child = fork();
-	if (child < 0) {
-		r = -errno;
-		close(pipefd[0]);
-		close(pipefd[1]);
+	pid = fork();
+	if (pid < 0) {
+		int r = -errno;
+
+		close(sv[0]);
+		close(sv[1]);
 		return r;
 	}
-	if (child == 0) {
-		struct helper_msg out = { 0 };
-
-		close(pipefd[0]);
-		helper_run(t, enter, host.st_dev, op, o, nodes, n, &out);
-		if (write(pipefd[1], &out, sizeof(out)) != (ssize_t)sizeof(out))
-			_exit(2);
-		_exit(0);
+	if (pid == 0) {
+		close(sv[0]);
+		spare_main(sv[1]);
 	}
-	close(pipefd[1]);
-	r = read_reply(pipefd[0], child, msg);
-	close(pipefd[0]);
+	close(sv[1]);
+	spare.pid = pid;
+	spare.sock = sv[0];
+	return 0;
+}
+
+void nodes_prepare(void)
+{
+	if (spare.pid <= 0 && spare_spawn() < 0)
+		log_debug_errno(errno, "cannot fork a spare node helper yet: %m");
+}
+
+static int send_job(const struct helper_job *job, int pidfd, int rootfd)
+{
+	char control[CMSG_SPACE(2 * sizeof(int))] = { 0 };
+	struct iovec iov = { .iov_base = (void *)job, .iov_len = sizeof(*job) };
+	struct msghdr mh = {
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = control,
+		.msg_controllen = sizeof(control),
+	};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	int fds[2] = { pidfd, rootfd };
+
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(c), fds, sizeof(fds));
+	return sendmsg(spare.sock, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(*job) ? 0 : -errno;
+}
+
+static int run_helper(const struct target *t, const struct helper_job *job,
+		      struct helper_msg *msg)
+{
+	int r;
+
+	/* A spare that died while idle is replaced once. */
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (spare.pid <= 0) {
+			r = spare_spawn();
+			if (r < 0)
+				return r;
+		}
+		r = send_job(job, t->pidfd, t->rootfd);
+		if (r == 0)
+			break;
+		spare_drop();
+	}
+	if (r < 0)
+		return r;
+	r = read_reply(spare.sock, spare.pid, msg);
+	spare.sock = safe_close(spare.sock);
+	spare.pid = 0;
 	return r;
 }
 
@@ -407,12 +520,11 @@ static int node_error(const struct target *t, const struct dg_node *nodes, size_
 	return 0;
 }
 
-static int nodes_apply(const struct target *t, enum helper_op op, const struct node_opts *o,
-		       const struct dg_node *nodes, size_t n, struct node_result *res,
-		       struct dg_error *err)
+static int make_job(const struct target *t, enum helper_op op, const struct node_opts *o,
+		    const struct dg_node *nodes, size_t n, struct helper_job *job,
+		    struct dg_error *err)
 {
-	struct helper_msg msg = { 0 };
-	int r;
+	struct stat host;
 
 	if (n > NODES_MAX)
 		return dg_error_set(err, DG_E_INTERNAL, E2BIG, "too many nodes");
@@ -421,7 +533,35 @@ static int nodes_apply(const struct target *t, enum helper_op op, const struct n
 			return dg_error_set(err, DG_E_INTERNAL, EINVAL, "bad node name '%s'",
 					    nodes[i].name);
 	}
-	r = run_helper(t, op, o, nodes, n, &msg);
+	if (o->root_path && strlen(o->root_path) >= sizeof(job->root_path))
+		return dg_error_set(err, DG_E_INVALID, ENAMETOOLONG, "root path is too long");
+	if (stat("/dev", &host) < 0)
+		return dg_error_set(err, DG_E_KERNEL, errno, "cannot stat /dev: %m");
+	memset(job, 0, sizeof(*job));
+	job->op = op;
+	job->enter = !same_mntns(t->pid);
+	job->host_dev = host.st_dev;
+	job->mode = o->mode;
+	job->uid = o->uid;
+	job->gid = o->gid;
+	if (o->root_path)
+		snprintf(job->root_path, sizeof(job->root_path), "%s", o->root_path);
+	job->n = n;
+	memcpy(job->nodes, nodes, n * sizeof(*nodes));
+	return 0;
+}
+
+static int nodes_apply(const struct target *t, enum helper_op op, const struct node_opts *o,
+		       const struct dg_node *nodes, size_t n, struct node_result *res,
+		       struct dg_error *err)
+{
+	struct helper_msg msg = { 0 };
+	struct helper_job job;
+	int r = make_job(t, op, o, nodes, n, &job, err);
+
+	if (r < 0)
+		return r;
+	r = run_helper(t, &job, &msg);
 	if (r < 0)
 		return dg_error_set(err, DG_E_KERNEL, r, "node helper for PID %d failed: %s",
 				    (int)t->pid, r == -ETIMEDOUT ? "timed out" : strerror(-r));
@@ -442,4 +582,12 @@ int nodes_remove(const struct target *t, const struct node_opts *opts, const str
 		 size_t n, struct node_result *res, struct dg_error *err)
 {
 	return nodes_apply(t, OP_REMOVE, opts, nodes, n, res, err);
+}
+
+void nodes_fini(void)
+{
+	spare_drop();
+	free(helper_filter.filter);
+	helper_filter.filter = NULL;
+	helper_filter.len = 0;
 }

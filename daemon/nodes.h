@@ -47,6 +47,8 @@ struct node_opts {
 /* Builds the helper's seccomp filter once, at daemon start. */
 int nodes_init(struct dg_error *err);
 void nodes_fini(void);
+/* Forks the next helper ahead of need; call when idle. */
+void nodes_prepare(void);
 
 /* All-or-nothing: on a conflict nothing is created. */
 int nodes_create(const struct target *t, const struct node_opts *opts, const struct dg_node *nodes,

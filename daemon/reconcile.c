@@ -6,6 +6,7 @@
 #include "cleanup.h"
 #include "grant.h"
 #include "log.h"
+#include "metrics.h"
 #include "reconcile.h"
 #include "watch.h"
 
@@ -146,5 +147,6 @@ int reconcile(struct daemon *d)
 	reconcile_pins(d, &fixes);
 	if (fixes)
 		log_notice("reconcile: %u correction(s)", fixes);
+	metrics_inc(d->metrics, METRIC_RECONCILE_FIXES, fixes);
 	return (int)fixes;
 }

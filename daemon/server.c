@@ -12,6 +12,7 @@
 
 #include "cleanup.h"
 #include "log.h"
+#include "metrics.h"
 #include "ops.h"
 #include "protocol.h"
 #include "server.h"
@@ -65,9 +66,9 @@ int server_listen(struct daemon *d, struct dg_error *err)
 	r = fill_addr(d->cfg.socket_path, &sa, err);
 	if (r < 0)
 		return r;
-	snprintf(dir, sizeof(dir), "%s", d->cfg.socket_path);
-	*strrchr(dir, '/') = '\0'; /* absolute path: there is a slash */
-	r = mkdir_p(dir[0] ? dir : "/", 0755);
+	r = path_parent(d->cfg.socket_path, dir, sizeof(dir), NULL);
+	if (r == 0)
+		r = mkdir_p(dir, 0755);
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot create the socket directory of %s: %s",
 				    d->cfg.socket_path, strerror(-r));
@@ -176,7 +177,9 @@ static int handle_line(struct daemon *d, struct client *c, const char *line)
 	if (c->stream)
 		return 0; /* streaming clients only listen */
 	r = dg_request_parse(line, &op, &args, &err);
-	if (r == 0)
+	if (r < 0)
+		metrics_request_failed(d->metrics, DG_OP_MAX, err.code);
+	else
 		r = ops_dispatch(d, op, args, &result, &err);
 	if (r < 0) {
 		if (!dg_error_is_set(&err))
@@ -184,7 +187,7 @@ static int handle_line(struct daemon *d, struct client *c, const char *line)
 		msg = dg_reply_error(&err);
 	} else {
 		msg = dg_reply_ok(TAKE_PTR(result));
-		if (dg_op_info(op)->stream)
+		if (r > 0 && dg_op_info(op)->stream)
 			c->stream = dg_op_info(op)->name;
 	}
 	return dg_send(c->fd, msg);

@@ -11,6 +11,7 @@
 #include "cleanup.h"
 #include "grant.h"
 #include "log.h"
+#include "metrics.h"
 #include "watch.h"
 
 int watch_init(struct daemon *d)
@@ -113,11 +114,13 @@ static void recheck_guard(struct daemon *d, struct lease *l)
 
 	if (r <= 0)
 		return;
-	if (bpfgate_guard(d->bg, l->cgid, l->cgfd, NULL, &err) < 0)
+	if (bpfgate_guard(d->bg, l->cgid, l->cgfd, NULL, &err) < 0) {
 		log_error("cannot re-apply gates to %s: %s", lease_label(l), err.message);
-	else
-		log_notice("the runtime changed the device programs of %s; gates re-applied",
-			   lease_label(l));
+		return;
+	}
+	log_notice("the runtime changed the device programs of %s; gates re-applied",
+		   lease_label(l));
+	metrics_inc(d->metrics, METRIC_RECONCILE_FIXES, 1);
 }
 
 void watch_tick(struct daemon *d)

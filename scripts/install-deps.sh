@@ -6,7 +6,7 @@ set -eu
 
 PKGS="make gcc libc6-dev pkg-config clang llvm bpftool
 libbpf-dev libcap-dev libseccomp-dev libjson-c-dev libmicrohttpd-dev libcmocka-dev
-bats jq socat runc busybox-static util-linux cppcheck clang-tidy
+bats jq socat runc podman busybox-static util-linux cppcheck clang-tidy curl prometheus
 scdoc dpkg-dev systemd"
 
 missing=""
@@ -25,5 +25,6 @@ fi
 echo "install-deps: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
+# With recommends: podman needs some of them (conmon's helpers, containers-common).
 # shellcheck disable=SC2086
-apt-get install -y -qq --no-install-recommends $missing >/dev/null
+apt-get install -y -qq $missing >/dev/null

@@ -135,8 +135,8 @@ teardown() { dg_teardown; }
 	# Own cgroup and mount namespace, but the host's root and devtmpfs.
 	setsid sh -c 'echo $$ > "$1/cgroup.procs"; exec unshare --mount sleep 100' _ "$cg" \
 		</dev/null >/dev/null 2>&1 &
-	for _ in $(seq 50); do
-		pid=$(cat "$cg/cgroup.procs" | tail -1)
+	for _ in $(seq 400); do
+		pid=$(tail -1 "$cg/cgroup.procs")
 		[ -n "$pid" ] && [ "$(cat /proc/"$pid"/comm)" = sleep ] && break
 		sleep 0.05
 	done

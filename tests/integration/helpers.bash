@@ -109,9 +109,10 @@ start_daemon() {
 	wait_for_daemon
 }
 
+# Generous: a loaded CI machine with sanitizers can be slow to start things.
 wait_for_daemon() {
 	local i
-	for i in $(seq 100); do
+	for i in $(seq 400); do
 		if dg status >/dev/null 2>&1; then return 0; fi
 		if ! kill -0 "$DG_DAEMON_PID" 2>/dev/null; then
 			cat "$DG_TMP/daemon.log" >&2
@@ -120,7 +121,7 @@ wait_for_daemon() {
 		fi
 		sleep 0.05
 	done
-	fail "devgated did not answer within 5 s"
+	fail "devgated did not answer within 20 s"
 }
 
 # stop_daemon [SIGNAL]: after TERM (the default) devgated must exit 0.
@@ -174,32 +175,17 @@ grant_entries() {
 	bpftool -j map dump pinned "$DG_PINS/dg_grants_v1" | jq length
 }
 
-# plain_container NAME: a "container" made by hand, with no runtime device
-# program: a cgroup of its own, mount and PID namespaces, a tmpfs /dev and a
-# chroot. Sets CPID (host PID of its init) and CID.
+# plain_container NAME: a hand-made container with no runtime device program
+# (see dg_plain). Sets CPID (host PID of its init) and CID.
 plain_container() {
 	CID="$DG_ID-$1"
-	local cg="$DG_CGROOT/$CID" root="$DG_TMP/$1/rootfs" i
-	mkdir -p "$root/bin" "$root/dev"
+	local root="$DG_TMP/$1/rootfs" i
+	mkdir -p "$root/bin"
 	cp /bin/busybox "$DEVGATE_BUILD/probe" "$root/bin/"
 	for i in sh sleep stat test ls; do ln -sf busybox "$root/bin/$i"; done
 	mknod -m 666 "$root/gpu1" c 195 1
-	mkdir "$cg"
-	DG_CGROUPS+=("$cg")
-	setsid sh -c 'echo $$ > "$1/cgroup.procs" && exec unshare --mount --pid --fork \
-		--propagation private sh -c "mount -t tmpfs -o mode=755 tmpfs \"\$0/dev\" &&
-		mknod -m 666 \"\$0/dev/null\" c 1 3 && exec chroot \"\$0\" /bin/sleep 100000" "$2"' \
-		_ "$cg" "$root" </dev/null >/dev/null 2>&1 &
-	for i in $(seq 100); do
-		# 'if', not '&&': a last PID that is not sleep yet (still sh or
-		# unshare) must not make the substitution fail under set -e.
-		CPID=$(for p in $(cat "$cg/cgroup.procs"); do
-			if [ "$(cat /proc/"$p"/comm 2>/dev/null)" = sleep ]; then echo "$p"; fi
-		done)
-		[ -n "$CPID" ] && return 0
-		sleep 0.05
-	done
-	fail "plain container did not start"
+	DG_CGROUPS+=("$DG_CGROOT/$CID")
+	CPID=$(dg_plain "$DG_CGROOT/$CID" "$root")
 }
 
 # in_cgroup CGROUP PID CMD...: runs CMD in CGROUP, inside PID's mount

@@ -72,3 +72,47 @@ dg_run() {
 dg_rm() {
 	dg_runc delete -f "$1" >/dev/null 2>&1 || true
 }
+
+# podman the way it works on these hosts: runc, cgroupfs, vfs storage kept
+# under DG_NSDIR, inside the same mount namespace as runc.
+dg_podman() {
+	dg_in_ns podman --root "$DG_NSDIR/storage" --runroot "$DG_NSDIR/runroot" \
+		--storage-driver vfs --cgroup-manager cgroupfs --runtime runc "$@"
+}
+
+# Flags podman run needs here (no pids controller, no network, fixed limits).
+DG_PODMAN_RUN="--rm --network none --pids-limit 0 --ulimit nofile=1024:1024 --ulimit nproc=4096:4096"
+
+# dg_podman_image NAME PROBE: imports a busybox image with the probe.
+dg_podman_image() {
+	local dir
+	dir=$(mktemp -d)
+	dg_bundle "$dir" "$2" >/dev/null
+	tar -C "$dir/rootfs" -c . | dg_podman import - "$1" >/dev/null
+	rm -rf "$dir"
+}
+
+# dg_plain CGROUP ROOT: a "container" made by hand, with no runtime device
+# program: CGROUP (a directory to create under the v2 mount), mount and PID
+# namespaces, a tmpfs /dev with /dev/null, chroot into ROOT (which needs
+# /bin/sleep). Prints the host PID of its init.
+dg_plain() {
+	local cg=$1 root=$2 pid i
+	mkdir -p "$root/dev"
+	mkdir "$cg"
+	setsid sh -c 'echo $$ > "$1/cgroup.procs" && exec unshare --mount --pid --fork \
+		--propagation private sh -c "mount -t tmpfs -o mode=755 tmpfs \"\$0/dev\" &&
+		mknod -m 666 \"\$0/dev/null\" c 1 3 && exec chroot \"\$0\" /bin/sleep 100000" "$2"' \
+		_ "$cg" "$root" </dev/null >/dev/null 2>&1 &
+	for i in $(seq 400); do
+		for pid in $(cat "$cg/cgroup.procs"); do
+			if [ "$(cat /proc/"$pid"/comm 2>/dev/null)" = sleep ]; then
+				echo "$pid"
+				return 0
+			fi
+		done
+		sleep 0.05
+	done
+	echo "dg_plain: $cg did not start" >&2
+	return 1
+}

@@ -94,7 +94,7 @@ static void test_exclusive_conflict(void **state)
 	char got[5];
 
 	(void)state;
-	hold(7, "3f2a5c7d1e0b9a8f", 1, false);
+	hold(7, "3f2a5c7d1e0b9a8f3f2a5c7d1e0b9a8f", 1, false);
 	assert_int_equal(pick(1, &req, got, &err), -EBUSY);
 	assert_int_equal(err.code, DG_E_UNAVAILABLE);
 	assert_string_equal(err.message, "GPU 1 held by container 3f2a5c7d1e0b…");
@@ -156,7 +156,7 @@ static void test_counted_busy(void **state)
 	char got[5];
 
 	(void)state;
-	hold(7, "3f2a5c7d1e0b9a8f", 2, false);
+	hold(7, "3f2a5c7d1e0b9a8f3f2a5c7d1e0b9a8f", 2, false);
 	assert_int_equal(pick(1, &req, got, &err), -EBUSY);
 	assert_string_equal(err.message, "requested 2 GPUs with arch=hopper: 1 free "
 					 "(GPU 2 held by container 3f2a5c7d1e0b…)");

@@ -77,6 +77,26 @@ static void test_atomic_write(void **state)
 	assert_int_equal(rmdir(dir), 0);
 }
 
+static void test_path_parent(void **state)
+{
+	char dir[16];
+	const char *name;
+
+	(void)state;
+	assert_int_equal(path_parent("/etc/cdi/devgate.json", dir, sizeof(dir), &name), 0);
+	assert_string_equal(dir, "/etc/cdi");
+	assert_string_equal(name, "devgate.json");
+	assert_int_equal(path_parent("/x", dir, sizeof(dir), &name), 0);
+	assert_string_equal(dir, "/");
+	assert_string_equal(name, "x");
+	assert_int_equal(path_parent("spec.json", dir, sizeof(dir), &name), 0);
+	assert_string_equal(dir, ".");
+	assert_int_equal(path_parent("dir/", dir, sizeof(dir), &name), 0);
+	assert_string_equal(name, "");
+	assert_int_equal(path_parent("/a/very/long/directory/x", dir, sizeof(dir), &name),
+			 -ENAMETOOLONG);
+}
+
 static void test_mountinfo(void **state)
 {
 	auto_free char *mnt = NULL;
@@ -122,7 +142,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_numbers), cmocka_unit_test(test_strstrip),
-		cmocka_unit_test(test_atomic_write),  cmocka_unit_test(test_mountinfo),
+		cmocka_unit_test(test_atomic_write),  cmocka_unit_test(test_path_parent),
+		cmocka_unit_test(test_mountinfo),
 		cmocka_unit_test(test_proc_cgroup),   cmocka_unit_test(test_ancestor),
 	};
 

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * dgload: drives devgated over its socket and times each request, as a
+ * runtime integration would call it (no process start per request).
+ *
+ *   dgload -s SOCK -g SEL [-n N] [--shared] [-j JOBS] PID...
+ *   dgload -s SOCK -g SEL --hold [--shared] PID...
+ *
+ * Each job takes one PID and runs N cycles of grant(SEL) then revoke(SEL),
+ * checking both succeed. With --hold, every PID is granted once and keeps
+ * its lease (to build up load). Prints one line per request to stdout:
+ *   grant <ns>     or     revoke <ns>
+ * and on stderr the wall time and request rate of all jobs together.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "client.h"
+#include "util.h"
+
+struct opts {
+	const char *socket;
+	const char *gpus;
+	unsigned int cycles;
+	unsigned int jobs;
+	bool shared;
+	bool hold;
+};
+
+static json_object *args_for(const struct opts *o, pid_t pid, bool grant)
+{
+	json_object *a = json_object_new_object();
+
+	json_object_object_add(a, "pid", json_object_new_int(pid));
+	json_object_object_add(a, "gpus", json_object_new_string(o->gpus));
+	if (grant && o->shared)
+		json_object_object_add(a, "shared", json_object_new_boolean(1));
+	return a;
+}
+
+/* One timed request on a fresh connection, as devgatectl makes it. */
+static int timed(const struct opts *o, enum dg_op op, pid_t pid, uint64_t *ns)
+{
+	auto_json json_object *result = NULL;
+	struct dg_error err = { 0 };
+	uint64_t t0 = now_mono_ns();
+	int r = client_request(o->socket, op, args_for(o, pid, op == DG_OP_GRANT), &result, &err);
+
+	*ns = now_mono_ns() - t0;
+	if (r < 0)
+		fprintf(stderr, "dgload: %s for PID %d: %s\n", dg_op_info(op)->name, (int)pid,
+			err.message);
+	return r;
+}
+
+static int job(const struct opts *o, pid_t pid)
+{
+	/* Buffer our lines so parallel jobs do not interleave within one. */
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+	int r = 0;
+
+	if (!out)
+		return 1;
+	for (unsigned int i = 0; i < o->cycles && r == 0; i++) {
+		uint64_t g = 0, v = 0;
+
+		r = timed(o, DG_OP_GRANT, pid, &g);
+		if (r == 0)
+			r = timed(o, DG_OP_REVOKE, pid, &v);
+		if (r == 0)
+			fprintf(out, "grant %llu\nrevoke %llu\n", (unsigned long long)g,
+				(unsigned long long)v);
+	}
+	fclose(out);
+	fwrite(buf, 1, len, stdout);
+	fflush(stdout);
+	free(buf);
+	return r == 0 ? 0 : 1;
+}
+
+static int hold_all(const struct opts *o, char **pids, int n)
+{
+	for (int i = 0; i < n; i++) {
+		uint64_t ns;
+
+		if (timed(o, DG_OP_GRANT, (pid_t)atoi(pids[i]), &ns) < 0)
+			return 1;
+		printf("grant %llu\n", (unsigned long long)ns);
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lopts[] = {
+		{ "shared", no_argument, NULL, 'S' },
+		{ "hold", no_argument, NULL, 'H' },
+		{ 0 },
+	};
+	struct opts o = { .socket = DG_DEFAULT_SOCKET, .gpus = "0", .cycles = 200, .jobs = 1 };
+	uint64_t t0;
+	int c, failed = 0, npids;
+
+	while ((c = getopt_long(argc, argv, "s:g:n:j:", lopts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			o.socket = optarg;
+			break;
+		case 'g':
+			o.gpus = optarg;
+			break;
+		case 'n':
+			o.cycles = (unsigned int)atoi(optarg);
+			break;
+		case 'j':
+			o.jobs = (unsigned int)atoi(optarg);
+			break;
+		case 'S':
+			o.shared = true;
+			break;
+		case 'H':
+			o.hold = true;
+			break;
+		default:
+			fprintf(stderr, "usage: dgload -s SOCK -g SEL [-n N] [-j JOBS] [--shared] "
+					"PID...\n");
+			return 2;
+		}
+	}
+	npids = argc - optind;
+	if (o.hold)
+		return hold_all(&o, argv + optind, npids);
+	if (npids < (int)o.jobs || o.jobs == 0) {
+		fprintf(stderr, "dgload: give at least one PID per job\n");
+		return 2;
+	}
+	t0 = now_mono_ns();
+	for (unsigned int j = 0; j < o.jobs; j++) {
+		pid_t child = fork();
+
+		if (child == 0)
+			_exit(job(&o, (pid_t)atoi(argv[optind + j])));
+		if (child < 0)
+			return 1;
+	}
+	for (unsigned int j = 0; j < o.jobs; j++) {
+		int status;
+
+		if (wait(&status) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
+			failed = 1;
+	}
+	{
+		double s = (double)(now_mono_ns() - t0) / 1e9;
+
+		fprintf(stderr, "dgload: %u jobs, %u cycles each, %.3f s, %.1f requests/s\n", o.jobs,
+			o.cycles, s, 2.0 * o.jobs * o.cycles / s);
+	}
+	return failed;
+}

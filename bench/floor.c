@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * floor: the least a grant and a revoke can cost on this machine, done as
+ * bare syscalls with no daemon, protocol, checks or state: pidfd_open, fork,
+ * setns(CLONE_NEWNS) in the child, mknodat (unlinkat to revoke), and one
+ * BPF hash map update (delete to revoke).
+ *
+ *   floor -n N [-d DIR] PID      prints "grant NS" and "revoke NS" lines
+ *
+ * With -d, each step also replaces a small file in DIR the way devgated
+ * keeps its state (write, fsync, rename, fsync the directory): the floor
+ * of a grant that must survive a crash.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+
+#include "devgate.h"
+#include "util.h"
+
+static int in_child(int pidfd, int rootfd, bool make)
+{
+	pid_t child = fork();
+	int status;
+
+	if (child < 0)
+		return -errno;
+	if (child == 0) {
+		int devfd;
+
+		if (setns(pidfd, CLONE_NEWNS) < 0)
+			_exit(1);
+		devfd = openat(rootfd, "dev", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (devfd < 0)
+			_exit(2);
+		if (make ? mknodat(devfd, "floor0", S_IFCHR | 0666, makedev(195, 0)) < 0
+			 : unlinkat(devfd, "floor0", 0) < 0)
+			_exit(3);
+		_exit(0);
+	}
+	if (waitpid(child, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
+		return -EIO;
+	return 0;
+}
+
+static int durable(int dirfd)
+{
+	static const char lease[256] = "{ \"format\": 1 }";
+
+	return dirfd < 0 ? 0 : write_file_atomic_at(dirfd, "floor.json", lease, sizeof(lease), 0600);
+}
+
+static int once(pid_t pid, int rootfd, int map, int dirfd, bool grant, uint64_t *ns)
+{
+	struct dg_grant_key key = { .cgroup_id = 1, .type = DG_DEV_CHAR, .major = 195 };
+	struct dg_grant_val val = { .access = DG_ACC_READ | DG_ACC_WRITE };
+	uint64_t t0 = now_mono_ns();
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), r;
+
+	if (pidfd < 0)
+		return -errno;
+	r = in_child(pidfd, rootfd, grant);
+	if (r == 0)
+		r = grant ? bpf_map_update_elem(map, &key, &val, BPF_ANY)
+			  : bpf_map_delete_elem(map, &key);
+	if (r == 0)
+		r = durable(dirfd);
+	close(pidfd);
+	*ns = now_mono_ns() - t0;
+	return r;
+}
+
+int main(int argc, char **argv)
+{
+	int n = 200, map, rootfd, opt, dirfd = -1;
+	char path[64];
+	pid_t pid;
+
+	while ((opt = getopt(argc, argv, "n:d:")) != -1) {
+		if (opt == 'n')
+			n = atoi(optarg);
+		else if (opt == 'd')
+			dirfd = open(optarg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		else
+			return 2;
+	}
+	if (optind >= argc)
+		return fprintf(stderr, "usage: floor -n N [-d DIR] PID\n"), 2;
+	pid = (pid_t)atoi(argv[optind]);
+	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
+	rootfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	map = bpf_map_create(BPF_MAP_TYPE_HASH, "floor", sizeof(struct dg_grant_key),
+			     sizeof(struct dg_grant_val), 1024, NULL);
+	if (rootfd < 0 || map < 0)
+		return perror("floor: setup"), 1;
+	for (int i = 0; i < n; i++) {
+		uint64_t g, v;
+
+		if (once(pid, rootfd, map, dirfd, true, &g) < 0 ||
+		    once(pid, rootfd, map, dirfd, false, &v) < 0)
+			return fprintf(stderr, "floor: a step failed\n"), 1;
+		printf("grant %llu\nrevoke %llu\n", (unsigned long long)g, (unsigned long long)v);
+	}
+	return 0;
+}

@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * devgatectl cdi generate: a CDI spec (cdiVersion 0.5.0, read by podman,
+ * containerd, CRI-O and Docker >= 25) with one device per GPU, by index and
+ * by UUID, plus "all". A device adds its node and devgate's createRuntime
+ * hook with --gpu; the spec adds the control nodes and the poststop hook.
+ *
+ * The nodes carry permissions "m" only: the runtime may create them, but
+ * reading and writing stay with devgate's grant, so the GPU is leased
+ * (exclusive unless shared) and can still be revoked.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "commands.h"
+#include "gpu.h"
+#include "protocol.h"
+#include "util.h"
+
+#define CDI_VERSION "0.5.0"
+#define DEFAULT_KIND "devgate.io/gpu"
+#define DEFAULT_HOOK "/usr/bin/devgatectl"
+#define HOOK_ENV "PATH=/usr/sbin:/usr/bin:/sbin:/bin"
+
+static const char cdi_help[] =
+	"Usage: devgatectl cdi generate [OPTIONS]\n"
+	"\n"
+	"Writes a CDI spec for this host's GPUs: devices KIND=INDEX, KIND=UUID and\n"
+	"KIND=all, each adding its /dev node and devgate's OCI hook, so that\n"
+	"'podman run --device devgate.io/gpu=0' leases GPU 0 through devgated.\n"
+	"\n"
+	"  -o, --output FILE      write FILE atomically (default: stdout); CDI\n"
+	"                         runtimes read /etc/cdi/*.json and /var/run/cdi/*.json\n"
+	"  -k, --kind V/C         device kind (default devgate.io/gpu)\n"
+	"      --host-root DIR    read GPUs under DIR instead of /\n"
+	"      --hook PATH        devgatectl as the runtime runs it (default\n"
+	"                         /usr/bin/devgatectl)\n"
+	"The hook talks to the socket given with the global -s/--socket.\n";
+
+struct cdi_opts {
+	const char *kind;
+	const char *hook;
+	const char *socket; /* NULL: the default */
+};
+
+/* vendor/class: vendor of [A-Za-z0-9._-], class of [A-Za-z0-9_-]. */
+static bool kind_valid(const char *kind)
+{
+	const char *slash = strchr(kind, '/');
+
+	if (!slash || slash == kind || !slash[1] || strchr(slash + 1, '/'))
+		return false;
+	for (const char *p = kind; *p; p++) {
+		bool alnum = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+			     (*p >= '0' && *p <= '9');
+
+		if (!alnum && *p != '-' && *p != '_' && *p != '/' && !(*p == '.' && p < slash))
+			return false;
+	}
+	return true;
+}
+
+static json_object *strings(const char *const *v, size_t n)
+{
+	json_object *a = json_object_new_array();
+
+	for (size_t i = 0; i < n; i++) {
+		if (v[i])
+			json_object_array_add(a, json_object_new_string(v[i]));
+	}
+	return a;
+}
+
+static json_object *hook_obj(const struct cdi_opts *o, const char *stage, const char *gpu)
+{
+	json_object *h = json_object_new_object();
+	const char *env[] = { HOOK_ENV };
+	const char *args[] = {
+		"devgatectl",
+		o->socket ? "--socket" : NULL,
+		o->socket,
+		"hook",
+		stage,
+		gpu ? "--gpu" : NULL,
+		gpu,
+	};
+
+	json_object_object_add(h, "hookName", json_object_new_string(stage));
+	json_object_object_add(h, "path", json_object_new_string(o->hook));
+	json_object_object_add(h, "args", strings(args, ARRAY_SIZE(args)));
+	json_object_object_add(h, "env", strings(env, ARRAY_SIZE(env)));
+	return h;
+}
+
+static json_object *node_obj(const struct dg_node *n)
+{
+	json_object *o = json_object_new_object();
+	char path[64];
+
+	snprintf(path, sizeof(path), "/dev/%s", n->name);
+	json_object_object_add(o, "path", json_object_new_string(path));
+	json_object_object_add(o, "type", json_object_new_string("c"));
+	json_object_object_add(o, "major", json_object_new_int64(n->major));
+	json_object_object_add(o, "minor", json_object_new_int64(n->minor));
+	json_object_object_add(o, "permissions", json_object_new_string("m"));
+	return o;
+}
+
+/* One CDI device: nodes of the GPUs it stands for, one hook granting them. */
+static json_object *device_obj(const struct dg_inventory *inv, const struct cdi_opts *o,
+			       const char *name, const char *selector, const struct dg_gpu *only)
+{
+	json_object *dev = json_object_new_object(), *edits = json_object_new_object();
+	json_object *nodes = json_object_new_array(), *hooks = json_object_new_array();
+
+	for (size_t i = 0; i < inv->n_gpus; i++) {
+		struct dg_node node = { 0 };
+
+		if ((only && &inv->gpus[i] != only) || inv->gpus[i].problem[0])
+			continue;
+		gpu_node(inv, &inv->gpus[i], &node);
+		json_object_array_add(nodes, node_obj(&node));
+	}
+	json_object_array_add(hooks, hook_obj(o, "createRuntime", selector));
+	json_object_object_add(edits, "deviceNodes", nodes);
+	json_object_object_add(edits, "hooks", hooks);
+	json_object_object_add(dev, "name", json_object_new_string(name));
+	json_object_object_add(dev, "containerEdits", edits);
+	return dev;
+}
+
+static json_object *spec_build(const struct dg_inventory *inv, const struct cdi_opts *o)
+{
+	json_object *spec = json_object_new_object(), *devices = json_object_new_array();
+	json_object *edits = json_object_new_object(), *nodes = json_object_new_array();
+	json_object *hooks = json_object_new_array();
+
+	for (size_t i = 0; i < inv->n_gpus; i++) {
+		const struct dg_gpu *g = &inv->gpus[i];
+		char index[16];
+
+		if (g->problem[0]) {
+			fprintf(stderr, "devgatectl: leaving GPU %u out: %s\n", g->index, g->problem);
+			continue;
+		}
+		snprintf(index, sizeof(index), "%u", g->index);
+		json_object_array_add(devices, device_obj(inv, o, index, g->uuid, g));
+		json_object_array_add(devices, device_obj(inv, o, g->uuid, g->uuid, g));
+	}
+	json_object_array_add(devices, device_obj(inv, o, "all", "all", NULL));
+	for (size_t i = 0; i < inv->n_ctl; i++)
+		json_object_array_add(nodes, node_obj(&inv->ctl[i]));
+	json_object_array_add(hooks, hook_obj(o, "poststop", NULL));
+	json_object_object_add(edits, "deviceNodes", nodes);
+	json_object_object_add(edits, "hooks", hooks);
+	json_object_object_add(spec, "cdiVersion", json_object_new_string(CDI_VERSION));
+	json_object_object_add(spec, "kind", json_object_new_string(o->kind));
+	json_object_object_add(spec, "devices", devices);
+	json_object_object_add(spec, "containerEdits", edits);
+	return spec;
+}
+
+static int write_spec(const char *output, const char *text, struct dg_error *err)
+{
+	char dir[PATH_MAX];
+	auto_close int dfd = -1;
+	const char *name;
+	int r;
+
+	r = path_parent(output, dir, sizeof(dir), &name);
+	if (r < 0 || !*name)
+		return dg_error_set(err, DG_E_INVALID, EINVAL, "--output '%s' names no file", output);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return dg_error_set(err, DG_E_INVALID, errno, "cannot open directory %s: %m", dir);
+	r = write_file_atomic_at(dfd, name, text, strlen(text), 0644);
+	if (r < 0)
+		return dg_error_set(err, DG_E_INTERNAL, r, "cannot write %s: %s", output,
+				    strerror(-r));
+	return 0;
+}
+
+static int generate(struct cli *cli, const char *host_root, const char *output,
+		    const struct cdi_opts *o)
+{
+	struct dg_inventory *inv = NULL;
+	auto_json json_object *spec = NULL;
+	struct dg_error err = { 0 };
+	const char *text;
+	int r;
+
+	r = inventory_discover(host_root, &inv, &err);
+	if (r < 0)
+		return cli_fail(cli, &err);
+	if (inv->n_gpus == 0) {
+		inventory_free(inv);
+		dg_error_set(&err, DG_E_NO_GPU, ENODEV, "no GPU under %s: nothing to describe",
+			     host_root);
+		return cli_fail(cli, &err);
+	}
+	spec = spec_build(inv, o);
+	inventory_free(inv);
+	text = json_object_to_json_string_ext(spec, JSON_C_TO_STRING_PRETTY |
+							    JSON_C_TO_STRING_SPACED |
+							    JSON_C_TO_STRING_NOSLASHESCAPE);
+	if (!output) {
+		puts(text);
+		return 0;
+	}
+	r = write_spec(output, text, &err);
+	if (r < 0)
+		return cli_fail(cli, &err);
+	fprintf(stderr, "wrote %s\n", output);
+	return 0;
+}
+
+enum { OPT_HOST = 256, OPT_HOOK };
+
+int cmd_cdi(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "kind", required_argument, NULL, 'k' },
+		{ "host-root", required_argument, NULL, OPT_HOST },
+		{ "hook", required_argument, NULL, OPT_HOOK },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct cdi_opts o = { .kind = DEFAULT_KIND, .hook = DEFAULT_HOOK };
+	const char *output = NULL, *host_root = "/";
+	int c;
+
+	while ((c = getopt_long(argc, argv, "o:k:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			output = optarg;
+			break;
+		case 'k':
+			o.kind = optarg;
+			break;
+		case OPT_HOST:
+			host_root = optarg;
+			break;
+		case OPT_HOOK:
+			o.hook = optarg;
+			break;
+		case 'h':
+			printf("%s  -h, --help             show this help\n", cdi_help);
+			return 0;
+		default:
+			return cli_usage(cli, "cdi", "unknown option");
+		}
+	}
+	if (optind >= argc || strcmp(argv[optind], "generate") != 0)
+		return cli_usage(cli, "cdi", "the only verb is 'generate'");
+	if (optind + 1 < argc)
+		return cli_usage(cli, "cdi", "unexpected argument '%s'", argv[optind + 1]);
+	if (!kind_valid(o.kind))
+		return cli_usage(cli, "cdi", "kind '%s' is not VENDOR/CLASS (e.g. devgate.io/gpu)",
+				 o.kind);
+	if (o.hook[0] != '/')
+		return cli_usage(cli, "cdi", "--hook needs an absolute path");
+	if (strcmp(cli->socket, DG_DEFAULT_SOCKET) != 0)
+		o.socket = cli->socket;
+	return generate(cli, host_root, output, &o);
+}

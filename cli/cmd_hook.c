@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * devgatectl hook: the OCI hook. At createRuntime (or prestart) it asks
+ * devgated to grant what the container requested, making the nodes under
+ * the rootfs from config.json since the container has not pivoted yet; at
+ * poststop it releases the lease. A request that cannot be met fails the
+ * container's creation: no silent start without the GPU.
+ *
+ * It runs as root on input shaped by the image (process.env), so before
+ * reading anything it clears its environment, drops every capability but
+ * those to read the bundle, and confines itself with seccomp.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <seccomp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "client.h"
+#include "commands.h"
+#include "jsonutil.h"
+#include "oci.h"
+#include "util.h"
+
+static const char hook_help[] =
+	"Usage: devgatectl hook [STAGE] [--gpu SEL]\n"
+	"\n"
+	"The OCI hook, run by a container runtime with the container's state JSON on\n"
+	"stdin. STAGE is createRuntime, prestart or poststop; without it the state's\n"
+	"status decides (creating: grant, stopped: release).\n"
+	"\n"
+	"What is granted, in order of trust:\n"
+	"  1. --gpu SEL, set by devgate's CDI spec for the devices the user asked for;\n"
+	"  2. the annotations devgate.io/gpus=SEL or devgate.io/gpu-count=N (with\n"
+	"     devgate.io/gpu-arch, -model, -product and devgate.io/shared=true);\n"
+	"  3. NVIDIA_VISIBLE_DEVICES from the image, only if devgated runs with\n"
+	"     --hook-allow-env (an image must not grant itself GPUs).\n"
+	"\n"
+	"  -g, --gpu SEL          GPUs of a CDI device (index, UUID, PCI id or 'all')\n";
+
+#if defined(__SANITIZE_ADDRESS__)
+/* Sanitizer runtimes ptrace and clone at exit to find leaks: no filter there. */
+static int confine_seccomp(void)
+{
+	return 0;
+}
+#else
+/* Syscalls the hook makes after confining itself (allocation, the bundle, the socket). */
+static const int hook_syscalls[] = {
+	SCMP_SYS(read),	       SCMP_SYS(write),	       SCMP_SYS(close),	      SCMP_SYS(openat),
+	SCMP_SYS(newfstatat),  SCMP_SYS(fstat),	       SCMP_SYS(statx),	      SCMP_SYS(lseek),
+	SCMP_SYS(mmap),	       SCMP_SYS(munmap),       SCMP_SYS(mremap),      SCMP_SYS(brk),
+	SCMP_SYS(madvise),     SCMP_SYS(connect),      SCMP_SYS(sendmsg),     SCMP_SYS(sendto),
+	SCMP_SYS(recvfrom),    SCMP_SYS(recvmsg),      SCMP_SYS(setsockopt), SCMP_SYS(exit),
+	SCMP_SYS(exit_group), SCMP_SYS(rt_sigreturn), SCMP_SYS(futex),      SCMP_SYS(getrandom),
+	SCMP_SYS(clock_gettime),
+};
+
+static int confine_seccomp(void)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+	int r = 0;
+
+	if (!ctx)
+		return -ENOMEM;
+	for (size_t i = 0; i < ARRAY_SIZE(hook_syscalls) && r == 0; i++)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, hook_syscalls[i], 0);
+	if (r == 0) /* unix sockets only: devgated's */
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+				     SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+	if (r == 0) /* stdio asks whether stdout is a terminal */
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+				     SCMP_A1(SCMP_CMP_EQ, TCGETS));
+	if (r == 0)
+		r = seccomp_load(ctx);
+	seccomp_release(ctx);
+	return r;
+}
+#endif
+
+/* Reading the bundle is all the authority the hook needs. */
+static int confine_caps(void)
+{
+	static const cap_value_t keep[] = { CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH };
+	cap_t cur = cap_get_proc(), want = cap_init();
+	int r = 0;
+
+	if (!cur || !want) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
+		cap_flag_value_t v = CAP_CLEAR;
+
+		if (cap_get_flag(cur, keep[i], CAP_PERMITTED, &v) == 0 && v == CAP_SET) {
+			cap_set_flag(want, CAP_PERMITTED, 1, &keep[i], CAP_SET);
+			cap_set_flag(want, CAP_EFFECTIVE, 1, &keep[i], CAP_SET);
+		}
+	}
+	if (cap_set_proc(want) < 0)
+		r = -errno;
+out:
+	cap_free(cur);
+	cap_free(want);
+	return r;
+}
+
+static int confine(struct dg_error *err)
+{
+	int r;
+
+	if (clearenv() != 0)
+		return dg_error_set(err, DG_E_HOOK, EIO, "cannot clear the environment");
+	r = confine_caps();
+	if (r == 0)
+		r = confine_seccomp();
+	if (r < 0)
+		return dg_error_set(err, DG_E_HOOK, r, "cannot confine the hook: %s", strerror(-r));
+	return 0;
+}
+
+static int read_state(struct oci_state *s, struct dg_error *err)
+{
+	auto_free char *text = NULL;
+	int r = read_fd_full(STDIN_FILENO, OCI_STATE_MAX, &text, NULL);
+
+	if (r == -EFBIG)
+		return dg_error_set(err, DG_E_HOOK, EFBIG, "invalid OCI state on stdin: larger than "
+				    "%zu bytes", OCI_STATE_MAX);
+	if (r < 0)
+		return dg_error_set(err, DG_E_HOOK, r, "cannot read the OCI state on stdin: %s",
+				    strerror(-r));
+	return oci_state_parse(text, s, err);
+}
+
+static void add_str(json_object *o, const char *key, const char *v)
+{
+	if (v)
+		json_object_object_add(o, key, json_object_new_string(v));
+}
+
+static json_object *grant_args(const struct oci_state *s, const struct oci_config *cfg,
+			       const struct oci_request *req, const char *stage)
+{
+	json_object *a = json_object_new_object();
+	char source[64];
+
+	snprintf(source, sizeof(source), "hook/%s", stage);
+	json_object_object_add(a, "pid", json_object_new_int(s->pid));
+	add_str(a, "container", s->id);
+	add_str(a, "root", cfg->root);
+	add_str(a, "gpus", req->gpus);
+	if (req->count)
+		json_object_object_add(a, "count", json_object_new_int(req->count));
+	add_str(a, "arch", req->arch);
+	add_str(a, "model", req->model);
+	add_str(a, "product", req->product);
+	if (req->shared)
+		json_object_object_add(a, "shared", json_object_new_boolean(1));
+	if (req->source == REQ_IMAGE_ENV)
+		json_object_object_add(a, "from_image", json_object_new_boolean(1));
+	add_str(a, "source", source);
+	return a;
+}
+
+/* Whether devgated lets images ask for GPUs through their environment. */
+static int env_allowed(struct cli *cli, bool *ret, struct dg_error *err)
+{
+	auto_json json_object *pong = NULL;
+	int r = client_request(cli->socket, DG_OP_PING, NULL, &pong, err);
+
+	if (r < 0)
+		return r;
+	*ret = json_get_bool(pong, "hook_allow_env");
+	return 0;
+}
+
+static int hook_create(struct cli *cli, const struct oci_state *s, const char *cdi_gpus,
+		       const char *stage, struct dg_error *err)
+{
+	auto_cleanup(oci_config_done) struct oci_config cfg = { 0 };
+	auto_cleanup(oci_request_done) struct oci_request req = { 0 };
+	auto_json json_object *result = NULL;
+	bool allowed = false;
+	int r;
+
+	if (s->pid <= 0)
+		return dg_error_set(err, DG_E_HOOK, EINVAL, "invalid OCI state on stdin: no 'pid' "
+				    "at stage %s", stage);
+	r = oci_config_load(s->bundle, &cfg, err);
+	if (r == 0)
+		r = oci_request(cdi_gpus, &cfg, true, &req, err);
+	if (r < 0)
+		return r;
+	if (req.source == REQ_IMAGE_ENV) {
+		r = env_allowed(cli, &allowed, err);
+		if (r < 0)
+			return r;
+		if (!allowed) {
+			fprintf(stderr, "devgatectl hook: ignoring NVIDIA_VISIBLE_DEVICES from the "
+					"image of %s: devgated's hook-allow-env is off\n",
+				s->id);
+			return 0;
+		}
+	}
+	if (req.source == REQ_NONE)
+		return 0;
+	return client_request(cli->socket, DG_OP_GRANT, grant_args(s, &cfg, &req, stage), &result,
+			      err);
+}
+
+static int hook_release(struct cli *cli, const struct oci_state *s, struct dg_error *err)
+{
+	auto_json json_object *result = NULL;
+	json_object *a = json_object_new_object();
+
+	json_object_object_add(a, "container", json_object_new_string(s->id));
+	json_object_object_add(a, "missing_ok", json_object_new_boolean(1));
+	json_object_object_add(a, "source", json_object_new_string("hook/poststop"));
+	return client_request(cli->socket, DG_OP_REVOKE, a, &result, err);
+}
+
+/* Puts the container and stage in front of the message the runtime will show. */
+static int hook_fail(struct cli *cli, const struct oci_state *s, const char *stage,
+		     struct dg_error *err)
+{
+	char prefix[320];
+	size_t plen, mlen = strlen(err->message);
+
+	if (s->id) {
+		snprintf(prefix, sizeof(prefix), "hook %.32s for container %.200s: ", stage, s->id);
+		plen = strlen(prefix);
+		if (plen + mlen >= sizeof(err->message))
+			mlen = sizeof(err->message) - plen - 1;
+		memmove(err->message + plen, err->message, mlen);
+		memcpy(err->message, prefix, plen);
+		err->message[plen + mlen] = '\0';
+	}
+	return cli_fail(cli, err);
+}
+
+int cmd_hook(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "gpu", required_argument, NULL, 'g' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	auto_cleanup(oci_state_done) struct oci_state s = { 0 };
+	struct dg_error err = { 0 };
+	const char *cdi_gpus = NULL, *stage_arg = NULL, *stage;
+	enum oci_stage st;
+	int o, r;
+
+	while ((o = getopt_long(argc, argv, "g:h", opts, NULL)) != -1) {
+		if (o == 'g') {
+			cdi_gpus = optarg;
+		} else if (o == 'h') {
+			printf("%s  -h, --help             show this help\n", hook_help);
+			return 0;
+		} else {
+			return cli_usage(cli, "hook", "unknown option");
+		}
+	}
+	if (optind < argc)
+		stage_arg = argv[optind++];
+	if (optind < argc)
+		return cli_usage(cli, "hook", "unexpected argument '%s'", argv[optind]);
+	r = confine(&err);
+	if (r == 0)
+		r = read_state(&s, &err);
+	if (r == 0)
+		r = oci_stage(stage_arg, s.status, &st, &err);
+	stage = stage_arg ? stage_arg : (r == 0 && st == STAGE_POSTSTOP ? "poststop" : "createRuntime");
+	if (r == 0)
+		r = st == STAGE_POSTSTOP ? hook_release(cli, &s, &err)
+					 : hook_create(cli, &s, cdi_gpus, stage, &err);
+	return r < 0 ? hook_fail(cli, &s, stage, &err) : 0;
+}

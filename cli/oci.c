@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "jsonutil.h"
+#include "oci.h"
+#include "util.h"
+
+static bool printable(const char *s, size_t max)
+{
+	size_t n = 0;
+
+	for (; *s; s++, n++) {
+		if ((unsigned char)*s < 0x20 || *s == 0x7f || n >= max)
+			return false;
+	}
+	return n > 0;
+}
+
+void oci_state_done(struct oci_state *s)
+{
+	free(s->id);
+	free(s->status);
+	free(s->bundle);
+	*s = (struct oci_state){ 0 };
+}
+
+static int bad_state(struct dg_error *err, const char *why)
+{
+	dg_error_set(err, DG_E_HOOK, EINVAL, "invalid OCI state on stdin: %s", why);
+	dg_error_hint(err, "devgatectl hook is run by a container runtime, which passes the "
+			   "container's state as JSON on stdin");
+	return -EINVAL;
+}
+
+int oci_state_parse(const char *text, struct oci_state *ret, struct dg_error *err)
+{
+	auto_json json_object *o = NULL;
+	struct oci_state s = { 0 };
+	const char *id, *status, *bundle;
+	int64_t pid = 0;
+
+	if (!*text)
+		return bad_state(err, "it is empty");
+	o = json_parse_object(text);
+	if (!o)
+		return bad_state(err, "not a JSON object");
+	id = json_get_str(o, "id");
+	status = json_get_str(o, "status");
+	bundle = json_get_str(o, "bundle");
+	if (!id || !printable(id, 1024))
+		return bad_state(err, "missing or bad 'id'");
+	if (!status || !printable(status, 64))
+		return bad_state(err, "missing or bad 'status'");
+	if (!bundle || bundle[0] != '/' || !printable(bundle, 4096))
+		return bad_state(err, "'bundle' must be an absolute path");
+	if (json_get_int(o, "pid", &pid) && (pid < 0 || pid > INT32_MAX))
+		return bad_state(err, "'pid' out of range");
+	s.id = strdup(id);
+	s.status = strdup(status);
+	s.bundle = strdup(bundle);
+	s.pid = (pid_t)pid;
+	if (!s.id || !s.status || !s.bundle) {
+		oci_state_done(&s);
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	}
+	*ret = s;
+	return 0;
+}
+
+int oci_stage(const char *arg, const char *status, enum oci_stage *ret, struct dg_error *err)
+{
+	static const struct {
+		const char *name;
+		enum oci_stage stage;
+	} stages[] = {
+		{ "createRuntime", STAGE_CREATE },
+		{ "prestart", STAGE_CREATE },
+		{ "poststop", STAGE_POSTSTOP },
+	};
+
+	if (arg) {
+		for (size_t i = 0; i < ARRAY_SIZE(stages); i++) {
+			if (strcmp(arg, stages[i].name) == 0) {
+				*ret = stages[i].stage;
+				return 0;
+			}
+		}
+		dg_error_set(err, DG_E_HOOK, EINVAL, "hook stage '%s' is not supported", arg);
+		dg_error_hint(err, "run the hook at createRuntime (or prestart) and poststop; "
+				   "createContainer sees the container's own PID namespace");
+		return -EINVAL;
+	}
+	/* Without a stage argument (hooks.d lists several), the status tells. */
+	if (strcmp(status, "creating") == 0 || strcmp(status, "created") == 0)
+		*ret = STAGE_CREATE;
+	else if (strcmp(status, "stopped") == 0)
+		*ret = STAGE_POSTSTOP;
+	else
+		return dg_error_set(err, DG_E_HOOK, EINVAL, "nothing to do for a container in state "
+				    "'%s'", status);
+	return 0;
+}
+
+void oci_config_done(struct oci_config *c)
+{
+	free(c->root);
+	json_object_put(c->annotations);
+	json_object_put(c->env);
+	*c = (struct oci_config){ 0 };
+}
+
+static bool has_dotdot(const char *path)
+{
+	const char *p = path;
+
+	while ((p = strstr(p, "..")) != NULL) {
+		bool start = p == path || p[-1] == '/';
+		bool end = p[2] == '\0' || p[2] == '/';
+
+		if (start && end)
+			return true;
+		p += 2;
+	}
+	return false;
+}
+
+static int bad_config(struct dg_error *err, const char *bundle, const char *why)
+{
+	return dg_error_set(err, DG_E_HOOK, EINVAL, "invalid %s/config.json: %s", bundle, why);
+}
+
+int oci_config_parse(const char *text, const char *bundle, struct oci_config *ret,
+		     struct dg_error *err)
+{
+	auto_json json_object *o = json_parse_object(text);
+	json_object *root = NULL, *process = NULL, *v;
+	struct oci_config c = { 0 };
+	const char *path;
+	int r;
+
+	if (!o)
+		return bad_config(err, bundle, "not a JSON object");
+	if (!json_object_object_get_ex(o, "root", &root) ||
+	    !(path = json_get_str(root, "path")) || !*path)
+		return bad_config(err, bundle, "no root.path");
+	if (has_dotdot(path) || !printable(path, 4096))
+		return bad_config(err, bundle, "root.path must not contain '..'");
+	if (path[0] == '/')
+		r = asprintf(&c.root, "%s", path);
+	else
+		r = asprintf(&c.root, "%s/%s", bundle, path);
+	if (r < 0)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	if (json_object_object_get_ex(o, "annotations", &v) && v) {
+		if (!json_object_is_type(v, json_type_object)) {
+			oci_config_done(&c);
+			return bad_config(err, bundle, "annotations must be an object");
+		}
+		c.annotations = json_object_get(v);
+	}
+	if (json_object_object_get_ex(o, "process", &process) && process &&
+	    json_object_object_get_ex(process, "env", &v) && v) {
+		if (!json_object_is_type(v, json_type_array)) {
+			oci_config_done(&c);
+			return bad_config(err, bundle, "process.env must be an array");
+		}
+		c.env = json_object_get(v);
+	}
+	*ret = c;
+	return 0;
+}
+
+int oci_config_load(const char *bundle, struct oci_config *ret, struct dg_error *err)
+{
+	auto_close int dfd = -1, fd = -1;
+	auto_free char *text = NULL;
+	int r;
+
+	dfd = open(bundle, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return dg_error_set(err, DG_E_HOOK, errno, "cannot open bundle %s: %m", bundle);
+	fd = openat(dfd, "config.json", O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return dg_error_set(err, DG_E_HOOK, errno, "cannot open %s/config.json: %m", bundle);
+	r = read_fd_full(fd, OCI_CONFIG_MAX, &text, NULL);
+	if (r == -EFBIG)
+		return bad_config(err, bundle, "larger than 4 MiB");
+	if (r < 0)
+		return dg_error_set(err, DG_E_HOOK, r, "cannot read %s/config.json: %s", bundle,
+				    strerror(-r));
+	return oci_config_parse(text, bundle, ret, err);
+}
+
+void oci_request_done(struct oci_request *r)
+{
+	free(r->gpus);
+	free(r->arch);
+	free(r->model);
+	free(r->product);
+	*r = (struct oci_request){ 0 };
+}
+
+const char *oci_source_name(enum req_source s)
+{
+	switch (s) {
+	case REQ_CDI:
+		return "cdi";
+	case REQ_ANNOTATION:
+		return "annotation";
+	case REQ_IMAGE_ENV:
+		return "image-env";
+	default:
+		return "none";
+	}
+}
+
+static int dup_opt(const char *s, char **ret)
+{
+	*ret = s ? strdup(s) : NULL;
+	return s && !*ret ? -ENOMEM : 0;
+}
+
+static int from_annotations(json_object *a, struct oci_request *r, struct dg_error *err)
+{
+	const char *gpus = json_get_str(a, ANNOT_GPUS), *count = json_get_str(a, ANNOT_COUNT);
+	const char *shared = json_get_str(a, ANNOT_SHARED);
+	uint32_t n;
+
+	if (!gpus && !count)
+		return 0;
+	if (gpus && count)
+		return dg_error_set(err, DG_E_HOOK, EINVAL, "annotations %s and %s exclude each other",
+				    ANNOT_GPUS, ANNOT_COUNT);
+	if (count && (parse_u32(count, &n) < 0 || n == 0 || n > 64))
+		return dg_error_set(err, DG_E_HOOK, EINVAL, "annotation %s='%s' is not a count from "
+				    "1 to 64", ANNOT_COUNT, count);
+	if (shared && strcmp(shared, "true") != 0 && strcmp(shared, "false") != 0)
+		return dg_error_set(err, DG_E_HOOK, EINVAL, "annotation %s must be true or false",
+				    ANNOT_SHARED);
+	r->source = REQ_ANNOTATION;
+	r->count = count ? (int)n : 0;
+	r->shared = shared && strcmp(shared, "true") == 0;
+	if (dup_opt(gpus, &r->gpus) < 0 || dup_opt(json_get_str(a, ANNOT_ARCH), &r->arch) < 0 ||
+	    dup_opt(json_get_str(a, ANNOT_MODEL), &r->model) < 0 ||
+	    dup_opt(json_get_str(a, ANNOT_PRODUCT), &r->product) < 0)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	return 0;
+}
+
+/* Last NVIDIA_VISIBLE_DEVICES in process.env wins, as in execve's env. */
+static const char *env_visible_devices(json_object *env)
+{
+	static const char key[] = "NVIDIA_VISIBLE_DEVICES=";
+	const char *value = NULL;
+
+	for (size_t i = 0; env && i < json_object_array_length(env); i++) {
+		json_object *e = json_object_array_get_idx(env, i);
+		const char *s = json_object_is_type(e, json_type_string) ? json_object_get_string(e)
+									 : "";
+
+		if (strncmp(s, key, sizeof(key) - 1) == 0)
+			value = s + sizeof(key) - 1;
+	}
+	return value;
+}
+
+static int from_env(json_object *env, struct oci_request *r)
+{
+	const char *v = env_visible_devices(env);
+
+	/* The toolkit's words for "no GPU": none, void, empty. */
+	if (!v || !*v || strcasecmp(v, "none") == 0 || strcasecmp(v, "void") == 0)
+		return 0;
+	r->source = REQ_IMAGE_ENV;
+	r->gpus = strdup(strcasecmp(v, "all") == 0 ? "all" : v);
+	return r->gpus ? 0 : -ENOMEM;
+}
+
+int oci_request(const char *cdi_gpus, const struct oci_config *cfg, bool allow_env,
+		struct oci_request *ret, struct dg_error *err)
+{
+	struct oci_request r = { 0 };
+	int rc = 0;
+
+	if (cdi_gpus) {
+		r.source = REQ_CDI;
+		r.gpus = strdup(cdi_gpus);
+		rc = r.gpus ? 0 : -ENOMEM;
+	} else if (cfg->annotations) {
+		rc = from_annotations(cfg->annotations, &r, err);
+	}
+	if (rc == 0 && r.source == REQ_NONE && allow_env)
+		rc = from_env(cfg->env, &r);
+	if (rc < 0) {
+		oci_request_done(&r);
+		if (!dg_error_is_set(err))
+			dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+		return rc;
+	}
+	*ret = r;
+	return 0;
+}

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What an OCI hook is told: the runtime's state JSON on stdin and the
+ * bundle's config.json. Trust differs by field: the state and the bundle
+ * path come from the runtime, annotations from the orchestrator, but
+ * process.env comes from the image, which the container's author controls.
+ */
+#ifndef DEVGATE_OCI_H
+#define DEVGATE_OCI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <json-c/json.h>
+
+#include "errors.h"
+
+#define OCI_STATE_MAX ((size_t)1024 * 1024)
+#define OCI_CONFIG_MAX ((size_t)4 * 1024 * 1024)
+
+/* Annotation keys of devgate's own (set by an orchestrator). */
+#define ANNOT_GPUS "devgate.io/gpus"
+#define ANNOT_COUNT "devgate.io/gpu-count"
+#define ANNOT_ARCH "devgate.io/gpu-arch"
+#define ANNOT_MODEL "devgate.io/gpu-model"
+#define ANNOT_PRODUCT "devgate.io/gpu-product"
+#define ANNOT_SHARED "devgate.io/shared"
+
+enum oci_stage { STAGE_NONE, STAGE_CREATE, STAGE_POSTSTOP };
+
+struct oci_state {
+	char *id;
+	char *status;
+	char *bundle;
+	pid_t pid;
+};
+
+struct oci_config {
+	char *root;		  /* absolute rootfs path (bundle-relative resolved) */
+	json_object *annotations; /* object or NULL */
+	json_object *env;	  /* process.env array or NULL */
+};
+
+/* Where a GPU request came from, in decreasing order of trust. */
+enum req_source { REQ_NONE, REQ_CDI, REQ_ANNOTATION, REQ_IMAGE_ENV };
+
+struct oci_request {
+	enum req_source source;
+	char *gpus;   /* selectors, or NULL for a count */
+	int count;
+	char *arch;
+	char *model;
+	char *product;
+	bool shared;
+};
+
+int oci_state_parse(const char *text, struct oci_state *ret, struct dg_error *err);
+void oci_state_done(struct oci_state *s);
+
+/* Stage from the hook's argument, or from the state's status when NULL. */
+int oci_stage(const char *arg, const char *status, enum oci_stage *ret, struct dg_error *err);
+
+int oci_config_parse(const char *text, const char *bundle, struct oci_config *ret,
+		     struct dg_error *err);
+/* Reads BUNDLE/config.json without following a symlink at its name. */
+int oci_config_load(const char *bundle, struct oci_config *ret, struct dg_error *err);
+void oci_config_done(struct oci_config *c);
+
+/*
+ * The request, by trust: a CDI selector from the hook's own arguments, else
+ * devgate's annotations, else (if allow_env) NVIDIA_VISIBLE_DEVICES from
+ * the image. REQ_NONE when nothing asks for a GPU.
+ */
+int oci_request(const char *cdi_gpus, const struct oci_config *cfg, bool allow_env,
+		struct oci_request *ret, struct dg_error *err);
+void oci_request_done(struct oci_request *r);
+const char *oci_source_name(enum req_source s);
+
+#endif

@@ -1,0 +1,36 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+# The parts of devgate that touch attacker-controlled paths are confined.
+
+load helpers
+
+setup() { dg_setup; start_daemon; }
+teardown() { dg_teardown; }
+
+@test "the node helper waits confined: seccomp filter, none of the daemon's fds" {
+	for _ in $(seq 100); do
+		helper=$(pgrep -P "$DG_DAEMON_PID" | head -1)
+		[ -n "$helper" ] && break
+		sleep 0.05
+	done
+	[ -n "$helper" ]
+	grep -q "^Seccomp:[[:space:]]*2$" "/proc/$helper/status"
+	grep -q "^NoNewPrivs:[[:space:]]*1$" "/proc/$helper/status"
+	run -0 ls "/proc/$helper/fd"
+	[ "$(echo "$output" | tr '\n' ' ')" = "0 1 2 3 " ]
+	for fd in 0 1 2; do
+		[ "$(readlink "/proc/$helper/fd/$fd")" = /dev/null ]
+	done
+	[[ "$(readlink "/proc/$helper/fd/3")" == socket:* ]]
+}
+
+@test "devgated itself keeps only the capabilities it uses" {
+	caps=$(awk '/^CapEff/ { print $2 }' "/proc/$DG_DAEMON_PID/status")
+	# CAP_SYS_MODULE (16), CAP_SYS_RAWIO (17) and CAP_SYS_BOOT (22) are gone.
+	for bit in 16 17 22; do
+		[ $(((0x$caps >> bit) & 1)) = 0 ]
+	done
+	# CAP_SYS_ADMIN (21) and CAP_MKNOD (27) stay.
+	[ $(((0x$caps >> 21) & 1)) = 1 ]
+	[ $(((0x$caps >> 27) & 1)) = 1 ]
+}
