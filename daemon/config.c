@@ -12,6 +12,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "log.h"
+#include "metrics.h"
 #include "protocol.h"
 #include "state.h"
 #include "util.h"
@@ -165,19 +166,13 @@ static int parse_level(const char *s, int *ret)
 	return -EINVAL;
 }
 
-/* ADDR:PORT with a port from 1 to 65535; ADDR may be [v6]. */
+/* The metrics listener's own parser, so the file is checked as it will be used. */
 static int check_listen(const char *s)
 {
-	const char *colon = strrchr(s, ':');
-	uint32_t port;
+	struct sockaddr_storage ss;
+	socklen_t len;
 
-	if (!colon || colon == s || parse_u32(colon + 1, &port) < 0 || port == 0 || port > 65535)
-		return -EINVAL;
-	for (const char *p = s; p < colon; p++) {
-		if (isspace((unsigned char)*p))
-			return -EINVAL;
-	}
-	return 0;
+	return metrics_parse_listen(s, &ss, &len);
 }
 
 static int set_value(struct dg_config *c, const struct key *k, const char *v,
@@ -199,7 +194,9 @@ static int set_value(struct dg_config *c, const struct key *k, const char *v,
 	case K_LISTEN:
 		if (*v && check_listen(v) < 0)
 			return dg_error_set(err, DG_E_INVALID, EINVAL,
-					    "'%s' is not ADDR:PORT (port 1 to 65535)", v);
+					    "'%s' is not ADDR:PORT (a numeric address, "
+					    "port 1 to 65535)",
+					    v);
 		return set_str(field(c, k), *v ? v : NULL);
 	case K_MODE:
 		if (parse_mode(v, &mode) < 0 || mode > 0777)

@@ -108,10 +108,13 @@ static void test_errors_name_file_and_line(void **state)
 	expect_error(c, "log-level = loud\n", "t.conf:1: log-level: 'loud' is not a log level "
 					       "(error, warning, notice, info, debug)");
 	expect_error(c, "metrics-listen = 9400\n", "t.conf:1: metrics-listen: '9400' is not "
-						    "ADDR:PORT (port 1 to 65535)");
+						    "ADDR:PORT (a numeric address, port 1 to 65535)");
 	expect_error(c, "metrics-listen = 0.0.0.0:70000\n", "t.conf:1: metrics-listen: "
 							     "'0.0.0.0:70000' is not ADDR:PORT "
-							     "(port 1 to 65535)");
+							     "(a numeric address, port 1 to 65535)");
+	expect_error(c, "metrics-listen = localhost:9400\n", "t.conf:1: metrics-listen: "
+							       "'localhost:9400' is not ADDR:PORT "
+							       "(a numeric address, port 1 to 65535)");
 	expect_error(c, "host-root =\n", "t.conf:1: host-root: a path is needed");
 	expect_error(c, "socket = /a\nsocket = /b\n", "t.conf:2: 'socket' is set twice");
 }
