@@ -151,6 +151,9 @@ complete_words() {
 	[ "$(complete_words devgatectl doctor --host)" = --host-root ]
 	[ "$(complete_words devgatectl help rev)" = revoke ]
 	[ "$(complete_words devgatectl --ver)" = --version ]
+	[ "$(complete_words devgatectl cdi g)" = generate ]
+	[ "$(complete_words devgatectl hook post)" = poststop ]
+	[ "$(complete_words devgatectl events --fo)" = --follow ]
 	# GPU selectors come from the running daemon.
 	make_host
 	start_daemon
