@@ -221,4 +221,4 @@ clean:
 	$(Q)rm -rf build build-asan
 
 SHELL := /bin/bash
--include $(shell find $(O) -name '*.d' 2>/dev/null)
+-include $(shell find $(O) -name '*.d' -type f 2>/dev/null)

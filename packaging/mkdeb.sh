@@ -47,4 +47,5 @@ Description: grant GPUs to running containers and take them back
  devgate needs.
 EOF
 dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null
+rm -rf "$work"
 echo "$deb"
