@@ -5,6 +5,9 @@
 # make check-asan   the same, built with ASan and UBSan into build-asan/
 # make lint         cppcheck and clang-tidy
 # make demo         live grant/revoke in a runc container on a demo fixture
+# make man          man pages from man/*.scd (scdoc) into $(O)/man
+# make install      DESTDIR=, PREFIX= (/usr/local); config and unit go to /etc and /lib
+# make deb          $(O)/devgate_VERSION_ARCH.deb, built with dpkg-deb
 #
 # V=1 shows the commands; O=DIR builds elsewhere.
 
@@ -158,9 +161,64 @@ lint: $(SKEL)
 demo: all
 	$(Q)sh scripts/demo.sh --no-install
 
+# ---- man pages, install, Debian package ----
+
+SCDOC ?= scdoc
+PREFIX ?= /usr/local
+bindir ?= $(PREFIX)/bin
+sbindir ?= $(PREFIX)/sbin
+datadir ?= $(PREFIX)/share
+mandir ?= $(datadir)/man
+sysconfdir ?= /etc
+unitdir ?= /lib/systemd/system
+MAN := $(patsubst man/%.scd,$(O)/man/%,$(wildcard man/*.scd))
+# The OCI hook's hooks.d entry, once it exists.
+HOOK_JSON := $(wildcard packaging/hooks.d/devgate.json)
+
+.PHONY: man install uninstall deb
+man: $(MAN)
+
+$(O)/man/%: man/%.scd
+	$(call msg,SCDOC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(SCDOC) < $< > $@
+
+# The shipped config is installed only where none is: never over an admin's.
+install: $(O)/devgated $(O)/devgatectl $(MAN)
+	$(call msg,INSTALL,$(DESTDIR)$(PREFIX))
+	$(Q)install -D -m 0755 $(O)/devgated $(DESTDIR)$(sbindir)/devgated
+	$(Q)install -D -m 0755 $(O)/devgatectl $(DESTDIR)$(bindir)/devgatectl
+	$(Q)for m in $(MAN); do \
+		d=$(DESTDIR)$(mandir)/man$${m##*.}; \
+		install -d $$d && gzip -9n -c $$m > $$d/$${m##*/}.gz; \
+	done
+	$(Q)install -D -m 0644 packaging/bash-completion/devgatectl \
+		$(DESTDIR)$(datadir)/bash-completion/completions/devgatectl
+	$(Q)install -d $(DESTDIR)$(unitdir)
+	$(Q)sed 's|/usr/sbin/devgated|$(sbindir)/devgated|' packaging/systemd/devgated.service \
+		> $(DESTDIR)$(unitdir)/devgated.service
+	$(Q)[ -e $(DESTDIR)$(sysconfdir)/devgate/devgate.conf ] || \
+		install -D -m 0644 packaging/devgate.conf $(DESTDIR)$(sysconfdir)/devgate/devgate.conf
+ifneq ($(HOOK_JSON),)
+	$(Q)install -D -m 0644 $(HOOK_JSON) $(DESTDIR)$(datadir)/containers/oci/hooks.d/devgate.json
+endif
+
+# Leaves the configuration, like dpkg -r.
+uninstall:
+	$(call msg,UNINSTALL,$(DESTDIR)$(PREFIX))
+	$(Q)for m in $(MAN); do rm -f $(DESTDIR)$(mandir)/man$${m##*.}/$${m##*/}.gz; done
+	$(Q)rm -f $(DESTDIR)$(sbindir)/devgated $(DESTDIR)$(bindir)/devgatectl \
+		$(DESTDIR)$(datadir)/bash-completion/completions/devgatectl \
+		$(DESTDIR)$(unitdir)/devgated.service \
+		$(DESTDIR)$(datadir)/containers/oci/hooks.d/devgate.json
+
+deb: $(O)/devgated $(O)/devgatectl $(MAN)
+	$(call msg,DEB,$(O))
+	$(Q)sh packaging/mkdeb.sh $(O) $(VERSION)
+
 clean:
 	$(call msg,CLEAN,$(O))
 	$(Q)rm -rf build build-asan
 
 SHELL := /bin/bash
--include $(shell find $(O) -name '*.d' 2>/dev/null)
+-include $(shell find $(O) -name '*.d' -type f 2>/dev/null)

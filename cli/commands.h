@@ -20,6 +20,7 @@ int cmd_hook(struct cli *cli, int argc, char **argv);
 int cmd_cdi(struct cli *cli, int argc, char **argv);
 int cmd_metrics(struct cli *cli, int argc, char **argv);
 int cmd_events(struct cli *cli, int argc, char **argv);
+int cmd_doctor(struct cli *cli, int argc, char **argv);
 
 /* Help lines of the options every command shares (-j/--json, -h/--help). */
 extern const char cmd_common_help[];

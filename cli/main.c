@@ -27,6 +27,7 @@ static const struct command commands[] = {
 	{ "cdi", "generate a CDI spec for this host's GPUs", cmd_cdi },
 	{ "metrics", "print devgated's metrics (Prometheus text)", cmd_metrics },
 	{ "events", "print denied GPU accesses; --follow for new ones", cmd_events },
+	{ "doctor", "check this host for what devgate needs", cmd_doctor },
 	{ "version", "print the version", cmd_version },
 	{ "help", "show help for a command", cmd_help },
 };
@@ -64,8 +65,25 @@ static const struct command *find_command(const char *name)
 
 static int cmd_version(struct cli *cli, int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int o;
+
+	while (argv && (o = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+		if (o == 'j') {
+			cli->json = true;
+		} else if (o == 'h') {
+			printf("Usage: devgatectl version [--json]\n\n"
+			       "Prints devgatectl's version and protocol version.\n%s",
+			       cmd_common_help);
+			return 0;
+		} else {
+			return cli_usage(cli, "version", "unknown option");
+		}
+	}
 	if (cli->json)
 		printf("{ \"version\": \"%s\", \"protocol\": %d }\n", DEVGATE_VERSION,
 		       DG_PROTO_VERSION);
@@ -79,7 +97,7 @@ static int cmd_help(struct cli *cli, int argc, char **argv)
 	const struct command *cmd;
 	char *help_argv[] = { NULL, (char *)"--help", NULL };
 
-	if (argc < 2) {
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		usage(stdout);
 		return 0;
 	}

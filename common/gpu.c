@@ -168,8 +168,9 @@ static int read_hex16(int rootfd, const char *path, uint16_t *ret)
 /*
  * A host node is fine when absent (drivers create them lazily) or a character
  * device with the expected numbers; anything else is described in problem.
+ * Returns 0 when right, -ENOENT when absent, another -errno when wrong.
  */
-static void check_host_node(int rootfd, const struct dg_node *node, char *problem, size_t len)
+static int check_host_node(int rootfd, const struct dg_node *node, char *problem, size_t len)
 {
 	char path[64];
 	struct stat st;
@@ -178,23 +179,78 @@ static void check_host_node(int rootfd, const struct dg_node *node, char *proble
 	snprintf(path, sizeof(path), "dev/%s", node->name);
 	fd = open_in_root(rootfd, path, O_PATH | O_NOFOLLOW, RESOLVE_NO_SYMLINKS);
 	if (fd == -ENOENT)
-		return;
+		return -ENOENT;
 	if (fd < 0) {
 		snprintf(problem, len, "cannot inspect host node /dev/%s: %s", node->name,
 			 strerror(-fd));
-		return;
+		return fd;
 	}
 	if (fstat(fd, &st) < 0) {
 		snprintf(problem, len, "cannot stat host node /dev/%s: %m", node->name);
-		return;
+		return -errno;
 	}
 	if (!S_ISCHR(st.st_mode) || major(st.st_rdev) != node->major ||
-	    minor(st.st_rdev) != node->minor)
+	    minor(st.st_rdev) != node->minor) {
 		snprintf(problem, len,
 			 "host node /dev/%s is not character device %u:%u (found %s %u:%u)",
 			 node->name, node->major, node->minor,
 			 S_ISCHR(st.st_mode) ? "char device" : "a non-device file",
 			 major(st.st_rdev), minor(st.st_rdev));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* /dev/char/MAJ:MIN must be a symlink that resolves, inside the root, to the node. */
+static int check_char_link(int rootfd, const struct dg_node *node, char *problem, size_t len)
+{
+	char path[64], target[256];
+	auto_close int lfd = -1, tfd = -1;
+	struct stat st;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "dev/char/%u:%u", node->major, node->minor);
+	lfd = open_in_root(rootfd, path, O_PATH | O_NOFOLLOW, 0);
+	if (lfd == -ENOENT)
+		return -ENOENT;
+	if (lfd < 0 || fstat(lfd, &st) < 0) {
+		snprintf(problem, len, "cannot inspect /%s: %s", path,
+			 strerror(lfd < 0 ? -lfd : errno));
+		return lfd < 0 ? lfd : -errno;
+	}
+	if (!S_ISLNK(st.st_mode)) {
+		snprintf(problem, len, "/%s is not a symlink", path);
+		return -EINVAL;
+	}
+	n = readlinkat(lfd, "", target, sizeof(target) - 1);
+	target[n < 0 ? 0 : n] = '\0';
+	tfd = open_in_root(rootfd, path, O_PATH, 0);
+	if (tfd < 0 || fstat(tfd, &st) < 0 || !S_ISCHR(st.st_mode) ||
+	    major(st.st_rdev) != node->major || minor(st.st_rdev) != node->minor) {
+		snprintf(problem, len, "/%s points to '%.200s', not to character device %u:%u", path,
+			 target, node->major, node->minor);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int inventory_check_node(const struct dg_inventory *inv, const struct dg_node *node,
+			 struct dg_node_check *ret)
+{
+	auto_close int rootfd = open(inv->host_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	memset(ret, 0, sizeof(*ret));
+	if (rootfd < 0) {
+		ret->node = -errno;
+		snprintf(ret->problem, sizeof(ret->problem), "cannot open host root '%s': %m",
+			 inv->host_root);
+		return ret->node;
+	}
+	ret->node = check_host_node(rootfd, node, ret->problem, sizeof(ret->problem));
+	if (ret->node == 0)
+		ret->char_link = check_char_link(rootfd, node, ret->link_problem,
+						 sizeof(ret->link_problem));
+	return ret->node;
 }
 
 void gpu_node(const struct dg_inventory *inv, const struct dg_gpu *gpu, struct dg_node *ret)
@@ -241,7 +297,7 @@ static void gpu_load(int rootfd, const struct dg_inventory *inv, const char *pci
 	(void)read_hex16(rootfd, path, &gpu->device);
 	gpu->arch = gpu_arch(gpu->vendor, gpu->device, gpu->model);
 	gpu_node(inv, gpu, &node);
-	check_host_node(rootfd, &node, gpu->problem, sizeof(gpu->problem));
+	(void)check_host_node(rootfd, &node, gpu->problem, sizeof(gpu->problem));
 }
 
 static int cmp_gpu_pci(const void *a, const void *b)
@@ -320,8 +376,8 @@ int inventory_discover(const char *host_root, struct dg_inventory **ret, struct 
 			add_ctl(inv, "nvidia-uvm-tools", inv->majors.uvm, DG_UVM_TOOLS_MINOR);
 		}
 		for (size_t i = 0; i < inv->n_ctl && !inv->ctl_problem[0]; i++)
-			check_host_node(rootfd, &inv->ctl[i], inv->ctl_problem,
-					sizeof(inv->ctl_problem));
+			(void)check_host_node(rootfd, &inv->ctl[i], inv->ctl_problem,
+					      sizeof(inv->ctl_problem));
 		r = discover_gpus(rootfd, inv);
 		if (r < 0) {
 			inventory_free(inv);

@@ -74,6 +74,22 @@ bool gpu_arch_is_known_name(const char *name);
 int inventory_discover(const char *host_root, struct dg_inventory **ret, struct dg_error *err);
 void inventory_free(struct dg_inventory *inv);
 
+/*
+ * What is at a node's places under the host root. node: 0 a character device
+ * with the right numbers, -ENOENT absent, other -errno wrong (see problem).
+ * char_link, checked only when the node is right: 0 when /dev/char/MAJ:MIN
+ * resolves to it, -ENOENT absent, other -errno wrong (see link_problem).
+ */
+struct dg_node_check {
+	int node;
+	int char_link;
+	char problem[256];
+	char link_problem[320];
+};
+
+int inventory_check_node(const struct dg_inventory *inv, const struct dg_node *node,
+			 struct dg_node_check *ret);
+
 void gpu_node(const struct dg_inventory *inv, const struct dg_gpu *gpu, struct dg_node *ret);
 
 /*

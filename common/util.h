@@ -15,6 +15,8 @@ int parse_pid(const char *s, pid_t *ret);
 int parse_mode(const char *s, mode_t *ret);
 
 bool startswith(const char *s, const char *prefix);
+/* True when path is on a bpf filesystem. */
+bool path_on_bpffs(const char *path);
 /* Strips leading and trailing white space in place; returns s. */
 char *strstrip(char *s);
 

@@ -9,9 +9,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
-#include <linux/magic.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -97,13 +95,6 @@ static int cg_dir(const struct bpfgate *bg, uint64_t cgid, char *buf, size_t len
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-static bool on_bpffs(const char *path)
-{
-	struct statfs st;
-
-	return statfs(path, &st) == 0 && st.f_type == BPF_FS_MAGIC;
-}
-
 /* The pin root must sit on bpffs; mount the usual one if nobody has. */
 static int ensure_bpffs(const char *pin_root, struct dg_error *err)
 {
@@ -120,7 +111,7 @@ static int ensure_bpffs(const char *pin_root, struct dg_error *err)
 		return dg_error_set(err, DG_E_INVALID, EINVAL, "pin root '%s': bpffs names cannot "
 				    "contain '.'", pin_root);
 	*slash = '\0';
-	if (!on_bpffs(parent)) {
+	if (!path_on_bpffs(parent)) {
 		if (strcmp(parent, "/sys/fs/bpf") != 0) {
 			dg_error_set(err, DG_E_KERNEL, ENOTSUP, "%s is not on a bpf filesystem", parent);
 			dg_error_hint(err, "mount one with 'mount -t bpf bpf %s'", parent);

@@ -13,48 +13,6 @@
 #include "cleanup.h"
 #include "util.h"
 
-/* Undoes mountinfo's octal escapes (\040 for space and so on). */
-static void unescape_octal(char *s)
-{
-	char *out = s;
-
-	while (*s) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-			s += 4;
-		} else {
-			*out++ = *s++;
-		}
-	}
-	*out = '\0';
-}
-
-int mountinfo_find_cgroup2(const char *text, char **ret)
-{
-	auto_free char *copy = strdup(text);
-	char *save = NULL;
-
-	if (!copy)
-		return -ENOMEM;
-	for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char root[PATH_MAX], mnt[PATH_MAX];
-		const char *sep = strstr(line, " - ");
-		char fstype[64];
-
-		if (!sep || sscanf(sep, " - %63s", fstype) != 1 || strcmp(fstype, "cgroup2") != 0)
-			continue;
-		if (sscanf(line, "%*s %*s %*s %4095s %4095s", root, mnt) != 2)
-			continue;
-		if (strcmp(root, "/") != 0)
-			continue;
-		unescape_octal(mnt);
-		*ret = strdup(mnt);
-		return *ret ? 0 : -ENOMEM;
-	}
-	return -ENOENT;
-}
-
 int proc_cgroup_parse(const char *text, char **ret)
 {
 	const char *line = text;

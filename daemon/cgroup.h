@@ -11,14 +11,13 @@
 #include <sys/types.h>
 
 #include "errors.h"
+#include "mountinfo.h"
 
 struct cgroot {
 	char *mount; /* e.g. /sys/fs/cgroup or /sys/fs/cgroup/unified */
 	int fd;
 };
 
-/* Finds the cgroup2 mount (root "/") in mountinfo text. */
-int mountinfo_find_cgroup2(const char *text, char **ret);
 /* Finds the "0::PATH" line in /proc/PID/cgroup text; -ENOMEDIUM if absent. */
 int proc_cgroup_parse(const char *text, char **ret);
 

@@ -20,6 +20,7 @@
 
 #include "bpfgate.h"
 #include "cleanup.h"
+#include "config.h"
 #include "daemon.h"
 #include "events.h"
 #include "log.h"
@@ -54,129 +55,83 @@ static void usage(FILE *f)
 		"      --hook-allow-env    let OCI hooks honour NVIDIA_VISIBLE_DEVICES from\n"
 		"                          container images (off: an image must not grant\n"
 		"                          itself GPUs)\n"
+		"      --config FILE       configuration file (default %s); options given\n"
+		"                          here override it. See devgate.conf(5)\n"
+		"      --check-config      check the configuration, print the settings in\n"
+		"                          effect and exit, touching nothing\n"
 		"  -v, --verbose           log debug messages, libbpf's included\n"
 		"  -h, --help              show this help\n"
 		"  -V, --version           show the version\n"
 		"\n"
 		"devgated runs in the foreground and logs to stderr. See devgated(8).\n",
-		DG_DEFAULT_SOCKET, DG_DEFAULT_STATE_DIR, DG_DEFAULT_PIN_ROOT);
+		DG_DEFAULT_SOCKET, DG_DEFAULT_STATE_DIR, DG_DEFAULT_PIN_ROOT, DG_DEFAULT_CONFIG);
 }
 
-static int parse_owner(const char *s, uid_t *uid, gid_t *gid)
-{
-	char buf[64];
-	char *colon;
-	uint32_t u, g;
+/* The command line: where the configuration is, and settings over it. */
+struct args {
+	const char *config; /* --config, NULL for the default file */
+	bool check;	    /* --check-config */
+	size_t n_set;
+	struct {
+		const char *key;
+		const char *value;
+	} set[64];
+};
 
-	if (strlen(s) >= sizeof(buf))
-		return -EINVAL;
-	snprintf(buf, sizeof(buf), "%s", s);
-	colon = strchr(buf, ':');
-	if (!colon)
-		return -EINVAL;
-	*colon = '\0';
-	if (parse_u32(buf, &u) < 0 || parse_u32(colon + 1, &g) < 0)
-		return -EINVAL;
-	*uid = u;
-	*gid = g;
+enum {
+	OPT_SET = 256, /* a long option named like its configuration key */
+	OPT_CONFIG,
+	OPT_CHECK,
+};
+
+static int add_set(struct args *a, const char *key, const char *value)
+{
+	if (a->n_set == ARRAY_SIZE(a->set))
+		return log_error("too many options"), -E2BIG;
+	a->set[a->n_set].key = key;
+	a->set[a->n_set].value = value;
+	a->n_set++;
 	return 0;
 }
 
-static void config_defaults(struct dg_config *c)
-{
-	c->socket_path = strdup(DG_DEFAULT_SOCKET);
-	c->state_dir = strdup(DG_DEFAULT_STATE_DIR);
-	c->pin_root = strdup(DG_DEFAULT_PIN_ROOT);
-	c->host_root = strdup("/");
-	c->node_mode = 0666;
-	c->recheck_ms = 1000;
-	c->log_level = LOG_INFO;
-}
-
-static void config_free(struct dg_config *c)
-{
-	free(c->socket_path);
-	free(c->state_dir);
-	free(c->pin_root);
-	free(c->host_root);
-	free(c->metrics_listen);
-}
-
-static int set_str(char **dst, const char *v)
-{
-	free(*dst);
-	*dst = strdup(v);
-	return *dst ? 0 : -ENOMEM;
-}
-
-enum {
-	OPT_STATE = 256,
-	OPT_PIN,
-	OPT_HOST,
-	OPT_MODE,
-	OPT_OWNER,
-	OPT_RECHECK,
-	OPT_METRICS,
-	OPT_HOOK_ENV,
-};
-
 /* Returns 0 to run, 1 to exit successfully, < 0 on a usage error. */
-static int parse_args(int argc, char **argv, struct dg_config *c)
+static int parse_args(int argc, char **argv, struct args *a)
 {
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
-		{ "state-dir", required_argument, NULL, OPT_STATE },
-		{ "pin-root", required_argument, NULL, OPT_PIN },
-		{ "host-root", required_argument, NULL, OPT_HOST },
-		{ "node-mode", required_argument, NULL, OPT_MODE },
-		{ "node-owner", required_argument, NULL, OPT_OWNER },
-		{ "recheck-ms", required_argument, NULL, OPT_RECHECK },
-		{ "metrics-listen", required_argument, NULL, OPT_METRICS },
-		{ "hook-allow-env", no_argument, NULL, OPT_HOOK_ENV },
+		{ "state-dir", required_argument, NULL, OPT_SET },
+		{ "pin-root", required_argument, NULL, OPT_SET },
+		{ "host-root", required_argument, NULL, OPT_SET },
+		{ "node-mode", required_argument, NULL, OPT_SET },
+		{ "node-owner", required_argument, NULL, OPT_SET },
+		{ "recheck-ms", required_argument, NULL, OPT_SET },
+		{ "metrics-listen", required_argument, NULL, OPT_SET },
+		{ "hook-allow-env", no_argument, NULL, OPT_SET },
+		{ "config", required_argument, NULL, OPT_CONFIG },
+		{ "check-config", no_argument, NULL, OPT_CHECK },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
 	};
-	uint32_t ms;
-	int o;
+	int o, li = 0, r = 0;
 
-	while ((o = getopt_long(argc, argv, "s:vhV", opts, NULL)) != -1) {
+	while (r == 0 && (o = getopt_long(argc, argv, "s:vhV", opts, &li)) != -1) {
 		switch (o) {
 		case 's':
-			set_str(&c->socket_path, optarg);
-			break;
-		case OPT_STATE:
-			set_str(&c->state_dir, optarg);
-			break;
-		case OPT_PIN:
-			set_str(&c->pin_root, optarg);
-			break;
-		case OPT_HOST:
-			set_str(&c->host_root, optarg);
-			break;
-		case OPT_MODE:
-			if (parse_mode(optarg, &c->node_mode) < 0 || c->node_mode > 0777)
-				return log_error("--node-mode: '%s' is not an octal mode up to 0777",
-						 optarg), -EINVAL;
-			break;
-		case OPT_OWNER:
-			if (parse_owner(optarg, &c->node_uid, &c->node_gid) < 0)
-				return log_error("--node-owner: '%s' is not UID:GID", optarg), -EINVAL;
-			break;
-		case OPT_RECHECK:
-			if (parse_u32(optarg, &ms) < 0 || ms < 100 || ms > 3600000)
-				return log_error("--recheck-ms: give 100 to 3600000"), -EINVAL;
-			c->recheck_ms = ms;
-			break;
-		case OPT_METRICS:
-			set_str(&c->metrics_listen, optarg);
-			break;
-		case OPT_HOOK_ENV:
-			c->hook_env = true;
+			r = add_set(a, "socket", optarg);
 			break;
 		case 'v':
-			c->log_level = LOG_DEBUG;
+			r = add_set(a, "log-level", "debug");
+			break;
+		case OPT_SET:
+			r = add_set(a, opts[li].name, optarg ? optarg : "true");
+			break;
+		case OPT_CONFIG:
+			a->config = optarg;
+			break;
+		case OPT_CHECK:
+			a->check = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -189,14 +144,26 @@ static int parse_args(int argc, char **argv, struct dg_config *c)
 			return -EINVAL;
 		}
 	}
-	if (optind < argc) {
+	if (r == 0 && optind < argc) {
 		log_error("unexpected argument '%s'", argv[optind]);
 		return -EINVAL;
 	}
-	if (c->pin_root[0] != '/' || c->state_dir[0] != '/' || c->socket_path[0] != '/')
-		return log_error("--socket, --state-dir and --pin-root need absolute paths"),
-		       -EINVAL;
-	return 0;
+	return r;
+}
+
+/* Defaults, then the file, then the command line. */
+static int configure(struct dg_config *c, const struct args *a, struct dg_error *err)
+{
+	int r = config_load(c, a->config ? a->config : DG_DEFAULT_CONFIG, a->config != NULL, err);
+
+	for (size_t i = 0; r == 0 && i < a->n_set; i++) {
+		struct dg_error e = { 0 };
+
+		r = config_set(c, a->set[i].key, a->set[i].value, &e);
+		if (r < 0)
+			dg_error_set(err, e.code, r, "--%s: %s", a->set[i].key, e.message);
+	}
+	return r;
 }
 
 /* Capabilities devgated works with; everything else is dropped at start. */
@@ -463,14 +430,25 @@ int main(int argc, char **argv)
 		.timer_fd = -1,
 	};
 	struct dg_error err = { 0 };
+	struct args args = { 0 };
 	int r;
 
 	log_init("devgated", LOG_INFO);
-	config_defaults(&d.cfg);
-	r = parse_args(argc, argv, &d.cfg);
+	if (config_init(&d.cfg) < 0)
+		return dg_code_info(DG_E_INTERNAL)->exit_code;
+	r = parse_args(argc, argv, &args);
+	if (r == 0)
+		r = configure(&d.cfg, &args, &err);
 	if (r != 0) {
+		if (err.message[0])
+			log_error("%s", err.message);
 		config_free(&d.cfg);
-		return r > 0 ? 0 : dg_code_info(DG_E_INVALID)->exit_code;
+		return r > 0 ? 0 : dg_code_info(err.code ? err.code : DG_E_INVALID)->exit_code;
+	}
+	if (args.check) {
+		config_print(&d.cfg, stdout);
+		config_free(&d.cfg);
+		return 0;
 	}
 	log_set_max_level(d.cfg.log_level);
 	bpfgate_route_libbpf_log();

@@ -38,6 +38,8 @@ requires() {
 		podman) command -v podman >/dev/null || missing "needs podman" ;;
 		promtool) command -v promtool >/dev/null || missing "needs promtool" ;;
 		prometheus) command -v prometheus >/dev/null || missing "needs prometheus" ;;
+		scdoc) command -v scdoc >/dev/null || missing "needs scdoc" ;;
+		systemd-analyze) command -v systemd-analyze >/dev/null || missing "needs systemd-analyze" ;;
 		*) fail "unknown requirement '$r'" ;;
 		esac
 	done

@@ -1,0 +1,540 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * doctor: checks this host the way devgated needs it and says in plain words
+ * what is wrong and what to do. Each check is a small function that fills
+ * one result; the results make one JSON document, printed as is (--json) or
+ * as text.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "cleanup.h"
+#include "client.h"
+#include "commands.h"
+#include "gpu.h"
+#include "jsonutil.h"
+#include "mountinfo.h"
+#include "util.h"
+
+/* devgated's default (DG_DEFAULT_PIN_ROOT in daemon/bpfgate.h) */
+#define DEFAULT_PIN_ROOT "/sys/fs/bpf/devgate"
+#define MAX_NODES (DG_MAX_GPUS + 3)
+#define MAX_PROGS 64
+
+enum status { ST_OK, ST_SKIP, ST_WARN, ST_FAIL }; /* by severity */
+
+static const char *const status_names[] = { "ok", "skip", "warn", "fail" };
+
+struct result {
+	enum status status;
+	char message[2048];
+	char hint[512];
+};
+
+struct node_seen {
+	struct dg_node node;
+	struct dg_node_check check;
+};
+
+struct doctor {
+	const char *host_root;
+	const char *pin_root;
+	const char *socket;
+	struct dg_inventory *inv; /* NULL when proc/devices is unreadable */
+	struct dg_error inv_err;
+	struct node_seen nodes[MAX_NODES];
+	size_t n_nodes;
+	char *cg_mount; /* NULL without cgroup v2 */
+	bool daemon_up;
+};
+
+static void say(struct result *r, enum status st, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void say(struct result *r, enum status st, const char *fmt, ...)
+{
+	va_list ap;
+
+	r->status = st;
+	va_start(ap, fmt);
+	vsnprintf(r->message, sizeof(r->message), fmt, ap);
+	va_end(ap);
+}
+
+static void hint(struct result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void hint(struct result *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(r->hint, sizeof(r->hint), fmt, ap);
+	va_end(ap);
+}
+
+/* Appends "; text" to the message, for checks that list several findings. */
+static void add(struct result *r, enum status st, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void add(struct result *r, enum status st, const char *fmt, ...)
+{
+	size_t len = strlen(r->message);
+	va_list ap;
+
+	if (st > r->status)
+		r->status = st;
+	if (len && len + 2 < sizeof(r->message)) {
+		memcpy(r->message + len, "; ", 3);
+		len += 2;
+	}
+	va_start(ap, fmt);
+	vsnprintf(r->message + len, sizeof(r->message) - len, fmt, ap);
+	va_end(ap);
+}
+
+static void check_cgroup2(struct doctor *d, struct result *r)
+{
+	auto_free char *text = NULL;
+	int e = read_file_at(AT_FDCWD, "/proc/self/mountinfo", (size_t)4 * 1024 * 1024, &text,
+			     NULL);
+
+	if (e == 0)
+		e = mountinfo_find_cgroup2(text, &d->cg_mount);
+	if (e == 0) {
+		say(r, ST_OK, "cgroup v2 is mounted at %s", d->cg_mount);
+		return;
+	}
+	if (e == -ENOENT) {
+		say(r, ST_FAIL, "no cgroup v2 hierarchy is mounted; devgate works only through "
+				"cgroup v2 device programs");
+		hint(r, "boot with systemd.unified_cgroup_hierarchy=1, or mount it: "
+			"mount -t cgroup2 none /sys/fs/cgroup/unified");
+		return;
+	}
+	say(r, ST_FAIL, "cannot read /proc/self/mountinfo: %s", strerror(-e));
+}
+
+/* devgated pins under PIN_ROOT, whose parent must be a bpf filesystem. */
+static void check_bpffs(struct doctor *d, struct result *r)
+{
+	char parent[PATH_MAX];
+	char *slash;
+
+	snprintf(parent, sizeof(parent), "%s", d->pin_root);
+	slash = strrchr(parent, '/');
+	if (!slash || slash == parent) {
+		say(r, ST_FAIL, "pin root '%s' is not a directory below a bpf filesystem",
+		    d->pin_root);
+		return;
+	}
+	*slash = '\0';
+	if (path_on_bpffs(parent)) {
+		say(r, ST_OK, "%s is a bpf filesystem; devgate's pins live in %s", parent,
+		    d->pin_root);
+		return;
+	}
+	if (strcmp(parent, "/sys/fs/bpf") == 0) {
+		say(r, ST_WARN, "no bpf filesystem is mounted on /sys/fs/bpf; devgated mounts "
+				"one when it starts, but pins vanish with that mount");
+		hint(r, "mount it for good: mount -t bpf bpf /sys/fs/bpf (systemd does so at boot)");
+		return;
+	}
+	say(r, ST_FAIL, "%s is not a bpf filesystem; devgated will refuse to pin there", parent);
+	hint(r, "mount one (mount -t bpf bpf %s) or choose another pin-root", parent);
+}
+
+static int silent(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	(void)level;
+	(void)fmt;
+	(void)ap;
+	return 0;
+}
+
+static void check_bpf_device(struct doctor *d, struct result *r)
+{
+	int e;
+
+	(void)d;
+	libbpf_set_print(silent);
+	e = libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_CGROUP_DEVICE, NULL);
+	if (e == 1) {
+		say(r, ST_OK, "the kernel loads BPF cgroup device programs");
+		return;
+	}
+	if (e == 0) {
+		say(r, ST_FAIL, "this kernel does not support BPF cgroup device programs");
+		hint(r, "devgate needs a kernel built with CONFIG_CGROUP_BPF (Linux 5.8 or later)");
+		return;
+	}
+	say(r, ST_FAIL, "cannot load a BPF cgroup device program: %s", strerror(-e));
+	if (e == -EPERM || e == -EACCES)
+		hint(r, "run doctor as root; devgated needs CAP_BPF and CAP_SYS_ADMIN, and "
+			"kernel.unprivileged_bpf_disabled does not matter for root");
+}
+
+static void check_driver(struct doctor *d, struct result *r)
+{
+	const struct dg_majors *m;
+
+	if (!d->inv) {
+		say(r, ST_FAIL, "%s", d->inv_err.message);
+		return;
+	}
+	m = &d->inv->majors;
+	if (!m->has_nvidia) {
+		say(r, ST_FAIL, "no NVIDIA driver in %s/proc/devices: the nvidia kernel module is "
+				"not loaded", strcmp(d->host_root, "/") ? d->host_root : "");
+		hint(r, "load it with 'modprobe nvidia' (install the NVIDIA driver first if that "
+			"fails)");
+		return;
+	}
+	if (!m->has_uvm) {
+		say(r, ST_WARN, "NVIDIA driver loaded (major %u) but not nvidia-uvm; CUDA programs "
+				"need /dev/nvidia-uvm", m->nvidia);
+		hint(r, "load it with 'modprobe nvidia-uvm'");
+		return;
+	}
+	say(r, ST_OK, "NVIDIA driver loaded: major %u (nvidia), %u (nvidia-uvm)", m->nvidia,
+	    m->uvm);
+}
+
+static const struct node_seen *node_of(const struct doctor *d, const struct dg_gpu *gpu)
+{
+	for (size_t i = 0; i < d->n_nodes; i++) {
+		if (d->nodes[i].node.major == d->inv->majors.nvidia &&
+		    d->nodes[i].node.minor == gpu->minor)
+			return &d->nodes[i];
+	}
+	return NULL;
+}
+
+static void check_gpus(struct doctor *d, struct result *r)
+{
+	size_t bad = 0;
+
+	if (!d->inv || !d->inv->majors.has_nvidia) {
+		say(r, ST_SKIP, "no NVIDIA driver");
+		return;
+	}
+	if (d->inv->n_gpus == 0) {
+		say(r, ST_WARN, "the driver lists no GPU in /proc/driver/nvidia/gpus");
+		hint(r, "check 'nvidia-smi' and the kernel log; a GPU may have fallen off the bus");
+		return;
+	}
+	for (size_t i = 0; i < d->inv->n_gpus; i++) {
+		const struct dg_gpu *gpu = &d->inv->gpus[i];
+		const struct node_seen *n = node_of(d, gpu);
+
+		/* A wrong node is the nodes check's finding; do not say it twice. */
+		if (!gpu->problem[0] || (n && n->check.node < 0 && n->check.node != -ENOENT))
+			continue;
+		add(r, ST_FAIL, "GPU %u (%s): %s", gpu->index, gpu->pci, gpu->problem);
+		bad++;
+	}
+	if (bad) {
+		hint(r, "devgate cannot grant a GPU it cannot identify; compare with 'nvidia-smi "
+			"-q'");
+		return;
+	}
+	say(r, ST_OK, "%zu GPU%s: %s%s", d->inv->n_gpus, d->inv->n_gpus == 1 ? "" : "s",
+	    d->inv->gpus[0].model, d->inv->n_gpus > 1 ? ", ..." : "");
+}
+
+static void check_nodes(struct doctor *d, struct result *r)
+{
+	size_t absent = 0;
+
+	if (d->n_nodes == 0) {
+		say(r, ST_SKIP, "no NVIDIA driver");
+		return;
+	}
+	for (size_t i = 0; i < d->n_nodes; i++) {
+		const struct node_seen *n = &d->nodes[i];
+
+		if (n->check.node == -ENOENT) {
+			add(r, ST_WARN, "/dev/%s (%u:%u) is missing", n->node.name, n->node.major,
+			    n->node.minor);
+			absent++;
+		} else if (n->check.node < 0) {
+			add(r, ST_FAIL, "%s", n->check.problem);
+		}
+	}
+	if (r->status == ST_FAIL) {
+		hint(r, "remove the wrong node and let the driver make it again "
+			"(nvidia-modprobe, or mknod with the numbers shown)");
+	} else if (absent) {
+		hint(r, "the driver makes nodes on first use; 'nvidia-smi' or 'nvidia-modprobe "
+			"-u -c=0' creates them now");
+	} else {
+		say(r, ST_OK, "%zu device nodes in /dev with the right numbers", d->n_nodes);
+	}
+}
+
+static void check_dev_char(struct doctor *d, struct result *r)
+{
+	size_t checked = 0;
+
+	for (size_t i = 0; i < d->n_nodes; i++) {
+		const struct node_seen *n = &d->nodes[i];
+
+		if (n->check.node < 0)
+			continue;
+		checked++;
+		if (n->check.char_link == -ENOENT)
+			add(r, ST_WARN, "/dev/char/%u:%u is missing", n->node.major, n->node.minor);
+		else if (n->check.char_link < 0)
+			add(r, ST_WARN, "%s", n->check.link_problem);
+	}
+	if (r->status == ST_WARN) {
+		hint(r, "systemd finds devices through /dev/char/MAJ:MIN when it sets a cgroup's "
+			"device rules (e.g. on daemon-reload) and may cut containers off a GPU whose "
+			"link is missing; create them, e.g. ln -s ../nvidia0 /dev/char/195:0");
+		return;
+	}
+	if (checked == 0)
+		say(r, ST_SKIP, "no device node to check");
+	else
+		say(r, ST_OK, "/dev/char links resolve to all %zu nodes", checked);
+}
+
+static void check_daemon(struct doctor *d, struct result *r)
+{
+	auto_json json_object *res = NULL;
+	struct dg_error err = { 0 };
+	int64_t pid = 0, leases = 0;
+
+	if (client_request(d->socket, DG_OP_PING, NULL, &res, &err) < 0) {
+		say(r, ST_FAIL, "%s", err.message);
+		hint(r, "%s", err.hint);
+		return;
+	}
+	d->daemon_up = true;
+	(void)json_get_int(res, "pid", &pid);
+	(void)json_get_int(res, "leases", &leases);
+	say(r, ST_OK, "devgated %s (PID %lld) answers on %s with %lld lease%s",
+	    json_get_str(res, "version"), (long long)pid, d->socket, (long long)leases,
+	    leases == 1 ? "" : "s");
+}
+
+/* Adds the device programs on cgfd that are not devgate's to r. */
+static int find_foreign(int cgfd, const char *who, struct result *r)
+{
+	uint32_t ids[MAX_PROGS];
+	LIBBPF_OPTS(bpf_prog_query_opts, q, .prog_ids = ids, .prog_cnt = MAX_PROGS);
+	int found = 0;
+
+	if (bpf_prog_query_opts(cgfd, BPF_CGROUP_DEVICE, &q) < 0)
+		return -errno;
+	for (uint32_t i = 0; i < q.prog_cnt; i++) {
+		struct bpf_prog_info info = { 0 };
+		uint32_t len = sizeof(info);
+		auto_close int fd = bpf_prog_get_fd_by_id(ids[i]);
+
+		if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
+			continue;
+		if (strcmp(info.name, "devgate_gate") == 0 || strcmp(info.name, "devgate_tally") == 0)
+			continue;
+		add(r, ST_WARN, "%s carries device program %u (%s) that devgate has not wrapped",
+		    who, ids[i], info.name[0] ? info.name : "no name");
+		found++;
+	}
+	return found;
+}
+
+static int lease_cgroup_open(const struct doctor *d, json_object *lease)
+{
+	char path[PATH_MAX];
+	const char *cg = json_get_str(lease, "cgroup");
+	int n;
+
+	if (!cg)
+		return -ENOENT;
+	n = snprintf(path, sizeof(path), "%s%s", d->cg_mount, cg);
+	if (n < 0 || (size_t)n >= sizeof(path))
+		return -ENAMETOOLONG;
+	n = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return n < 0 ? -errno : n;
+}
+
+static void check_foreign(struct doctor *d, struct result *r)
+{
+	auto_json json_object *res = NULL;
+	struct dg_error err = { 0 };
+	json_object *leases;
+	size_t n, checked = 0;
+
+	if (!d->daemon_up || !d->cg_mount) {
+		say(r, ST_SKIP, "needs devgated and cgroup v2");
+		return;
+	}
+	if (client_request(d->socket, DG_OP_STATUS, NULL, &res, &err) < 0) {
+		say(r, ST_FAIL, "%s", err.message);
+		return;
+	}
+	leases = json_object_object_get(res, "leases");
+	n = json_object_array_length(leases);
+	for (size_t i = 0; i < n; i++) {
+		json_object *l = json_object_array_get_idx(leases, i);
+		const char *label = json_get_str(l, "container");
+		auto_close int cgfd = lease_cgroup_open(d, l);
+		char who[512];
+		int e;
+
+		if (cgfd < 0)
+			continue; /* the container just ended; devgated releases it */
+		snprintf(who, sizeof(who), "cgroup %s%s%s%s", json_get_str(l, "cgroup"),
+			 label ? " (" : "", label ? label : "", label ? ")" : "");
+		e = find_foreign(cgfd, who, r);
+		if (e < 0)
+			add(r, ST_FAIL, "cannot query the device programs of %s: %s", who,
+			    strerror(-e));
+		checked++;
+	}
+	if (r->status == ST_WARN)
+		hint(r, "devgated wraps such programs at its next re-check (recheck-ms, 1 s by "
+			"default); if one stays, see devgated's log");
+	else if (r->status == ST_OK)
+		say(r, ST_OK, "no foreign device program on %zu leased cgroup%s", checked,
+		    checked == 1 ? "" : "s");
+}
+
+struct check {
+	const char *name;
+	void (*run)(struct doctor *d, struct result *r);
+};
+
+/* In order: later checks use what earlier ones found. */
+static const struct check checks[] = {
+	{ "cgroup2", check_cgroup2 },	  { "bpffs", check_bpffs },
+	{ "bpf-device", check_bpf_device }, { "driver", check_driver },
+	{ "gpus", check_gpus },		  { "nodes", check_nodes },
+	{ "dev-char", check_dev_char },	  { "daemon", check_daemon },
+	{ "foreign-progs", check_foreign },
+};
+
+static void inspect_nodes(struct doctor *d)
+{
+	const struct dg_inventory *inv = d->inv;
+
+	if (!inv)
+		return;
+	for (size_t i = 0; i < inv->n_gpus && d->n_nodes < MAX_NODES; i++)
+		gpu_node(inv, &inv->gpus[i], &d->nodes[d->n_nodes++].node);
+	for (size_t i = 0; i < inv->n_ctl && d->n_nodes < MAX_NODES; i++)
+		d->nodes[d->n_nodes++].node = inv->ctl[i];
+	for (size_t i = 0; i < d->n_nodes; i++)
+		(void)inventory_check_node(inv, &d->nodes[i].node, &d->nodes[i].check);
+}
+
+static json_object *run_checks(struct doctor *d, enum status *ret)
+{
+	json_object *o = json_object_new_object(), *list = json_object_new_array();
+	enum status worst = ST_OK;
+
+	if (inventory_discover(d->host_root, &d->inv, &d->inv_err) == 0)
+		inspect_nodes(d);
+	for (size_t i = 0; i < ARRAY_SIZE(checks); i++) {
+		struct result r = { 0 };
+		json_object *c = json_object_new_object();
+
+		checks[i].run(d, &r);
+		if (r.status > worst)
+			worst = r.status;
+		json_object_object_add(c, "name", json_object_new_string(checks[i].name));
+		json_object_object_add(c, "status", json_object_new_string(status_names[r.status]));
+		json_object_object_add(c, "message", json_object_new_string(r.message));
+		if (r.hint[0] && r.status != ST_OK)
+			json_object_object_add(c, "hint", json_object_new_string(r.hint));
+		json_object_array_add(list, c);
+	}
+	if (worst == ST_SKIP)
+		worst = ST_OK;
+	json_object_object_add(o, "status", json_object_new_string(status_names[worst]));
+	json_object_object_add(o, "checks", list);
+	*ret = worst;
+	return o;
+}
+
+static void render_doctor(json_object *o)
+{
+	json_object *list = json_object_object_get(o, "checks");
+	size_t n = json_object_array_length(list), count[ARRAY_SIZE(status_names)] = { 0 };
+
+	for (size_t i = 0; i < n; i++) {
+		json_object *c = json_object_array_get_idx(list, i);
+		const char *st = json_get_str(c, "status");
+
+		for (size_t s = 0; s < ARRAY_SIZE(status_names); s++)
+			count[s] += strcmp(st, status_names[s]) == 0;
+		printf("%-4s  %-13s  %s\n", st, json_get_str(c, "name"), json_get_str(c, "message"));
+		if (json_get_str(c, "hint"))
+			printf("%21shint: %s\n", "", json_get_str(c, "hint"));
+	}
+	printf("\n%zu ok, %zu warning%s, %zu failed, %zu skipped\n", count[ST_OK], count[ST_WARN],
+	       count[ST_WARN] == 1 ? "" : "s", count[ST_FAIL], count[ST_SKIP]);
+}
+
+static const char doctor_help[] =
+	"Usage: devgatectl [-s SOCKET] doctor [--host-root DIR] [--pin-root DIR] [--json]\n"
+	"\n"
+	"Checks what devgate needs from this host and says what is wrong and what to do:\n"
+	"cgroup v2, bpffs, BPF device programs, the NVIDIA driver's majors, GPUs, device\n"
+	"nodes and their /dev/char links, devgated itself, and device programs on leased\n"
+	"cgroups that devgate has not wrapped. Run it as root.\n"
+	"Exit status: 0 when no check failed (warnings allowed), 1 when one did.\n"
+	"\n"
+	"      --host-root DIR    read /proc/devices, /proc/driver/nvidia and /dev under DIR\n"
+	"                         (as devgated --host-root)\n"
+	"      --pin-root DIR     devgated's pin directory (default " DEFAULT_PIN_ROOT ")\n";
+
+enum { OPT_HOST_ROOT = 256, OPT_PIN_ROOT };
+
+int cmd_doctor(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "host-root", required_argument, NULL, OPT_HOST_ROOT },
+		{ "pin-root", required_argument, NULL, OPT_PIN_ROOT },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct doctor d = { .host_root = "/", .pin_root = DEFAULT_PIN_ROOT, .socket = cli->socket };
+	auto_json json_object *report = NULL;
+	enum status worst;
+	int o;
+
+	while ((o = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+		switch (o) {
+		case OPT_HOST_ROOT:
+			d.host_root = optarg;
+			break;
+		case OPT_PIN_ROOT:
+			d.pin_root = optarg;
+			break;
+		case 'j':
+			cli->json = true;
+			break;
+		case 'h':
+			printf("%s%s", doctor_help, cmd_common_help);
+			return 0;
+		default:
+			return cli_usage(cli, "doctor", "unknown option");
+		}
+	}
+	if (optind < argc)
+		return cli_usage(cli, "doctor", "unexpected argument '%s'", argv[optind]);
+	report = run_checks(&d, &worst);
+	if (cli->json)
+		print_json(report);
+	else
+		render_doctor(report);
+	inventory_free(d.inv);
+	free(d.cg_mount);
+	return worst == ST_FAIL ? 1 : 0;
+}

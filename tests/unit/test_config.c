@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: Apache-2.0
+/* devgate.conf: parsing, validation, error positions, precedence. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "daemon.h"
+
+static int setup(void **state)
+{
+	struct dg_config *c = calloc(1, sizeof(*c));
+
+	if (!c || config_init(c) < 0)
+		return -1;
+	*state = c;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	config_free(*state);
+	free(*state);
+	return 0;
+}
+
+static void test_defaults(void **state)
+{
+	struct dg_config *c = *state;
+
+	assert_string_equal(c->socket_path, "/run/devgate/devgated.sock");
+	assert_string_equal(c->state_dir, "/var/lib/devgate");
+	assert_string_equal(c->pin_root, "/sys/fs/bpf/devgate");
+	assert_string_equal(c->host_root, "/");
+	assert_null(c->metrics_listen);
+	assert_int_equal(c->node_mode, 0666);
+	assert_int_equal(c->recheck_ms, 1000);
+	assert_false(c->hook_env);
+	assert_int_equal(c->log_level, LOG_INFO);
+}
+
+static void test_good_file(void **state)
+{
+	static const char text[] = "# devgate.conf\n"
+				   "\n"
+				   "socket = /run/dg/s.sock\n"
+				   "  state-dir=/var/lib/dg   \n"
+				   "\tpin-root =\t/sys/fs/bpf/dg # trailing comment\n"
+				   "host-root = /srv/fixture#not-a-comment\n"
+				   "node-mode = 0660\n"
+				   "node-owner = 0:44\n"
+				   "recheck-ms = 250\n"
+				   "metrics-listen = [::1]:9400\n"
+				   "hook-allow-env = yes\n"
+				   "log-level = debug"; /* no final newline */
+	struct dg_config *c = *state;
+	struct dg_error err = { 0 };
+
+	assert_int_equal(config_parse(c, "t.conf", text, &err), 0);
+	assert_string_equal(c->socket_path, "/run/dg/s.sock");
+	assert_string_equal(c->state_dir, "/var/lib/dg");
+	assert_string_equal(c->pin_root, "/sys/fs/bpf/dg");
+	assert_string_equal(c->host_root, "/srv/fixture#not-a-comment");
+	assert_int_equal(c->node_mode, 0660);
+	assert_int_equal(c->node_uid, 0);
+	assert_int_equal(c->node_gid, 44);
+	assert_int_equal(c->recheck_ms, 250);
+	assert_string_equal(c->metrics_listen, "[::1]:9400");
+	assert_true(c->hook_env);
+	assert_int_equal(c->log_level, LOG_DEBUG);
+}
+
+static void expect_error(struct dg_config *c, const char *text, const char *message)
+{
+	struct dg_error err = { 0 };
+
+	assert_true(config_parse(c, "t.conf", text, &err) < 0);
+	assert_int_equal(err.code, DG_E_CONFIG);
+	assert_int_equal(dg_code_info(err.code)->exit_code, 14);
+	assert_string_equal(err.message, message);
+}
+
+static void test_errors_name_file_and_line(void **state)
+{
+	struct dg_config *c = *state;
+
+	expect_error(c, "# ok\nfrobnicate = 1\n", "t.conf:2: unknown key 'frobnicate'");
+	expect_error(c, "socket /run/x\n", "t.conf:1: expected 'key = value'");
+	expect_error(c, "\n\nsocket = run/x\n", "t.conf:3: socket: 'run/x' is not an absolute path");
+	expect_error(c, "node-mode = 0999\n", "t.conf:1: node-mode: '0999' is not an octal mode "
+					       "up to 0777");
+	expect_error(c, "node-mode = 4755\n", "t.conf:1: node-mode: '4755' is not an octal mode "
+					       "up to 0777");
+	expect_error(c, "node-owner = root\n", "t.conf:1: node-owner: 'root' is not UID:GID");
+	expect_error(c, "recheck-ms = 99\n", "t.conf:1: recheck-ms: '99' is not a number of "
+					      "milliseconds from 100 to 3600000");
+	expect_error(c, "recheck-ms = 1s\n", "t.conf:1: recheck-ms: '1s' is not a number of "
+					      "milliseconds from 100 to 3600000");
+	expect_error(c, "hook-allow-env = maybe\n", "t.conf:1: hook-allow-env: 'maybe' is not a "
+						     "boolean (true or false)");
+	expect_error(c, "log-level = loud\n", "t.conf:1: log-level: 'loud' is not a log level "
+					       "(error, warning, notice, info, debug)");
+	expect_error(c, "metrics-listen = 9400\n", "t.conf:1: metrics-listen: '9400' is not "
+						    "ADDR:PORT (a numeric address, port 1 to 65535)");
+	expect_error(c, "metrics-listen = 0.0.0.0:70000\n", "t.conf:1: metrics-listen: "
+							     "'0.0.0.0:70000' is not ADDR:PORT "
+							     "(a numeric address, port 1 to 65535)");
+	expect_error(c, "metrics-listen = localhost:9400\n", "t.conf:1: metrics-listen: "
+							       "'localhost:9400' is not ADDR:PORT "
+							       "(a numeric address, port 1 to 65535)");
+	expect_error(c, "host-root =\n", "t.conf:1: host-root: a path is needed");
+	expect_error(c, "socket = /a\nsocket = /b\n", "t.conf:2: 'socket' is set twice");
+}
+
+static void test_empty_and_off(void **state)
+{
+	struct dg_config *c = *state;
+	struct dg_error err = { 0 };
+
+	assert_int_equal(config_parse(c, "t.conf", "", &err), 0);
+	assert_int_equal(config_parse(c, "t.conf", "\n  \n# only comments\n", &err), 0);
+	assert_int_equal(config_parse(c, "t.conf", "metrics-listen = 127.0.0.1:9400\n", &err), 0);
+	assert_string_equal(c->metrics_listen, "127.0.0.1:9400");
+	assert_int_equal(config_parse(c, "t.conf", "metrics-listen =\nhook-allow-env = off\n",
+				      &err),
+			 0);
+	assert_null(c->metrics_listen);
+	assert_false(c->hook_env);
+}
+
+/* The command line (config_set after the file) wins; the file beats defaults. */
+static void test_override_order(void **state)
+{
+	struct dg_config *c = *state;
+	struct dg_error err = { 0 };
+
+	assert_int_equal(config_parse(c, "t.conf", "socket = /file.sock\nrecheck-ms = 500\n", &err),
+			 0);
+	assert_int_equal(config_set(c, "socket", "/cli.sock", &err), 0);
+	assert_string_equal(c->socket_path, "/cli.sock");
+	assert_int_equal(c->recheck_ms, 500);
+	assert_string_equal(c->state_dir, "/var/lib/devgate");
+	assert_true(config_set(c, "recheck-ms", "0", &err) < 0);
+	assert_int_equal(err.code, DG_E_INVALID);
+	assert_int_equal(c->recheck_ms, 500);
+	assert_true(config_set(c, "no-such-key", "1", &err) < 0);
+	assert_false(config_key_known("no-such-key"));
+	assert_true(config_key_known("pin-root"));
+}
+
+static void test_load(void **state)
+{
+	struct dg_config *c = *state;
+	struct dg_error err = { 0 };
+	char path[] = "/tmp/devgate-config.XXXXXX";
+	int fd = mkstemp(path);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "node-mode = 0600\n", 17), 17);
+	close(fd);
+	assert_int_equal(config_load(c, path, true, &err), 0);
+	assert_int_equal(c->node_mode, 0600);
+	unlink(path);
+	assert_int_equal(config_load(c, path, false, &err), 0);
+	assert_true(config_load(c, path, true, &err) < 0);
+	assert_int_equal(err.code, DG_E_CONFIG);
+	assert_non_null(strstr(err.message, "No such file or directory"));
+}
+
+/* What --check-config prints is a valid file that reproduces the settings. */
+static void test_print_round_trip(void **state)
+{
+	struct dg_config *c = *state, again;
+	struct dg_error err = { 0 };
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	assert_int_equal(config_parse(c, "t.conf", "node-owner = 7:8\nhook-allow-env = true\n"
+						   "metrics-listen = 127.0.0.1:9400\n",
+				      &err),
+			 0);
+	f = open_memstream(&text, &len);
+	assert_non_null(f);
+	config_print(c, f);
+	fclose(f);
+	assert_int_equal(config_init(&again), 0);
+	assert_int_equal(config_parse(&again, "printed", text, &err), 0);
+	assert_int_equal(again.node_uid, 7);
+	assert_int_equal(again.node_gid, 8);
+	assert_true(again.hook_env);
+	assert_string_equal(again.metrics_listen, "127.0.0.1:9400");
+	assert_string_equal(again.socket_path, c->socket_path);
+	config_free(&again);
+	free(text);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_good_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_errors_name_file_and_line, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_empty_and_off, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_override_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_load, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_print_round_trip, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
