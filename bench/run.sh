@@ -36,8 +36,12 @@ cleanup() {
 	local c
 	for c in "${CONTAINERS[@]}"; do dg_rm "$c"; done
 	for c in "${PLAIN[@]}"; do echo 1 >"$c/cgroup.kill" 2>/dev/null; done
-	sleep 0.3
-	for c in "${PLAIN[@]}"; do rmdir "$c" 2>/dev/null; done
+	# A thousand killed containers take a moment to empty their cgroups.
+	for _ in $(seq 100); do
+		for c in "${PLAIN[@]}"; do [ -d "$c" ] && rmdir "$c" 2>/dev/null; done
+		ls -d "${PLAIN[@]}" >/dev/null 2>&1 || break
+		sleep 0.1
+	done
 	[ -n "$DAEMON" ] && kill "$DAEMON" 2>/dev/null && wait "$DAEMON" 2>/dev/null
 	sysctl -qw kernel.bpf_stats_enabled=0
 	rm -rf "$PINS" "$PINS-rt" "$work"

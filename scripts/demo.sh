@@ -24,6 +24,7 @@ daemon=
 . "$top/tests/lib/runc.sh"
 
 cleanup() {
+	set +e # clean up everything, whatever fails
 	dg_rm "$id"
 	[ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
 	rm -rf "$pins" "$work"
