@@ -390,20 +390,34 @@ static void dispatch(struct daemon *d, const struct epoll_event *ev)
 	}
 }
 
+/*
+ * Spares (the next node helper, the next gate copy) are made once the loop
+ * has been idle this long: made right after a reply, they would hold up the
+ * request a client sends next (a hook's poststop, a grant after a revoke).
+ */
+#define SPARE_IDLE_MS 10
+
+static int min_timeout(int a, int b)
+{
+	if (a < 0)
+		return b;
+	if (b < 0)
+		return a;
+	return a < b ? a : b;
+}
+
 static int run(struct daemon *d)
 {
 	struct epoll_event evs[32];
+	bool spares_made = false;
 
 	notify_ready();
 	log_info("devgated %s serving on %s", DEVGATE_VERSION, d->cfg.socket_path);
 	while (!d->quit) {
 		/* The HTTP endpoint may need a call before any fd is ready. */
-		int timeout = metrics_http_timeout(d->metrics);
-		int n;
-
-		nodes_prepare();
-		bpfgate_prepare(d->bg);
-		n = epoll_wait(d->epfd, evs, (int)ARRAY_SIZE(evs), timeout);
+		int http = metrics_http_timeout(d->metrics);
+		int n = epoll_wait(d->epfd, evs, (int)ARRAY_SIZE(evs),
+				   min_timeout(http, spares_made ? -1 : SPARE_IDLE_MS));
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -413,8 +427,15 @@ static int run(struct daemon *d)
 		for (int i = 0; i < n && !d->quit; i++)
 			dispatch(d, &evs[i]);
 		/* MHD asks to be run after every wait it gave a timeout for. */
-		if (timeout >= 0 && !d->quit)
+		if (http >= 0 && !d->quit)
 			metrics_http_run(d->metrics);
+		if (n > 0) {
+			spares_made = false;
+		} else if (!spares_made) {
+			nodes_prepare();
+			bpfgate_prepare(d->bg);
+			spares_made = true;
+		}
 	}
 	return 0;
 }
