@@ -47,6 +47,8 @@ LDFLAGS += -fsanitize=address,undefined
 else
 CFLAGS += -D_FORTIFY_SOURCE=2
 endif
+# Each binary depends only on the libraries it calls (devgate-hook: no libbpf).
+LDFLAGS += -Wl,--as-needed
 ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -DDEVGATE_VERSION='"$(VERSION)"' \
 	-fstack-protector-strong -MMD -MP $(CFLAGS) $(PKG_CFLAGS)
 CPPFLAGS += -Icommon -Ibpf -I$(O)
@@ -55,7 +57,7 @@ BPF_CFLAGS := -O2 -g -Wall -Werror -target bpf -I/usr/include/$(MULTIARCH) -Ibpf
 
 COMMON_SRC := $(wildcard common/*.c)
 DAEMON_SRC := $(wildcard daemon/*.c)
-CLI_SRC := $(wildcard cli/*.c)
+CLI_SRC := $(filter-out cli/hook_main.c,$(wildcard cli/*.c))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(O)/%.o)
@@ -63,10 +65,12 @@ DAEMON_OBJ := $(DAEMON_SRC:%.c=$(O)/%.o)
 DAEMON_LIB_OBJ := $(filter-out $(O)/daemon/main.o,$(DAEMON_OBJ))
 CLI_OBJ := $(CLI_SRC:%.c=$(O)/%.o)
 CLI_LIB_OBJ := $(filter-out $(O)/cli/main.o,$(CLI_OBJ))
+# devgate-hook: the hook alone, without libbpf and friends (see cli/hook_main.c).
+HOOK_OBJ := $(addprefix $(O)/cli/,hook_main.o cmd_hook.o oci.o client.o output.o)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 
 SKEL := $(O)/devgate.skel.h
-BINS := $(O)/devgated $(O)/devgatectl $(O)/probe $(O)/runtime_like.bpf.o
+BINS := $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/probe $(O)/runtime_like.bpf.o
 
 BENCH_BIN := $(O)/bench/dgload $(O)/bench/floor $(O)/bench/opencost
 
@@ -100,6 +104,10 @@ $(O)/devgated: $(DAEMON_OBJ) $(COMMON_OBJ)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(O)/devgatectl: $(CLI_OBJ) $(COMMON_OBJ)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(O)/devgate-hook: $(HOOK_OBJ) $(COMMON_OBJ)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
@@ -146,7 +154,7 @@ test: unit integration
 check-asan:
 	$(Q)$(MAKE) --no-print-directory O=build-asan SAN=1 test
 
-LINT_SRC := $(COMMON_SRC) $(DAEMON_SRC) $(CLI_SRC)
+LINT_SRC := $(COMMON_SRC) $(DAEMON_SRC) $(CLI_SRC) cli/hook_main.c
 lint: $(SKEL)
 	$(call msg,CPPCHECK,$(LINT_SRC))
 	$(Q)cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
@@ -184,10 +192,11 @@ $(O)/man/%: man/%.scd
 	$(Q)$(SCDOC) < $< > $@
 
 # The shipped config is installed only where none is: never over an admin's.
-install: $(O)/devgated $(O)/devgatectl $(MAN)
+install: $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(MAN)
 	$(call msg,INSTALL,$(DESTDIR)$(PREFIX))
 	$(Q)install -D -m 0755 $(O)/devgated $(DESTDIR)$(sbindir)/devgated
 	$(Q)install -D -m 0755 $(O)/devgatectl $(DESTDIR)$(bindir)/devgatectl
+	$(Q)install -D -m 0755 $(O)/devgate-hook $(DESTDIR)$(bindir)/devgate-hook
 	$(Q)for m in $(MAN); do \
 		d=$(DESTDIR)$(mandir)/man$${m##*.}; \
 		install -d $$d && gzip -9n -c $$m > $$d/$${m##*/}.gz; \
@@ -208,11 +217,12 @@ uninstall:
 	$(call msg,UNINSTALL,$(DESTDIR)$(PREFIX))
 	$(Q)for m in $(MAN); do rm -f $(DESTDIR)$(mandir)/man$${m##*.}/$${m##*/}.gz; done
 	$(Q)rm -f $(DESTDIR)$(sbindir)/devgated $(DESTDIR)$(bindir)/devgatectl \
+		$(DESTDIR)$(bindir)/devgate-hook \
 		$(DESTDIR)$(datadir)/bash-completion/completions/devgatectl \
 		$(DESTDIR)$(unitdir)/devgated.service \
 		$(DESTDIR)$(datadir)/containers/oci/hooks.d/devgate.json
 
-deb: $(O)/devgated $(O)/devgatectl $(MAN)
+deb: $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(MAN)
 	$(call msg,DEB,$(O))
 	$(Q)sh packaging/mkdeb.sh $(O) $(VERSION)
 

@@ -26,7 +26,7 @@
 
 #define CDI_VERSION "0.5.0"
 #define DEFAULT_KIND "devgate.io/gpu"
-#define DEFAULT_HOOK "/usr/bin/devgatectl"
+#define DEFAULT_HOOK "/usr/bin/devgate-hook"
 #define HOOK_ENV "PATH=/usr/sbin:/usr/bin:/sbin:/bin"
 
 static const char cdi_help[] =
@@ -40,8 +40,8 @@ static const char cdi_help[] =
 	"                         runtimes read /etc/cdi/*.json and /var/run/cdi/*.json\n"
 	"  -k, --kind V/C         device kind (default devgate.io/gpu)\n"
 	"      --host-root DIR    read GPUs under DIR instead of /\n"
-	"      --hook PATH        devgatectl as the runtime runs it (default\n"
-	"                         /usr/bin/devgatectl)\n"
+	"      --hook PATH        devgate-hook as the runtime runs it (default\n"
+	"                         /usr/bin/devgate-hook)\n"
 	"The hook talks to the socket given with the global -s/--socket.\n";
 
 struct cdi_opts {
@@ -83,10 +83,9 @@ static json_object *hook_obj(const struct cdi_opts *o, const char *stage, const 
 	json_object *h = json_object_new_object();
 	const char *env[] = { HOOK_ENV };
 	const char *args[] = {
-		"devgatectl",
+		"devgate-hook",
 		o->socket ? "--socket" : NULL,
 		o->socket,
-		"hook",
 		stage,
 		gpu ? "--gpu" : NULL,
 		gpu,

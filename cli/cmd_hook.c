@@ -30,7 +30,6 @@
 #include "util.h"
 
 static const char hook_help[] =
-	"Usage: devgatectl hook [STAGE] [--gpu SEL]\n"
 	"\n"
 	"The OCI hook, run by a container runtime with the container's state JSON on\n"
 	"stdin. STAGE is createRuntime, prestart or poststop; without it the state's\n"
@@ -246,6 +245,11 @@ static int hook_fail(struct cli *cli, const struct oci_state *s, const char *sta
 	return cli_fail(cli, err);
 }
 
+void cmd_hook_help(FILE *f, const char *synopsis)
+{
+	fprintf(f, "Usage: %s\n%s  -h, --help             show this help\n", synopsis, hook_help);
+}
+
 int cmd_hook(struct cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -263,7 +267,7 @@ int cmd_hook(struct cli *cli, int argc, char **argv)
 		if (o == 'g') {
 			cdi_gpus = optarg;
 		} else if (o == 'h') {
-			printf("%s  -h, --help             show this help\n", hook_help);
+			cmd_hook_help(stdout, "devgatectl hook [STAGE] [--gpu SEL]");
 			return 0;
 		} else {
 			return cli_usage(cli, "hook", "unknown option");

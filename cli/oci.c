@@ -34,8 +34,8 @@ void oci_state_done(struct oci_state *s)
 static int bad_state(struct dg_error *err, const char *why)
 {
 	dg_error_set(err, DG_E_HOOK, EINVAL, "invalid OCI state on stdin: %s", why);
-	dg_error_hint(err, "devgatectl hook is run by a container runtime, which passes the "
-			   "container's state as JSON on stdin");
+	dg_error_hint(err, "devgate-hook (devgatectl hook) is run by a container runtime, which "
+			   "passes the container's state as JSON on stdin");
 	return -EINVAL;
 }
 

@@ -21,7 +21,7 @@ int cli_fail(const struct cli *cli, const struct dg_error *err)
 		json_object_object_add(o, "error", dg_error_to_json(err));
 		print_json(o);
 	} else {
-		fprintf(stderr, "devgatectl: %s\n", err->message);
+		fprintf(stderr, "%s: %s\n", cli->prog ? cli->prog : "devgatectl", err->message);
 		if (err->hint[0])
 			fprintf(stderr, "hint: %s\n", err->hint);
 	}

@@ -16,6 +16,7 @@
 struct cli {
 	const char *socket;
 	bool json;
+	const char *prog; /* for messages; NULL: "devgatectl" */
 };
 
 /* Prints err the way the user asked for; returns its exit code. */

@@ -26,7 +26,8 @@ install -m 0755 packaging/debian/postinst packaging/debian/prerm packaging/debia
 # dpkg-shlibdeps wants a debian/control to read; a minimal one will do.
 printf 'Source: devgate\n\nPackage: devgate\nArchitecture: any\n' >"$work/debian/control"
 depends=$(cd "$work" && dpkg-shlibdeps -O debian/devgate/usr/sbin/devgated \
-	debian/devgate/usr/bin/devgatectl | sed -n 's/^shlibs:Depends=//p')
+	debian/devgate/usr/bin/devgatectl debian/devgate/usr/bin/devgate-hook |
+	sed -n 's/^shlibs:Depends=//p')
 size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
 
 cat >"$root/DEBIAN/control" <<EOF
@@ -44,7 +45,8 @@ Description: grant GPUs to running containers and take them back
  them through a cgroup v2 BPF device program placed in front of the
  runtime's own, so a container gains or loses GPUs without a restart.
  devgatectl is its command line; 'devgatectl doctor' checks a host for what
- devgate needs.
+ devgate needs. devgate-hook is the OCI hook container runtimes run, also
+ through the generated CDI spec and the shipped hooks.d file.
 EOF
 dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null
 rm -rf "$work"

@@ -53,6 +53,9 @@ dpkg -L devgate >"$work/files"
 [ "$(/usr/sbin/devgated --version)" = "devgated $(dpkg-query -W -f='${Version}' devgate)" ] ||
 	die "devgated --version"
 /usr/bin/devgatectl --version >/dev/null || die "devgatectl --version"
+/usr/bin/devgate-hook --version >/dev/null || die "devgate-hook --version"
+jq -e '.hook.path == "/usr/bin/devgate-hook"' \
+	/usr/share/containers/oci/hooks.d/devgate.json >/dev/null || die "hooks.d names devgate-hook"
 /usr/sbin/devgated --check-config >"$work/effective" || die "the shipped config is invalid"
 /usr/sbin/devgated --config /dev/null --check-config | cmp -s - "$work/effective" ||
 	die "the shipped config does not state the defaults"
@@ -61,7 +64,7 @@ if command -v systemd-analyze >/dev/null; then
 		die "systemd-analyze verify: $out"
 	[ -z "$out" ] || die "systemd-analyze verify: $out"
 fi
-for m in man8/devgated.8 man8/devgatectl.8 man5/devgate.conf.5; do
+for m in man8/devgated.8 man8/devgatectl.8 man8/devgate-hook.8 man5/devgate.conf.5; do
 	zcat "/usr/share/man/$m.gz" | grep -q '^\.TH' || die "man page $m"
 done
 bash -c '. /usr/share/bash-completion/completions/devgatectl && complete -p devgatectl' \

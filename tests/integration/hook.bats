@@ -32,10 +32,10 @@ teardown() {
 hooked_bundle() {
 	CID="$DG_ID-$1"
 	dg_bundle "$DG_TMP/$1" "$DEVGATE_BUILD/probe"
-	jq --arg ctl "$DEVGATE_BUILD/devgatectl" --arg s "$DG_SOCK" '
+	jq --arg hook "$DEVGATE_BUILD/devgate-hook" --arg s "$DG_SOCK" '
 		.hooks = {
-			createRuntime: [{path: $ctl, args: ["devgatectl", "-s", $s, "hook", "createRuntime"]}],
-			poststop: [{path: $ctl, args: ["devgatectl", "-s", $s, "hook", "poststop"]}]
+			createRuntime: [{path: $hook, args: ["devgate-hook", "-s", $s, "createRuntime"]}],
+			poststop: [{path: $hook, args: ["devgate-hook", "-s", $s, "poststop"]}]
 		} | '"$2" "$DG_TMP/$1/config.json" >"$DG_TMP/$1/config.new"
 	mv "$DG_TMP/$1/config.new" "$DG_TMP/$1/config.json"
 	DG_CONTAINERS+=("$CID")
@@ -131,28 +131,32 @@ run_bundle() {
 	[ "$(grant_entries)" = 0 ]
 }
 
+# hk ARGS...: devgate-hook, as runtimes run it.
+hk() { "$DEVGATE_BUILD/devgate-hook" -s "$DG_SOCK" "$@"; }
+
 state_json() { # ID STATUS BUNDLE PID
 	printf '{"ociVersion":"1.0.2","id":"%s","status":"%s","bundle":"%s","pid":%s}' "$@"
 }
 
 @test "hook with garbage, empty or huge stdin: a clear error, nothing granted" {
-	run -15 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" hook createRuntime <<<"garbage"
-	[ "$output" = "devgatectl: invalid OCI state on stdin: not a JSON object
-hint: devgatectl hook is run by a container runtime, which passes the container's state as JSON on stdin" ]
-	run -15 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" hook createRuntime </dev/null
-	[[ "$output" == "devgatectl: invalid OCI state on stdin: it is empty"* ]]
-	run -15 sh -c "head -c 3000000 /dev/zero | tr '\\0' ' ' |
-		'$DEVGATE_BUILD/devgatectl' -s '$DG_SOCK' hook createRuntime"
-	[[ "$output" == "devgatectl: invalid OCI state on stdin: larger than 1048576 bytes"* ]]
-	run -15 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" hook createRuntime \
-		<<<'{"id":"x","status":"creating","bundle":"relative","pid":1}'
-	[[ "$output" == *"'bundle' must be an absolute path"* ]]
-	run -15 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" hook createRuntime \
-		<<<"$(state_json x creating "$DG_TMP/nope" 1)"
-	[[ "$output" == *"cannot open bundle $DG_TMP/nope"* ]]
-	run -15 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" hook createContainer \
-		<<<"$(state_json x creating /tmp 1)"
-	[[ "$output" == *"hook stage 'createContainer' is not supported"* ]]
+	# devgate-hook and 'devgatectl hook' are one code: check both.
+	for form in "$DEVGATE_BUILD/devgate-hook -s $DG_SOCK" "$DEVGATE_BUILD/devgatectl -s $DG_SOCK hook"; do
+		prog=${form%% *}
+		prog=${prog##*/}
+		run -15 $form createRuntime <<<"garbage"
+		[ "$output" = "$prog: invalid OCI state on stdin: not a JSON object
+hint: devgate-hook (devgatectl hook) is run by a container runtime, which passes the container's state as JSON on stdin" ]
+		run -15 $form createRuntime </dev/null
+		[[ "$output" == "$prog: invalid OCI state on stdin: it is empty"* ]]
+		run -15 sh -c "head -c 3000000 /dev/zero | tr '\\0' ' ' | $form createRuntime"
+		[[ "$output" == "$prog: invalid OCI state on stdin: larger than 1048576 bytes"* ]]
+		run -15 $form createRuntime <<<'{"id":"x","status":"creating","bundle":"relative","pid":1}'
+		[[ "$output" == *"'bundle' must be an absolute path"* ]]
+		run -15 $form createRuntime <<<"$(state_json x creating "$DG_TMP/nope" 1)"
+		[[ "$output" == *"cannot open bundle $DG_TMP/nope"* ]]
+		run -15 $form createContainer <<<"$(state_json x creating /tmp 1)"
+		[[ "$output" == *"hook stage 'createContainer' is not supported"* ]]
+	done
 	no_leases
 	[ "$(grant_entries)" = 0 ]
 }
@@ -162,44 +166,42 @@ hint: devgatectl hook is run by a container runtime, which passes the container'
 	jq '.root.path = "../../etc" | .annotations = {"devgate.io/gpus": "0"}' \
 		"$DG_TMP/b/config.json" >"$DG_TMP/b/c.json"
 	mv "$DG_TMP/b/c.json" "$DG_TMP/b/config.json"
-	run -15 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" hook createRuntime \
-		<<<"$(state_json x creating "$DG_TMP/b" $$)"
+	run -15 hk createRuntime <<<"$(state_json x creating "$DG_TMP/b" $$)"
 	[[ "$output" == *"root.path must not contain '..'"* ]]
 	mv "$DG_TMP/b/config.json" "$DG_TMP/b/real.json"
 	ln -s real.json "$DG_TMP/b/config.json"
-	run -15 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" hook createRuntime \
-		<<<"$(state_json x creating "$DG_TMP/b" $$)"
+	run -15 hk createRuntime <<<"$(state_json x creating "$DG_TMP/b" $$)"
 	[[ "$output" == *"cannot open $DG_TMP/b/config.json: Too many levels of symbolic links"* ]]
 	no_leases
 }
 
 @test "the hook ignores DEVGATE_SOCKET from its environment" {
-	run -3 env DEVGATE_SOCKET="$DG_SOCK" "$DEVGATE_BUILD/devgatectl" hook poststop \
-		<<<"$(state_json x stopped /tmp 0)"
-	[[ "$output" == *"cannot reach devgated at /run/devgate/devgated.sock"* ]]
+	for form in "$DEVGATE_BUILD/devgate-hook" "$DEVGATE_BUILD/devgatectl hook"; do
+		run -3 env DEVGATE_SOCKET="$DG_SOCK" $form poststop <<<"$(state_json x stopped /tmp 0)"
+		[[ "$output" == *"cannot reach devgated at /run/devgate/devgated.sock"* ]]
+	done
 }
 
 @test "poststop releases the lease of its container by id" {
 	container c
 	run -0 dg grant --pid "$CPID" --gpu 0 --container oci-id-1
-	run -0 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" hook poststop \
-		<<<"$(state_json oci-id-1 stopped /tmp 0)"
+	run -0 hk poststop <<<"$(state_json oci-id-1 stopped /tmp 0)"
 	no_leases
 	run -1 probe "$CID" /dev/nvidia0
 	[ "$output" = "/dev/nvidia0 ENOENT" ]
 }
 
 @test "poststop for a container that holds nothing is harmless" {
-	run -0 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" hook poststop \
-		<<<"$(state_json never-granted stopped /tmp 0)"
+	run -0 hk poststop <<<"$(state_json never-granted stopped /tmp 0)"
+	run -0 hk <<<"$(state_json x stopped /tmp 0)"
 	run -0 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" hook <<<"$(state_json x stopped /tmp 0)"
 }
 
 @test "podman with the shipped hooks.d file and devgate's annotation" {
 	requires podman
 	mkdir "$DG_TMP/hooks.d"
-	jq --arg ctl "$DEVGATE_BUILD/devgatectl" --arg s "$DG_SOCK" \
-		'.hook.path = $ctl | .hook.args = ["devgatectl", "-s", $s, "hook"]' \
+	jq --arg hook "$DEVGATE_BUILD/devgate-hook" --arg s "$DG_SOCK" \
+		'.hook.path = $hook | .hook.args = ["devgate-hook", "-s", $s]' \
 		"$DG_ROOT/packaging/hooks.d/devgate.json" >"$DG_TMP/hooks.d/devgate.json"
 	# shellcheck disable=SC2086
 	run -1 dg_podman --hooks-dir "$DG_TMP/hooks.d" run $DG_PODMAN_RUN \
@@ -221,7 +223,7 @@ cdi_spec() {
 	DG_CDI="/var/run/cdi/devgate-$DG_ID.json"
 	mkdir -p /var/run/cdi
 	dg cdi generate --host-root "$DG_HOST" --kind "$DG_KIND" \
-		--hook "$DEVGATE_BUILD/devgatectl" --output "$DG_CDI"
+		--hook "$DEVGATE_BUILD/devgate-hook" --output "$DG_CDI"
 }
 
 @test "podman with the generated CDI spec: --device KIND=0, =UUID and =all" {
@@ -276,8 +278,8 @@ cdi_spec() {
 	echo "$spec" | jq -e '.devices[0].containerEdits.deviceNodes ==
 		[{"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0, "permissions": "m"}]'
 	echo "$spec" | jq -e --arg u "$uuid0" '.devices[0].containerEdits.hooks ==
-		[{"hookName": "createRuntime", "path": "/usr/bin/devgatectl",
-		  "args": ["devgatectl", "hook", "createRuntime", "--gpu", $u],
+		[{"hookName": "createRuntime", "path": "/usr/bin/devgate-hook",
+		  "args": ["devgate-hook", "createRuntime", "--gpu", $u],
 		  "env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]}]'
 	echo "$spec" | jq -e '.devices[-1].containerEdits.hooks[0].args[-1] == "all"'
 	echo "$spec" | jq -e '[.devices[-1].containerEdits.deviceNodes[].path] ==

@@ -40,6 +40,12 @@ in_man() {
 	done
 }
 
+@test "every devgate-hook option is in devgate-hook(8)" {
+	run -0 "$DEVGATE_BUILD/devgate-hook" --help
+	# shellcheck disable=SC2046
+	in_man devgate-hook.8 $(echo "$output" | long_opts) --socket --version
+}
+
 @test "every devgatectl command, option and exit code is in devgatectl(8)" {
 	run -0 "$DEVGATE_BUILD/devgatectl" --help
 	help=$output
