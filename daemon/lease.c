@@ -28,6 +28,7 @@ void lease_free(struct lease *l)
 	if (!l)
 		return;
 	safe_close(l->cgfd);
+	free(l->gpus);
 	free(l->cgroup);
 	free(l->container);
 	free(l);
@@ -50,8 +51,15 @@ struct lease *lease_copy(const struct lease *l)
 		return NULL;
 	c->pid = l->pid;
 	c->since = l->since;
-	c->n_gpus = l->n_gpus;
-	memcpy(c->gpus, l->gpus, sizeof(l->gpus));
+	if (l->n_gpus) {
+		c->gpus = malloc(l->n_gpus * sizeof(*c->gpus));
+		if (!c->gpus) {
+			lease_free(c);
+			return NULL;
+		}
+		memcpy(c->gpus, l->gpus, l->n_gpus * sizeof(*c->gpus));
+		c->n_gpus = l->n_gpus;
+	}
 	if (dup_str(l->cgroup, &c->cgroup) < 0 || dup_str(l->container, &c->container) < 0) {
 		lease_free(c);
 		return NULL;
@@ -129,15 +137,29 @@ const struct lease_gpu *lease_find_gpu(const struct lease *l, const char *uuid)
 	return NULL;
 }
 
+/* Room for one more GPU at the end of l->gpus. */
+static struct lease_gpu *gpu_slot(struct lease *l)
+{
+	struct lease_gpu *v;
+
+	if (l->n_gpus == DG_MAX_GPUS)
+		return NULL;
+	v = realloc(l->gpus, (l->n_gpus + 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	l->gpus = v;
+	return &l->gpus[l->n_gpus++];
+}
+
 int lease_add_gpu(struct lease *l, const struct dg_gpu *gpu, bool shared)
 {
 	struct lease_gpu *g;
 
 	if (lease_find_gpu(l, gpu->uuid))
 		return 0;
-	if (l->n_gpus == DG_MAX_GPUS)
-		return -E2BIG;
-	g = &l->gpus[l->n_gpus++];
+	g = gpu_slot(l);
+	if (!g)
+		return l->n_gpus == DG_MAX_GPUS ? -E2BIG : -ENOMEM;
 	snprintf(g->uuid, sizeof(g->uuid), "%s", gpu->uuid);
 	g->minor = gpu->minor;
 	g->shared = shared;
@@ -262,9 +284,13 @@ static int gpus_from_json(json_object *arr, struct lease *l, char *why, size_t l
 	}
 	for (size_t i = 0; i < n; i++) {
 		json_object *g = json_object_array_get_idx(arr, i), *v;
-		struct lease_gpu *lg = &l->gpus[l->n_gpus++];
+		struct lease_gpu *lg = gpu_slot(l);
 		int64_t minor;
 
+		if (!lg) {
+			snprintf(why, len, "out of memory");
+			return -ENOMEM;
+		}
 		if (!json_object_is_type(g, json_type_object) ||
 		    want(g, "uuid", json_type_string, false, &v, why, len) < 0)
 			return -EINVAL;

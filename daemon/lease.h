@@ -27,7 +27,7 @@ struct lease {
 	char *container; /* caller's label (OCI id, name); may be NULL */
 	pid_t pid;
 	int64_t since;
-	struct lease_gpu gpus[DG_MAX_GPUS];
+	struct lease_gpu *gpus; /* n_gpus of them; a lease holds few, a host has many leases */
 	size_t n_gpus;
 	/* runtime only, never persisted */
 	int cgfd;
