@@ -3,12 +3,14 @@
  * dgload: drives devgated over its socket and times each request, as a
  * runtime integration would call it (no process start per request).
  *
- *   dgload -s SOCK -g SEL [-n N] [--shared] [-j JOBS] PID...
+ *   dgload -s SOCK -g SEL [-n N] [-p MS] [--shared] [-j JOBS] PID...
  *   dgload -s SOCK -g SEL --hold [--shared] PID...
  *
  * Each job takes one PID and runs N cycles of grant(SEL) then revoke(SEL),
  * checking both succeed. With --hold, every PID is granted once and keeps
- * its lease (to build up load). Prints one line per request to stdout:
+ * its lease (to build up load). -p pauses MS milliseconds after each
+ * request, as container starts are spaced in life (devgated prepares its
+ * spares when idle). Prints one line per request to stdout:
  *   grant <ns>     or     revoke <ns>
  * and on stderr the wall time and request rate of all jobs together.
  */
@@ -30,6 +32,7 @@ struct opts {
 	const char *gpus;
 	unsigned int cycles;
 	unsigned int jobs;
+	unsigned int pause_ms;
 	bool shared;
 	bool hold;
 };
@@ -74,8 +77,12 @@ static int job(const struct opts *o, pid_t pid)
 		uint64_t g = 0, v = 0;
 
 		r = timed(o, DG_OP_GRANT, pid, &g);
+		if (o->pause_ms)
+			usleep(o->pause_ms * 1000);
 		if (r == 0)
 			r = timed(o, DG_OP_REVOKE, pid, &v);
+		if (o->pause_ms)
+			usleep(o->pause_ms * 1000);
 		if (r == 0)
 			fprintf(out, "grant %llu\nrevoke %llu\n", (unsigned long long)g,
 				(unsigned long long)v);
@@ -110,7 +117,7 @@ int main(int argc, char **argv)
 	uint64_t t0;
 	int c, failed = 0, npids;
 
-	while ((c = getopt_long(argc, argv, "s:g:n:j:", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:g:n:j:p:", lopts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			o.socket = optarg;
@@ -123,6 +130,9 @@ int main(int argc, char **argv)
 			break;
 		case 'j':
 			o.jobs = (unsigned int)atoi(optarg);
+			break;
+		case 'p':
+			o.pause_ms = (unsigned int)atoi(optarg);
 			break;
 		case 'S':
 			o.shared = true;

@@ -15,7 +15,7 @@ B=$top/build
 OUT=$top/bench/out
 N=${BENCH_N:-200}
 SCALE=${BENCH_SCALE:-"1 10 100 1000"}
-HOOK_RUNS=${BENCH_HOOK_RUNS:-30}
+HOOK_RUNS=${BENCH_HOOK_RUNS:-45}
 
 [ "$(id -u)" = 0 ] || { echo "bench: run as root" >&2; exit 1; }
 rm -rf "$OUT"
@@ -129,6 +129,9 @@ mkdir -p "$work/floordir"
 "$B/bench/floor" -n "$N" -d "$work/floordir" "$PID" >"$OUT/floor-durable.txt"
 "$B/bench/dgload" -s "$SOCK" -g 0 -n "$N" "$PID" >"$OUT/first-grant.txt" 2>/dev/null
 first_bd=$(breakdown "$N")
+# Spaced like container starts: devgated has its spare gate ready.
+"$B/bench/dgload" -s "$SOCK" -g 0 -n "$((N / 4))" -p 20 "$PID" >"$OUT/first-paced.txt" 2>/dev/null
+paced_bd=$(breakdown "$((N / 4))")
 dg grant --pid "$PID" --gpu 1 >/dev/null
 "$B/bench/dgload" -s "$SOCK" -g 0 -n "$N" "$PID" >"$OUT/grant.txt" 2>/dev/null
 incr_bd=$(breakdown "$N")
@@ -150,6 +153,7 @@ flr=$(stats revoke "$OUT/floor.txt")
 fd=$(stats grant "$OUT/floor-durable.txt")
 fdr=$(stats revoke "$OUT/floor-durable.txt")
 g1=$(stats grant "$OUT/first-grant.txt")
+gp=$(stats grant "$OUT/first-paced.txt")
 r1=$(stats revoke "$OUT/first-grant.txt")
 gi=$(stats grant "$OUT/grant.txt")
 ri=$(stats revoke "$OUT/grant.txt")
@@ -160,38 +164,47 @@ rc=$(stats revoke "$OUT/cli.txt")
 log "gate cost per open(): runc's program alone vs the gate in front of it"
 OPID=$(runc_container open)
 ocid="bench-$$-open"
-opencost() { dg_runc exec "$ocid" opencost -n 100000 -r 5 /dev/null | sort -n | sed -n 3p; }
-ROUNDS=7
+# In the container's cgroup and mount namespace, pinned to one CPU: less
+# scheduling noise than runc exec.
+opencost() {
+	sh -c 'echo $$ >"$1/cgroup.procs" && exec taskset -c 1 nsenter -t "$2" -m -r \
+		/bin/opencost -n 100000 -r 5 /dev/null' _ "$CGROOT/$ocid" "$OPID" | sort -n | sed -n 3p
+}
+ROUNDS=9
 for round in $(seq $ROUNDS); do
-	echo "alone $(opencost)"
+	a=$(opencost)
 	dg grant --pid "$OPID" --gpu 0 >/dev/null
-	echo "gated $(opencost)"
+	g=$(opencost)
 	dg revoke --pid "$OPID" >/dev/null
+	echo "alone $a"
+	echo "gated $g"
+	echo "ratio $(awk -v a="$a" -v g="$g" 'BEGIN { printf "%.4f", g / a }')"
 done >"$OUT/opencost.txt"
 # Per-program run time from the kernel's own BPF statistics. Collecting them
 # costs two clock reads per run; a near-empty program shows that floor.
 sysctl -qw kernel.bpf_stats_enabled=1
 rt_id=$(bpftool -j cgroup show "$CGROOT/$ocid" | jq '.[0].id')
 bpftool cgroup attach "$CGROOT/$ocid" device pinned "$PINS-rt" multi
-dg_runc exec "$ocid" opencost -n 200000 -r 1 /dev/null >/dev/null
+opencost >/dev/null
 floor_id=$(bpftool -j cgroup show "$CGROOT/$ocid" | jq '.[1].id')
 bpftool cgroup detach "$CGROOT/$ocid" device pinned "$PINS-rt"
 dg grant --pid "$OPID" --gpu 0 >/dev/null
 gate_id=$(bpftool -j cgroup show "$CGROOT/$ocid" | jq '.[0].id')
 tally_id=$(bpftool -j cgroup show "$CGROOT/$ocid" | jq '.[1].id')
-dg_runc exec "$ocid" opencost -n 200000 -r 1 /dev/null >/dev/null
+opencost >/dev/null
 prog_ns() { bpftool -j prog show id "$1" | jq 'if .run_cnt > 0 then .run_time_ns / .run_cnt else 0 end'; }
 gate_ns=$(prog_ns "$gate_id")
 tally_ns=$(prog_ns "$tally_id")
 dg revoke --pid "$OPID" >/dev/null
-dg_runc exec "$ocid" opencost -n 200000 -r 1 /dev/null >/dev/null
+opencost >/dev/null
 rt_ns=$(prog_ns "$rt_id")
 stats_floor=$(prog_ns "$floor_id")
 sysctl -qw kernel.bpf_stats_enabled=0
 mid=$(((ROUNDS + 1) / 2))
 alone=$(awk '$1 == "alone" { print $2 }' "$OUT/opencost.txt" | sort -n | sed -n ${mid}p)
 gated=$(awk '$1 == "gated" { print $2 }' "$OUT/opencost.txt" | sort -n | sed -n ${mid}p)
-open_extra=$(awk -v a="$alone" -v g="$gated" 'BEGIN { printf "%.1f", (g - a) / a * 100 }')
+open_extra=$(awk '$1 == "ratio" { print $2 }' "$OUT/opencost.txt" | sort -n |
+	sed -n ${mid}p | awk '{ printf "%.1f", ($1 - 1) * 100 }')
 # The gate's run includes runc's program (tail call); the tally is one more
 # program, whose share of the clock reads is the floor's.
 prog_extra=$(awk -v r="$rt_ns" -v g="$gate_ns" -v t="$tally_ns" -v f="$stats_floor" -v a="$alone" \
@@ -218,14 +231,23 @@ for i in $(seq "$HOOK_RUNS"); do
 	for kind in plain noop hooked; do
 		t0=$(date +%s%N)
 		dg_runc run -b "$work/$kind" "bench-$$-run" </dev/null >/dev/null
-		echo "$kind $(($(date +%s%N) - t0))"
+		t=$(($(date +%s%N) - t0))
+		echo "$kind $t"
+		eval "t_$kind=$t"
 	done
+	# Each round's own ratios: slow drift of the machine cancels.
+	echo "noopratio $((t_noop * 10000 / t_plain))"
+	echo "hookratio $((t_hooked * 10000 / t_plain))"
 done >"$OUT/hook.txt"
 hp=$(stats plain "$OUT/hook.txt")
 hn=$(stats noop "$OUT/hook.txt")
 hh=$(stats hooked "$OUT/hook.txt")
-noop_extra=$(awk -v a="$(field "$hp" 1)" -v b="$(field "$hn" 1)" 'BEGIN { printf "%.1f", (b - a) / a * 100 }')
-hook_extra=$(awk -v a="$(field "$hp" 1)" -v b="$(field "$hh" 1)" 'BEGIN { printf "%.1f", (b - a) / a * 100 }')
+median_ratio() { # KIND: median of a round's ratio, as percent extra
+	grep "^$1 " "$OUT/hook.txt" | sort -n -k2 | awk '{ v[NR] = $2 }
+		END { printf "%.1f", (v[int((NR + 1) / 2)] / 10000 - 1) * 100 }'
+}
+noop_extra=$(median_ratio noopratio)
+hook_extra=$(median_ratio hookratio)
 
 # ---- 5: scale ----
 log "scale: grant latency and daemon RSS with $SCALE leased containers"
@@ -319,7 +341,8 @@ the lease and make it survive a crash (write, fsync, rename, fsync dir).
 |---|---|---|---|
 $(row "floor: grant" "$fl" "1.00")
 $(row "durable floor: grant" "$fd" "$(ratio "$(field "$fd" 1)" "$(field "$fl" 1)")")
-$(row "devgate grant, container not yet gated" "$g1" "$g1_ratio (durable: $g1_dratio)")
+$(row "devgate grant, container not yet gated, back to back" "$g1" "$g1_ratio (durable: $g1_dratio)")
+$(row "devgate grant, container not yet gated, 20 ms apart" "$gp" "$(ratio "$(field "$gp" 1)" "$(field "$fl" 1)") (durable: $(ratio "$(field "$gp" 1)" "$(field "$fd" 1)"))")
 $(row "devgate grant, container already gated" "$gi" "$gi_ratio (durable: $gi_dratio)")
 $(row "devgatectl grant (process start included)" "$gc" "$(ratio "$(field "$gc" 1)" "$(field "$fl" 1)")")
 $(row "floor: revoke" "$flr" "1.00")
@@ -329,7 +352,8 @@ $(row "devgate revoke, container keeps a GPU" "$ri" "$ri_ratio (durable: $ri_dra
 $(row "devgatectl revoke (process start included)" "$rc" "$(ratio "$(field "$rc" 1)" "$(field "$flr" 1)")")
 
 Where a grant's time goes (devgated -v, means in us: nodes / BPF / state):
-not yet gated $(field "$first_bd" 1) / $(field "$first_bd" 2) / $(field "$first_bd" 3);
+not yet gated, back to back $(field "$first_bd" 1) / $(field "$first_bd" 2) / $(field "$first_bd" 3);
+not yet gated, 20 ms apart $(field "$paced_bd" 1) / $(field "$paced_bd" 2) / $(field "$paced_bd" 3);
 already gated $(field "$incr_bd" 1) / $(field "$incr_bd" 2) / $(field "$incr_bd" 3).
 
 Goal: grant p50 <= 3x the floor. Already gated: $gi_ratio, $(verdict "$gi_ratio" 3);
@@ -337,9 +361,11 @@ not yet gated: $g1_ratio, $(verdict "$g1_ratio" 3).
 
 ## 3. Gate cost per open()
 
-open()+close() of /dev/null inside a runc container, median of 3 rounds of
-5 x 100,000 calls, alternating runc's program alone and devgate's gate (which
-tail-calls runc's program) plus the tally. perf cannot count instructions on
+open()+close() of /dev/null by a process in a runc container's cgroup and
+mount namespace, pinned to one CPU: $ROUNDS rounds, each timing runc's program
+alone and then devgate's gate (which tail-calls runc's program) plus the
+tally, each the median of 5 x 100,000 calls; the extra is the median of the
+rounds' own ratios. perf cannot count instructions on
 this machine (\`perf stat -e instructions\` is not supported), so the
 programs' own cost comes from the kernel's BPF statistics
 (kernel.bpf_stats_enabled: run time / run count per program).
@@ -360,9 +386,11 @@ $(verdict "$open_extra" 3) by wall clock (a noisy figure: a few % either way bet
 
 ## 4. OCI hook overhead
 
-\`runc run\` of a container whose process is \`true\`, $HOOK_RUNS runs each,
-interleaved; the hooked one asks for GPU 0 by annotation, so each run
-includes a grant at createRuntime and a release at poststop.
+\`runc run\` of a container whose process is \`true\`: $HOOK_RUNS rounds of three
+runs (no hook, a no-op hook, devgate's hook); the extra is the median of the
+rounds' own ratios to the run without a hook. devgate's hook asks for GPU 0
+by annotation, so each run includes a grant at createRuntime and a release
+at poststop.
 
 | measurement | p50 (us) | p99 (us) |
 |---|---|---|
