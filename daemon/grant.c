@@ -219,15 +219,13 @@ static size_t add_picked(struct daemon *d, struct lease *next, const bool *picke
 }
 
 /* Swaps next in for old (or adds it), carrying the runtime-only fields. */
-static void commit_lease(struct daemon *d, struct lease *old, struct lease *next, int *cgfd)
+static void commit_lease(struct daemon *d, struct lease *old, struct lease *next)
 {
 	if (old) {
-		next->cgfd = TAKE_FD(old->cgfd);
 		next->watch = old->watch;
 		old->watch = -1;
 		lease_free(lease_table_take(&d->leases, old->cgid));
 	} else {
-		next->cgfd = TAKE_FD(*cgfd);
 		watch_add(d, next);
 	}
 	if (lease_table_add(&d->leases, next) < 0)
@@ -391,7 +389,7 @@ int grant_request(struct daemon *d, json_object *args, json_object **ret, struct
 			 json_object_array_length(granted), lease_label(next), next->cgroup,
 			 (int)next->pid);
 	emit(d, "granted", next, granted);
-	commit_lease(d, old, TAKE_PTR(next), &t.cgfd);
+	commit_lease(d, old, TAKE_PTR(next));
 	return 0;
 }
 
@@ -519,9 +517,10 @@ static json_object *revoke_nodes(struct daemon *d, const struct lease *l, const 
 static void unguard_lease(struct daemon *d, struct lease *l)
 {
 	struct dg_error err = { 0 };
-	/* A removed cgroup has nothing attached any more; just drop the pins. */
-	int cgfd = l->cgfd >= 0 && cgroup_populated(l->cgfd) >= 0 ? l->cgfd : -1;
+	auto_close int cgfd = -1;
 
+	/* A removed cgroup has nothing attached any more: then only the pins go. */
+	(void)cgroup_open_id(&d->cg, l->cgid, &cgfd);
 	if (bpfgate_unguard(d->bg, l->cgid, cgfd, &err) < 0)
 		log_error("cannot restore the device programs of %s: %s", lease_label(l),
 			  err.message);
@@ -581,7 +580,7 @@ int grant_revoke(struct daemon *d, json_object *args, json_object **ret, struct 
 		lease_free(lease_table_take(&d->leases, old->cgid));
 		return 0;
 	}
-	commit_lease(d, old, TAKE_PTR(next), NULL);
+	commit_lease(d, old, TAKE_PTR(next));
 	return 0;
 }
 

@@ -18,7 +18,6 @@ struct lease *lease_new(uint64_t cgid)
 	if (!l)
 		return NULL;
 	l->cgid = cgid;
-	l->cgfd = -1;
 	l->watch = -1;
 	return l;
 }
@@ -27,7 +26,6 @@ void lease_free(struct lease *l)
 {
 	if (!l)
 		return;
-	safe_close(l->cgfd);
 	free(l->gpus);
 	free(l->cgroup);
 	free(l->container);

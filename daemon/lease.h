@@ -29,8 +29,7 @@ struct lease {
 	int64_t since;
 	struct lease_gpu *gpus; /* n_gpus of them; a lease holds few, a host has many leases */
 	size_t n_gpus;
-	/* runtime only, never persisted */
-	int cgfd;
+	/* runtime only, never persisted; no fd: a host may have thousands of leases */
 	int watch;
 };
 

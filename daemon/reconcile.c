@@ -12,11 +12,11 @@
 
 #define MAX_NODES (DG_MAX_GPUS + 3)
 
-static void adopt_path(struct daemon *d, struct lease *l, unsigned int *fixes)
+static void adopt_path(struct daemon *d, struct lease *l, int cgfd, unsigned int *fixes)
 {
 	auto_free char *path = NULL;
 
-	if (cgroup_path_of(&d->cg, l->cgfd, &path) < 0 || strcmp(path, l->cgroup) == 0)
+	if (cgroup_path_of(&d->cg, cgfd, &path) < 0 || strcmp(path, l->cgroup) == 0)
 		return;
 	log_notice("reconcile: %s moved from cgroup %s to %s", lease_label(l), l->cgroup, path);
 	free(l->cgroup);
@@ -25,7 +25,7 @@ static void adopt_path(struct daemon *d, struct lease *l, unsigned int *fixes)
 	(*fixes)++;
 }
 
-static void adopt_grants(struct daemon *d, struct lease *l, unsigned int *fixes)
+static void adopt_grants(struct daemon *d, struct lease *l, int cgfd, unsigned int *fixes)
 {
 	struct dg_node nodes[MAX_NODES];
 	size_t n = lease_nodes(l, d->inv, nodes, MAX_NODES);
@@ -41,10 +41,10 @@ static void adopt_grants(struct daemon *d, struct lease *l, unsigned int *fixes)
 			log_error("reconcile: cannot restore grant %u:%u of %s", nodes[i].major,
 				  nodes[i].minor, lease_label(l));
 	}
-	if (bpfgate_needs_guard(d->bg, l->cgid, l->cgfd) > 0) {
+	if (bpfgate_needs_guard(d->bg, l->cgid, cgfd) > 0) {
 		struct dg_error err = { 0 };
 
-		if (bpfgate_guard(d->bg, l->cgid, l->cgfd, NULL, &err) < 0)
+		if (bpfgate_guard(d->bg, l->cgid, cgfd, NULL, &err) < 0)
 			log_error("reconcile: cannot re-apply gates to %s: %s", lease_label(l),
 				  err.message);
 		else
@@ -65,9 +65,10 @@ static void reconcile_leases(struct daemon *d, unsigned int *fixes)
 		ids[i] = d->leases.v[i]->cgid;
 	for (size_t i = 0; i < n; i++) {
 		struct lease *l = lease_table_find(&d->leases, ids[i]);
-		int r = cgroup_open_id(&d->cg, l->cgid, &l->cgfd);
+		auto_close int cgfd = -1;
+		int r = cgroup_open_id(&d->cg, l->cgid, &cgfd);
 
-		if (r < 0 || cgroup_populated(l->cgfd) <= 0) {
+		if (r < 0 || cgroup_populated(cgfd) <= 0) {
 			grant_release(d, l->cgid, r < 0 ? "reconcile: cgroup gone while devgated was "
 							  "down"
 							: "reconcile: container ended while "
@@ -75,8 +76,8 @@ static void reconcile_leases(struct daemon *d, unsigned int *fixes)
 			(*fixes)++;
 			continue;
 		}
-		adopt_path(d, l, fixes);
-		adopt_grants(d, l, fixes);
+		adopt_path(d, l, cgfd, fixes);
+		adopt_grants(d, l, cgfd, fixes);
 		watch_add(d, l);
 		log_info("reconcile: adopted lease of %s (%zu GPU(s))", lease_label(l), l->n_gpus);
 	}

@@ -73,12 +73,17 @@ static struct lease *lease_by_watch(struct daemon *d, int wd)
 /* Releases the lease if its container has no process left. */
 static void check_ended(struct daemon *d, struct lease *l)
 {
-	int populated = l->cgfd >= 0 ? cgroup_populated(l->cgfd) : -EBADF;
+	auto_close int cgfd = -1;
+	int populated = cgroup_open_id(&d->cg, l->cgid, &cgfd);
 
 	if (populated == 0)
+		populated = cgroup_populated(cgfd);
+	if (populated == 0)
 		grant_release(d, l->cgid, "container ended");
-	else if (populated < 0)
+	else if (populated == -ENOENT || populated == -ENODEV)
 		grant_release(d, l->cgid, "cgroup removed");
+	else if (populated < 0) /* e.g. EMFILE: keep the lease, the tick retries */
+		log_warning_errno(-populated, "cannot check whether %s ended", lease_label(l));
 }
 
 void watch_handle(struct daemon *d)
@@ -110,11 +115,14 @@ void watch_handle(struct daemon *d)
 static void recheck_guard(struct daemon *d, struct lease *l)
 {
 	struct dg_error err = { 0 };
-	int r = bpfgate_needs_guard(d->bg, l->cgid, l->cgfd);
+	auto_close int cgfd = -1;
+	int r = cgroup_open_id(&d->cg, l->cgid, &cgfd);
 
+	if (r == 0)
+		r = bpfgate_needs_guard(d->bg, l->cgid, cgfd);
 	if (r <= 0)
 		return;
-	if (bpfgate_guard(d->bg, l->cgid, l->cgfd, NULL, &err) < 0) {
+	if (bpfgate_guard(d->bg, l->cgid, cgfd, NULL, &err) < 0) {
 		log_error("cannot re-apply gates to %s: %s", lease_label(l), err.message);
 		return;
 	}
@@ -148,7 +156,7 @@ void watch_tick(struct daemon *d)
 		if (l)
 			check_ended(d, l);
 		l = lease_table_find(&d->leases, ids[i]);
-		if (l && l->cgfd >= 0)
+		if (l)
 			recheck_guard(d, l);
 	}
 }

@@ -281,3 +281,28 @@ restart_keeps_lease() { # SIGNAL
 	grep -q "reconcile: removed 1 counter(s) of cgroups that no lease holds" "$DG_TMP/daemon.log"
 	[ "$(bpftool -j map dump pinned "$DG_PINS/dg_counters_v1" | jq length)" = 0 ]
 }
+
+@test "leases hold no file descriptors: more leases than the fd limit allows" {
+	start_daemon
+	# Room for the daemon's own fds and a grant's, not for one fd per lease.
+	limit=$(($(ls "/proc/$DG_DAEMON_PID/fd" | wc -l) + 24))
+	prlimit --pid "$DG_DAEMON_PID" --nofile="$limit:$limit"
+	n=$((limit + 16))
+	root="$DG_TMP/shared/rootfs"
+	mkdir -p "$root/bin"
+	cp /bin/busybox "$root/bin/"
+	ln -s busybox "$root/bin/sleep"
+	pids=()
+	for i in $(seq "$n"); do
+		DG_CGROUPS+=("$DG_CGROOT/$DG_ID-m$i")
+		pids+=("$(dg_plain "$DG_CGROOT/$DG_ID-m$i" "$root")")
+		dg grant --pid "${pids[-1]}" --gpu 0 --shared >/dev/null
+	done
+	[ "$(dg status --json | jq '.leases | length')" = "$n" ]
+	[ "$(ls "/proc/$DG_DAEMON_PID/fd" | wc -l)" -lt "$limit" ]
+	! grep -q "Too many open files" "$DG_TMP/daemon.log"
+	# The watch still sees every container end.
+	for i in $(seq "$n"); do echo 1 >"$DG_CGROOT/$DG_ID-m$i/cgroup.kill"; done
+	wait_until 3 no_leases
+	[ "$(grant_entries)" = 0 ]
+}
