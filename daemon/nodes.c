@@ -69,6 +69,9 @@ static struct {
 	int sock;
 } spare = { 0, -1 };
 
+/* A helper that has replied and is exiting: reaped later, off the request's path. */
+static pid_t spent;
+
 static struct sock_fprog helper_filter;
 
 /* The only syscalls the helper may make once it runs untrusted paths. */
@@ -357,13 +360,28 @@ static int read_reply(int fd, pid_t child, struct helper_msg *msg)
 			continue;
 		break;
 	}
-	while (waitpid(child, &status, 0) < 0) {
-		if (errno != EINTR)
-			return -errno;
-	}
-	if (got != (ssize_t)sizeof(*msg) || !WIFEXITED(status))
+	/* The reply is the helper's last act; a helper killed before it sends none. */
+	if (got != (ssize_t)sizeof(*msg)) {
+		kill(child, SIGKILL);
+		(void)waitpid(child, &status, 0);
 		return -ECHILD;
+	}
+	spent = child;
 	return 0;
+}
+
+static void reap_spent(void)
+{
+	int status;
+
+	if (spent <= 0)
+		return;
+	/* It has replied, so nothing is lost if one that lingers is killed. */
+	if (waitpid(spent, &status, WNOHANG) == 0) {
+		kill(spent, SIGKILL);
+		(void)waitpid(spent, &status, 0);
+	}
+	spent = 0;
 }
 
 static void spare_drop(void)
@@ -404,6 +422,7 @@ static int spare_spawn(void)
 
 void nodes_prepare(void)
 {
+	reap_spent();
 	if (spare.pid <= 0 && spare_spawn() < 0)
 		log_debug_errno(errno, "cannot fork a spare node helper yet: %m");
 }
@@ -433,6 +452,7 @@ static int run_helper(const struct target *t, const struct helper_job *job,
 {
 	int r;
 
+	reap_spent();
 	/* A spare that died while idle is replaced once. */
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (spare.pid <= 0) {
@@ -586,6 +606,7 @@ int nodes_remove(const struct target *t, const struct node_opts *opts, const str
 
 void nodes_fini(void)
 {
+	reap_spent();
 	spare_drop();
 	free(helper_filter.filter);
 	helper_filter.filter = NULL;
