@@ -155,6 +155,10 @@ check-asan:
 	$(Q)$(MAKE) --no-print-directory O=build-asan SAN=1 test
 
 LINT_SRC := $(COMMON_SRC) $(DAEMON_SRC) $(CLI_SRC) cli/hook_main.c
+LINT_SH := .ci/run $(wildcard scripts/*.sh bench/*.sh tests/lib/*.sh tests/integration/*.bash \
+	tests/integration/*.bats) tests/helpers/mkfixture packaging/mkdeb.sh \
+	packaging/debian/postinst packaging/debian/postrm packaging/debian/prerm \
+	packaging/bash-completion/devgatectl
 lint: $(SKEL)
 	$(call msg,CPPCHECK,$(LINT_SRC))
 	$(Q)cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
@@ -165,6 +169,8 @@ lint: $(SKEL)
 		-std=gnu11 -D_GNU_SOURCE -Icommon -Ibpf -isystem $(O) -Idaemon $(PKG_CFLAGS) 2>&1 | \
 		{ grep -v '^[0-9]* warnings generated' || true; }; \
 		exit $${PIPESTATUS[0]}
+	$(call msg,SHELLCHECK,$(LINT_SH))
+	$(Q)shellcheck -S warning $(LINT_SH)
 
 demo: all
 	$(Q)sh scripts/demo.sh --no-install

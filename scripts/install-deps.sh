@@ -6,8 +6,8 @@ set -eu
 
 PKGS="make gcc libc6-dev pkg-config clang llvm bpftool
 libbpf-dev libcap-dev libseccomp-dev libjson-c-dev libmicrohttpd-dev libcmocka-dev
-bats jq socat runc podman busybox-static util-linux cppcheck clang-tidy curl prometheus
-scdoc dpkg-dev systemd hyperfine gnuplot-nox"
+bats jq socat runc podman busybox-static util-linux cppcheck clang-tidy shellcheck curl prometheus
+scdoc dpkg-dev systemd hyperfine gnuplot-nox linux-perf"
 
 missing=""
 for p in $PKGS; do

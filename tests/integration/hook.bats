@@ -101,7 +101,7 @@ run_bundle() {
 		.process.args = ["probe", "/dev/nvidia0", "/dev/nvidia1"]'
 	run -1 run_bundle c
 	[ "$output" = "$(printf '/dev/nvidia0 ENOENT\n/dev/nvidia1 ENOENT')" ]
-	! grep -q "granted" "$DG_TMP/daemon.log"
+	run -1 grep -q "granted" "$DG_TMP/daemon.log"
 
 	stop_daemon
 	start_daemon --hook-allow-env

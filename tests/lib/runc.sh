@@ -97,14 +97,14 @@ dg_podman_image() {
 # namespaces, a tmpfs /dev with /dev/null, chroot into ROOT (which needs
 # /bin/sleep). Prints the host PID of its init.
 dg_plain() {
-	local cg=$1 root=$2 pid i
+	local cg=$1 root=$2 pid
 	mkdir -p "$root/dev"
 	mkdir "$cg"
 	setsid sh -c 'echo $$ > "$1/cgroup.procs" && exec unshare --mount --pid --fork \
 		--propagation private sh -c "mount -t tmpfs -o mode=755 tmpfs \"\$0/dev\" &&
 		mknod -m 666 \"\$0/dev/null\" c 1 3 && exec chroot \"\$0\" /bin/sleep 100000" "$2"' \
 		_ "$cg" "$root" </dev/null >/dev/null 2>&1 &
-	for i in $(seq 400); do
+	for _ in $(seq 400); do
 		for pid in $(cat "$cg/cgroup.procs"); do
 			if [ "$(cat /proc/"$pid"/comm 2>/dev/null)" = sleep ]; then
 				echo "$pid"
