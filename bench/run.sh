@@ -111,7 +111,7 @@ plain() {
 
 machine() {
 	echo "- machine: $(nproc) cores, $(awk '/model name/ { sub(/.*: /, ""); print; exit }' /proc/cpuinfo), $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)"
-	echo "- kernel: $(uname -r); $(findmnt -no FSTYPE "$work") for the state directory"
+	echo "- kernel: $(uname -r); $(findmnt -T "$work" -no FSTYPE) for the state directory"
 	echo "- date: $(date -u +%Y-%m-%dT%H:%MZ); devgate $(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)"
 	echo "- load average at start: $LOAD_AT_START"
 }
@@ -165,6 +165,29 @@ ri=$(stats revoke "$OUT/grant.txt")
 gc=$(stats grant "$OUT/cli.txt")
 rc=$(stats revoke "$OUT/cli.txt")
 
+# ---- profile of an already-gated grant ----
+# Two views of the same kind of cycle as "already gated" above. perf trace:
+# time inside each system call of the daemon, waits on the disk included.
+# perf record: on-CPU samples of the daemon and its node helpers (same comm).
+log "profile: perf trace and perf record of $N already-gated grant+revoke cycles"
+dg grant --pid "$PID" --gpu 1 >/dev/null
+perf trace -s -p "$DAEMON" -o "$work/trace.txt" 2>/dev/null &
+tracer=$!
+sleep 1
+"$B/bench/dgload" -s "$SOCK" -g 0 -n "$N" "$PID" >/dev/null 2>&1
+kill -INT "$tracer"
+wait "$tracer" || true
+# "syscall calls total_ms" by total time, for the report.
+awk '$2 ~ /^[0-9]+$/ && $4 ~ /^[0-9.]+$/ { t[$1] += $4; c[$1] += $2 }
+     END { for (k in t) printf "%s %d %.3f\n", k, c[k], t[k] }' "$work/trace.txt" |
+	sort -k3 -rn | grep -v '^epoll_wait ' >"$OUT/profile-syscalls.txt" || true
+perf record -q -a -g -F 4000 -e cpu-clock -o "$work/perf.data" -- \
+	"$B/bench/dgload" -s "$SOCK" -g 0 -n "$N" "$PID" >/dev/null 2>&1
+dg revoke --pid "$PID" >/dev/null
+perf report -i "$work/perf.data" --comm devgated --children --sort sym --stdio -g none \
+	--percentage relative --percent-limit 5 2>/dev/null | grep -E '^ +[0-9]' \
+	>"$OUT/profile.txt" || true
+
 # ---- 3: gate cost per open() ----
 log "gate cost per open(): runc's program alone vs the gate in front of it"
 OPID=$(runc_container open)
@@ -176,7 +199,7 @@ opencost() {
 		/bin/opencost -n 100000 -r 5 /dev/null' _ "$CGROOT/$ocid" "$OPID" | sort -n | sed -n 3p
 }
 ROUNDS=9
-for round in $(seq $ROUNDS); do
+for _ in $(seq $ROUNDS); do
 	a=$(opencost)
 	dg grant --pid "$OPID" --gpu 0 >/dev/null
 	g=$(opencost)
@@ -232,14 +255,17 @@ cp -a "$work/plain" "$work/noop"
 jq '.hooks = {createRuntime: [{path: "/bin/true"}], poststop: [{path: "/bin/true"}]}' \
 	"$work/noop/config.json" >"$work/c.json"
 mv "$work/c.json" "$work/noop/config.json"
-for i in $(seq "$HOOK_RUNS"); do
-	for kind in plain noop hooked; do
-		t0=$(date +%s%N)
-		dg_runc run -b "$work/$kind" "bench-$$-run" </dev/null >/dev/null
-		t=$(($(date +%s%N) - t0))
-		echo "$kind $t"
-		eval "t_$kind=$t"
-	done
+runtime() { # KIND -> ns of one runc run
+	local t0
+	t0=$(date +%s%N)
+	dg_runc run -b "$work/$1" "bench-$$-run" </dev/null >/dev/null
+	echo $(($(date +%s%N) - t0))
+}
+for _ in $(seq "$HOOK_RUNS"); do
+	t_plain=$(runtime plain)
+	t_noop=$(runtime noop)
+	t_hooked=$(runtime hooked)
+	printf 'plain %s\nnoop %s\nhooked %s\n' "$t_plain" "$t_noop" "$t_hooked"
 	# Each round's own ratios: slow drift of the machine cancels.
 	echo "noopratio $((t_noop * 10000 / t_plain))"
 	echo "hookratio $((t_hooked * 10000 / t_plain))"
@@ -369,6 +395,23 @@ already gated $(field "$incr_bd" 1) / $(field "$incr_bd" 2) / $(field "$incr_bd"
 
 Goal: grant p50 <= 3x the floor. Already gated: $gi_ratio, $(verdict "$gi_ratio" 3);
 not yet gated: $g1_ratio, $(verdict "$g1_ratio" 3).
+
+Profile of $N more already-gated grant+revoke cycles ($((2 * N)) requests).
+\`perf trace -s\` on devgated: the system calls that take the most time,
+waits included, in us per request (the node helper's own calls are not
+traced; the daemon's poll() waits for them; epoll_wait, the daemon idle
+between requests, is left out):
+
+| system call | calls per request | us per request |
+|---|---|---|
+$(head -8 "$OUT/profile-syscalls.txt" | awk -v r="$((2 * N))" '{ printf "| %s | %.1f | %.0f |\n", $1, $2 / r, $3 * 1000 / r }')
+
+\`perf record -e cpu-clock -a -g\`, devgated and its helpers, on-CPU time
+including callees, entries over 5%:
+
+\`\`\`
+$(cat "$OUT/profile.txt")
+\`\`\`
 
 ## 3. Gate cost per open()
 
