@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * devgate-hook: the OCI hook on its own, for container runtimes to run. The
- * same code as 'devgatectl hook' in a small binary that links only json-c,
- * libcap and libseccomp: runtimes start it twice for every container, so its
- * start-up time counts, and less code runs as root on input an image shapes.
+ * same code as 'devgatectl hook' in a small static binary with only json-c,
+ * libcap and libseccomp linked in: runtimes start it twice for every container,
+ * so its start-up time counts, and less code runs as root on input an image
+ * shapes.
  *
  *   devgate-hook [-s SOCKET] [STAGE] [--gpu SEL]
  */

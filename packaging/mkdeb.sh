@@ -26,8 +26,15 @@ install -m 0755 packaging/debian/postinst packaging/debian/prerm packaging/debia
 # dpkg-shlibdeps wants a debian/control to read; a minimal one will do.
 printf 'Source: devgate\n\nPackage: devgate\nArchitecture: any\n' >"$work/debian/control"
 depends=$(cd "$work" && dpkg-shlibdeps -O debian/devgate/usr/sbin/devgated \
-	debian/devgate/usr/bin/devgatectl debian/devgate/usr/bin/devgate-hook |
+	debian/devgate/usr/bin/devgatectl |
 	sed -n 's/^shlibs:Depends=//p')
+# devgate-hook is linked statically (see the Makefile): name what went into it.
+built_using=
+if ! readelf -d "$root/usr/bin/devgate-hook" | grep -q NEEDED; then
+	built_using=$(dpkg-query -W -f='${source:Package} (= ${source:Version}), ' \
+		libc6-dev libjson-c-dev libcap-dev libseccomp-dev)
+	built_using="Built-Using: ${built_using%, }"
+fi
 size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
 
 cat >"$root/DEBIAN/control" <<EOF
@@ -37,7 +44,8 @@ Architecture: $ARCH
 Maintainer: devgate developers <devgate@invalid>
 Installed-Size: $size
 Depends: $depends
-Suggests: jq, bash-completion
+${built_using:+$built_using
+}Suggests: jq, bash-completion
 Section: admin
 Priority: optional
 Description: grant GPUs to running containers and take them back
