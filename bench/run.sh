@@ -355,12 +355,13 @@ set y2label "devgated RSS (MiB)"
 set ytics nomirror
 set y2tics
 set yrange [0:*]
-set y2range [0:*]
-set key top left
+set y2range [0:16]
+set key bottom right opaque box
 set grid
 plot "$OUT/scale.dat" using 1:(\$2/1000) with linespoints lw 2 title "grant p50", \
      "$OUT/scale.dat" using 1:(\$3/1000) with linespoints lw 2 title "grant p99", \
-     "$OUT/scale.dat" using 1:4 axes x1y2 with linespoints lw 2 dt 2 title "RSS"
+     "$OUT/scale.dat" using 1:(\$8/1000) with linespoints lw 1 title "durable floor p50 (same level)", \
+     "$OUT/scale.dat" using 1:4 axes x1y2 with linespoints lw 2 dt 2 title "RSS (goal: 16 MiB)"
 EOF
 
 # ---- results.md ----
