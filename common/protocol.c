@@ -89,15 +89,6 @@ json_object *dg_request_new(enum dg_op op, json_object *args)
 	return o;
 }
 
-static json_object *parse_object(const char *line, struct dg_error *err)
-{
-	json_object *o = json_parse_object(line);
-
-	if (!o)
-		dg_error_set(err, DG_E_PROTOCOL, EPROTO, "malformed message: not one JSON object");
-	return o;
-}
-
 static int check_version(json_object *msg, struct dg_error *err)
 {
 	json_object *v;
@@ -113,6 +104,22 @@ static int check_version(json_object *msg, struct dg_error *err)
 		return -EPROTO;
 	}
 	return 0;
+}
+
+/* One JSON object in this side's protocol version, or NULL with err set. */
+static json_object *parse_message(const char *line, struct dg_error *err)
+{
+	json_object *o = json_parse_object(line);
+
+	if (!o) {
+		dg_error_set(err, DG_E_PROTOCOL, EPROTO, "malformed message: not one JSON object");
+		return NULL;
+	}
+	if (check_version(o, err) < 0) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
 }
 
 static const struct dg_field *find_field(const struct dg_field *fields, const char *name)
@@ -150,16 +157,13 @@ static int check_args(const struct dg_op_info *info, json_object *args, struct d
 int dg_request_parse(const char *line, enum dg_op *ret_op, json_object **ret_args,
 		     struct dg_error *err)
 {
-	auto_json json_object *msg = parse_object(line, err);
+	auto_json json_object *msg = parse_message(line, err);
 	json_object *op, *args = NULL;
 	enum dg_op code;
 	int r;
 
 	if (!msg)
 		return -EPROTO;
-	r = check_version(msg, err);
-	if (r < 0)
-		return r;
 	json_object_object_foreach(msg, key, val)
 	{
 		(void)val;
@@ -222,15 +226,11 @@ json_object *dg_event_new(json_object *event)
 
 int dg_reply_parse(const char *line, json_object **ret_result, struct dg_error *err)
 {
-	auto_json json_object *msg = parse_object(line, err);
+	auto_json json_object *msg = parse_message(line, err);
 	json_object *ok, *body;
-	int r;
 
 	if (!msg)
 		return -EPROTO;
-	r = check_version(msg, err);
-	if (r < 0)
-		return r;
 	if (!json_object_object_get_ex(msg, "ok", &ok) || !json_object_is_type(ok, json_type_boolean))
 		return dg_error_set(err, DG_E_PROTOCOL, EPROTO, "reply lacks 'ok'");
 	if (!json_object_get_boolean(ok)) {
@@ -248,15 +248,11 @@ int dg_reply_parse(const char *line, json_object **ret_result, struct dg_error *
 
 int dg_event_parse(const char *line, json_object **ret_event, struct dg_error *err)
 {
-	auto_json json_object *msg = parse_object(line, err);
+	auto_json json_object *msg = parse_message(line, err);
 	json_object *ev;
-	int r;
 
 	if (!msg)
 		return -EPROTO;
-	r = check_version(msg, err);
-	if (r < 0)
-		return r;
 	if (!json_object_object_get_ex(msg, "event", &ev))
 		return dg_error_set(err, DG_E_PROTOCOL, EPROTO, "stream line lacks 'event'");
 	*ret_event = json_object_get(ev);
