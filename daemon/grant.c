@@ -360,11 +360,18 @@ int grant_request(struct daemon *d, json_object *args, json_object **ret, struct
 		r = resolve_target(d, args, &t, err);
 	if (r < 0)
 		return r;
-	old = lease_table_find(&d->leases, t.cgid);
 	alloc_usage(d->inv, &d->leases, t.cgid, use);
-	r = alloc_pick(d->inv, use, old, &req, picked, err);
+	r = alloc_pick(d->inv, use, lease_table_find(&d->leases, t.cgid), &req, picked, err);
+	/* A holder may have ended a moment ago, before the watch could say so. */
+	if (r == -EBUSY && watch_release_ended(d, t.cgid) > 0) {
+		*err = (struct dg_error){ 0 };
+		alloc_usage(d->inv, &d->leases, t.cgid, use);
+		r = alloc_pick(d->inv, use, lease_table_find(&d->leases, t.cgid), &req, picked,
+			       err);
+	}
 	if (r < 0)
 		return r;
+	old = lease_table_find(&d->leases, t.cgid);
 	if (d->inv->ctl_problem[0])
 		return dg_error_set(err, DG_E_UNAVAILABLE, EIO, "cannot grant: %s",
 				    d->inv->ctl_problem);

@@ -70,20 +70,49 @@ static struct lease *lease_by_watch(struct daemon *d, int wd)
 	return NULL;
 }
 
-/* Releases the lease if its container has no process left. */
-static void check_ended(struct daemon *d, struct lease *l)
+/* Releases the lease if its container has no process left; true if it did. */
+static bool check_ended(struct daemon *d, struct lease *l)
 {
 	auto_close int cgfd = -1;
 	int populated = cgroup_open_id(&d->cg, l->cgid, &cgfd);
 
 	if (populated == 0)
 		populated = cgroup_populated(cgfd);
-	if (populated == 0)
+	if (populated == 0) {
 		grant_release(d, l->cgid, "container ended");
-	else if (populated == -ENOENT || populated == -ENODEV)
+		return true;
+	}
+	if (populated == -ENOENT || populated == -ENODEV) {
 		grant_release(d, l->cgid, "cgroup removed");
-	else if (populated < 0) /* e.g. EMFILE: keep the lease, the tick retries */
+		return true;
+	}
+	if (populated < 0) /* e.g. EMFILE: keep the lease, the tick retries */
 		log_warning_errno(-populated, "cannot check whether %s ended", lease_label(l));
+	return false;
+}
+
+/*
+ * Releases the GPU leases of containers that have ended but whose end the
+ * watch has not reported yet (a runtime reusing a container's name at once).
+ * Called before a grant is refused for want of a free GPU; returns how many.
+ */
+size_t watch_release_ended(struct daemon *d, uint64_t except_cgid)
+{
+	size_t n = d->leases.n, released = 0;
+	auto_free uint64_t *ids = n ? calloc(n, sizeof(*ids)) : NULL;
+
+	if (!ids)
+		return 0;
+	/* Releasing edits the table: pick the ids first. */
+	for (size_t i = 0; i < n; i++)
+		ids[i] = d->leases.v[i]->cgid;
+	for (size_t i = 0; i < n; i++) {
+		struct lease *l = lease_table_find(&d->leases, ids[i]);
+
+		if (l && l->cgid != except_cgid && l->n_gpus > 0 && check_ended(d, l))
+			released++;
+	}
+	return released;
 }
 
 void watch_handle(struct daemon *d)

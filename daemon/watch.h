@@ -18,5 +18,8 @@ void watch_del(struct daemon *d, struct lease *l);
 void watch_handle(struct daemon *d);
 /* Timer fired. */
 void watch_tick(struct daemon *d);
+/* Before a grant is refused for want of a GPU: release leases whose container
+ * has ended unseen. Returns how many. */
+size_t watch_release_ended(struct daemon *d, uint64_t except_cgid);
 
 #endif

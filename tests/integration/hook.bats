@@ -72,6 +72,18 @@ run_bundle() {
 	[ "$(echo "$output" | jq -r '.leases[0].gpus[0].shared')" = true ]
 }
 
+@test "runc: a name reused at once finds its GPU free, with no poststop to release it" {
+	requires runc
+	hooked_bundle r '.annotations = {"devgate.io/gpus": "0"} | del(.hooks.poststop) |
+		.process.args = ["probe", "/dev/nvidia0"]'
+	# Each run's grant may come before the watch has seen the last one end.
+	for _ in 1 2 3 4 5; do
+		run -1 run_bundle r
+		[ "$output" = "/dev/nvidia0 ENXIO" ]
+	done
+	[ "$(grep -c "granted 1 GPU(s) to $CID" "$DG_TMP/daemon.log")" = 5 ]
+}
+
 @test "runc: a GPU held elsewhere fails the container's creation, with the reason" {
 	requires runc
 	container holder
