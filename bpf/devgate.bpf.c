@@ -73,6 +73,15 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } dg_ratelim_v1 SEC(".maps");
 
+/* Denial events the ring buffer had no room for: user space lagged behind. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} dg_event_drops_v1 SEC(".maps");
+
 /* The container this copy serves; 0 (matching no grant) until it is set. */
 static __always_inline __u64 my_cgroup(void)
 {
@@ -169,7 +178,13 @@ static __always_inline void emit_denial(struct bpf_cgroup_dev_ctx *ctx, __u64 cg
 	ev.major = ctx->major;
 	ev.minor = ctx->minor;
 	ev.access = ctx->access_type >> 16;
-	bpf_ringbuf_output(&dg_events_v1, &ev, sizeof(ev), 0);
+	if (bpf_ringbuf_output(&dg_events_v1, &ev, sizeof(ev), 0) < 0) {
+		__u32 zero = 0;
+		__u64 *drops = bpf_map_lookup_elem(&dg_event_drops_v1, &zero);
+
+		if (drops)
+			__sync_fetch_and_add(drops, 1);
+	}
 }
 
 SEC("cgroup/dev")

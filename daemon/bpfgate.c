@@ -31,6 +31,7 @@ struct bpfgate {
 	int counters_fd;
 	int events_fd;
 	int ratelimit_fd;
+	int drops_fd;
 };
 
 enum pin_kind { PIN_GATE, PIN_DEFAULT, PIN_TALLY };
@@ -81,6 +82,21 @@ const char *bpfgate_pin_root(const struct bpfgate *bg)
 int bpfgate_events_fd(const struct bpfgate *bg)
 {
 	return bg->events_fd;
+}
+
+int bpfgate_events_dropped(const struct bpfgate *bg, int ncpus, uint64_t *ret)
+{
+	auto_free uint64_t *per_cpu = calloc((size_t)ncpus, sizeof(*per_cpu));
+	uint32_t zero = 0;
+
+	if (!per_cpu)
+		return -ENOMEM;
+	if (bpf_map_lookup_elem(bg->drops_fd, &zero, per_cpu) < 0)
+		return -errno;
+	*ret = 0;
+	for (int i = 0; i < ncpus; i++)
+		*ret += per_cpu[i];
+	return 0;
 }
 
 int bpfgate_counters_fd(const struct bpfgate *bg)
@@ -149,6 +165,7 @@ static int reuse_shared(struct devgate *skel, const struct devgate *from)
 		{ skel->maps.dg_counters_v1, from->maps.dg_counters_v1 },
 		{ skel->maps.dg_events_v1, from->maps.dg_events_v1 },
 		{ skel->maps.dg_ratelim_v1, from->maps.dg_ratelim_v1 },
+		{ skel->maps.dg_event_drops_v1, from->maps.dg_event_drops_v1 },
 	};
 	int r = 0;
 
@@ -247,6 +264,7 @@ int bpfgate_open(const char *pin_root, const struct dg_majors *majors, struct bp
 	bg->counters_fd = bpf_map__fd(bg->maps->maps.dg_counters_v1);
 	bg->events_fd = bpf_map__fd(bg->maps->maps.dg_events_v1);
 	bg->ratelimit_fd = bpf_map__fd(bg->maps->maps.dg_ratelim_v1);
+	bg->drops_fd = bpf_map__fd(bg->maps->maps.dg_event_drops_v1);
 	*ret = bg;
 	return 0;
 }

@@ -63,6 +63,8 @@ void bpfgate_prepare(struct bpfgate *bg);
 int bpfgate_guarded_list(struct bpfgate *bg, uint64_t **ret, size_t *ret_n);
 
 int bpfgate_events_fd(const struct bpfgate *bg);
+/* Denial events lost to a full ring buffer, summed over ncpus (possible CPUs). */
+int bpfgate_events_dropped(const struct bpfgate *bg, int ncpus, uint64_t *ret);
 int bpfgate_counters_fd(const struct bpfgate *bg);
 /* Deletes the counters and rate-limit entries of cgid. */
 int bpfgate_counters_drop(struct bpfgate *bg, uint64_t cgid);

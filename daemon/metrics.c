@@ -8,7 +8,8 @@
  *   devgate_device_accesses_passed_total   GPU-class accesses handed to the runtime's program
  *   devgate_device_accesses_allowed_total  GPU-class accesses allowed in the end
  *   devgate_device_accesses_denied_total   GPU-class accesses denied in the end
- *     labels: container, cgroup, type ("c" or "b"), device ("195:1"),
+ *     labels: container, cgroup, type ("c" or "b"), device ("195:1", or
+ *             "other" for all devices that are no GPU or control node),
  *             node ("/dev/nvidia1", "" when not a GPU or control node),
  *             gpu (UUID, "" when not a GPU), access ("r", "w", "rw", "m", ...)
  *   devgate_bpf_counters_map_entries       keys in the BPF counters map (all cgroups)
@@ -26,6 +27,7 @@
  *   devgate_reconcile_corrections_total    fixes by start-up reconcile and re-checks
  *   devgate_hook_calls_total{stage}        requests from the OCI hook, by stage
  *   devgate_denial_events_total            denial events read from the BPF ring buffer
+ *   devgate_denial_events_dropped_total    denial events lost to a full ring buffer
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -354,8 +356,11 @@ static int key_cmp(const void *a, const void *b)
 	return x->access < y->access ? -1 : x->access > y->access;
 }
 
-/* Sorted, and without duplicates (a walk racing inserts may repeat a key). */
-static void dev_sort(struct dev_counters *dc)
+/*
+ * Sorts the series; equal keys are dropped (sum false: a walk racing inserts
+ * may repeat a key) or added up (sum true: devices folded into "other").
+ */
+static void dev_sort(struct dev_counters *dc, bool sum)
 {
 	size_t out = 0;
 
@@ -363,10 +368,54 @@ static void dev_sort(struct dev_counters *dc)
 		return;
 	qsort(dc->v, dc->n, sizeof(*dc->v), key_cmp);
 	for (size_t i = 1; i < dc->n; i++) {
-		if (key_cmp(&dc->v[i], &dc->v[out]) != 0)
+		struct dev_series *o = &dc->v[out];
+
+		if (key_cmp(&dc->v[i], o) != 0) {
 			dc->v[++out] = dc->v[i];
+		} else if (sum) {
+			o->val.granted += dc->v[i].val.granted;
+			o->val.passed += dc->v[i].val.passed;
+			o->val.allowed += dc->v[i].val.allowed;
+			o->val.denied += dc->v[i].val.denied;
+		}
 	}
 	dc->n = out + 1;
+}
+
+/* The major and minor of the series that sums a container's unknown devices. */
+#define DEV_OTHER UINT32_MAX
+
+/* Folded "other" series are GPU-class: only GPU-class devices are folded. */
+static bool gpu_class(const struct dg_inventory *inv, const struct dg_count_key *k)
+{
+	return k->type == DG_DEV_CHAR &&
+	       (k->major == DEV_OTHER || (inv->majors.has_nvidia && k->major == inv->majors.nvidia) ||
+		(inv->majors.has_uvm && k->major == inv->majors.uvm));
+}
+
+/*
+ * A container may try any minor of a GPU major (mknod then open), and each
+ * would be a series of its own. Devices that are no node devgate knows are
+ * summed into one "other" series per container, access and type, which keeps
+ * the number of series bounded by the host's GPUs, not by the container.
+ */
+static void dev_fold(const struct daemon *d, struct dev_counters *dc)
+{
+	bool folded = false;
+
+	for (size_t i = 0; i < dc->n; i++) {
+		struct dg_count_key *k = &dc->v[i].key;
+		const struct dg_gpu *gpu;
+		char node[64];
+
+		if (!gpu_class(d->inv, k) ||
+		    inventory_find_node(d->inv, k->major, k->minor, node, sizeof(node), &gpu))
+			continue;
+		k->major = k->minor = DEV_OTHER;
+		folded = true;
+	}
+	if (folded)
+		dev_sort(dc, true);
 }
 
 static int dev_collect(struct daemon *d, int ncpus, struct dev_counters *dc)
@@ -391,14 +440,9 @@ static int dev_collect(struct daemon *d, int ncpus, struct dev_counters *dc)
 		if (r < 0)
 			return r;
 	}
-	dev_sort(dc);
+	dev_sort(dc, false);
+	dev_fold(d, dc);
 	return 0;
-}
-
-static bool gpu_class(const struct dg_inventory *inv, const struct dg_count_key *k)
-{
-	return k->type == DG_DEV_CHAR && ((inv->majors.has_nvidia && k->major == inv->majors.nvidia) ||
-					  (inv->majors.has_uvm && k->major == inv->majors.uvm));
 }
 
 struct dev_text {
@@ -415,7 +459,10 @@ static void dev_labels(const struct daemon *d, const struct dev_series *s, struc
 {
 	const struct dg_gpu *gpu = NULL;
 
-	snprintf(t->device, sizeof(t->device), "%u:%u", s->key.major, s->key.minor);
+	if (s->key.major == DEV_OTHER)
+		snprintf(t->device, sizeof(t->device), "other");
+	else
+		snprintf(t->device, sizeof(t->device), "%u:%u", s->key.major, s->key.minor);
 	if (s->key.type != DG_DEV_CHAR ||
 	    !inventory_find_node(d->inv, s->key.major, s->key.minor, t->node, sizeof(t->node), &gpu))
 		t->node[0] = '\0';
@@ -516,7 +563,8 @@ static void write_failures(FILE *f, const struct metrics *m)
 	}
 }
 
-static void write_daemon(FILE *f, const struct metrics *m, const struct events *ev)
+static void write_daemon(FILE *f, const struct metrics *m, const struct events *ev,
+			 uint64_t dropped)
 {
 	for (int c = 0; c < METRIC_COUNTER_MAX; c++) {
 		metrics_write_family(f, counter_info[c].name, "counter", counter_info[c].help);
@@ -539,11 +587,16 @@ static void write_daemon(FILE *f, const struct metrics *m, const struct events *
 			     "one per container and device per second).");
 	metrics_write_sample(f, "devgate_denial_events_total", NULL, 0,
 			     ev ? events_received(ev) : 0);
+	metrics_write_family(f, "devgate_denial_events_dropped_total", "counter",
+			     "Denial events the BPF ring buffer had no room for, because devgated "
+			     "read too slowly; counters are not affected.");
+	metrics_write_sample(f, "devgate_denial_events_dropped_total", NULL, 0, dropped);
 }
 
 int metrics_render(struct daemon *d, char **ret, size_t *ret_len)
 {
 	struct dev_counters dc = { 0 };
+	uint64_t dropped = 0;
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f;
@@ -553,12 +606,14 @@ int metrics_render(struct daemon *d, char **ret, size_t *ret_len)
 		return -EINVAL;
 	if (d->bg)
 		r = dev_collect(d, d->metrics->ncpus, &dc);
+	if (r == 0 && d->bg)
+		r = bpfgate_events_dropped(d->bg, d->metrics->ncpus, &dropped);
 	f = r == 0 ? open_memstream(&buf, &len) : NULL;
 	if (r == 0 && !f)
 		r = -errno;
 	if (f) {
 		write_state(f, d);
-		write_daemon(f, d->metrics, d->events);
+		write_daemon(f, d->metrics, d->events, dropped);
 		if (d->bg)
 			write_devices(f, d, &dc);
 		if (ferror(f))

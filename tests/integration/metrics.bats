@@ -185,6 +185,41 @@ value() {
 	echo "$output" | grep -qx 'devgate_denial_events_total 1'
 }
 
+@test "denial events the kernel's buffer has no room for are counted as dropped" {
+	start_daemon
+	container c
+	run -0 dg grant --pid "$CPID" --gpu 0
+	# More distinct denied devices than the 256 KiB ring holds (~6,500 events),
+	# and one more for after.
+	n=7000
+	mkdir "$DG_TMP/c/rootfs/many"
+	"$DEVGATE_BUILD/probe" -C "195:$((n + 1))" "$DG_TMP/c/rootfs/many"
+	mapfile -t paths < <(seq -f /many/%g "$n")
+	# Stopped, devgated reads nothing while the container fills the ring.
+	kill -STOP "$DG_DAEMON_PID"
+	run probe "$CID" "${paths[@]}"
+	kill -CONT "$DG_DAEMON_PID"
+	[ "$status" = 1 ]
+	denied=$(grep -c ' EPERM$' <<<"$output")
+	[ "$denied" -gt 6600 ]
+	metric() { dg metrics | awk -v m="$1" '$1 == m { print $2 }'; }
+	seen() { [ $(($(metric devgate_denial_events_total) + dropped)) = "$1" ]; }
+	dropped=$(metric devgate_denial_events_dropped_total)
+	[ "$dropped" -gt 0 ]
+	wait_until 5 seen "$denied"
+	# The counters miss nothing, and devices devgate does not know share one
+	# series per container and access: a container cannot multiply series.
+	run -0 dg metrics
+	denied_series=$(grep '^devgate_device_accesses_denied_total{' <<<"$output")
+	[ "$(wc -l <<<"$denied_series")" -le 3 ]
+	[ "$(awk '{ s += $2 } END { print s }' <<<"$denied_series")" = "$denied" ]
+	grep -q 'device="other",node="",gpu="",access="r"} 69[0-9][0-9]$' <<<"$denied_series"
+	# Reading again, devgated misses nothing.
+	run -1 probe "$CID" "/many/$((n + 1))"
+	wait_until 5 seen $((denied + 1))
+	[ "$(metric devgate_denial_events_dropped_total)" = "$dropped" ]
+}
+
 @test "events --follow streams new denials" {
 	start_daemon
 	container c
