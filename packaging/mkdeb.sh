@@ -17,6 +17,10 @@ deb=$O/devgate_${VERSION}_$ARCH.deb
 rm -rf "$work"
 mkdir -p "$root/DEBIAN"
 make --no-print-directory -s install O="$O" DESTDIR="$root" PREFIX=/usr
+# Shipped stripped, as Debian policy asks; the build tree keeps debug info.
+for b in usr/sbin/devgated usr/bin/devgatectl usr/bin/devgate-hook; do
+	strip --strip-unneeded --remove-section=.comment "$root/$b"
+done
 install -D -m 0644 packaging/debian/copyright "$root/usr/share/doc/devgate/copyright"
 install -m 0755 packaging/debian/postinst packaging/debian/prerm packaging/debian/postrm \
 	"$root/DEBIAN/"
