@@ -112,12 +112,14 @@ plain() {
 machine() {
 	echo "- machine: $(nproc) cores, $(awk '/model name/ { sub(/.*: /, ""); print; exit }' /proc/cpuinfo), $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)"
 	echo "- kernel: $(uname -r); $(findmnt -T "$work" -no FSTYPE) for the state directory"
-	echo "- date: $(date -u +%Y-%m-%dT%H:%MZ); devgate $(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)"
+	echo "- date: $(date -u +%Y-%m-%dT%H:%MZ); devgate $BUILT_FROM"
 	echo "- load average at start: $LOAD_AT_START"
 }
 
 # ---- setup ----
 LOAD_AT_START=$(cut -d' ' -f1-3 /proc/loadavg)
+# Before this run rewrites results.md and scale.png, which would mark it dirty.
+BUILT_FROM=$(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)
 log "setup"
 make -s -C "$top" all build/bench/dgload build/bench/floor build/bench/opencost >/dev/null
 "$top/tests/helpers/mkfixture" "$work/host" -n 2 >/dev/null
