@@ -332,6 +332,16 @@ static json_object *grant_reply(struct daemon *d, const struct lease *l, json_ob
 	return o;
 }
 
+/* Picks GPUs for cgid against what every other lease holds now. */
+static int pick_gpus(struct daemon *d, uint64_t cgid, const struct alloc_request *req,
+		     bool *picked, struct dg_error *err)
+{
+	struct gpu_use use[DG_MAX_GPUS];
+
+	alloc_usage(d->inv, &d->leases, cgid, use);
+	return alloc_pick(d->inv, use, lease_table_find(&d->leases, cgid), req, picked, err);
+}
+
 int grant_request(struct daemon *d, json_object *args, json_object **ret, struct dg_error *err)
 {
 	auto_cleanup(target_donep) struct target t = TARGET_INIT;
@@ -339,7 +349,6 @@ int grant_request(struct daemon *d, json_object *args, json_object **ret, struct
 	auto_json json_object *granted = json_object_new_array();
 	const char *label = json_get_str(args, "container");
 	struct alloc_request req = { 0 };
-	struct gpu_use use[DG_MAX_GPUS];
 	bool picked[DG_MAX_GPUS];
 	struct grant_txn x = { 0 };
 	struct lease *old;
@@ -360,14 +369,11 @@ int grant_request(struct daemon *d, json_object *args, json_object **ret, struct
 		r = resolve_target(d, args, &t, err);
 	if (r < 0)
 		return r;
-	alloc_usage(d->inv, &d->leases, t.cgid, use);
-	r = alloc_pick(d->inv, use, lease_table_find(&d->leases, t.cgid), &req, picked, err);
+	r = pick_gpus(d, t.cgid, &req, picked, err);
 	/* A holder may have ended a moment ago, before the watch could say so. */
 	if (r == -EBUSY && watch_release_ended(d, t.cgid) > 0) {
 		*err = (struct dg_error){ 0 };
-		alloc_usage(d->inv, &d->leases, t.cgid, use);
-		r = alloc_pick(d->inv, use, lease_table_find(&d->leases, t.cgid), &req, picked,
-			       err);
+		r = pick_gpus(d, t.cgid, &req, picked, err);
 	}
 	if (r < 0)
 		return r;

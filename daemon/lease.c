@@ -89,6 +89,15 @@ struct lease *lease_table_find(const struct lease_table *t, uint64_t cgid)
 	return NULL;
 }
 
+uint64_t *lease_table_ids(const struct lease_table *t)
+{
+	uint64_t *ids = malloc((t->n + 1) * sizeof(*ids));
+
+	for (size_t i = 0; ids && i < t->n; i++)
+		ids[i] = t->v[i]->cgid;
+	return ids;
+}
+
 int lease_table_find_label(const struct lease_table *t, const char *label, struct lease **ret)
 {
 	struct lease *hit = NULL;

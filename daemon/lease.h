@@ -45,6 +45,9 @@ struct lease *lease_copy(const struct lease *l);
 
 int lease_table_add(struct lease_table *t, struct lease *l);
 struct lease *lease_table_find(const struct lease_table *t, uint64_t cgid);
+/* The cgroup ids of all t->n leases, for walks that release leases as they go
+ * (releasing edits the table). NULL when out of memory; the caller frees. */
+uint64_t *lease_table_ids(const struct lease_table *t);
 /* By label; -EEXIST (ret NULL) when more than one lease carries it. */
 int lease_table_find_label(const struct lease_table *t, const char *label, struct lease **ret);
 /* Removes and returns the lease (caller frees), or NULL. */

@@ -315,6 +315,14 @@ struct dev_counters {
 	uint64_t entries; /* every key in the map, leased or not */
 };
 
+static void count_add(struct dg_count_val *to, const struct dg_count_val *v)
+{
+	to->granted += v->granted;
+	to->passed += v->passed;
+	to->allowed += v->allowed;
+	to->denied += v->denied;
+}
+
 static int dev_add(struct dev_counters *dc, const struct lease *l, const struct dg_count_key *key,
 		   const struct dg_count_val *per_cpu, int ncpus)
 {
@@ -331,12 +339,8 @@ static int dev_add(struct dev_counters *dc, const struct lease *l, const struct 
 	}
 	s = &dc->v[dc->n++];
 	*s = (struct dev_series){ .lease = l, .key = *key };
-	for (int cpu = 0; cpu < ncpus; cpu++) {
-		s->val.granted += per_cpu[cpu].granted;
-		s->val.passed += per_cpu[cpu].passed;
-		s->val.allowed += per_cpu[cpu].allowed;
-		s->val.denied += per_cpu[cpu].denied;
-	}
+	for (int cpu = 0; cpu < ncpus; cpu++)
+		count_add(&s->val, &per_cpu[cpu]);
 	return 0;
 }
 
@@ -373,10 +377,7 @@ static void dev_sort(struct dev_counters *dc, bool sum)
 		if (key_cmp(&dc->v[i], o) != 0) {
 			dc->v[++out] = dc->v[i];
 		} else if (sum) {
-			o->val.granted += dc->v[i].val.granted;
-			o->val.passed += dc->v[i].val.passed;
-			o->val.allowed += dc->v[i].val.allowed;
-			o->val.denied += dc->v[i].val.denied;
+			count_add(&o->val, &dc->v[i].val);
 		}
 	}
 	dc->n = out + 1;

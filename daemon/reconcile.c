@@ -56,13 +56,11 @@ static void adopt_grants(struct daemon *d, struct lease *l, int cgfd, unsigned i
 /* Leases: release the ended, adopt the living. */
 static void reconcile_leases(struct daemon *d, unsigned int *fixes)
 {
-	auto_free uint64_t *ids = malloc((d->leases.n + 1) * sizeof(uint64_t));
+	auto_free uint64_t *ids = lease_table_ids(&d->leases);
 	size_t n = d->leases.n;
 
 	if (!ids)
 		return;
-	for (size_t i = 0; i < n; i++)
-		ids[i] = d->leases.v[i]->cgid;
 	for (size_t i = 0; i < n; i++) {
 		struct lease *l = lease_table_find(&d->leases, ids[i]);
 		auto_close int cgfd = -1;

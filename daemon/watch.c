@@ -98,14 +98,11 @@ static bool check_ended(struct daemon *d, struct lease *l)
  */
 size_t watch_release_ended(struct daemon *d, uint64_t except_cgid)
 {
+	auto_free uint64_t *ids = lease_table_ids(&d->leases);
 	size_t n = d->leases.n, released = 0;
-	auto_free uint64_t *ids = n ? calloc(n, sizeof(*ids)) : NULL;
 
 	if (!ids)
 		return 0;
-	/* Releasing edits the table: pick the ids first. */
-	for (size_t i = 0; i < n; i++)
-		ids[i] = d->leases.v[i]->cgid;
 	for (size_t i = 0; i < n; i++) {
 		struct lease *l = lease_table_find(&d->leases, ids[i]);
 

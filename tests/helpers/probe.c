@@ -39,9 +39,11 @@ static int make_nodes(const char *spec, const char *dir)
 		snprintf(name, sizeof(name), "%u", i);
 		if (mknodat(dfd, name, S_IFCHR | 0666, makedev(major, i)) < 0) {
 			perror(name);
+			close(dfd);
 			return 1;
 		}
 	}
+	close(dfd);
 	return 0;
 }
 

@@ -89,12 +89,33 @@ static void test_labels(void **state)
 	label("/", NULL);
 }
 
+static void test_table_ids(void **state)
+{
+	struct lease_table t = { 0 };
+	uint64_t *ids;
+
+	(void)state;
+	ids = lease_table_ids(&t); /* empty: still an array to free */
+	assert_non_null(ids);
+	free(ids);
+	for (uint64_t id = 7; id <= 9; id++)
+		assert_int_equal(lease_table_add(&t, lease_new(id)), 0);
+	ids = lease_table_ids(&t);
+	assert_non_null(ids);
+	for (size_t i = 0; i < t.n; i++)
+		assert_int_equal(ids[i], t.v[i]->cgid);
+	assert_int_equal(ids[0] + ids[1] + ids[2], 7 + 8 + 9);
+	free(ids);
+	lease_table_clear(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_rejects),
 		cmocka_unit_test(test_labels),
+		cmocka_unit_test(test_table_ids),
 	};
 
 	return cmocka_run_group_tests_name("lease", tests, NULL, NULL);
