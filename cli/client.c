@@ -22,7 +22,8 @@ static int unreachable(const char *path, int e, struct dg_error *err)
 	dg_error_set(err, DG_E_UNREACHABLE, e, "cannot reach devgated at %s: %s", path,
 		     strerror(e));
 	dg_error_hint(err, "start it with 'systemctl start devgated', or run 'devgated &' as "
-			   "root; --socket or DEVGATE_SOCKET name another socket");
+			   "root; -s/--socket names another socket (devgatectl also reads "
+			   "DEVGATE_SOCKET)");
 	return -e;
 }
 
@@ -38,13 +39,15 @@ int client_connect(const char *socket_path, struct client_conn *ret, struct dg_e
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return dg_error_set(err, DG_E_INTERNAL, errno, "socket: %m");
+	/* Before connect: a daemon whose backlog is full would block it for good. */
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = errno;
+		int e = errno == EINPROGRESS || errno == EAGAIN ? ETIMEDOUT : errno;
 
 		close(fd);
 		return unreachable(socket_path, e, err);
 	}
-	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	ret->fd = fd;
 	ret->in = (struct dg_linebuf){ 0 };
 	return 0;
@@ -72,14 +75,14 @@ static int recv_line(struct client_conn *c, char **line, struct dg_error *err)
 	return 0;
 }
 
-int client_call(struct client_conn *c, enum dg_op op, json_object *args, json_object **ret,
-		struct dg_error *err)
+int client_call(struct client_conn *c, const struct dg_request *req, union dg_reply *reply,
+		struct dg_arena *a, struct dg_error *err)
 {
-	auto_json json_object *req = dg_request_new(op, args);
+	auto_json json_object *msg = dg_request_encode(req);
 	auto_free char *line = NULL;
 	int r;
 
-	r = dg_send(c->fd, req);
+	r = dg_send(c->fd, msg);
 	if (r == -EPIPE || r == -ECONNRESET)
 		return dg_error_set(err, DG_E_UNREACHABLE, -r, "devgated closed the connection");
 	if (r < 0)
@@ -88,39 +91,35 @@ int client_call(struct client_conn *c, enum dg_op op, json_object *args, json_ob
 	r = recv_line(c, &line, err);
 	if (r < 0)
 		return r;
-	return dg_reply_parse(line, ret, err);
+	return dg_reply_decode(req->op, line, reply, a, err);
 }
 
-int client_request(const char *socket_path, enum dg_op op, json_object *args, json_object **ret,
-		   struct dg_error *err)
+int client_request(const char *socket_path, const struct dg_request *req, union dg_reply *reply,
+		   struct dg_arena *a, struct dg_error *err)
 {
 	struct client_conn c = { .fd = -1 };
 	int r = client_connect(socket_path, &c, err);
 
-	if (r < 0) {
-		json_object_put(args);
+	if (r < 0)
 		return r;
-	}
-	r = client_call(&c, op, args, ret, err);
+	r = client_call(&c, req, reply, a, err);
 	client_close(&c);
 	return r;
 }
 
-int client_next_event(struct client_conn *c, json_object **ret, struct dg_error *err)
+int client_next_event(struct client_conn *c, enum dg_op op, union dg_stream_event *ev,
+		      struct dg_arena *a, struct dg_error *err)
 {
+	struct timeval tv = { 0 };
 	auto_free char *line = NULL;
 	int r;
 
 	/* Streams wait as long as it takes. */
-	{
-		struct timeval tv = { 0 };
-
-		(void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	}
+	(void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	r = dg_recv_line(c->fd, &c->in, &line);
 	if (r < 0)
 		return r == -ECONNRESET ? r
 					: dg_error_set(err, DG_E_UNREACHABLE, r, "reading events: %s",
 						       strerror(-r));
-	return dg_event_parse(line, ret, err);
+	return dg_event_decode(op, line, ev, a, err);
 }

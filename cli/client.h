@@ -6,7 +6,7 @@
 #include <json-c/json.h>
 
 #include "errors.h"
-#include "protocol.h"
+#include "wire.h"
 
 struct client_conn {
 	int fd;
@@ -16,13 +16,14 @@ struct client_conn {
 int client_connect(const char *socket_path, struct client_conn *ret, struct dg_error *err);
 void client_close(struct client_conn *c);
 
-/* Sends op with args (taken) and waits for the reply's result. */
-int client_call(struct client_conn *c, enum dg_op op, json_object *args, json_object **ret,
-		struct dg_error *err);
+/* Sends req and decodes the reply into reply (its strings in a). */
+int client_call(struct client_conn *c, const struct dg_request *req, union dg_reply *reply,
+		struct dg_arena *a, struct dg_error *err);
 /* One-shot: connect, call, close. */
-int client_request(const char *socket_path, enum dg_op op, json_object *args, json_object **ret,
-		   struct dg_error *err);
-/* Next event of a stream; -ECONNRESET when the daemon closed it. */
-int client_next_event(struct client_conn *c, json_object **ret, struct dg_error *err);
+int client_request(const char *socket_path, const struct dg_request *req, union dg_reply *reply,
+		   struct dg_arena *a, struct dg_error *err);
+/* Next event of op's stream; -ECONNRESET when the daemon closed it. */
+int client_next_event(struct client_conn *c, enum dg_op op, union dg_stream_event *ev,
+		      struct dg_arena *a, struct dg_error *err);
 
 #endif

@@ -197,12 +197,12 @@ static int generate(struct cli *cli, const char *host_root, const char *output,
 
 	r = inventory_discover(host_root, &inv, &err);
 	if (r < 0)
-		return cli_fail(cli, &err);
+		return cli_error(cli, &err);
 	if (inv->n_gpus == 0) {
 		inventory_free(inv);
 		dg_error_set(&err, DG_E_NO_GPU, ENODEV, "no GPU under %s: nothing to describe",
 			     host_root);
-		return cli_fail(cli, &err);
+		return cli_error(cli, &err);
 	}
 	spec = spec_build(inv, o);
 	inventory_free(inv);
@@ -215,7 +215,7 @@ static int generate(struct cli *cli, const char *host_root, const char *output,
 	}
 	r = write_spec(output, text, &err);
 	if (r < 0)
-		return cli_fail(cli, &err);
+		return cli_error(cli, &err);
 	fprintf(stderr, "wrote %s\n", output);
 	return 0;
 }

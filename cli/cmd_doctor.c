@@ -21,11 +21,10 @@
 #include "commands.h"
 #include "gpu.h"
 #include "jsonutil.h"
+#include "paths.h"
 #include "mountinfo.h"
 #include "util.h"
 
-/* devgated's default (DG_DEFAULT_PIN_ROOT in daemon/bpfgate.h) */
-#define DEFAULT_PIN_ROOT "/sys/fs/bpf/devgate"
 #define MAX_NODES (DG_MAX_GPUS + 3)
 #define MAX_PROGS 64
 
@@ -48,6 +47,9 @@ struct doctor {
 	const char *host_root;
 	const char *pin_root;
 	const char *socket;
+	struct dg_ping_reply pong; /* devgated's answer, strings in arena */
+	struct dg_error daemon_err;
+	struct dg_arena arena;
 	struct dg_inventory *inv; /* NULL when proc/devices is unreadable */
 	struct dg_error inv_err;
 	struct node_seen nodes[MAX_NODES];
@@ -305,21 +307,14 @@ static void check_dev_char(struct doctor *d, struct result *r)
 
 static void check_daemon(struct doctor *d, struct result *r)
 {
-	auto_json json_object *res = NULL;
-	struct dg_error err = { 0 };
-	int64_t pid = 0, leases = 0;
-
-	if (client_request(d->socket, DG_OP_PING, NULL, &res, &err) < 0) {
-		say(r, ST_FAIL, "%s", err.message);
-		hint(r, "%s", err.hint);
+	if (!d->daemon_up) {
+		say(r, ST_FAIL, "%s", d->daemon_err.message);
+		hint(r, "%s", d->daemon_err.hint);
 		return;
 	}
-	d->daemon_up = true;
-	(void)json_get_int(res, "pid", &pid);
-	(void)json_get_int(res, "leases", &leases);
-	say(r, ST_OK, "devgated %s (PID %lld) answers on %s with %lld lease%s",
-	    json_get_str(res, "version"), (long long)pid, d->socket, (long long)leases,
-	    leases == 1 ? "" : "s");
+	say(r, ST_OK, "devgated %s (PID %lld) answers on %s with %lld lease%s", d->pong.version,
+	    (long long)d->pong.pid, d->socket, (long long)d->pong.leases,
+	    d->pong.leases == 1 ? "" : "s");
 }
 
 /* Adds the device programs on cgfd that are not devgate's to r. */
@@ -347,10 +342,10 @@ static int find_foreign(int cgfd, const char *who, struct result *r)
 	return found;
 }
 
-static int lease_cgroup_open(const struct doctor *d, json_object *lease)
+static int lease_cgroup_open(const struct doctor *d, const struct dg_lease_info *lease)
 {
 	char path[PATH_MAX];
-	const char *cg = json_get_str(lease, "cgroup");
+	const char *cg = lease->cgroup;
 	int n;
 
 	if (!cg)
@@ -364,38 +359,38 @@ static int lease_cgroup_open(const struct doctor *d, json_object *lease)
 
 static void check_foreign(struct doctor *d, struct result *r)
 {
-	auto_json json_object *res = NULL;
+	struct dg_request req = { .op = DG_OP_STATUS };
+	struct dg_arena arena = { 0 };
 	struct dg_error err = { 0 };
-	json_object *leases;
-	size_t n, checked = 0;
+	union dg_reply reply;
+	size_t checked = 0;
 
 	if (!d->daemon_up || !d->cg_mount) {
 		say(r, ST_SKIP, "needs devgated and cgroup v2");
 		return;
 	}
-	if (client_request(d->socket, DG_OP_STATUS, NULL, &res, &err) < 0) {
+	if (client_request(d->socket, &req, &reply, &arena, &err) < 0) {
 		say(r, ST_FAIL, "%s", err.message);
 		return;
 	}
-	leases = json_object_object_get(res, "leases");
-	n = json_object_array_length(leases);
-	for (size_t i = 0; i < n; i++) {
-		json_object *l = json_object_array_get_idx(leases, i);
-		const char *label = json_get_str(l, "container");
+	for (size_t i = 0; i < reply.status.n_leases; i++) {
+		const struct dg_lease_info *l = &reply.status.leases[i];
+		const char *label = l->container;
 		auto_close int cgfd = lease_cgroup_open(d, l);
 		char who[512];
 		int e;
 
 		if (cgfd < 0)
 			continue; /* the container just ended; devgated releases it */
-		snprintf(who, sizeof(who), "cgroup %s%s%s%s", json_get_str(l, "cgroup"),
-			 label ? " (" : "", label ? label : "", label ? ")" : "");
+		snprintf(who, sizeof(who), "cgroup %s%s%s%s", l->cgroup, label ? " (" : "",
+			 label ? label : "", label ? ")" : "");
 		e = find_foreign(cgfd, who, r);
 		if (e < 0)
 			add(r, ST_FAIL, "cannot query the device programs of %s: %s", who,
 			    strerror(-e));
 		checked++;
 	}
+	dg_arena_free(&arena);
 	if (r->status == ST_WARN)
 		hint(r, "devgated wraps such programs at its next re-check (recheck-ms, 1 s by "
 			"default); if one stays, see devgated's log");
@@ -480,6 +475,27 @@ static void render_doctor(json_object *o)
 	       count[ST_WARN] == 1 ? "" : "s", count[ST_FAIL], count[ST_SKIP]);
 }
 
+/*
+ * A running devgated says which host root and pin root it really uses;
+ * those win over the defaults, never over what the user gave.
+ */
+static void ask_daemon(struct doctor *d, bool take_host, bool take_pins)
+{
+	struct dg_request req = { .op = DG_OP_PING };
+	union dg_reply reply;
+
+	if (client_request(d->socket, &req, &reply, &d->arena, &d->daemon_err) < 0)
+		return;
+	d->daemon_up = true;
+	d->pong = reply.ping;
+	if (!d->pong.has_settings)
+		return;
+	if (take_host)
+		d->host_root = d->pong.settings.host_root;
+	if (take_pins)
+		d->pin_root = d->pong.settings.pin_root;
+}
+
 static const char doctor_help[] =
 	"Usage: devgatectl [-s SOCKET] doctor [--host-root DIR] [--pin-root DIR] [--json]\n"
 	"\n"
@@ -490,8 +506,9 @@ static const char doctor_help[] =
 	"Exit status: 0 when no check failed (warnings allowed), 1 when one did.\n"
 	"\n"
 	"      --host-root DIR    read /proc/devices, /proc/driver/nvidia and /dev under DIR\n"
-	"                         (as devgated --host-root)\n"
-	"      --pin-root DIR     devgated's pin directory (default " DEFAULT_PIN_ROOT ")\n";
+	"                         (default: the running devgated's, else /)\n"
+	"      --pin-root DIR     devgated's pin directory (default: the running devgated's,\n"
+	"                         else " DG_DEFAULT_PIN_ROOT ")\n";
 
 enum { OPT_HOST_ROOT = 256, OPT_PIN_ROOT };
 
@@ -504,8 +521,9 @@ int cmd_doctor(struct cli *cli, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct doctor d = { .host_root = "/", .pin_root = DEFAULT_PIN_ROOT, .socket = cli->socket };
+	struct doctor d = { .host_root = "/", .pin_root = DG_DEFAULT_PIN_ROOT, .socket = cli->socket };
 	auto_json json_object *report = NULL;
+	bool host_given = false, pins_given = false;
 	enum status worst;
 	int o;
 
@@ -513,9 +531,11 @@ int cmd_doctor(struct cli *cli, int argc, char **argv)
 		switch (o) {
 		case OPT_HOST_ROOT:
 			d.host_root = optarg;
+			host_given = true;
 			break;
 		case OPT_PIN_ROOT:
 			d.pin_root = optarg;
+			pins_given = true;
 			break;
 		case 'j':
 			cli->json = true;
@@ -529,6 +549,7 @@ int cmd_doctor(struct cli *cli, int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage(cli, "doctor", "unexpected argument '%s'", argv[optind]);
+	ask_daemon(&d, !host_given, !pins_given);
 	report = run_checks(&d, &worst);
 	if (cli->json)
 		print_json(report);
@@ -536,5 +557,11 @@ int cmd_doctor(struct cli *cli, int argc, char **argv)
 		render_doctor(report);
 	inventory_free(d.inv);
 	free(d.cg_mount);
-	return worst == ST_FAIL ? 1 : 0;
+	dg_arena_free(&d.arena);
+	if (worst != ST_FAIL)
+		return 0;
+	/* The report already said what failed. */
+	dg_error_set(&cli->err, DG_E_CHECK, EIO, "at least one check failed");
+	cli->reported = true;
+	return -EIO;
 }

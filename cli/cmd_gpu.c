@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* list, grant, revoke, status, watch: the admin's commands, and helpers all commands share. */
+/* list, grant, revoke, status, watch: the admin's commands. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -9,97 +9,8 @@
 #include "cleanup.h"
 #include "client.h"
 #include "commands.h"
-#include "jsonutil.h"
+#include "gpu.h"
 #include "util.h"
-
-const char cmd_common_help[] = "  -j, --json             print JSON instead of text\n"
-			       "  -h, --help             show this help\n";
-
-static json_object *get(json_object *o, const char *key)
-{
-	json_object *v = NULL;
-
-	return json_object_object_get_ex(o, key, &v) ? v : NULL;
-}
-
-static int get_int(json_object *o, const char *key)
-{
-	return json_object_get_int(get(o, key));
-}
-
-int cmd_call(struct cli *cli, enum dg_op op, json_object *args,
-	     void (*render)(const struct cli *cli, json_object *result))
-{
-	auto_json json_object *result = NULL;
-	struct dg_error err = { 0 };
-
-	if (client_request(cli->socket, op, args, &result, &err) < 0)
-		return cli_fail(cli, &err);
-	if (cli->json)
-		print_json(result);
-	else
-		render(cli, result);
-	return 0;
-}
-
-int cmd_no_more_args(struct cli *cli, const char *cmd, int argc, char **argv)
-{
-	if (optind < argc)
-		return cli_usage(cli, cmd, "unexpected argument '%s'", argv[optind]);
-	return 0;
-}
-
-int cmd_common_options(struct cli *cli, const char *cmd, const char *help, int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	int o;
-
-	while ((o = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
-		if (o == 'j') {
-			cli->json = true;
-		} else if (o == 'h') {
-			printf("%s%s", help, cmd_common_help);
-			return 0;
-		} else {
-			return cli_usage(cli, cmd, "unknown option");
-		}
-	}
-	return cmd_no_more_args(cli, cmd, argc, argv) ? dg_code_info(DG_E_INVALID)->exit_code : -1;
-}
-
-int cmd_stream(struct cli *cli, enum dg_op op, json_object *args,
-	       void (*on_result)(const struct cli *cli, json_object *result),
-	       void (*on_event)(const struct cli *cli, json_object *event))
-{
-	struct client_conn c = { .fd = -1 };
-	auto_json json_object *result = NULL;
-	struct dg_error err = { 0 };
-	int r;
-
-	r = client_connect(cli->socket, &c, &err);
-	if (r < 0) {
-		json_object_put(args);
-		return cli_fail(cli, &err);
-	}
-	r = client_call(&c, op, args, &result, &err);
-	if (r == 0 && on_result)
-		on_result(cli, result);
-	while (r == 0) {
-		auto_json json_object *ev = NULL;
-
-		r = client_next_event(&c, &ev, &err);
-		if (r == 0)
-			on_event(cli, ev);
-	}
-	client_close(&c);
-	if (r == -ECONNRESET)
-		dg_error_set(&err, DG_E_UNREACHABLE, ECONNRESET, "devgated stopped");
-	return cli_fail(cli, &err);
-}
 
 /* ---- list ---- */
 
@@ -111,75 +22,71 @@ static const char list_help[] =
 	"\n"
 	"  -f, --free             only GPUs nobody holds\n";
 
-static void holders_text(json_object *holders, char *buf, size_t len)
+static void holders_text(const struct dg_list_gpu *g, char *buf, size_t len)
 {
-	size_t n = json_object_array_length(holders), off = 0;
+	size_t off = 0;
 
 	buf[0] = '\0';
-	for (size_t i = 0; i < n && off < len; i++) {
-		json_object *h = json_object_array_get_idx(holders, i);
-		const char *label = json_get_str(h, "container");
+	for (size_t i = 0; i < g->n_holders && off < len; i++) {
+		const struct dg_holder_info *h = &g->holders[i];
 
 		off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? "," : "",
-					label ? label : json_get_str(h, "cgroup"));
+					h->container ? h->container : h->cgroup);
 	}
 }
 
-static void render_list(const struct cli *cli, json_object *r)
+static void list_row(struct table *t, const struct dg_list_gpu *g)
+{
+	char idx[24], minor[24], state[256], who[200];
+	const char *cells[8];
+
+	snprintf(idx, sizeof(idx), "%lld", (long long)g->gpu.index);
+	snprintf(minor, sizeof(minor), "%lld", (long long)g->gpu.minor);
+	holders_text(g, who, sizeof(who));
+	snprintf(state, sizeof(state), "%s%s%s", g->state, who[0] ? " by " : "", who);
+	cells[0] = idx;
+	cells[1] = minor;
+	cells[2] = g->gpu.uuid;
+	cells[3] = g->gpu.pci;
+	cells[4] = g->gpu.product;
+	cells[5] = g->gpu.arch;
+	cells[6] = state;
+	cells[7] = g->gpu.model;
+	table_add(t, cells);
+}
+
+static void render_list(const struct cli *cli, const union dg_reply *reply)
 {
 	static const char *const head[] = { "IDX", "MINOR", "UUID",  "PCI",
 					    "PRODUCT", "ARCH", "STATE", "MODEL" };
-	json_object *gpus = get(r, "gpus"), *ctl = get(r, "control_nodes");
+	const struct dg_list_reply *r = &reply->list;
 	struct table *t = table_new(ARRAY_SIZE(head), head);
-	size_t n = json_object_array_length(gpus);
 
 	(void)cli;
-	for (size_t i = 0; i < n; i++) {
-		json_object *g = json_object_array_get_idx(gpus, i);
-		char idx[16], minor[16], state[256], who[200];
-		const char *cells[ARRAY_SIZE(head)];
-
-		snprintf(idx, sizeof(idx), "%d", get_int(g, "index"));
-		snprintf(minor, sizeof(minor), "%d", get_int(g, "minor"));
-		holders_text(get(g, "holders"), who, sizeof(who));
-		snprintf(state, sizeof(state), "%s%s%s", json_get_str(g, "state"), who[0] ? " by " : "",
-			 who);
-		cells[0] = idx;
-		cells[1] = minor;
-		cells[2] = json_get_str(g, "uuid");
-		cells[3] = json_get_str(g, "pci");
-		cells[4] = json_get_str(g, "product");
-		cells[5] = json_get_str(g, "arch");
-		cells[6] = state;
-		cells[7] = json_get_str(g, "model");
-		table_add(t, cells);
-	}
-	if (n)
+	for (size_t i = 0; i < r->n_gpus; i++)
+		list_row(t, &r->gpus[i]);
+	if (r->n_gpus)
 		table_print(t, stdout);
 	else
-		printf("no GPU%s found under %s\n", json_get_bool(r, "free_only") ? " free" : "",
-		       json_get_str(r, "host_root"));
+		printf("no GPU%s found under %s\n", r->free_only ? " free" : "", r->host_root);
 	table_free(t);
-	for (size_t i = 0; i < n; i++) {
-		json_object *g = json_object_array_get_idx(gpus, i);
-
-		if (json_get_str(g, "problem"))
-			printf("GPU %d: %s\n", get_int(g, "index"), json_get_str(g, "problem"));
+	for (size_t i = 0; i < r->n_gpus; i++) {
+		if (r->gpus[i].gpu.problem)
+			printf("GPU %lld: %s\n", (long long)r->gpus[i].gpu.index,
+			       r->gpus[i].gpu.problem);
 	}
-	n = json_object_array_length(ctl);
 	printf("control nodes:");
-	for (size_t i = 0; i < n; i++) {
-		json_object *c = json_object_array_get_idx(ctl, i);
+	for (size_t i = 0; i < r->n_control_nodes; i++) {
+		const struct dg_node_info *c = &r->control_nodes[i];
 
-		printf(" %s (%d:%d)", json_get_str(c, "path"), get_int(c, "major"),
-		       get_int(c, "minor"));
+		printf(" %s (%lld:%lld)", c->path, (long long)c->major, (long long)c->minor);
 	}
-	printf("%s\n", n ? "" : " none (no NVIDIA driver in /proc/devices)");
-	if (json_get_str(r, "control_problem"))
-		printf("control nodes unusable: %s\n", json_get_str(r, "control_problem"));
+	printf("%s\n", r->n_control_nodes ? "" : " none (no NVIDIA driver in /proc/devices)");
+	if (r->control_problem)
+		printf("control nodes unusable: %s\n", r->control_problem);
 }
 
-int cmd_list(struct cli *cli, int argc, char **argv)
+int list_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, bool *done)
 {
 	static const struct option opts[] = {
 		{ "free", no_argument, NULL, 'f' },
@@ -187,31 +94,38 @@ int cmd_list(struct cli *cli, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	json_object *args = json_object_new_object();
 	int o;
 
+	*req = (struct dg_request){ .op = DG_OP_LIST };
+	*done = false;
 	while ((o = getopt_long(argc, argv, "fjh", opts, NULL)) != -1) {
 		switch (o) {
 		case 'f':
-			json_object_object_add(args, "free", json_object_new_boolean(1));
+			req->u.list.free = true;
 			break;
 		case 'j':
 			cli->json = true;
 			break;
 		case 'h':
 			printf("%s%s", list_help, cmd_common_help);
-			json_object_put(args);
+			*done = true;
 			return 0;
 		default:
-			json_object_put(args);
 			return cli_usage(cli, "list", "unknown option");
 		}
 	}
-	if (cmd_no_more_args(cli, "list", argc, argv)) {
-		json_object_put(args);
-		return dg_code_info(DG_E_INVALID)->exit_code;
-	}
-	return cmd_call(cli, DG_OP_LIST, args, render_list);
+	return cmd_no_more_args(cli, "list", argc, argv);
+}
+
+int cmd_list(struct cli *cli, int argc, char **argv)
+{
+	struct dg_request req;
+	bool done;
+	int r = list_parse(cli, argc, argv, &req, &done);
+
+	if (r < 0 || done)
+		return r;
+	return cmd_call(cli, &req, render_list);
 }
 
 /* ---- grant / revoke ---- */
@@ -233,7 +147,7 @@ static const char grant_help[] =
 	"      --product V:D      ... with this PCI vendor:device id (e.g. 10de:2330)\n"
 	"OPTIONS:\n"
 	"  -n, --container LABEL  name to show for the container (e.g. its runtime id)\n"
-	"  -s, --shared           share the GPUs (time slicing) instead of holding them\n"
+	"  -S, --shared           share the GPUs (time slicing) instead of holding them\n"
 	"      --root PATH        rootfs inside the container's mount namespace, for\n"
 	"                         containers that have not pivoted yet (OCI hooks)\n";
 
@@ -254,117 +168,92 @@ static const char revoke_help[] =
 
 enum { OPT_MODEL = 256, OPT_ARCH, OPT_PRODUCT, OPT_ROOT, OPT_MISSING_OK };
 
-static int add_pid(struct cli *cli, const char *cmd, json_object *args, const char *s)
+static int parse_target_pid(struct cli *cli, const char *cmd, struct dg_target_args *t,
+			    const char *s)
 {
 	pid_t pid;
 
 	if (parse_pid(s, &pid) < 0)
 		return cli_usage(cli, cmd, "'%s' is not a PID", s);
-	json_object_object_add(args, "pid", json_object_new_int(pid));
+	t->pid = pid;
+	t->has_pid = true;
 	return 0;
 }
 
-static int add_count(struct cli *cli, json_object *args, const char *s)
+static int parse_count(struct cli *cli, struct dg_grant_req *g, const char *s)
 {
 	uint32_t n;
 
-	if (parse_u32(s, &n) < 0 || n == 0 || n > 64)
-		return cli_usage(cli, "grant", "--gpus wants a count from 1 to 64, not '%s'", s);
-	json_object_object_add(args, "count", json_object_new_int((int)n));
+	if (parse_u32(s, &n) < 0 || n == 0 || n > DG_MAX_GPUS)
+		return cli_usage(cli, "grant", "--gpus wants a count from 1 to %d, not '%s'",
+				 DG_MAX_GPUS, s);
+	g->count = n;
+	g->has_count = true;
 	return 0;
 }
 
-static void put_str(json_object *args, const char *key, const char *v)
+/*
+ * Options grant and revoke share. *handled says whether o was one of them;
+ * the return value says whether it was right.
+ */
+static int target_opt(struct cli *cli, const char *cmd, int o, struct dg_target_args *t,
+		      const char **gpus, bool *handled)
 {
-	json_object_object_add(args, key, json_object_new_string(v));
-}
-
-/* Options shared by grant and revoke; returns 1 if handled, <0 to stop. */
-static int target_opt(struct cli *cli, const char *cmd, int o, json_object *args)
-{
+	*handled = true;
 	switch (o) {
 	case 'p':
-		return add_pid(cli, cmd, args, optarg) ? -1 : 1;
+		return parse_target_pid(cli, cmd, t, optarg);
 	case 'c':
-		put_str(args, "cgroup", optarg);
-		return 1;
+		t->cgroup = optarg;
+		return 0;
 	case 'n':
-		put_str(args, "container", optarg);
-		return 1;
+		t->container = optarg;
+		return 0;
 	case 'g':
-		put_str(args, "gpus", optarg);
-		return 1;
+		*gpus = optarg;
+		return 0;
 	case 'j':
 		cli->json = true;
-		return 1;
+		return 0;
 	default:
+		*handled = false;
 		return 0;
 	}
 }
 
-static void describe_gpus(json_object *gpus, json_object *only, char *buf, size_t len)
+static int grant_opt(struct cli *cli, int o, struct dg_grant_req *g, bool *done)
 {
-	size_t n = json_object_array_length(gpus), off = 0, shown = 0;
-
-	buf[0] = '\0';
-	for (size_t i = 0; i < n && off < len; i++) {
-		json_object *g = json_object_array_get_idx(gpus, i);
-		const char *uuid = json_get_str(g, "uuid");
-		bool listed = !only;
-
-		for (size_t k = 0; only && k < json_object_array_length(only); k++)
-			listed |= strcmp(json_object_get_string(json_object_array_get_idx(only, k)),
-					 uuid) == 0;
-		if (!listed)
-			continue;
-		off += (size_t)snprintf(buf + off, len - off, "%sGPU %d (%s)", shown++ ? ", " : "",
-					get_int(g, "index"), uuid);
+	switch (o) {
+	case 'N':
+		return parse_count(cli, g, optarg);
+	case OPT_MODEL:
+		g->model = optarg;
+		return 0;
+	case OPT_ARCH:
+		g->arch = optarg;
+		return 0;
+	case OPT_PRODUCT:
+		g->product = optarg;
+		return 0;
+	case OPT_ROOT:
+		g->root = optarg;
+		return 0;
+	case 'S':
+		g->shared = true;
+		return 0;
+	case 'h':
+		printf("%s%s", grant_help, cmd_common_help);
+		*done = true;
+		return 0;
+	case 's':
+		return cli_usage(cli, "grant", "-s is --socket and goes before the command; "
+				 "share GPUs with -S (--shared)");
+	default:
+		return cli_usage(cli, "grant", "unknown option");
 	}
 }
 
-static void print_nodes(json_object *nodes)
-{
-	for (size_t i = 0; i < json_object_array_length(nodes); i++) {
-		json_object *n = json_object_array_get_idx(nodes, i);
-
-		printf("  %-24s %s\n", json_get_str(n, "path"), json_get_str(n, "status"));
-	}
-}
-
-static void print_warnings(json_object *r)
-{
-	json_object *w = get(r, "warnings");
-
-	for (size_t i = 0; w && i < json_object_array_length(w); i++)
-		fprintf(stderr, "warning: %s\n", json_object_get_string(json_object_array_get_idx(w, i)));
-}
-
-static const char *who(json_object *r)
-{
-	const char *label = json_get_str(r, "container");
-
-	return label ? label : json_get_str(r, "cgroup");
-}
-
-static void render_grant(const struct cli *cli, json_object *r)
-{
-	json_object *granted = get(r, "granted");
-	char text[2048];
-
-	(void)cli;
-	if (json_object_array_length(granted) == 0) {
-		describe_gpus(get(r, "gpus"), NULL, text, sizeof(text));
-		printf("%s already holds what was asked (%s); nothing new granted\n", who(r), text);
-	} else {
-		describe_gpus(get(r, "gpus"), granted, text, sizeof(text));
-		printf("granted %s to %s (cgroup %s, PID %d)\n", text, who(r),
-		       json_get_str(r, "cgroup"), get_int(r, "pid"));
-	}
-	print_nodes(get(r, "nodes"));
-	print_warnings(r);
-}
-
-int cmd_grant(struct cli *cli, int argc, char **argv)
+int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, bool *done)
 {
 	static const struct option opts[] = {
 		{ "pid", required_argument, NULL, 'p' },
@@ -375,77 +264,116 @@ int cmd_grant(struct cli *cli, int argc, char **argv)
 		{ "model", required_argument, NULL, OPT_MODEL },
 		{ "arch", required_argument, NULL, OPT_ARCH },
 		{ "product", required_argument, NULL, OPT_PRODUCT },
-		{ "shared", no_argument, NULL, 's' },
+		{ "shared", no_argument, NULL, 'S' },
 		{ "root", required_argument, NULL, OPT_ROOT },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	auto_json json_object *args = json_object_new_object();
-	int o, r;
+	struct dg_grant_req *g = &req->u.grant;
+	int o, r = 0;
 
-	while ((o = getopt_long(argc, argv, "p:c:n:g:N:sjh", opts, NULL)) != -1) {
-		r = target_opt(cli, "grant", o, args);
-		if (r < 0)
-			return dg_code_info(DG_E_INVALID)->exit_code;
-		if (r > 0)
-			continue;
-		switch (o) {
-		case 'N':
-			if (add_count(cli, args, optarg) < 0)
-				return dg_code_info(DG_E_INVALID)->exit_code;
-			break;
-		case OPT_MODEL:
-			put_str(args, "model", optarg);
-			break;
-		case OPT_ARCH:
-			put_str(args, "arch", optarg);
-			break;
-		case OPT_PRODUCT:
-			put_str(args, "product", optarg);
-			break;
-		case OPT_ROOT:
-			put_str(args, "root", optarg);
-			break;
-		case 's':
-			json_object_object_add(args, "shared", json_object_new_boolean(1));
-			break;
-		case 'h':
-			printf("%s%s", grant_help, cmd_common_help);
-			return 0;
-		default:
-			return cli_usage(cli, "grant", "unknown option");
-		}
+	*req = (struct dg_request){ .op = DG_OP_GRANT };
+	g->target.source = "cli";
+	*done = false;
+	while (r == 0 && !*done && (o = getopt_long(argc, argv, "p:c:n:g:N:sSjh", opts, NULL)) != -1) {
+		bool handled;
+
+		r = target_opt(cli, "grant", o, &g->target, &g->gpus, &handled);
+		if (!handled)
+			r = grant_opt(cli, o, g, done);
 	}
-	if (cmd_no_more_args(cli, "grant", argc, argv))
-		return dg_code_info(DG_E_INVALID)->exit_code;
-	if (!get(args, "pid") && !get(args, "cgroup"))
-		return cli_usage(cli, "grant", "name the container with --pid or --cgroup");
-	if (!get(args, "gpus") && !get(args, "count"))
-		return cli_usage(cli, "grant", "ask for GPUs with --gpu SEL or --gpus N");
-	return cmd_call(cli, DG_OP_GRANT, TAKE_PTR(args), render_grant);
+	if (r < 0 || *done)
+		return r;
+	r = cmd_no_more_args(cli, "grant", argc, argv);
+	if (r == 0 && !g->target.has_pid && !g->target.cgroup)
+		r = cli_usage(cli, "grant", "name the container with --pid or --cgroup");
+	if (r == 0 && !g->gpus && !g->has_count)
+		r = cli_usage(cli, "grant", "ask for GPUs with --gpu SEL or --gpus N");
+	return r;
 }
 
-static void render_revoke(const struct cli *cli, json_object *r)
+static void describe_gpus(const struct dg_lease_info *l, const char *const *only, size_t n_only,
+			  char *buf, size_t len)
 {
-	json_object *revoked = get(r, "revoked");
-	size_t n = json_object_array_length(revoked);
+	size_t off = 0, shown = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < l->n_gpus && off < len; i++) {
+		const struct dg_gpu_info *g = &l->gpus[i].gpu;
+		bool listed = !only;
+
+		for (size_t k = 0; only && k < n_only; k++)
+			listed |= strcmp(only[k], g->uuid) == 0;
+		if (!listed)
+			continue;
+		off += (size_t)snprintf(buf + off, len - off, "%sGPU %lld (%s)", shown++ ? ", " : "",
+					(long long)g->index, g->uuid);
+	}
+}
+
+static void print_nodes(const struct dg_node_status *nodes, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		printf("  %-24s %s\n", nodes[i].path, nodes[i].status);
+}
+
+static const char *who(const struct dg_lease_info *l)
+{
+	return l->container ? l->container : l->cgroup;
+}
+
+static void render_grant(const struct cli *cli, const union dg_reply *reply)
+{
+	const struct dg_grant_reply *r = &reply->grant;
+	char text[2048];
 
 	(void)cli;
-	if (!get(r, "cgroup")) {
+	if (r->n_granted == 0) {
+		describe_gpus(&r->lease, NULL, 0, text, sizeof(text));
+		printf("%s already holds what was asked (%s); nothing new granted\n", who(&r->lease),
+		       text);
+	} else {
+		describe_gpus(&r->lease, r->granted, r->n_granted, text, sizeof(text));
+		printf("granted %s to %s (cgroup %s, PID %lld)\n", text, who(&r->lease),
+		       r->lease.cgroup, (long long)r->lease.pid);
+	}
+	print_nodes(r->nodes, r->n_nodes);
+	for (size_t i = 0; i < r->n_warnings; i++)
+		fprintf(stderr, "warning: %s\n", r->warnings[i]);
+}
+
+int cmd_grant(struct cli *cli, int argc, char **argv)
+{
+	struct dg_request req;
+	bool done;
+	int r = grant_parse(cli, argc, argv, &req, &done);
+
+	if (r < 0 || done)
+		return r;
+	return cmd_call(cli, &req, render_grant);
+}
+
+static void render_revoke(const struct cli *cli, const union dg_reply *reply)
+{
+	const struct dg_revoke_reply *r = &reply->revoke;
+
+	(void)cli;
+	if (!r->has_lease) {
 		printf("the container holds no GPU; nothing to revoke\n");
 		return;
 	}
-	printf("revoked %zu GPU%s from %s:", n, n == 1 ? "" : "s", who(r));
-	for (size_t i = 0; i < n; i++)
-		printf(" %s", json_object_get_string(json_object_array_get_idx(revoked, i)));
+	printf("revoked %zu GPU%s from %s:", r->n_revoked, r->n_revoked == 1 ? "" : "s",
+	       who(&r->lease));
+	for (size_t i = 0; i < r->n_revoked; i++)
+		printf(" %s", r->revoked[i]);
 	printf("\n");
-	print_nodes(get(r, "nodes"));
-	if (json_object_array_length(get(r, "gpus")) == 0)
-		printf("%s holds no GPU now; its device programs are restored\n", who(r));
+	print_nodes(r->nodes, r->n_nodes);
+	if (r->lease.n_gpus == 0)
+		printf("%s holds no GPU now; its device programs are restored\n", who(&r->lease));
 }
 
-int cmd_revoke(struct cli *cli, int argc, char **argv)
+int revoke_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, bool *done)
 {
 	static const struct option opts[] = {
 		{ "pid", required_argument, NULL, 'p' },
@@ -457,32 +385,45 @@ int cmd_revoke(struct cli *cli, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	auto_json json_object *args = json_object_new_object();
-	int o, r;
+	struct dg_revoke_req *v = &req->u.revoke;
+	int o, r = 0;
 
-	while ((o = getopt_long(argc, argv, "p:c:n:g:jh", opts, NULL)) != -1) {
-		r = target_opt(cli, "revoke", o, args);
-		if (r < 0)
-			return dg_code_info(DG_E_INVALID)->exit_code;
-		if (r > 0)
+	*req = (struct dg_request){ .op = DG_OP_REVOKE };
+	v->target.source = "cli";
+	*done = false;
+	while (r == 0 && (o = getopt_long(argc, argv, "p:c:n:g:jh", opts, NULL)) != -1) {
+		bool handled;
+
+		r = target_opt(cli, "revoke", o, &v->target, &v->gpus, &handled);
+		if (handled)
 			continue;
-		switch (o) {
-		case OPT_MISSING_OK:
-			json_object_object_add(args, "missing_ok", json_object_new_boolean(1));
-			break;
-		case 'h':
+		if (o == OPT_MISSING_OK) {
+			v->missing_ok = true;
+		} else if (o == 'h') {
 			printf("%s%s", revoke_help, cmd_common_help);
+			*done = true;
 			return 0;
-		default:
-			return cli_usage(cli, "revoke", "unknown option");
+		} else {
+			r = cli_usage(cli, "revoke", "unknown option");
 		}
 	}
-	if (cmd_no_more_args(cli, "revoke", argc, argv))
-		return dg_code_info(DG_E_INVALID)->exit_code;
-	if (!get(args, "pid") && !get(args, "cgroup") && !get(args, "container"))
-		return cli_usage(cli, "revoke", "name the container with --pid, --cgroup or "
-				 "--container");
-	return cmd_call(cli, DG_OP_REVOKE, TAKE_PTR(args), render_revoke);
+	if (r == 0)
+		r = cmd_no_more_args(cli, "revoke", argc, argv);
+	if (r == 0 && !v->target.has_pid && !v->target.cgroup && !v->target.container)
+		r = cli_usage(cli, "revoke", "name the container with --pid, --cgroup or "
+			      "--container");
+	return r;
+}
+
+int cmd_revoke(struct cli *cli, int argc, char **argv)
+{
+	struct dg_request req;
+	bool done;
+	int r = revoke_parse(cli, argc, argv, &req, &done);
+
+	if (r < 0 || done)
+		return r;
+	return cmd_call(cli, &req, render_revoke);
 }
 
 /* ---- status ---- */
@@ -492,32 +433,41 @@ static const char status_help[] = "Usage: devgatectl status [--json]\n"
 				   "Lists leases: which container holds which GPUs, since when, "
 				   "shared or exclusive.\n";
 
-static void render_status(const struct cli *cli, json_object *r)
+/* exclusive, shared, or mixed when the lease holds both kinds. */
+static const char *lease_mode(const struct dg_lease_info *l)
+{
+	size_t shared = 0;
+
+	for (size_t i = 0; i < l->n_gpus; i++)
+		shared += l->gpus[i].shared;
+	if (shared == 0)
+		return "exclusive";
+	return shared == l->n_gpus ? "shared" : "mixed";
+}
+
+static void render_status(const struct cli *cli, const union dg_reply *reply)
 {
 	static const char *const head[] = { "CONTAINER", "CGROUP", "PID", "SINCE", "MODE", "GPUS" };
-	json_object *leases = get(r, "leases");
+	const struct dg_status_reply *r = &reply->status;
 	struct table *t = table_new(ARRAY_SIZE(head), head);
-	size_t n = json_object_array_length(leases);
 
 	(void)cli;
-	for (size_t i = 0; i < n; i++) {
-		json_object *l = json_object_array_get_idx(leases, i), *gpus = get(l, "gpus");
-		char pid[16], list[1024];
+	for (size_t i = 0; i < r->n_leases; i++) {
+		const struct dg_lease_info *l = &r->leases[i];
+		char pid[24], list[1024];
 		const char *cells[ARRAY_SIZE(head)];
-		bool shared = json_object_array_length(gpus) &&
-			      json_get_bool(json_object_array_get_idx(gpus, 0), "shared");
 
-		snprintf(pid, sizeof(pid), "%d", get_int(l, "pid"));
-		describe_gpus(gpus, NULL, list, sizeof(list));
-		cells[0] = json_get_str(l, "container");
-		cells[1] = json_get_str(l, "cgroup");
+		snprintf(pid, sizeof(pid), "%lld", (long long)l->pid);
+		describe_gpus(l, NULL, 0, list, sizeof(list));
+		cells[0] = l->container;
+		cells[1] = l->cgroup;
 		cells[2] = pid;
-		cells[3] = json_get_str(l, "since");
-		cells[4] = shared ? "shared" : "exclusive";
+		cells[3] = l->since;
+		cells[4] = lease_mode(l);
 		cells[5] = list;
 		table_add(t, cells);
 	}
-	if (n)
+	if (r->n_leases)
 		table_print(t, stdout);
 	else
 		printf("no leases: every GPU is free\n");
@@ -526,11 +476,13 @@ static void render_status(const struct cli *cli, json_object *r)
 
 int cmd_status(struct cli *cli, int argc, char **argv)
 {
-	int r = cmd_common_options(cli, "status", status_help, argc, argv);
+	struct dg_request req = { .op = DG_OP_STATUS };
+	bool done;
+	int r = cmd_common_options(cli, "status", status_help, argc, argv, &done);
 
-	if (r >= 0)
+	if (r < 0 || done)
 		return r;
-	return cmd_call(cli, DG_OP_STATUS, NULL, render_status);
+	return cmd_call(cli, &req, render_status);
 }
 
 /* ---- watch ---- */
@@ -541,27 +493,25 @@ static const char watch_help[] =
 	"Prints lease changes as they happen (granted, revoked, released), one per line,\n"
 	"until interrupted. With --json each line is one JSON object.\n";
 
-static void print_event(const struct cli *cli, json_object *ev)
+static void print_event(const struct cli *cli, const union dg_stream_event *ev)
 {
-	json_object *lease = get(ev, "lease"), *gpus = get(ev, "gpus");
+	const struct dg_watch_event *w = &ev->watch;
 
-	if (cli->json) {
-		puts(json_object_to_json_string_ext(ev, JSON_C_TO_STRING_PLAIN));
-	} else {
-		printf("%s %s (cgroup %s):", json_get_str(ev, "type"), who(lease),
-		       json_get_str(lease, "cgroup"));
-		for (size_t i = 0; i < json_object_array_length(gpus); i++)
-			printf(" %s", json_object_get_string(json_object_array_get_idx(gpus, i)));
-		printf("\n");
-	}
+	(void)cli;
+	printf("%s %s (cgroup %s):", w->type, who(&w->lease), w->lease.cgroup);
+	for (size_t i = 0; i < w->n_gpus; i++)
+		printf(" %s", w->gpus[i]);
+	printf("\n");
 	fflush(stdout);
 }
 
 int cmd_watch(struct cli *cli, int argc, char **argv)
 {
-	int r = cmd_common_options(cli, "watch", watch_help, argc, argv);
+	struct dg_request req = { .op = DG_OP_WATCH };
+	bool done;
+	int r = cmd_common_options(cli, "watch", watch_help, argc, argv, &done);
 
-	if (r >= 0)
+	if (r < 0 || done)
 		return r;
-	return cmd_stream(cli, DG_OP_WATCH, NULL, NULL, print_event);
+	return cmd_stream(cli, &req, NULL, print_event);
 }

@@ -139,45 +139,48 @@ static int read_state(struct oci_state *s, struct dg_error *err)
 	return oci_state_parse(text, s, err);
 }
 
-static void add_str(json_object *o, const char *key, const char *v)
+static void grant_args(const struct oci_state *s, const struct oci_config *cfg,
+		       const struct oci_request *oreq, const char *source, struct dg_request *req)
 {
-	if (v)
-		json_object_object_add(o, key, json_object_new_string(v));
+	struct dg_grant_req *g = &req->u.grant;
+
+	*req = (struct dg_request){ .op = DG_OP_GRANT };
+	g->target.pid = s->pid;
+	g->target.has_pid = true;
+	g->target.container = s->id;
+	g->target.source = source;
+	g->root = cfg->root;
+	g->gpus = oreq->gpus;
+	g->count = oreq->count;
+	g->has_count = oreq->count > 0;
+	g->arch = oreq->arch;
+	g->model = oreq->model;
+	g->product = oreq->product;
+	g->shared = oreq->shared;
+	g->from_image = oreq->source == REQ_IMAGE_ENV;
 }
 
-static json_object *grant_args(const struct oci_state *s, const struct oci_config *cfg,
-			       const struct oci_request *req, const char *stage)
+/* One request, its reply unused beyond success. */
+static int call(struct cli *cli, const struct dg_request *req, union dg_reply *reply,
+		struct dg_error *err)
 {
-	json_object *a = json_object_new_object();
-	char source[64];
+	struct dg_arena arena = { 0 };
+	int r = client_request(cli->socket, req, reply, &arena, err);
 
-	snprintf(source, sizeof(source), "hook/%s", stage);
-	json_object_object_add(a, "pid", json_object_new_int(s->pid));
-	add_str(a, "container", s->id);
-	add_str(a, "root", cfg->root);
-	add_str(a, "gpus", req->gpus);
-	if (req->count)
-		json_object_object_add(a, "count", json_object_new_int(req->count));
-	add_str(a, "arch", req->arch);
-	add_str(a, "model", req->model);
-	add_str(a, "product", req->product);
-	if (req->shared)
-		json_object_object_add(a, "shared", json_object_new_boolean(1));
-	if (req->source == REQ_IMAGE_ENV)
-		json_object_object_add(a, "from_image", json_object_new_boolean(1));
-	add_str(a, "source", source);
-	return a;
+	dg_arena_free(&arena);
+	return r;
 }
 
 /* Whether devgated lets images ask for GPUs through their environment. */
 static int env_allowed(struct cli *cli, bool *ret, struct dg_error *err)
 {
-	auto_json json_object *pong = NULL;
-	int r = client_request(cli->socket, DG_OP_PING, NULL, &pong, err);
+	struct dg_request req = { .op = DG_OP_PING };
+	union dg_reply reply;
+	int r = call(cli, &req, &reply, err);
 
 	if (r < 0)
 		return r;
-	*ret = json_get_bool(pong, "hook_allow_env");
+	*ret = reply.ping.hook_allow_env;
 	return 0;
 }
 
@@ -186,7 +189,9 @@ static int hook_create(struct cli *cli, const struct oci_state *s, const char *c
 {
 	auto_cleanup(oci_config_done) struct oci_config cfg = { 0 };
 	auto_cleanup(oci_request_done) struct oci_request req = { 0 };
-	auto_json json_object *result = NULL;
+	struct dg_request grant;
+	union dg_reply reply;
+	char source[64];
 	bool allowed = false;
 	int r;
 
@@ -211,19 +216,23 @@ static int hook_create(struct cli *cli, const struct oci_state *s, const char *c
 	}
 	if (req.source == REQ_NONE)
 		return 0;
-	return client_request(cli->socket, DG_OP_GRANT, grant_args(s, &cfg, &req, stage), &result,
-			      err);
+	snprintf(source, sizeof(source), "hook/%s", stage);
+	grant_args(s, &cfg, &req, source, &grant);
+	return call(cli, &grant, &reply, err);
 }
 
 static int hook_release(struct cli *cli, const struct oci_state *s, struct dg_error *err)
 {
-	auto_json json_object *result = NULL;
-	json_object *a = json_object_new_object();
+	struct dg_request req = {
+		.op = DG_OP_REVOKE,
+		.u.revoke = {
+			.target = { .container = s->id, .source = "hook/poststop" },
+			.missing_ok = true,
+		},
+	};
+	union dg_reply reply;
 
-	json_object_object_add(a, "container", json_object_new_string(s->id));
-	json_object_object_add(a, "missing_ok", json_object_new_boolean(1));
-	json_object_object_add(a, "source", json_object_new_string("hook/poststop"));
-	return client_request(cli->socket, DG_OP_REVOKE, a, &result, err);
+	return call(cli, &req, &reply, err);
 }
 
 /* Puts the container and stage in front of the message the runtime will show. */
@@ -242,7 +251,7 @@ static int hook_fail(struct cli *cli, const struct oci_state *s, const char *sta
 		memcpy(err->message, prefix, plen);
 		err->message[plen + mlen] = '\0';
 	}
-	return cli_fail(cli, err);
+	return cli_error(cli, err);
 }
 
 void cmd_hook_help(FILE *f, const char *synopsis)

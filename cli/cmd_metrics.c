@@ -6,7 +6,6 @@
 #include "cleanup.h"
 #include "client.h"
 #include "commands.h"
-#include "jsonutil.h"
 
 static const char metrics_help[] =
 	"Usage: devgatectl metrics [--json]\n"
@@ -15,21 +14,21 @@ static const char metrics_help[] =
 	"'devgated --metrics-listen ADDR:PORT' serves at /metrics. With --json, an\n"
 	"object whose \"text\" is that document.\n";
 
-static void render_metrics(const struct cli *cli, json_object *r)
+static void render_metrics(const struct cli *cli, const union dg_reply *reply)
 {
-	const char *text = json_get_str(r, "text");
-
 	(void)cli;
-	fputs(text ? text : "", stdout);
+	fputs(reply->metrics.text, stdout);
 }
 
 int cmd_metrics(struct cli *cli, int argc, char **argv)
 {
-	int r = cmd_common_options(cli, "metrics", metrics_help, argc, argv);
+	struct dg_request req = { .op = DG_OP_METRICS };
+	bool done;
+	int r = cmd_common_options(cli, "metrics", metrics_help, argc, argv, &done);
 
-	if (r >= 0)
+	if (r < 0 || done)
 		return r;
-	return cmd_call(cli, DG_OP_METRICS, NULL, render_metrics);
+	return cmd_call(cli, &req, render_metrics);
 }
 
 static const char events_help[] =
@@ -44,38 +43,44 @@ static const char events_help[] =
 	"\n"
 	"  -f, --follow           keep printing new events\n";
 
-static void print_denial(const struct cli *cli, json_object *ev)
+static void print_denial(const struct dg_denied_event *ev)
 {
-	const char *who = json_get_str(ev, "container"), *node = json_get_str(ev, "node");
-	const char *gpu = json_get_str(ev, "gpu"), *device = json_get_str(ev, "device");
-
-	if (cli->json) {
-		puts(json_object_to_json_string_ext(ev, JSON_C_TO_STRING_PLAIN |
-								JSON_C_TO_STRING_NOSLASHESCAPE));
-		fflush(stdout);
-		return;
-	}
-	printf("%s ", json_get_str(ev, "time"));
-	if (who)
-		printf("%s (cgroup %s)", who, json_get_str(ev, "cgroup"));
+	printf("%s ", ev->time);
+	if (ev->container)
+		printf("%s (cgroup %s)", ev->container, ev->cgroup);
 	else
-		printf("cgroup id %s", json_get_str(ev, "cgroup_id"));
-	if (node)
-		printf(" was denied %s (%s%s%s)", node, device, gpu ? ", " : "", gpu ? gpu : "");
+		printf("cgroup id %llu", (unsigned long long)ev->cgroup_id);
+	if (ev->node)
+		printf(" was denied %s (%s%s%s)", ev->node, ev->device, ev->gpu ? ", " : "",
+		       ev->gpu ? ev->gpu : "");
 	else
-		printf(" was denied %s", device);
-	printf(", access %s\n", json_get_str(ev, "access"));
+		printf(" was denied %s", ev->device);
+	printf(", access %s\n", ev->access);
 	fflush(stdout);
 }
 
-static void print_recent(const struct cli *cli, json_object *result)
+static void on_event(const struct cli *cli, const union dg_stream_event *ev)
 {
-	json_object *events = NULL;
+	(void)cli;
+	print_denial(&ev->denied);
+}
 
-	if (!json_object_object_get_ex(result, "events", &events))
-		return;
-	for (size_t i = 0; i < json_object_array_length(events); i++)
-		print_denial(cli, json_object_array_get_idx(events, i));
+/* The recent events, one per line; with --json one object per line, as with --follow. */
+static void print_recent(const struct cli *cli, const union dg_reply *reply)
+{
+	const struct dg_events_reply *r = &reply->events;
+
+	for (size_t i = 0; i < r->n_events; i++) {
+		if (cli->json) {
+			auto_json json_object *o = dg_encode(&dg_denied_event_schema, &r->events[i]);
+
+			puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+								       JSON_C_TO_STRING_NOSLASHESCAPE));
+			fflush(stdout);
+		} else {
+			print_denial(&r->events[i]);
+		}
+	}
 }
 
 int cmd_events(struct cli *cli, int argc, char **argv)
@@ -86,15 +91,14 @@ int cmd_events(struct cli *cli, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	auto_json json_object *result = NULL;
-	struct dg_error err = { 0 };
-	bool follow = false;
-	json_object *args;
-	int o;
+	struct dg_request req = { .op = DG_OP_EVENTS };
+	struct dg_arena arena = { 0 };
+	union dg_reply reply;
+	int o, r;
 
 	while ((o = getopt_long(argc, argv, "fjh", opts, NULL)) != -1) {
 		if (o == 'f') {
-			follow = true;
+			req.u.events.follow = true;
 		} else if (o == 'j') {
 			cli->json = true;
 		} else if (o == 'h') {
@@ -104,15 +108,14 @@ int cmd_events(struct cli *cli, int argc, char **argv)
 			return cli_usage(cli, "events", "unknown option");
 		}
 	}
-	if (cmd_no_more_args(cli, "events", argc, argv))
-		return dg_code_info(DG_E_INVALID)->exit_code;
-	args = json_object_new_object();
-	json_object_object_add(args, "follow", json_object_new_boolean(follow));
-	if (follow)
-		return cmd_stream(cli, DG_OP_EVENTS, args, print_recent, print_denial);
-	/* One event per line with --json too, as with --follow. */
-	if (client_request(cli->socket, DG_OP_EVENTS, args, &result, &err) < 0)
-		return cli_fail(cli, &err);
-	print_recent(cli, result);
-	return 0;
+	r = cmd_no_more_args(cli, "events", argc, argv);
+	if (r < 0)
+		return r;
+	if (req.u.events.follow)
+		return cmd_stream(cli, &req, print_recent, on_event);
+	r = client_request(cli->socket, &req, &reply, &arena, &cli->err);
+	if (r == 0)
+		print_recent(cli, &reply);
+	dg_arena_free(&arena);
+	return r < 0 ? cli_error(cli, &cli->err) : 0;
 }

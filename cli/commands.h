@@ -3,7 +3,7 @@
 #define DEVGATE_COMMANDS_H
 
 #include "output.h"
-#include "protocol.h"
+#include "wire.h"
 
 struct command {
 	const char *name;
@@ -26,23 +26,29 @@ int cmd_doctor(struct cli *cli, int argc, char **argv);
 /* Help lines of the options every command shares (-j/--json, -h/--help). */
 extern const char cmd_common_help[];
 
-/* Runs one request and hands the result to render (or prints JSON). */
-int cmd_call(struct cli *cli, enum dg_op op, json_object *args,
-	     void (*render)(const struct cli *cli, json_object *result));
-/* 0, or the usage error's exit code when arguments are left over. */
+/* Runs one request and hands the reply to render (or prints it as JSON). */
+int cmd_call(struct cli *cli, const struct dg_request *req,
+	     void (*render)(const struct cli *cli, const union dg_reply *reply));
+void cmd_print_reply(enum dg_op op, const union dg_reply *reply);
+/* A usage error when arguments are left over. */
 int cmd_no_more_args(struct cli *cli, const char *cmd, int argc, char **argv);
-/*
- * Options of a command that takes only -j and -h, and no argument. Returns
- * -1 to go on, or the exit status to return with (help printed, or misuse).
- */
-int cmd_common_options(struct cli *cli, const char *cmd, const char *help, int argc, char **argv);
+/* Options of a command that takes only -j and -h; *done when help was printed. */
+int cmd_common_options(struct cli *cli, const char *cmd, const char *help, int argc, char **argv,
+		       bool *done);
 /*
  * A streaming request: on_result (may be NULL) gets the reply, on_event
  * each event until devgated ends the stream or the user interrupts.
- * Returns the exit status.
  */
-int cmd_stream(struct cli *cli, enum dg_op op, json_object *args,
-	       void (*on_result)(const struct cli *cli, json_object *result),
-	       void (*on_event)(const struct cli *cli, json_object *event));
+int cmd_stream(struct cli *cli, const struct dg_request *req,
+	       void (*on_result)(const struct cli *cli, const union dg_reply *reply),
+	       void (*on_event)(const struct cli *cli, const union dg_stream_event *ev));
+
+/*
+ * Option parsing of the lease commands, apart from the call so it can be
+ * tested: fills req from argv; *done when --help was printed.
+ */
+int list_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, bool *done);
+int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, bool *done);
+int revoke_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, bool *done);
 
 #endif

@@ -45,7 +45,7 @@ int main(int argc, char **argv)
 			printf("devgate-hook %s (protocol %d)\n", DEVGATE_VERSION, DG_PROTO_VERSION);
 			return 0;
 		default:
-			return cli_usage(&cli, "hook", "unknown option");
+			return cli_exit(&cli, cli_usage(&cli, "hook", "unknown option"));
 		}
 	}
 	/* cmd_hook sees argv as 'devgatectl hook ...' would give it. */
@@ -53,5 +53,5 @@ int main(int argc, char **argv)
 	argc -= optind - 1;
 	argv += optind - 1;
 	optind = 0; /* 0: glibc re-initialises getopt fully, permutation included */
-	return cmd_hook(&cli, argc, argv);
+	return cli_exit(&cli, cmd_hook(&cli, argc, argv));
 }

@@ -4,7 +4,9 @@
  * Grammar: devgatectl [GLOBAL OPTIONS] COMMAND [OPTIONS]. No prefix matching
  * of commands: scripts must not break when commands are added.
  */
+#include <errno.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,8 +52,39 @@ static void usage(FILE *f)
 		   "\n"
 		   "Exit status:\n",
 		DG_DEFAULT_SOCKET);
-	for (int c = 0; c < DG_CODE_MAX; c++)
-		fprintf(f, "  %3d  %s\n", dg_code_info(c)->exit_code, dg_code_info(c)->summary);
+	/* Codes that share a status (check_failed and internal) show once. */
+	for (int c = 0; c < DG_CODE_MAX; c++) {
+		if (c != DG_E_CHECK)
+			fprintf(f, "  %3d  %s\n", dg_code_info(c)->exit_code,
+				dg_code_info(c)->summary);
+	}
+}
+
+/* Edit distance (insert, delete, substitute), capped: names are short. */
+static size_t distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), row[33];
+
+	if (la > 32 || lb > 32)
+		return SIZE_MAX;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	return row[lb];
 }
 
 static const struct command *find_command(const char *name)
@@ -61,6 +94,27 @@ static const struct command *find_command(const char *name)
 			return &commands[i];
 	}
 	return NULL;
+}
+
+/* "no command 'lsit'", with the closest command when one is close. */
+static int no_command(struct cli *cli, const char *name)
+{
+	const char *best = NULL;
+	size_t best_d = 3; /* further than two edits is no suggestion */
+
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		size_t d = distance(name, commands[i].name);
+
+		if (d < best_d) {
+			best_d = d;
+			best = commands[i].name;
+		}
+	}
+	cli_usage(cli, NULL, "no command '%s'", name);
+	if (best)
+		dg_error_hint(&cli->err, "did you mean 'devgatectl %s'? See 'devgatectl --help'",
+			      best);
+	return -EINVAL;
 }
 
 static int cmd_version(struct cli *cli, int argc, char **argv)
@@ -103,7 +157,7 @@ static int cmd_help(struct cli *cli, int argc, char **argv)
 	}
 	cmd = find_command(argv[1]);
 	if (!cmd)
-		return cli_usage(cli, NULL, "no command '%s'", argv[1]);
+		return no_command(cli, argv[1]);
 	help_argv[0] = argv[1];
 	optind = 0; /* 0: glibc re-initialises getopt fully, permutation included */
 	return cmd->run(cli, 2, help_argv);
@@ -136,9 +190,9 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		case 'V':
-			return cmd_version(&cli, 0, NULL);
+			return cli_exit(&cli, cmd_version(&cli, 0, NULL));
 		default:
-			return cli_usage(&cli, NULL, "unknown global option");
+			return cli_exit(&cli, cli_usage(&cli, NULL, "unknown global option"));
 		}
 	}
 	if (optind >= argc) {
@@ -147,7 +201,7 @@ int main(int argc, char **argv)
 	}
 	cmd = find_command(argv[optind]);
 	if (!cmd)
-		return cli_usage(&cli, NULL, "no command '%s'", argv[optind]);
+		return cli_exit(&cli, no_command(&cli, argv[optind]));
 	/* The hook trusts no environment: only -s names another socket. */
 	if (!cli.socket)
 		cli.socket = cmd->run != cmd_hook && env_socket && *env_socket ? env_socket
@@ -155,5 +209,5 @@ int main(int argc, char **argv)
 	argv += optind;
 	argc -= optind;
 	optind = 0; /* 0: glibc re-initialises getopt fully, permutation included */
-	return cmd->run(&cli, argc, argv);
+	return cli_exit(&cli, cmd->run(&cli, argc, argv));
 }

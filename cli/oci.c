@@ -227,12 +227,42 @@ static int dup_opt(const char *s, char **ret)
 	return s && !*ret ? -ENOMEM : 0;
 }
 
+/*
+ * A misspelt devgate.io/ key would be ignored and the container would
+ * start without the GPU its owner asked for: refuse it instead.
+ */
+static int check_annotation_keys(json_object *a, struct dg_error *err)
+{
+	static const char *const known[] = { ANNOT_GPUS,  ANNOT_COUNT,   ANNOT_ARCH,
+					     ANNOT_MODEL, ANNOT_PRODUCT, ANNOT_SHARED };
+
+	json_object_object_foreach(a, key, val)
+	{
+		bool ok = !startswith(key, "devgate.io/");
+
+		(void)val;
+		for (size_t i = 0; !ok && i < ARRAY_SIZE(known); i++)
+			ok = strcmp(key, known[i]) == 0;
+		if (!ok) {
+			dg_error_set(err, DG_E_HOOK, EINVAL, "unknown annotation '%.100s'", key);
+			dg_error_hint(err, "devgate reads %s, %s, %s, %s, %s and %s", ANNOT_GPUS,
+				      ANNOT_COUNT, ANNOT_ARCH, ANNOT_MODEL, ANNOT_PRODUCT,
+				      ANNOT_SHARED);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 static int from_annotations(json_object *a, struct oci_request *r, struct dg_error *err)
 {
 	const char *gpus = json_get_str(a, ANNOT_GPUS), *count = json_get_str(a, ANNOT_COUNT);
 	const char *shared = json_get_str(a, ANNOT_SHARED);
 	uint32_t n;
+	int rc = check_annotation_keys(a, err);
 
+	if (rc < 0)
+		return rc;
 	if (!gpus && !count)
 		return 0;
 	if (gpus && count)

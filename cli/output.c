@@ -13,7 +13,7 @@ void print_json(json_object *o)
 						       JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
-int cli_fail(const struct cli *cli, const struct dg_error *err)
+void cli_print_error(const struct cli *cli, const struct dg_error *err)
 {
 	if (cli->json) {
 		auto_json json_object *o = json_object_new_object();
@@ -22,13 +22,21 @@ int cli_fail(const struct cli *cli, const struct dg_error *err)
 		print_json(o);
 	} else {
 		fprintf(stderr, "%s: %s\n", cli->prog ? cli->prog : "devgatectl", err->message);
-		if (err->hint[0])
-			fprintf(stderr, "hint: %s\n", err->hint);
+		if (dg_error_hint_text(err))
+			fprintf(stderr, "hint: %s\n", dg_error_hint_text(err));
 	}
-	return dg_code_info(err->code)->exit_code;
 }
 
-int cli_usage(const struct cli *cli, const char *cmd, const char *fmt, ...)
+int cli_error(struct cli *cli, const struct dg_error *err)
+{
+	if (err != &cli->err)
+		cli->err = *err;
+	if (!cli->err.code)
+		cli->err.code = DG_E_INTERNAL;
+	return -(cli->err.errnum > 0 ? cli->err.errnum : EINVAL);
+}
+
+int cli_usage(struct cli *cli, const char *cmd, const char *fmt, ...)
 {
 	struct dg_error err = { 0 };
 	char msg[512];
@@ -42,7 +50,18 @@ int cli_usage(const struct cli *cli, const char *cmd, const char *fmt, ...)
 		dg_error_hint(&err, "see 'devgatectl %s --help'", cmd);
 	else
 		dg_error_hint(&err, "see 'devgatectl --help'");
-	return cli_fail(cli, &err);
+	return cli_error(cli, &err);
+}
+
+int cli_exit(struct cli *cli, int r)
+{
+	if (r >= 0)
+		return 0;
+	if (!dg_error_is_set(&cli->err))
+		dg_error_set(&cli->err, DG_E_INTERNAL, -r, "%s", strerror(-r));
+	if (!cli->reported)
+		cli_print_error(cli, &cli->err);
+	return dg_code_info(cli->err.code)->exit_code;
 }
 
 struct table {

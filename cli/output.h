@@ -16,14 +16,23 @@
 struct cli {
 	const char *socket;
 	bool json;
-	const char *prog; /* for messages; NULL: "devgatectl" */
+	const char *prog;    /* for messages; NULL: "devgatectl" */
+	struct dg_error err; /* why the command failed */
+	bool reported;	     /* the command printed its own outcome (doctor's report) */
 };
 
-/* Prints err the way the user asked for; returns its exit code. */
-int cli_fail(const struct cli *cli, const struct dg_error *err);
-/* A usage error for command cmd; returns the usage exit code. */
-int cli_usage(const struct cli *cli, const char *cmd, const char *fmt, ...)
+/*
+ * The CLI's return convention: every function returns 0 or a negative
+ * errno and leaves the why in cli->err; cli_exit() alone, called from
+ * main(), prints it and turns it into the exit status.
+ */
+int cli_error(struct cli *cli, const struct dg_error *err);
+/* A usage error for command cmd (NULL: devgatectl itself); -EINVAL. */
+int cli_usage(struct cli *cli, const char *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+int cli_exit(struct cli *cli, int r);
+/* Prints err the way the user asked for (text on stderr, or JSON). */
+void cli_print_error(const struct cli *cli, const struct dg_error *err);
 void print_json(json_object *o);
 
 /* A text table with aligned columns. */

@@ -26,6 +26,8 @@ static const struct dg_code_info code_table[DG_CODE_MAX] = {
 	[DG_E_STATE] = { "state", 13, "the state directory is unreadable or corrupt" },
 	[DG_E_CONFIG] = { "config", 14, "the configuration file is invalid" },
 	[DG_E_HOOK] = { "hook", 15, "the OCI hook could not serve the container" },
+	/* Shares 1 with internal: doctor exited 1 on a failed check before codes existed. */
+	[DG_E_CHECK] = { "check_failed", 1, "doctor: at least one check failed" },
 };
 
 const struct dg_code_info *dg_code_info(enum dg_code code)
@@ -74,6 +76,39 @@ void dg_error_hint(struct dg_error *err, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* What to do next, for errors whose maker had nothing more specific to say. */
+static const char *const default_hints[DG_CODE_MAX] = {
+	[DG_E_INTERNAL] = "devgated's log says more: journalctl -u devgated",
+	[DG_E_INVALID] = "see 'devgatectl --help' and devgatectl(8)",
+	[DG_E_UNREACHABLE] = "is devgated running? 'systemctl status devgated'",
+	[DG_E_PERM] = "run it as root (or as a member of devgated's admin group)",
+	[DG_E_NO_TARGET] = "name a running process of the container (host PID), its cgroup, "
+			   "or a label 'devgatectl status' shows",
+	[DG_E_TARGET_UNSUPPORTED] = "devgate serves processes in a container's own cgroup v2 "
+				    "cgroup; 'devgatectl doctor' checks the host",
+	[DG_E_NO_GPU] = "run 'devgatectl list' to see this host's GPUs",
+	[DG_E_UNAVAILABLE] = "'devgatectl list' shows who holds each GPU",
+	[DG_E_NODE_CONFLICT] = "something else occupies that path in the container's /dev",
+	[DG_E_NOT_GRANTED] = "'devgatectl status' shows what each container holds",
+	[DG_E_KERNEL] = "'devgatectl doctor' checks cgroup v2, bpffs and BPF device programs",
+	[DG_E_PROTOCOL] = "devgatectl, devgate-hook and devgated must come from one release",
+	[DG_E_STATE] = "devgated's log names the file; check the state directory's space and "
+		       "permissions",
+	[DG_E_CONFIG] = "devgate.conf(5) lists the keys; 'devgated --check-config' shows the result",
+	[DG_E_HOOK] = "the runtime's log shows the hook's message; devgate-hook(8) says what "
+		      "it reads",
+	[DG_E_CHECK] = "each failed check above carries its own hint",
+};
+
+const char *dg_error_hint_text(const struct dg_error *err)
+{
+	if (err->hint[0])
+		return err->hint;
+	if ((int)err->code > 0 && err->code < DG_CODE_MAX && default_hints[err->code])
+		return default_hints[err->code];
+	return NULL;
+}
+
 bool dg_error_is_set(const struct dg_error *err)
 {
 	return err && err->code != DG_OK;
@@ -87,8 +122,8 @@ json_object *dg_error_to_json(const struct dg_error *err)
 		return NULL;
 	json_object_object_add(o, "code", json_object_new_string(dg_code_info(err->code)->name));
 	json_object_object_add(o, "message", json_object_new_string(err->message));
-	if (err->hint[0])
-		json_object_object_add(o, "hint", json_object_new_string(err->hint));
+	if (dg_error_hint_text(err))
+		json_object_object_add(o, "hint", json_object_new_string(dg_error_hint_text(err)));
 	if (err->errnum)
 		json_object_object_add(o, "errno", json_object_new_int(err->errnum));
 	return o;

@@ -29,6 +29,7 @@ enum dg_code {
 	DG_E_STATE,
 	DG_E_CONFIG,
 	DG_E_HOOK,
+	DG_E_CHECK,
 	DG_CODE_MAX,
 };
 
@@ -59,6 +60,8 @@ int dg_error_set(struct dg_error *err, enum dg_code code, int errnum, const char
 	__attribute__((format(printf, 4, 5)));
 void dg_error_hint(struct dg_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 bool dg_error_is_set(const struct dg_error *err);
+/* err's hint, or the default one of its code; NULL when there is none. */
+const char *dg_error_hint_text(const struct dg_error *err);
 
 /* {"code": NAME, "message": ..., "hint": ...} */
 json_object *dg_error_to_json(const struct dg_error *err);

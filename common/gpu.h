@@ -92,14 +92,6 @@ int inventory_check_node(const struct dg_inventory *inv, const struct dg_node *n
 
 void gpu_node(const struct dg_inventory *inv, const struct dg_gpu *gpu, struct dg_node *ret);
 
-/*
- * Resolves a selector list "SEL[,SEL...]" where SEL is an index, a UUID or a
- * unique prefix of one, a PCI bus id, or "all". selected[] has n_gpus
- * entries. Errors: DG_E_INVALID (malformed), DG_E_NO_GPU (no match or
- * ambiguous prefix).
- */
-int inventory_select(const struct dg_inventory *inv, const char *spec, bool *selected,
-		     struct dg_error *err);
 
 const struct dg_gpu *inventory_find_uuid(const struct dg_inventory *inv, const char *uuid);
 
@@ -112,7 +104,5 @@ const struct dg_gpu *inventory_find_uuid(const struct dg_inventory *inv, const c
 bool inventory_find_node(const struct dg_inventory *inv, uint32_t major, uint32_t minor,
 			 char *path, size_t len, const struct dg_gpu **ret_gpu);
 
-json_object *gpu_to_json(const struct dg_inventory *inv, const struct dg_gpu *gpu);
-json_object *ctl_nodes_to_json(const struct dg_inventory *inv);
 
 #endif

@@ -10,85 +10,6 @@
 #include "jsonutil.h"
 #include "protocol.h"
 
-#define END { NULL, json_type_null, false }
-
-static const struct dg_field no_fields[] = { END };
-
-static const struct dg_field list_fields[] = {
-	{ "free", json_type_boolean, false },
-	END,
-};
-
-/*
- * Target: exactly one of pid, cgroup or container (checked by the daemon,
- * which knows which ops accept which), and where the request comes from.
- */
-#define TARGET_FIELDS                                                                              \
-	{ "pid", json_type_int, false }, { "cgroup", json_type_string, false },                    \
-		{ "container", json_type_string, false }, { "source", json_type_string, false }
-
-static const struct dg_field grant_fields[] = {
-	TARGET_FIELDS,
-	{ "gpus", json_type_string, false },
-	{ "count", json_type_int, false },
-	{ "model", json_type_string, false },
-	{ "arch", json_type_string, false },
-	{ "product", json_type_string, false },
-	{ "shared", json_type_boolean, false },
-	{ "root", json_type_string, false },
-	{ "from_image", json_type_boolean, false },
-	END,
-};
-
-static const struct dg_field revoke_fields[] = {
-	TARGET_FIELDS,
-	{ "gpus", json_type_string, false },
-	{ "missing_ok", json_type_boolean, false },
-	END,
-};
-
-static const struct dg_field events_fields[] = {
-	{ "follow", json_type_boolean, false },
-	END,
-};
-
-static const struct dg_op_info op_table[DG_OP_MAX] = {
-	[DG_OP_PING] = { "ping", no_fields, false },
-	[DG_OP_LIST] = { "list", list_fields, false },
-	[DG_OP_GRANT] = { "grant", grant_fields, false },
-	[DG_OP_REVOKE] = { "revoke", revoke_fields, false },
-	[DG_OP_STATUS] = { "status", no_fields, false },
-	[DG_OP_WATCH] = { "watch", no_fields, true },
-	[DG_OP_METRICS] = { "metrics", no_fields, false },
-	[DG_OP_EVENTS] = { "events", events_fields, true },
-};
-
-const struct dg_op_info *dg_op_info(enum dg_op op)
-{
-	return (int)op >= 0 && op < DG_OP_MAX ? &op_table[op] : NULL;
-}
-
-int dg_op_from_name(const char *name, enum dg_op *ret)
-{
-	for (int i = 0; i < DG_OP_MAX; i++) {
-		if (strcmp(op_table[i].name, name) == 0) {
-			*ret = (enum dg_op)i;
-			return 0;
-		}
-	}
-	return -ENOENT;
-}
-
-json_object *dg_request_new(enum dg_op op, json_object *args)
-{
-	json_object *o = json_object_new_object();
-
-	json_object_object_add(o, "v", json_object_new_int(DG_PROTO_VERSION));
-	json_object_object_add(o, "op", json_object_new_string(op_table[op].name));
-	json_object_object_add(o, "args", args ? args : json_object_new_object());
-	return o;
-}
-
 static int check_version(json_object *msg, struct dg_error *err)
 {
 	json_object *v;
@@ -106,8 +27,7 @@ static int check_version(json_object *msg, struct dg_error *err)
 	return 0;
 }
 
-/* One JSON object in this side's protocol version, or NULL with err set. */
-static json_object *parse_message(const char *line, struct dg_error *err)
+json_object *dg_message_parse(const char *line, struct dg_error *err)
 {
 	json_object *o = json_parse_object(line);
 
@@ -120,74 +40,6 @@ static json_object *parse_message(const char *line, struct dg_error *err)
 		return NULL;
 	}
 	return o;
-}
-
-static const struct dg_field *find_field(const struct dg_field *fields, const char *name)
-{
-	for (; fields->name; fields++) {
-		if (strcmp(fields->name, name) == 0)
-			return fields;
-	}
-	return NULL;
-}
-
-static int check_args(const struct dg_op_info *info, json_object *args, struct dg_error *err)
-{
-	json_object_object_foreach(args, key, val)
-	{
-		const struct dg_field *f = find_field(info->fields, key);
-
-		if (!f)
-			return dg_error_set(err, DG_E_PROTOCOL, EPROTO,
-					    "operation '%s' has no argument '%s'", info->name, key);
-		if (!json_object_is_type(val, f->type))
-			return dg_error_set(err, DG_E_PROTOCOL, EPROTO,
-					    "argument '%s' of '%s' must be a %s", key, info->name,
-					    json_type_to_name(f->type));
-	}
-	for (const struct dg_field *f = info->fields; f->name; f++) {
-		if (f->required && !json_object_object_get_ex(args, f->name, NULL))
-			return dg_error_set(err, DG_E_PROTOCOL, EPROTO,
-					    "operation '%s' needs argument '%s'", info->name,
-					    f->name);
-	}
-	return 0;
-}
-
-int dg_request_parse(const char *line, enum dg_op *ret_op, json_object **ret_args,
-		     struct dg_error *err)
-{
-	auto_json json_object *msg = parse_message(line, err);
-	json_object *op, *args = NULL;
-	enum dg_op code;
-	int r;
-
-	if (!msg)
-		return -EPROTO;
-	json_object_object_foreach(msg, key, val)
-	{
-		(void)val;
-		if (strcmp(key, "v") != 0 && strcmp(key, "op") != 0 && strcmp(key, "args") != 0)
-			return dg_error_set(err, DG_E_PROTOCOL, EPROTO,
-					    "request has unknown field '%s'", key);
-	}
-	if (!json_object_object_get_ex(msg, "op", &op) || !json_object_is_type(op, json_type_string))
-		return dg_error_set(err, DG_E_PROTOCOL, EPROTO, "request lacks 'op'");
-	if (dg_op_from_name(json_object_get_string(op), &code) < 0)
-		return dg_error_set(err, DG_E_PROTOCOL, EPROTO, "unknown operation '%s'",
-				    json_object_get_string(op));
-	if (json_object_object_get_ex(msg, "args", &args) &&
-	    !json_object_is_type(args, json_type_object))
-		return dg_error_set(err, DG_E_PROTOCOL, EPROTO, "'args' must be an object");
-	args = args ? json_object_get(args) : json_object_new_object();
-	r = check_args(&op_table[code], args, err);
-	if (r < 0) {
-		json_object_put(args);
-		return r;
-	}
-	*ret_op = code;
-	*ret_args = args;
-	return 0;
 }
 
 static json_object *reply_new(bool ok)
@@ -226,7 +78,7 @@ json_object *dg_event_new(json_object *event)
 
 int dg_reply_parse(const char *line, json_object **ret_result, struct dg_error *err)
 {
-	auto_json json_object *msg = parse_message(line, err);
+	auto_json json_object *msg = dg_message_parse(line, err);
 	json_object *ok, *body;
 
 	if (!msg)
@@ -248,7 +100,7 @@ int dg_reply_parse(const char *line, json_object **ret_result, struct dg_error *
 
 int dg_event_parse(const char *line, json_object **ret_event, struct dg_error *err)
 {
-	auto_json json_object *msg = parse_message(line, err);
+	auto_json json_object *msg = dg_message_parse(line, err);
 	json_object *ev;
 
 	if (!msg)

@@ -9,8 +9,9 @@
  * Streaming operations (watch, events) answer with one reply, then one
  * {"v": 1, "event": {...}} line per event until either side closes.
  *
- * The op table below is the single definition of every operation and its
- * arguments; both ends validate through it and reject unknown fields.
+ * The op table in wire.c is the single definition of every operation, its
+ * arguments, its reply and its events; both ends decode through it and
+ * reject unknown fields.
  */
 #ifndef DEVGATE_PROTOCOL_H
 #define DEVGATE_PROTOCOL_H
@@ -23,7 +24,7 @@
 
 #define DG_PROTO_VERSION 1
 #define DG_MSG_MAX ((size_t)1024 * 1024)
-#define DG_DEFAULT_SOCKET "/run/devgate/devgated.sock"
+#include "paths.h"
 
 enum dg_op {
 	DG_OP_PING,
@@ -37,26 +38,22 @@ enum dg_op {
 	DG_OP_MAX,
 };
 
-struct dg_field {
-	const char *name;
-	json_type type;
-	bool required;
-};
+struct dg_schema;
 
+/* One operation: what it takes, answers and streams (table in wire.c). */
 struct dg_op_info {
 	const char *name;
-	const struct dg_field *fields; /* terminated by a NULL name */
-	bool stream; /* may turn the connection into a stream (events: with follow) */
+	const struct dg_schema *args;
+	const struct dg_schema *reply;
+	const struct dg_schema *event; /* NULL: does not stream */
+	bool changes;		       /* changes leases: needs the admin's authority */
 };
 
 const struct dg_op_info *dg_op_info(enum dg_op op);
 int dg_op_from_name(const char *name, enum dg_op *ret);
 
-/* Builds a request; takes ownership of args (may be NULL). */
-json_object *dg_request_new(enum dg_op op, json_object *args);
-/* Validates a request line; *ret_args is a new reference. */
-int dg_request_parse(const char *line, enum dg_op *ret_op, json_object **ret_args,
-		     struct dg_error *err);
+/* One JSON object in this side's protocol version, or NULL with err set. */
+json_object *dg_message_parse(const char *line, struct dg_error *err);
 
 /* Builds replies; dg_reply_ok takes ownership of result (may be NULL). */
 json_object *dg_reply_ok(json_object *result);

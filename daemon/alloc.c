@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "alloc.h"
+#include "select.h"
 
 void alloc_usage(const struct dg_inventory *inv, const struct lease_table *t, uint64_t self_cgid,
 		 struct gpu_use *use)
@@ -137,7 +138,7 @@ static int pick_selected(const struct dg_inventory *inv, const struct gpu_use *u
 {
 	bool sel[DG_MAX_GPUS];
 	char why[512];
-	int r = inventory_select(inv, req->selectors, sel, err);
+	int r = select_gpus(inv, req->selectors, sel, err);
 
 	if (r < 0)
 		return r;

@@ -23,7 +23,7 @@
 #include "errors.h"
 #include "gpu.h"
 
-#define DG_DEFAULT_PIN_ROOT "/sys/fs/bpf/devgate"
+#include "paths.h"
 
 struct bpfgate;
 

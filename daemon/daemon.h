@@ -9,7 +9,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include <json-c/json.h>
 
 #include "bpfgate.h"
 #include "cgroup.h"
@@ -32,8 +31,26 @@ struct dg_config {
 };
 
 struct client;
+struct daemon;
 struct events;
 struct metrics;
+struct lease;
+struct dg_denied_event;
+
+/*
+ * What the modules that change state report, and who listens: main.c wires
+ * these to the server (watch and events streams), metrics and the lease
+ * transactions, so no module calls back into the one that called it.
+ */
+struct daemon_hooks {
+	/* type: "granted", "revoked" or "released"; l is the lease after the change. */
+	void (*lease_changed)(struct daemon *d, const char *type, const struct lease *l,
+			      const char *const *gpus, size_t n_gpus);
+	/* A leased cgroup's processes are gone (watch.c): its lease must go. */
+	void (*cgroup_ended)(struct daemon *d, uint64_t cgid, const char *why);
+	/* A denied access read from the BPF ring (events.c). */
+	void (*denied)(struct daemon *d, const struct dg_denied_event *ev);
+};
 
 struct daemon {
 	struct dg_config cfg;
@@ -52,10 +69,8 @@ struct daemon {
 	int timer_fd;
 	size_t tick_cursor; /* next lease the periodic re-check looks at */
 	struct client *clients;
+	struct daemon_hooks hooks;
 	bool quit;
 };
-
-/* Sends an event line to every client streaming stream ("watch", "events"). */
-void server_broadcast(struct daemon *d, const char *stream, json_object *event);
 
 #endif

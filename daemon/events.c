@@ -6,55 +6,54 @@
 #include <bpf/libbpf.h>
 
 #include "events.h"
-#include "jsonutil.h"
 #include "log.h"
-#include "metrics.h"
 #include "util.h"
+#include "view.h"
+
+struct recent {
+	struct dg_denied_event ev;
+	struct dg_arena arena; /* the event's strings */
+};
 
 struct events {
 	struct daemon *d;
 	struct ring_buffer *rb;
-	json_object *recent[EVENTS_RECENT]; /* a ring; head is the next slot */
+	struct recent recent[EVENTS_RECENT]; /* a ring; head is the next slot */
 	size_t head;
 	size_t n;
 	uint64_t received;
 };
 
-json_object *events_to_json(const struct daemon *d, const struct dg_event *ev, int64_t wall_ms)
+static const char *dup(struct dg_arena *a, const char *s)
+{
+	return s ? dg_arena_strdup(a, s) : NULL;
+}
+
+int events_describe(const struct daemon *d, const struct dg_event *ev, int64_t wall_ms,
+		    struct dg_denied_event *out, struct dg_arena *a)
 {
 	const struct lease *l = lease_table_find(&d->leases, ev->cgroup_id);
 	const struct dg_gpu *gpu = NULL;
-	char when[48], id[24], dev[32], node[64], access[8];
+	char when[48], dev[32], node[64], access[8];
 	bool known = ev->type == DG_DEV_CHAR &&
 		     inventory_find_node(d->inv, ev->major, ev->minor, node, sizeof(node), &gpu);
-	json_object *o = json_object_new_object();
 
 	format_time_utc_ms(wall_ms, when, sizeof(when));
-	snprintf(id, sizeof(id), "%llu", (unsigned long long)ev->cgroup_id);
 	snprintf(dev, sizeof(dev), "%c %u:%u", ev->type == DG_DEV_BLOCK ? 'b' : 'c', ev->major,
 		 ev->minor);
-	metrics_access_str(ev->access, access, sizeof(access));
-	json_add_str(o, "time", when);
-	json_add_str(o, "type", "denied");
-	json_add_str(o, "container", l ? lease_label(l) : NULL);
-	json_add_str(o, "cgroup", l ? l->cgroup : NULL);
-	/* A string, as in leases: JSON numbers lose precision above 2^53. */
-	json_add_str(o, "cgroup_id", id);
-	json_add_str(o, "device", dev);
-	json_add_str(o, "node", known ? node : NULL);
-	json_add_str(o, "gpu", gpu ? gpu->uuid : NULL);
-	json_add_str(o, "access", access);
-	return o;
-}
-
-static void keep(struct events *e, json_object *ev)
-{
-	if (e->recent[e->head])
-		json_object_put(e->recent[e->head]);
-	e->recent[e->head] = json_object_get(ev);
-	e->head = (e->head + 1) % EVENTS_RECENT;
-	if (e->n < EVENTS_RECENT)
-		e->n++;
+	view_access_str(ev->access, access, sizeof(access));
+	*out = (struct dg_denied_event){
+		.time = dup(a, when),
+		.type = "denied",
+		.container = l ? dup(a, lease_label(l)) : NULL,
+		.cgroup = l ? dup(a, l->cgroup) : NULL,
+		.cgroup_id = ev->cgroup_id,
+		.device = dup(a, dev),
+		.node = known ? dup(a, node) : NULL,
+		.gpu = gpu ? dup(a, gpu->uuid) : NULL,
+		.access = dup(a, access),
+	};
+	return out->time && out->device && out->access ? 0 : -ENOMEM;
 }
 
 /* The event's monotonic stamp, moved to the wall clock. */
@@ -69,18 +68,25 @@ static int64_t wall_ms_of(uint64_t mono_ns)
 static int on_sample(void *ctx, void *data, size_t size)
 {
 	struct events *e = ctx;
+	struct recent *slot = &e->recent[e->head];
 	struct dg_event ev;
-	json_object *o;
 
 	if (size < sizeof(ev))
 		return 0; /* not ours to interpret; keep reading */
 	memcpy(&ev, data, sizeof(ev));
-	o = events_to_json(e->d, &ev, wall_ms_of(ev.ts_ns));
 	e->received++;
-	keep(e, o);
-	log_debug("denied: %s", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
-	server_broadcast(e->d, "events", o);
-	json_object_put(o);
+	dg_arena_free(&slot->arena);
+	if (events_describe(e->d, &ev, wall_ms_of(ev.ts_ns), &slot->ev, &slot->arena) < 0) {
+		log_warning("out of memory describing a denial event");
+		return 0;
+	}
+	e->head = (e->head + 1) % EVENTS_RECENT;
+	if (e->n < EVENTS_RECENT)
+		e->n++;
+	log_debug("denied: %s %s in %s", slot->ev.access, slot->ev.device,
+		  slot->ev.cgroup ? slot->ev.cgroup : "an unleased cgroup");
+	if (e->d->hooks.denied)
+		e->d->hooks.denied(e->d, &slot->ev);
 	return 0;
 }
 
@@ -109,7 +115,7 @@ void events_free(struct events *e)
 		return;
 	ring_buffer__free(e->rb);
 	for (size_t i = 0; i < EVENTS_RECENT; i++)
-		json_object_put(e->recent[i]);
+		dg_arena_free(&e->recent[i].arena);
 	free(e);
 }
 
@@ -126,14 +132,17 @@ void events_consume(struct daemon *d)
 		log_warning_errno(r, "cannot read denial events: %m");
 }
 
-json_object *events_recent(const struct events *e)
+int events_recent(const struct events *e, struct dg_events_reply *out, struct dg_arena *a)
 {
-	json_object *a = json_object_new_array();
 	size_t first = (e->head + EVENTS_RECENT - e->n) % EVENTS_RECENT;
 
+	out->events = e->n ? dg_arena_alloc(a, e->n * sizeof(*out->events)) : NULL;
+	if (e->n && !out->events)
+		return -ENOMEM;
 	for (size_t i = 0; i < e->n; i++)
-		json_object_array_add(a, json_object_get(e->recent[(first + i) % EVENTS_RECENT]));
-	return a;
+		out->events[i] = e->recent[(first + i) % EVENTS_RECENT].ev;
+	out->n_events = e->n;
+	return 0;
 }
 
 uint64_t events_received(const struct events *e)

@@ -10,10 +10,10 @@
 #define DEVGATE_EVENTS_H
 
 #include <stdint.h>
-#include <json-c/json.h>
 
 #include "daemon.h"
 #include "devgate.h"
+#include "wire.h"
 
 #define EVENTS_RECENT 256
 
@@ -27,7 +27,8 @@ int events_fd(const struct events *e);
 /* Reads whatever the ring buffer holds. */
 void events_consume(struct daemon *d);
 /* The recent events, oldest first: a new array. */
-json_object *events_recent(const struct events *e);
+/* The recent denials, oldest first; valid until the next events_consume(). */
+int events_recent(const struct events *e, struct dg_events_reply *out, struct dg_arena *a);
 uint64_t events_received(const struct events *e);
 
 /*
@@ -36,6 +37,8 @@ uint64_t events_received(const struct events *e);
  * gpu (null when unknown), access ("r", "rw", ...). wall_ms is when it
  * happened.
  */
-json_object *events_to_json(const struct daemon *d, const struct dg_event *ev, int64_t wall_ms);
+/* A denial as clients see it: lease, node and GPU names filled in. */
+int events_describe(const struct daemon *d, const struct dg_event *ev, int64_t wall_ms,
+		    struct dg_denied_event *out, struct dg_arena *a);
 
 #endif

@@ -8,12 +8,13 @@
 #include "alloc.h"
 #include "cleanup.h"
 #include "grant.h"
-#include "jsonutil.h"
 #include "log.h"
 #include "metrics.h"
 #include "nodes.h"
+#include "select.h"
 #include "target.h"
 #include "util.h"
+#include "view.h"
 #include "watch.h"
 
 #define MAX_NODES (DG_MAX_GPUS + 3)
@@ -41,52 +42,25 @@ static const char *status_name(int status)
 	return status >= 0 && status <= NODE_FAILED ? names[status] : "unknown";
 }
 
-static json_object *nodes_json(const struct dg_node *nodes, const struct node_result *res, size_t n)
+static int node_statuses(const struct dg_node *nodes, const struct node_result *res, size_t n,
+			 struct dg_node_status **ret, size_t *ret_n, struct dg_arena *a)
 {
-	json_object *a = json_object_new_array();
+	struct dg_node_status *v = n ? dg_arena_alloc(a, n * sizeof(*v)) : NULL;
 
+	if (n && !v)
+		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		json_object *o = json_object_new_object();
 		char path[64];
 
 		snprintf(path, sizeof(path), "/dev/%s", nodes[i].name);
-		json_object_object_add(o, "path", json_object_new_string(path));
-		json_object_object_add(o, "status", json_object_new_string(status_name(res[i].status)));
-		json_object_array_add(a, o);
+		v[i].path = dg_arena_strdup(a, path);
+		v[i].status = status_name(res[i].status);
+		if (!v[i].path)
+			return -ENOMEM;
 	}
-	return a;
-}
-
-json_object *grant_lease_json(const struct daemon *d, const struct lease *l)
-{
-	json_object *o = json_object_new_object(), *gpus = json_object_new_array();
-	char id[32], since[64];
-
-	snprintf(id, sizeof(id), "%llu", (unsigned long long)l->cgid);
-	json_object_object_add(o, "cgroup_id", json_object_new_string(id));
-	json_add_str(o, "cgroup", l->cgroup);
-	json_add_str(o, "container", l->container);
-	json_object_object_add(o, "pid", json_object_new_int(l->pid));
-	format_time_utc(l->since, since, sizeof(since));
-	json_object_object_add(o, "since", json_object_new_string(since));
-	for (size_t i = 0; i < l->n_gpus; i++) {
-		const struct dg_gpu *gpu = inventory_find_uuid(d->inv, l->gpus[i].uuid);
-		json_object *g;
-
-		if (gpu) {
-			g = gpu_to_json(d->inv, gpu);
-		} else { /* the GPU left the host; keep what the lease knows */
-			g = json_object_new_object();
-			json_object_object_add(g, "uuid", json_object_new_string(l->gpus[i].uuid));
-			json_object_object_add(g, "minor", json_object_new_int64(l->gpus[i].minor));
-			json_object_object_add(g, "problem",
-					       json_object_new_string("no longer on this host"));
-		}
-		json_object_object_add(g, "shared", json_object_new_boolean(l->gpus[i].shared));
-		json_object_array_add(gpus, g);
-	}
-	json_object_object_add(o, "gpus", gpus);
-	return o;
+	*ret = v;
+	*ret_n = n;
+	return 0;
 }
 
 static bool node_in(const struct dg_node *set, size_t n, const struct dg_node *node)
@@ -135,12 +109,12 @@ static int grants_put(struct daemon *d, uint64_t cgid, const struct dg_node *nod
 	return 0;
 }
 
-static int resolve_target(struct daemon *d, json_object *args, struct target *t,
+static int resolve_target(struct daemon *d, const struct dg_target_args *ta, struct target *t,
 			  struct dg_error *err)
 {
-	const char *cgroup = json_get_str(args, "cgroup");
-	int64_t pid = 0;
-	bool has_pid = json_get_int(args, "pid", &pid);
+	const char *cgroup = ta->cgroup;
+	int64_t pid = ta->pid;
+	bool has_pid = ta->has_pid;
 
 	if (has_pid == !!cgroup)
 		return dg_error_set(err, DG_E_INVALID, EINVAL,
@@ -154,19 +128,18 @@ static int resolve_target(struct daemon *d, json_object *args, struct target *t,
 	return target_from_cgroup(&d->cg, d->self_cgroup, cgroup, t, err);
 }
 
-static int request_from_args(json_object *args, struct alloc_request *req, struct dg_error *err)
+static int alloc_request_from(const struct dg_grant_req *g, struct alloc_request *req,
+			      struct dg_error *err)
 {
-	int64_t count = 0;
-
-	if (json_get_int(args, "count", &count) && (count < 1 || count > DG_MAX_GPUS))
+	if (g->has_count && (g->count < 1 || g->count > DG_MAX_GPUS))
 		return dg_error_set(err, DG_E_INVALID, EINVAL,
 				    "a GPU count must be between 1 and %d", DG_MAX_GPUS);
-	req->count = (unsigned int)count;
-	req->selectors = json_get_str(args, "gpus");
-	req->model = json_get_str(args, "model");
-	req->arch = json_get_str(args, "arch");
-	req->product = json_get_str(args, "product");
-	req->shared = json_get_bool(args, "shared");
+	req->count = g->has_count ? (unsigned int)g->count : 0;
+	req->selectors = g->gpus;
+	req->model = g->model;
+	req->arch = g->arch;
+	req->product = g->product;
+	req->shared = g->shared;
 	return alloc_check_request(req, err);
 }
 
@@ -202,20 +175,21 @@ static struct lease *lease_start(const struct target *t, const char *label)
 	return l;
 }
 
-/* Adds the picked GPUs to next; returns how many. */
-static size_t add_picked(struct daemon *d, struct lease *next, const bool *picked, bool shared,
-			 json_object *granted)
+/* Adds the picked GPUs to next and their UUIDs to the reply. */
+static int add_picked(struct daemon *d, struct lease *next, const bool *picked, bool shared,
+		      struct dg_grant_reply *out, struct dg_arena *a)
 {
-	size_t n = 0;
-
+	out->granted = dg_arena_alloc(a, d->inv->n_gpus * sizeof(*out->granted) + 1);
+	if (!out->granted)
+		return -ENOMEM;
 	for (size_t i = 0; i < d->inv->n_gpus; i++) {
 		if (!picked[i])
 			continue;
-		lease_add_gpu(next, &d->inv->gpus[i], shared);
-		json_object_array_add(granted, json_object_new_string(d->inv->gpus[i].uuid));
-		n++;
+		if (lease_add_gpu(next, &d->inv->gpus[i], shared) < 0)
+			return -ENOMEM;
+		out->granted[out->n_granted++] = d->inv->gpus[i].uuid;
 	}
-	return n;
+	return 0;
 }
 
 /* Swaps next in for old (or adds it), carrying the runtime-only fields. */
@@ -233,15 +207,11 @@ static void commit_lease(struct daemon *d, struct lease *old, struct lease *next
 			  (unsigned long long)next->cgid);
 }
 
-static void emit(struct daemon *d, const char *type, const struct lease *l, json_object *gpus)
+static void emit(struct daemon *d, const char *type, const struct lease *l,
+		 const char *const *gpus, size_t n)
 {
-	json_object *ev = json_object_new_object();
-
-	json_object_object_add(ev, "type", json_object_new_string(type));
-	json_object_object_add(ev, "lease", grant_lease_json(d, l));
-	json_object_object_add(ev, "gpus", gpus ? json_object_get(gpus) : json_object_new_array());
-	server_broadcast(d, "watch", ev);
-	json_object_put(ev);
+	if (d->hooks.lease_changed)
+		d->hooks.lease_changed(d, type, l, gpus, n);
 }
 
 struct grant_txn {
@@ -312,24 +282,25 @@ static int grant_apply(struct daemon *d, const struct target *t, const struct le
 	return r;
 }
 
-static json_object *grant_reply(struct daemon *d, const struct lease *l, json_object *granted,
-				const struct grant_txn *x)
+static int grant_reply(struct daemon *d, const struct lease *l, const struct grant_txn *x,
+		       struct dg_grant_reply *out, struct dg_arena *a)
 {
-	json_object *o = grant_lease_json(d, l), *warnings = json_object_new_array();
+	char w[256];
+	int r = view_lease(d, l, &out->lease, a);
 
-	json_object_object_add(o, "granted", json_object_get(granted));
-	json_object_object_add(o, "nodes", nodes_json(x->nodes, x->res, x->n_nodes));
-	if (x->guard.ancestor_progs) {
-		char w[256];
-
-		snprintf(w, sizeof(w), "%u device program(s) on ancestor cgroups of %s are not "
-			 "managed by devgate and may still deny the GPU", x->guard.ancestor_progs,
-			 l->cgroup);
-		json_object_array_add(warnings, json_object_new_string(w));
-		log_warning("%s", w);
-	}
-	json_object_object_add(o, "warnings", warnings);
-	return o;
+	if (r == 0)
+		r = node_statuses(x->nodes, x->res, x->n_nodes, &out->nodes, &out->n_nodes, a);
+	if (r < 0 || !x->guard.ancestor_progs)
+		return r;
+	snprintf(w, sizeof(w), "%u device program(s) on ancestor cgroups of %s are not "
+		 "managed by devgate and may still deny the GPU", x->guard.ancestor_progs, l->cgroup);
+	log_warning("%s", w);
+	out->warnings = dg_arena_alloc(a, sizeof(*out->warnings));
+	if (!out->warnings)
+		return -ENOMEM;
+	out->warnings[0] = dg_arena_strdup(a, w);
+	out->n_warnings = 1;
+	return out->warnings[0] ? 0 : -ENOMEM;
 }
 
 /* Picks GPUs for cgid against what every other lease holds now. */
@@ -342,31 +313,60 @@ static int pick_gpus(struct daemon *d, uint64_t cgid, const struct alloc_request
 	return alloc_pick(d->inv, use, lease_table_find(&d->leases, cgid), req, picked, err);
 }
 
-int grant_request(struct daemon *d, json_object *args, json_object **ret, struct dg_error *err)
+/* What the request says before any kernel object is looked at. */
+static int grant_check(struct daemon *d, const struct dg_grant_req *g, struct alloc_request *req,
+		       struct dg_error *err)
 {
-	auto_cleanup(target_donep) struct target t = TARGET_INIT;
-	auto_cleanup(lease_freep) struct lease *next = NULL;
-	auto_json json_object *granted = json_object_new_array();
-	const char *label = json_get_str(args, "container");
-	struct alloc_request req = { 0 };
-	bool picked[DG_MAX_GPUS];
-	struct grant_txn x = { 0 };
-	struct lease *old;
-	int r;
+	int r = alloc_request_from(g, req, err);
 
-	r = request_from_args(args, &req, err);
 	if (r == 0)
-		r = label_check(label, err);
+		r = label_check(g->target.container, err);
+	if (r < 0)
+		return r;
 	/* An image asking for GPUs through its env is honoured only if the admin said so. */
-	if (r == 0 && json_get_bool(args, "from_image") && !d->cfg.hook_env) {
+	if (g->from_image && !d->cfg.hook_env) {
 		dg_error_set(err, DG_E_PERM, EPERM, "GPUs requested by the image's environment are "
 			     "not honoured: hook-allow-env is off");
 		dg_error_hint(err, "request GPUs with devgate's CDI devices or annotation, or start "
 				   "devgated with --hook-allow-env");
 		return -EPERM;
 	}
+	return 0;
+}
+
+/* The lease as it will be after the grant, without the new GPUs yet. */
+static struct lease *next_lease(const struct lease *old, const struct target *t, const char *label)
+{
+	struct lease *next = old ? lease_copy(old) : lease_start(t, label);
+
+	if (!next)
+		return NULL;
+	if (old && label && (!old->container || strcmp(old->container, label) != 0)) {
+		free(next->container);
+		next->container = strdup(label);
+		if (!next->container) {
+			lease_free(next);
+			return NULL;
+		}
+	}
+	next->pid = t->pid;
+	return next;
+}
+
+int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_grant_reply *out,
+		  struct dg_arena *a, struct dg_error *err)
+{
+	auto_cleanup(target_donep) struct target t = TARGET_INIT;
+	auto_cleanup(lease_freep) struct lease *next = NULL;
+	struct alloc_request req = { 0 };
+	bool picked[DG_MAX_GPUS];
+	struct grant_txn x = { 0 };
+	struct lease *old;
+	int r;
+
+	r = grant_check(d, g, &req, err);
 	if (r == 0)
-		r = resolve_target(d, args, &t, err);
+		r = resolve_target(d, &g->target, &t, err);
 	if (r < 0)
 		return r;
 	r = pick_gpus(d, t.cgid, &req, picked, err);
@@ -377,31 +377,25 @@ int grant_request(struct daemon *d, json_object *args, json_object **ret, struct
 	}
 	if (r < 0)
 		return r;
-	old = lease_table_find(&d->leases, t.cgid);
 	if (d->inv->ctl_problem[0])
 		return dg_error_set(err, DG_E_UNAVAILABLE, EIO, "cannot grant: %s",
 				    d->inv->ctl_problem);
-	next = old ? lease_copy(old) : lease_start(&t, label);
-	if (!next)
+	old = lease_table_find(&d->leases, t.cgid);
+	next = next_lease(old, &t, g->target.container);
+	if (!next || add_picked(d, next, picked, req.shared, out, a) < 0)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
-	if (old && label && (!old->container || strcmp(old->container, label) != 0)) {
-		free(next->container);
-		next->container = strdup(label);
-	}
-	next->pid = t.pid;
-	add_picked(d, next, picked, req.shared, granted);
-	r = grant_apply(d, &t, old, next, json_get_str(args, "root"), &x, err);
+	r = grant_apply(d, &t, old, next, g->root, &x, err);
 	if (r < 0)
 		return r;
-	*ret = grant_reply(d, next, granted, &x);
+	if (grant_reply(d, next, &x, out, a) < 0)
+		log_error("out of memory describing the grant to %s", lease_label(next));
 	log_debug("grant to %s: nodes %llu us, bpf %llu us, state %llu us", lease_label(next),
 		  (unsigned long long)x.t_nodes / 1000, (unsigned long long)x.t_bpf / 1000,
 		  (unsigned long long)x.t_state / 1000);
-	if (json_object_array_length(granted))
-		log_info("granted %zu GPU(s) to %s (cgroup %s, PID %d)",
-			 json_object_array_length(granted), lease_label(next), next->cgroup,
-			 (int)next->pid);
-	emit(d, "granted", next, granted);
+	if (out->n_granted)
+		log_info("granted %zu GPU(s) to %s (cgroup %s, PID %d)", out->n_granted,
+			 lease_label(next), next->cgroup, (int)next->pid);
+	emit(d, "granted", next, out->granted, out->n_granted);
 	commit_lease(d, old, TAKE_PTR(next));
 	return 0;
 }
@@ -425,11 +419,12 @@ static int live_target(struct daemon *d, const struct lease *l, struct target *t
 }
 
 /* The lease a revoke names; NULL with err set when there is none. */
-static struct lease *find_lease(struct daemon *d, json_object *args, struct dg_error *err)
+static struct lease *find_lease(struct daemon *d, const struct dg_target_args *ta,
+				struct dg_error *err)
 {
-	const char *label = json_get_str(args, "container"), *cgroup = json_get_str(args, "cgroup");
-	int64_t pid = 0;
-	bool has_pid = json_get_int(args, "pid", &pid);
+	const char *label = ta->container, *cgroup = ta->cgroup;
+	int64_t pid = ta->pid;
+	bool has_pid = ta->has_pid;
 	int given = has_pid + !!label + !!cgroup;
 	auto_cleanup(target_donep) struct target t = TARGET_INIT;
 	struct lease *l = NULL;
@@ -443,8 +438,13 @@ static struct lease *find_lease(struct daemon *d, json_object *args, struct dg_e
 		if (lease_table_find_label(&d->leases, label, &l) == -EEXIST)
 			dg_error_set(err, DG_E_INVALID, EEXIST, "several leases carry the label '%s'; "
 				     "name the container by PID or cgroup", label);
-		else if (!l)
-			dg_error_set(err, DG_E_NOT_GRANTED, ENOENT, "container '%s' holds no GPU", label);
+		else if (!l) {
+			/* Labels exist only in leases: an unknown one names nothing. */
+			dg_error_set(err, DG_E_NO_TARGET, ENOENT, "no container is labelled '%s'",
+				     label);
+			dg_error_hint(err, "'devgatectl status' lists the labels of containers that "
+					   "hold GPUs");
+		}
 		return l;
 	}
 	if (cgroup) {
@@ -480,7 +480,7 @@ static int revoke_select(struct daemon *d, const struct lease *l, const char *sp
 		drop[i] = !spec || strcmp(spec, "all") == 0;
 	if (!spec || strcmp(spec, "all") == 0)
 		return 0;
-	r = inventory_select(d->inv, spec, sel, err);
+	r = select_gpus(d->inv, spec, sel, err);
 	if (r < 0)
 		return r;
 	for (size_t g = 0; g < d->inv->n_gpus; g++) {
@@ -503,28 +503,26 @@ static int revoke_select(struct daemon *d, const struct lease *l, const char *sp
 }
 
 /* Removes nodes the container no longer holds; best effort, reported. */
-static json_object *revoke_nodes(struct daemon *d, const struct lease *l, const struct dg_node *gone,
-				 size_t n_gone)
+static int revoke_nodes(struct daemon *d, const struct lease *l, const struct dg_node *gone,
+			size_t n_gone, struct dg_revoke_reply *out, struct dg_arena *a)
 {
 	auto_cleanup(target_donep) struct target t = TARGET_INIT;
 	struct node_opts nopts = { .mode = d->cfg.node_mode };
 	struct node_result res[MAX_NODES] = { 0 };
 	struct dg_error err = { 0 };
 
-	if (n_gone == 0)
-		return json_object_new_array();
-	if (live_target(d, l, &t) < 0) {
+	if (n_gone && live_target(d, l, &t) < 0) {
 		log_info("%s has no live process; its /dev needs no cleanup", lease_label(l));
-		return nodes_json(gone, res, n_gone);
+		n_gone = 0;
 	}
-	if (nodes_remove(&t, &nopts, gone, n_gone, res, &err) < 0)
+	if (n_gone && nodes_remove(&t, &nopts, gone, n_gone, res, &err) < 0)
 		log_warning("cannot remove nodes from %s: %s", lease_label(l), err.message);
 	for (size_t i = 0; i < n_gone; i++) {
 		if (res[i].status == NODE_CONFLICT)
 			log_warning("left /dev/%s in %s alone: it is no longer our node",
 				    gone[i].name, lease_label(l));
 	}
-	return nodes_json(gone, res, n_gone);
+	return node_statuses(gone, res, n_gone, &out->nodes, &out->n_nodes, a);
 }
 
 static void unguard_lease(struct daemon *d, struct lease *l)
@@ -541,39 +539,49 @@ static void unguard_lease(struct daemon *d, struct lease *l)
 	watch_del(d, l);
 }
 
-int grant_revoke(struct daemon *d, json_object *args, json_object **ret, struct dg_error *err)
+/* next: old without the GPUs the request names; their UUIDs go to the reply. */
+static int revoke_plan(struct daemon *d, const struct lease *old, const char *spec,
+		       struct lease **next, struct dg_revoke_reply *out, struct dg_arena *a,
+		       struct dg_error *err)
 {
-	auto_cleanup(lease_freep) struct lease *next = NULL;
-	auto_json json_object *revoked = json_object_new_array();
-	struct dg_node old_nodes[MAX_NODES], new_nodes[MAX_NODES], gone[MAX_NODES];
-	size_t n_old, n_new, n_gone;
 	bool drop[DG_MAX_GPUS];
-	struct lease *old;
-	json_object *reply;
-	int r;
+	int r = revoke_select(d, old, spec, drop, err);
 
-	old = find_lease(d, args, err);
-	if (!old && err->code == DG_E_NOT_GRANTED && json_get_bool(args, "missing_ok")) {
-		memset(err, 0, sizeof(*err));
-		reply = json_object_new_object();
-		json_object_object_add(reply, "revoked", json_object_get(revoked));
-		*ret = reply;
-		return 0;
-	}
-	if (!old)
-		return -(err->errnum ? err->errnum : EINVAL);
-	r = revoke_select(d, old, json_get_str(args, "gpus"), drop, err);
 	if (r < 0)
 		return r;
-	next = lease_copy(old);
-	if (!next)
+	*next = lease_copy(old);
+	out->revoked = dg_arena_alloc(a, old->n_gpus * sizeof(*out->revoked) + 1);
+	if (!*next || !out->revoked)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	for (size_t i = 0; i < old->n_gpus; i++) {
 		if (!drop[i])
 			continue;
-		json_object_array_add(revoked, json_object_new_string(old->gpus[i].uuid));
-		lease_del_gpu(next, old->gpus[i].uuid);
+		out->revoked[out->n_revoked++] = dg_arena_strdup(a, old->gpus[i].uuid);
+		lease_del_gpu(*next, old->gpus[i].uuid);
 	}
+	return 0;
+}
+
+int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_revoke_reply *out,
+		 struct dg_arena *a, struct dg_error *err)
+{
+	auto_cleanup(lease_freep) struct lease *next = NULL;
+	struct dg_node old_nodes[MAX_NODES], new_nodes[MAX_NODES], gone[MAX_NODES];
+	size_t n_old, n_new, n_gone;
+	struct lease *old;
+	int r;
+
+	old = find_lease(d, &req->target, err);
+	if (!old && req->missing_ok &&
+	    (err->code == DG_E_NOT_GRANTED || (err->code == DG_E_NO_TARGET && req->target.container))) {
+		memset(err, 0, sizeof(*err));
+		return 0;
+	}
+	if (!old)
+		return -(err->errnum ? err->errnum : EINVAL);
+	r = revoke_plan(d, old, req->gpus, &next, out, a, err);
+	if (r < 0)
+		return r;
 	r = next->n_gpus ? state_save(d->state, next) : state_remove(d->state, next->cgid);
 	if (r < 0)
 		return dg_error_set(err, DG_E_STATE, r, "cannot record the revoke in %s: %s",
@@ -582,12 +590,11 @@ int grant_revoke(struct daemon *d, json_object *args, json_object **ret, struct 
 	n_new = lease_nodes(next, d->inv, new_nodes, MAX_NODES);
 	n_gone = node_diff(old_nodes, n_old, new_nodes, n_new, gone);
 	grants_del(d, old->cgid, gone, n_gone);
-	reply = grant_lease_json(d, next);
-	json_object_object_add(reply, "revoked", json_object_get(revoked));
-	json_object_object_add(reply, "nodes", revoke_nodes(d, old, gone, n_gone));
-	*ret = reply;
-	log_info("revoked %zu GPU(s) from %s", json_object_array_length(revoked), lease_label(old));
-	emit(d, next->n_gpus ? "revoked" : "released", next, revoked);
+	out->has_lease = true;
+	if (view_lease(d, next, &out->lease, a) < 0 || revoke_nodes(d, old, gone, n_gone, out, a) < 0)
+		log_error("out of memory describing the revoke from %s", lease_label(old));
+	log_info("revoked %zu GPU(s) from %s", out->n_revoked, lease_label(old));
+	emit(d, next->n_gpus ? "revoked" : "released", next, out->revoked, out->n_revoked);
 	if (next->n_gpus == 0) {
 		unguard_lease(d, old);
 		lease_free(lease_table_take(&d->leases, old->cgid));
@@ -601,6 +608,7 @@ void grant_release(struct daemon *d, uint64_t cgid, const char *why)
 {
 	struct lease *l = lease_table_find(&d->leases, cgid);
 	struct dg_node nodes[MAX_NODES];
+	const char *gpus[DG_MAX_GPUS];
 	size_t n;
 	int r;
 
@@ -614,13 +622,8 @@ void grant_release(struct daemon *d, uint64_t cgid, const char *why)
 	unguard_lease(d, l);
 	log_info("released %zu GPU(s) of %s: %s", l->n_gpus, lease_label(l), why);
 	metrics_inc(d->metrics, METRIC_RELEASES, 1);
-	{
-		json_object *gpus = json_object_new_array();
-
-		for (size_t i = 0; i < l->n_gpus; i++)
-			json_object_array_add(gpus, json_object_new_string(l->gpus[i].uuid));
-		emit(d, "released", l, gpus);
-		json_object_put(gpus);
-	}
+	for (size_t i = 0; i < l->n_gpus && i < DG_MAX_GPUS; i++)
+		gpus[i] = l->gpus[i].uuid;
+	emit(d, "released", l, gpus, l->n_gpus < DG_MAX_GPUS ? l->n_gpus : DG_MAX_GPUS);
 	lease_free(lease_table_take(&d->leases, cgid));
 }

@@ -12,16 +12,18 @@
 #ifndef DEVGATE_GRANT_H
 #define DEVGATE_GRANT_H
 
-#include <json-c/json.h>
-
 #include "daemon.h"
+#include "wire.h"
 
-int grant_request(struct daemon *d, json_object *args, json_object **ret, struct dg_error *err);
-int grant_revoke(struct daemon *d, json_object *args, json_object **ret, struct dg_error *err);
+/*
+ * Each fills its reply (strings in a) and reports the change through
+ * d->hooks; on failure err says why and nothing changed.
+ */
+int grant_request(struct daemon *d, const struct dg_grant_req *req, struct dg_grant_reply *out,
+		  struct dg_arena *a, struct dg_error *err);
+int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_revoke_reply *out,
+		 struct dg_arena *a, struct dg_error *err);
 /* The container ended: drop its lease and everything devgate put on it. */
 void grant_release(struct daemon *d, uint64_t cgid, const char *why);
-
-/* A lease as shown to clients: GPUs expanded from the inventory. */
-json_object *grant_lease_json(const struct daemon *d, const struct lease *l);
 
 #endif

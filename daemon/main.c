@@ -23,6 +23,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "events.h"
+#include "grant.h"
 #include "log.h"
 #include "metrics.h"
 #include "nodes.h"
@@ -32,6 +33,7 @@
 #include "state.h"
 #include "util.h"
 #include "version.h"
+#include "view.h"
 #include "watch.h"
 
 static void usage(FILE *f)
@@ -285,6 +287,27 @@ static int setup_metrics_http(struct daemon *d, struct dg_error *err)
 	return 0;
 }
 
+/* Observers of state changes (struct daemon_hooks): streams to clients. */
+static void on_lease_changed(struct daemon *d, const char *type, const struct lease *l,
+			     const char *const *gpus, size_t n_gpus)
+{
+	struct dg_arena a = { 0 };
+	union dg_stream_event ev = {
+		.watch = { .type = type, .gpus = (const char **)gpus, .n_gpus = n_gpus },
+	};
+
+	if (view_lease(d, l, &ev.watch.lease, &a) == 0)
+		server_broadcast(d, DG_OP_WATCH, &ev);
+	dg_arena_free(&a);
+}
+
+static void on_denied(struct daemon *d, const struct dg_denied_event *denied)
+{
+	union dg_stream_event ev = { .denied = *denied };
+
+	server_broadcast(d, DG_OP_EVENTS, &ev);
+}
+
 static int daemon_setup(struct daemon *d, struct dg_error *err)
 {
 	int r;
@@ -449,6 +472,11 @@ int main(int argc, char **argv)
 		.signal_fd = -1,
 		.inotify_fd = -1,
 		.timer_fd = -1,
+		.hooks = {
+			.lease_changed = on_lease_changed,
+			.cgroup_ended = grant_release,
+			.denied = on_denied,
+		},
 	};
 	struct dg_error err = { 0 };
 	struct args args = { 0 };

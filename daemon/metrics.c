@@ -45,9 +45,9 @@
 #include "events.h"
 #include "log.h"
 #include "metrics.h"
-#include "ops.h"
 #include "util.h"
 #include "version.h"
+#include "view.h"
 
 #define HTTP_CONN_LIMIT 16
 #define HTTP_CONN_TIMEOUT_S 10
@@ -164,12 +164,6 @@ void metrics_histogram_write(FILE *f, const char *name, const char *help,
 	}
 	fprintf(f, "%s_sum %.9g\n%s_count %llu\n", name, h->sum, name,
 		(unsigned long long)h->count);
-}
-
-void metrics_access_str(uint32_t access, char *buf, size_t len)
-{
-	snprintf(buf, len, "%s%s%s", access & DG_ACC_READ ? "r" : "",
-		 access & DG_ACC_WRITE ? "w" : "", access & DG_ACC_MKNOD ? "m" : "");
 }
 
 static int parse_host_port(const char *s, char *host, size_t host_len, uint32_t *port,
@@ -468,7 +462,7 @@ static void dev_labels(const struct daemon *d, const struct dev_series *s, struc
 	    !inventory_find_node(d->inv, s->key.major, s->key.minor, t->node, sizeof(t->node), &gpu))
 		t->node[0] = '\0';
 	t->gpu = gpu ? gpu->uuid : "";
-	metrics_access_str(s->key.access, t->access, sizeof(t->access));
+	view_access_str(s->key.access, t->access, sizeof(t->access));
 	labels[0] = (struct metrics_label){ "container", s->lease->container };
 	labels[1] = (struct metrics_label){ "cgroup", s->lease->cgroup };
 	labels[2] = (struct metrics_label){ "type", s->key.type == DG_DEV_BLOCK ? "b" : "c" };
@@ -539,7 +533,7 @@ static void write_state(FILE *f, struct daemon *d)
 		uint64_t n = 0;
 
 		for (size_t i = 0; i < d->inv->n_gpus; i++)
-			n += strcmp(ops_gpu_state(d, &d->inv->gpus[i]), states[s]) == 0;
+			n += strcmp(view_gpu_state(d, &d->inv->gpus[i]), states[s]) == 0;
 		label = (struct metrics_label){ "state", states[s] };
 		metrics_write_sample(f, "devgate_gpus", &label, 1, n);
 	}

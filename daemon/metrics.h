@@ -75,8 +75,6 @@ void metrics_histogram_observe(struct metrics_histogram *h, double v);
 /* The family, its cumulative buckets, _sum and _count. */
 void metrics_histogram_write(FILE *f, const char *name, const char *help,
 			     const struct metrics_histogram *h);
-/* Access bits as in cgroup v1 device rules: "r", "w", "rw", "m", "rwm"... */
-void metrics_access_str(uint32_t access, char *buf, size_t len);
 /* "127.0.0.1:9400" or "[::1]:9400"; numeric addresses only, port 1-65535. */
 int metrics_parse_listen(const char *s, struct sockaddr_storage *ret, socklen_t *ret_len);
 

@@ -1,22 +1,24 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * One decoded request in, one reply struct out. ops.c is the only place
+ * that knows which module serves which operation; it also accounts every
+ * request in the metrics and logs each refusal once.
+ */
 #ifndef DEVGATE_OPS_H
 #define DEVGATE_OPS_H
 
-#include <json-c/json.h>
-
 #include "daemon.h"
-#include "protocol.h"
+#include "wire.h"
 
-/*
- * Runs one validated request; *ret is the reply's result object. Returns 1
- * when the connection becomes a stream (watch, events with follow).
- */
-int ops_dispatch(struct daemon *d, enum dg_op op, json_object *args, json_object **ret,
-		 struct dg_error *err);
+/* Who asks, as the server saw the peer. */
+struct ops_peer {
+	uid_t uid;
+	pid_t pid;
+};
 
-/* The inventory with each GPU's holders, as 'list' returns it. */
-json_object *ops_inventory_json(struct daemon *d, bool free_only);
-/* "free", "held", "shared" or "unusable". */
-const char *ops_gpu_state(const struct daemon *d, const struct dg_gpu *gpu);
+int ops_dispatch(struct daemon *d, const struct ops_peer *peer, const struct dg_request *req,
+		 union dg_reply *reply, struct dg_arena *a, struct dg_error *err);
+/* Whether a request that succeeded turns its connection into an event stream. */
+bool ops_streams(const struct dg_request *req);
 
 #endif

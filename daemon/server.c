@@ -14,7 +14,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "ops.h"
-#include "protocol.h"
+#include "wire.h"
 #include "server.h"
 #include "util.h"
 
@@ -23,7 +23,7 @@ struct client {
 	uid_t uid;
 	pid_t pid;
 	struct dg_linebuf in;
-	const char *stream; /* "watch" or "events" once streaming */
+	enum dg_op stream; /* DG_OP_WATCH or DG_OP_EVENTS once streaming, else DG_OP_MAX */
 	struct client *next;
 };
 
@@ -153,6 +153,7 @@ void server_accept(struct daemon *d)
 			continue;
 		}
 		c->fd = fd;
+		c->stream = DG_OP_MAX;
 		c->uid = cred.uid;
 		c->pid = cred.pid;
 		ev.data.ptr = c;
@@ -169,27 +170,30 @@ void server_accept(struct daemon *d)
 /* Handles one request line; returns < 0 to drop the client. */
 static int handle_line(struct daemon *d, struct client *c, const char *line)
 {
+	struct ops_peer peer = { .uid = c->uid, .pid = c->pid };
+	struct dg_request req;
 	struct dg_error err = { 0 };
-	auto_json json_object *args = NULL, *result = NULL, *msg = NULL;
-	enum dg_op op;
+	struct dg_arena arena = { 0 };
+	auto_json json_object *msg = NULL;
+	union dg_reply reply;
 	int r;
 
-	if (c->stream)
+	if (c->stream != DG_OP_MAX)
 		return 0; /* streaming clients only listen */
-	r = dg_request_parse(line, &op, &args, &err);
-	if (r < 0)
-		metrics_request_failed(d->metrics, DG_OP_MAX, err.code);
-	else
-		r = ops_dispatch(d, op, args, &result, &err);
+	r = dg_request_decode(line, &req, &err);
 	if (r < 0) {
-		if (!dg_error_is_set(&err))
-			dg_error_set(&err, DG_E_INTERNAL, r, "request failed: %s", strerror(-r));
+		metrics_request_failed(d->metrics, DG_OP_MAX, err.code);
+		log_info("refused a malformed request from uid %u pid %d: %s",
+			 (unsigned int)c->uid, (int)c->pid, err.message);
 		msg = dg_reply_error(&err);
-	} else {
-		msg = dg_reply_ok(TAKE_PTR(result));
-		if (r > 0 && dg_op_info(op)->stream)
-			c->stream = dg_op_info(op)->name;
+		return dg_send(c->fd, msg);
 	}
+	r = ops_dispatch(d, &peer, &req, &reply, &arena, &err);
+	msg = r < 0 ? dg_reply_error(&err) : dg_reply_encode(req.op, &reply);
+	if (r == 0 && ops_streams(&req))
+		c->stream = req.op;
+	dg_request_done(&req);
+	dg_arena_free(&arena);
 	return dg_send(c->fd, msg);
 }
 
@@ -228,17 +232,17 @@ void server_client_event(struct daemon *d, struct client *c, uint32_t events)
 	}
 }
 
-void server_broadcast(struct daemon *d, const char *stream, json_object *event)
+void server_broadcast(struct daemon *d, enum dg_op stream, const union dg_stream_event *ev)
 {
 	auto_json json_object *msg = NULL;
 	struct client *c = d->clients, *next;
 
 	for (; c; c = next) {
 		next = c->next;
-		if (!c->stream || strcmp(c->stream, stream) != 0)
+		if (c->stream != stream)
 			continue;
 		if (!msg)
-			msg = dg_event_new(json_object_get(event));
+			msg = dg_event_encode(stream, ev);
 		if (dg_send(c->fd, msg) < 0)
 			client_free(d, c);
 	}

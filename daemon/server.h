@@ -9,12 +9,15 @@
 #include <stdint.h>
 
 #include "daemon.h"
+#include "wire.h"
 
 int server_listen(struct daemon *d, struct dg_error *err);
 void server_close(struct daemon *d);
 void server_accept(struct daemon *d);
 /* Events for client fds; data is the struct client. */
 void server_client_event(struct daemon *d, struct client *c, uint32_t events);
+/* Sends ev to every client streaming stream (DG_OP_WATCH or DG_OP_EVENTS). */
+void server_broadcast(struct daemon *d, enum dg_op stream, const union dg_stream_event *ev);
 
 /* epoll tags: the low bits of a pointer are free, so small ints mark fds. */
 enum { TAG_LISTEN = 1, TAG_SIGNAL, TAG_INOTIFY, TAG_TIMER, TAG_EVENTS, TAG_METRICS, TAG_MAX };

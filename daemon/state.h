@@ -10,7 +10,7 @@
 #include "errors.h"
 #include "lease.h"
 
-#define DG_DEFAULT_STATE_DIR "/var/lib/devgate"
+#include "paths.h"
 
 struct state;
 

@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include "cleanup.h"
-#include "grant.h"
 #include "log.h"
 #include "metrics.h"
 #include "watch.h"
@@ -79,11 +78,11 @@ static bool check_ended(struct daemon *d, struct lease *l)
 	if (populated == 0)
 		populated = cgroup_populated(cgfd);
 	if (populated == 0) {
-		grant_release(d, l->cgid, "container ended");
+		d->hooks.cgroup_ended(d, l->cgid, "container ended");
 		return true;
 	}
 	if (populated == -ENOENT || populated == -ENODEV) {
-		grant_release(d, l->cgid, "cgroup removed");
+		d->hooks.cgroup_ended(d, l->cgid, "cgroup removed");
 		return true;
 	}
 	if (populated < 0) /* e.g. EMFILE: keep the lease, the tick retries */
@@ -130,7 +129,7 @@ void watch_handle(struct daemon *d)
 				continue;
 			if (ev->mask & IN_IGNORED) {
 				l->watch = -1; /* the kernel dropped it: the file is gone */
-				grant_release(d, l->cgid, "cgroup removed");
+				d->hooks.cgroup_ended(d, l->cgid, "cgroup removed");
 				continue;
 			}
 			check_ended(d, l);

@@ -12,7 +12,18 @@ teardown() { dg_teardown; }
 
 @test "unknown PID: exit 5" {
 	run -5 dg grant --pid 999999 --gpu 0
-	[ "$output" = "devgatectl: no process with PID 999999" ]
+	[ "${lines[0]}" = "devgatectl: no process with PID 999999" ]
+	# Every error carries a hint, in text and in JSON.
+	[[ "${lines[1]}" == "hint: "* ]]
+	run -5 dg --json grant --pid 999999 --gpu 0
+	[ -n "$(echo "$output" | jq -r '.error.hint // empty')" ]
+}
+
+@test "revoke of a label no container carries: exit 5, not 10" {
+	run -5 dg revoke --container nosuch
+	[ "${lines[0]}" = "devgatectl: no container is labelled 'nosuch'" ]
+	[[ "${lines[1]}" == "hint: 'devgatectl status' lists the labels"* ]]
+	run -0 dg revoke --container nosuch --missing-ok
 }
 
 @test "PID in the root cgroup (not on a container's cgroup v2): exit 6" {
@@ -51,6 +62,9 @@ teardown() { dg_teardown; }
 	run -7 dg grant --pid "$CPID" --gpu 0000:99:00.0
 	run -2 dg grant --pid "$CPID" --gpu '0,;rm'
 	run -2 dg grant --pid "$CPID" --gpu MIG-1234
+	run -2 dg grant --pid "$CPID" --gpu '0,,1'
+	[ "${lines[0]}" = "devgatectl: malformed GPU selector '0,,1': empty element" ]
+	run -2 dg grant --pid "$CPID" --gpu ,
 	[ "$(grant_entries)" = 0 ]
 	[ -z "$(ls "$DG_PINS/cg")" ]
 }
@@ -112,6 +126,25 @@ teardown() { dg_teardown; }
 	container c
 	run -2 dg grant --pid "$CPID" --gpu 0 --gpus 1
 	[[ "$output" == *"either GPU selectors or a count"* ]]
+	# -s is the global --socket; after the command it is a mistake, not --shared.
+	run -2 dg grant --pid "$CPID" --gpu 0 -s
+	[[ "${lines[0]}" == *"share GPUs with -S (--shared)"* ]]
+	run -2 dg lsit
+	[ "${lines[0]}" = "devgatectl: no command 'lsit'" ]
+	[ "${lines[1]}" = "hint: did you mean 'devgatectl list'? See 'devgatectl --help'" ]
+	[ "$(grant_entries)" = 0 ]
+}
+
+@test "a bad count after a good selector sends nothing: exit 2, one JSON document" {
+	container c
+	run -2 dg grant --pid "$CPID" --gpu 0 --gpus 99
+	[[ "${lines[0]}" == *"--gpus wants a count from 1 to 64, not '99'"* ]]
+	run -2 dg --json grant --pid "$CPID" --gpu 0 --gpus 99
+	[ "$(echo "$output" | jq -s length)" = 1 ]
+	[ "$(echo "$output" | jq -r .error.code)" = invalid ]
+	[ "$(grant_entries)" = 0 ]
+	run -0 dg --json status
+	[ "$(echo "$output" | jq '.leases | length')" = 0 ]
 }
 
 @test "garbage on the socket gets a protocol error, and the daemon lives on" {
@@ -119,7 +152,7 @@ teardown() { dg_teardown; }
 	[ "$(echo "$output" | jq -r .error.code)" = protocol ]
 	run -0 sh -c "printf '{\"v\":1,\"op\":\"grant\",\"args\":{\"pid\":1,\"evil\":1}}\n' |
 		socat -t 2 - UNIX-CONNECT:$DG_SOCK"
-	[ "$(echo "$output" | jq -r .error.message)" = "operation 'grant' has no argument 'evil'" ]
+	[ "$(echo "$output" | jq -r .error.message)" = "operation 'grant': unknown field 'evil'" ]
 	run -0 sh -c "printf '{\"v\":9,\"op\":\"list\"}\n' | socat -t 2 - UNIX-CONNECT:$DG_SOCK"
 	[[ "$(echo "$output" | jq -r .error.message)" == "protocol version 9 is not supported"* ]]
 	# Oversized: the daemon says so and drops the client (socat may see EPIPE).

@@ -97,6 +97,11 @@ teardown() { dg_teardown; }
 	[[ "$output" == *"to my-job (cgroup /$CID, PID $CPID)"* ]]
 	run -0 dg status
 	[[ "${lines[1]}" == "my-job"*"/$CID"*"exclusive"*"GPU 0"* ]]
+	# One lease holding an exclusive and a shared GPU shows one MODE: mixed.
+	run -0 dg grant --cgroup "/$CID" --gpu 1 --shared
+	run -0 dg status
+	[[ "${lines[1]}" == "my-job"*"mixed"*"GPU 0"*"GPU 1"* ]]
+	run -0 dg revoke --cgroup "/$CID" --gpu 1
 	run -1 probe "$CID" /dev/nvidia0
 	[ "$output" = "/dev/nvidia0 ENXIO" ]
 }

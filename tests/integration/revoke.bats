@@ -61,7 +61,8 @@ teardown() { dg_teardown; }
 	[ "$output" = "/dev/nvidia0 ENXIO" ]
 	run -0 dg revoke --pid "$CPID"
 	run -10 dg revoke --pid "$CPID"
-	[ "$output" = "devgatectl: PID $CPID (cgroup /$CID) holds no GPU" ]
+	[ "${lines[0]}" = "devgatectl: PID $CPID (cgroup /$CID) holds no GPU" ]
+	[ "${lines[1]}" = "hint: 'devgatectl status' shows what each container holds" ]
 	run -0 dg revoke --pid "$CPID" --missing-ok
 }
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "gpu.h"
+#include "select.h"
 #include "util.h"
 
 static void test_proc_devices_new_driver(void **state)
@@ -223,7 +224,7 @@ static void select_ok(const struct dg_inventory *inv, const char *spec, const ch
 	struct dg_error err = { 0 };
 	char got[DG_MAX_GPUS + 1] = "";
 
-	assert_int_equal(inventory_select(inv, spec, sel, &err), 0);
+	assert_int_equal(select_gpus(inv, spec, sel, &err), 0);
 	for (size_t i = 0; i < inv->n_gpus; i++)
 		got[i] = sel[i] ? '1' : '0';
 	assert_string_equal(got, want);
@@ -234,7 +235,7 @@ static void select_fails(const struct dg_inventory *inv, const char *spec, enum 
 	bool sel[DG_MAX_GPUS];
 	struct dg_error err = { 0 };
 
-	assert_true(inventory_select(inv, spec, sel, &err) < 0);
+	assert_true(select_gpus(inv, spec, sel, &err) < 0);
 	assert_int_equal(err.code, code);
 }
 

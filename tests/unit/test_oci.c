@@ -215,6 +215,13 @@ static void request_annotations(void **st)
 	assert_int_equal(oci_request(NULL, &c, false, &r, &err), -EINVAL);
 	assert_string_equal(err.message, "annotation devgate.io/shared must be true or false");
 	oci_config_done(&c);
+	/* A misspelt key (gpu for gpus) is refused, not silently ignored. */
+	c = config("{\"root\":{\"path\":\"r\"},\"annotations\":{\"devgate.io/gpu\":\"0\","
+		   "\"org.other/x\":\"1\"}}");
+	assert_int_equal(oci_request(NULL, &c, false, &r, &err), -EINVAL);
+	assert_string_equal(err.message, "unknown annotation 'devgate.io/gpu'");
+	assert_int_equal(err.code, DG_E_HOOK);
+	oci_config_done(&c);
 }
 
 int main(void)

@@ -11,31 +11,38 @@
 
 #include "cleanup.h"
 #include "protocol.h"
+#include "wire.h"
 
 static void test_request_roundtrip(void **state)
 {
-	json_object *args = json_object_new_object();
-	auto_json json_object *req = NULL, *parsed = NULL;
+	struct dg_request req = { .op = DG_OP_GRANT }, back;
+	auto_json json_object *o = NULL;
 	struct dg_error err = { 0 };
-	enum dg_op op;
 
 	(void)state;
-	json_object_object_add(args, "pid", json_object_new_int(42));
-	json_object_object_add(args, "gpus", json_object_new_string("0,1"));
-	req = dg_request_new(DG_OP_GRANT, args);
-	assert_int_equal(dg_request_parse(json_object_to_json_string(req), &op, &parsed, &err), 0);
-	assert_int_equal(op, DG_OP_GRANT);
-	assert_int_equal(json_object_get_int(json_object_object_get(parsed, "pid")), 42);
+	req.u.grant.target.pid = 42;
+	req.u.grant.target.has_pid = true;
+	req.u.grant.gpus = "0,1";
+	req.u.grant.shared = true;
+	o = dg_request_encode(&req);
+	assert_int_equal(dg_request_decode(json_object_to_json_string(o), &back, &err), 0);
+	assert_int_equal(back.op, DG_OP_GRANT);
+	assert_true(back.u.grant.target.has_pid);
+	assert_int_equal(back.u.grant.target.pid, 42);
+	assert_string_equal(back.u.grant.gpus, "0,1");
+	assert_true(back.u.grant.shared);
+	assert_false(back.u.grant.has_count);
+	assert_null(back.u.grant.target.cgroup);
+	dg_request_done(&back);
 }
 
 static void parse_fails(const char *line, const char *msg)
 {
 	struct dg_error err = { 0 };
-	json_object *args = NULL;
-	enum dg_op op;
+	struct dg_request req;
 
-	assert_true(dg_request_parse(line, &op, &args, &err) < 0);
-	assert_null(args);
+	assert_true(dg_request_decode(line, &req, &err) < 0);
+	assert_null(req.arena.head);
 	assert_int_equal(err.code, DG_E_PROTOCOL);
 	assert_string_equal(err.message, msg);
 }
@@ -54,11 +61,81 @@ static void test_request_rejects(void **state)
 	parse_fails("{\"v\":1,\"op\":\"list\",\"x\":1}", "request has unknown field 'x'");
 	parse_fails("{\"v\":1,\"op\":\"list\",\"args\":[]}", "'args' must be an object");
 	parse_fails("{\"v\":1,\"op\":\"grant\",\"args\":{\"pid\":\"42\"}}",
-		    "argument 'pid' of 'grant' must be a int");
+		    "operation 'grant': 'pid' must be an integer");
 	parse_fails("{\"v\":1,\"op\":\"grant\",\"args\":{\"rm\":true}}",
-		    "operation 'grant' has no argument 'rm'");
+		    "operation 'grant': unknown field 'rm'");
+	parse_fails("{\"v\":1,\"op\":\"grant\",\"args\":{\"count\":65}}",
+		    "operation 'grant': 'count' is out of range (1 to 64)");
+	parse_fails("{\"v\":1,\"op\":\"grant\",\"args\":{\"pid\":0}}",
+		    "operation 'grant': 'pid' is out of range (1 to 2147483647)");
+	parse_fails("{\"v\":1,\"op\":\"grant\",\"args\":{\"pid\":99999999999999999999999}}",
+		    "operation 'grant': 'pid' is out of range");
+	parse_fails("{\"v\":1,\"op\":\"grant\",\"args\":{\"container\":\"a\\u0000b\"}}",
+		    "operation 'grant': 'container' contains a NUL character");
+	parse_fails("{\"v\":1,\"op\":\"status\",\"args\":{\"free\":true}}",
+		    "operation: unknown field 'free'");
 	parse_fails("{\"v\":1,\"op\":\"list\",\"args\":{\"a\":[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]}}",
 		    "malformed message: not one JSON object");
+}
+
+/* A reply goes out and comes back as the same struct, nested arrays included. */
+static void test_reply_roundtrip(void **state)
+{
+	struct dg_lease_gpu gpus[2] = {
+		{ .gpu = { .index = 0, .has_index = true, .minor = 0, .uuid = "GPU-a" }, .shared = true },
+		{ .gpu = { .minor = 3, .uuid = "GPU-b", .problem = "no longer on this host" } },
+	};
+	const char *granted[] = { "GPU-a" };
+	union dg_reply out = { .grant = {
+		.lease = { .cgroup_id = 18446744073709551615ULL, .cgroup = "/c", .pid = 7,
+			   .since = "2026-11-24T00:00:00Z", .gpus = gpus, .n_gpus = 2 },
+		.granted = granted, .n_granted = 1,
+	} };
+	union dg_reply back;
+	struct dg_arena a = { 0 };
+	struct dg_error err = { 0 };
+	auto_json json_object *msg = dg_reply_encode(DG_OP_GRANT, &out);
+
+	(void)state;
+	assert_int_equal(dg_reply_decode(DG_OP_GRANT, json_object_to_json_string(msg), &back, &a,
+					 &err), 0);
+	assert_true(back.grant.lease.cgroup_id == 18446744073709551615ULL);
+	assert_string_equal(back.grant.lease.cgroup, "/c");
+	assert_null(back.grant.lease.container);
+	assert_int_equal(back.grant.lease.n_gpus, 2);
+	assert_true(back.grant.lease.gpus[0].shared);
+	assert_true(back.grant.lease.gpus[0].gpu.has_index);
+	assert_false(back.grant.lease.gpus[1].gpu.has_index);
+	assert_string_equal(back.grant.lease.gpus[1].gpu.problem, "no longer on this host");
+	assert_int_equal(back.grant.n_granted, 1);
+	assert_string_equal(back.grant.granted[0], "GPU-a");
+	assert_int_equal(back.grant.n_nodes, 0);
+	dg_arena_free(&a);
+}
+
+/* A reply that lacks a field the schema requires, or has a stranger, is refused. */
+static void test_reply_schema(void **state)
+{
+	union dg_reply back;
+	struct dg_arena a = { 0 };
+	struct dg_error err = { 0 };
+
+	(void)state;
+	assert_int_equal(dg_reply_decode(DG_OP_STATUS,
+					 "{\"v\":1,\"ok\":true,\"result\":{\"leases\":[{\"cgroup\":\"/c\"}]}}",
+					 &back, &a, &err), -EPROTO);
+	assert_string_equal(err.message, "reply to 'status': leases[0]: 'cgroup_id' is missing");
+	err = (struct dg_error){ 0 };
+	assert_int_equal(dg_reply_decode(DG_OP_PING,
+					 "{\"v\":1,\"ok\":true,\"result\":{\"version\":\"1\",\"pid\":1,"
+					 "\"leases\":0,\"hook_allow_env\":false,\"extra\":1}}",
+					 &back, &a, &err), -EPROTO);
+	assert_string_equal(err.message, "reply to 'ping': unknown field 'extra'");
+	err = (struct dg_error){ 0 };
+	assert_int_equal(dg_reply_decode(DG_OP_REVOKE, "{\"v\":1,\"ok\":true,\"result\":"
+					 "{\"revoked\":[],\"nodes\":[]}}", &back, &a, &err), 0);
+	assert_false(back.revoke.has_lease);
+	dg_arena_free(&a);
 }
 
 static void test_reply(void **state)
@@ -153,7 +230,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_request_roundtrip), cmocka_unit_test(test_request_rejects),
-		cmocka_unit_test(test_reply),		  cmocka_unit_test(test_codes_stable),
+		cmocka_unit_test(test_reply),
+		cmocka_unit_test(test_reply_roundtrip),
+		cmocka_unit_test(test_reply_schema),		  cmocka_unit_test(test_codes_stable),
 		cmocka_unit_test(test_linebuf),		  cmocka_unit_test(test_linebuf_limit),
 		cmocka_unit_test(test_send_recv),
 	};

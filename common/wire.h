@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Every message devgated and its clients exchange, as C structs with one
+ * schema each (wire.c). The daemon decodes a request into struct
+ * dg_request before any module sees it and encodes its replies from the
+ * structs below; devgatectl, devgate-hook and the tests decode replies into
+ * the same structs. Nothing reads or writes a key the schemas do not name.
+ *
+ * Strings and arrays of a decoded message live in its arena.
+ */
+#ifndef DEVGATE_WIRE_H
+#define DEVGATE_WIRE_H
+
+#include "protocol.h"
+#include "schema.h"
+
+/* Requests */
+
+/* Which container: exactly one of pid, cgroup or container (the label). */
+struct dg_target_args {
+	int64_t pid;
+	bool has_pid;
+	const char *cgroup;
+	const char *container;
+	const char *source; /* who asks: "cli", "hook/createRuntime", ... */
+};
+
+struct dg_list_req {
+	bool free;
+};
+
+struct dg_grant_req {
+	struct dg_target_args target;
+	const char *gpus; /* selectors: "0,2", "all", UUIDs */
+	int64_t count;
+	bool has_count;
+	const char *model;
+	const char *arch;
+	const char *product;
+	bool shared;
+	const char *root; /* the container's root when the PID is not in it yet */
+	bool from_image;  /* asked for by the image's environment */
+};
+
+struct dg_revoke_req {
+	struct dg_target_args target;
+	const char *gpus;
+	bool missing_ok;
+};
+
+struct dg_events_req {
+	bool follow;
+};
+
+struct dg_request {
+	enum dg_op op;
+	union {
+		struct dg_list_req list;
+		struct dg_grant_req grant;
+		struct dg_revoke_req revoke;
+		struct dg_events_req events;
+	} u;
+	struct dg_arena arena;
+};
+
+/* Replies and events */
+
+struct dg_node_info {
+	const char *path;
+	int64_t major, minor;
+};
+
+struct dg_gpu_info {
+	int64_t index;
+	bool has_index;
+	int64_t minor;
+	const char *uuid;
+	const char *pci;
+	const char *product; /* "10de:20b0" */
+	const char *model;
+	const char *arch;
+	struct dg_node_info node;
+	bool has_node;
+	const char *problem; /* why it cannot be used; NULL when fine */
+};
+
+struct dg_holder_info {
+	const char *container;
+	const char *cgroup;
+	int64_t pid;
+	bool shared;
+};
+
+struct dg_list_gpu {
+	struct dg_gpu_info gpu;
+	const char *state; /* free, held, shared, unusable */
+	struct dg_holder_info *holders;
+	size_t n_holders;
+};
+
+struct dg_driver_info {
+	bool loaded;
+	int64_t nvidia_major;
+	bool has_nvidia_major;
+	int64_t uvm_major;
+	bool has_uvm_major;
+};
+
+struct dg_list_reply {
+	const char *host_root;
+	bool free_only;
+	struct dg_driver_info driver;
+	struct dg_list_gpu *gpus;
+	size_t n_gpus;
+	struct dg_node_info *control_nodes;
+	size_t n_control_nodes;
+	const char *control_problem;
+};
+
+struct dg_lease_gpu {
+	struct dg_gpu_info gpu;
+	bool shared;
+};
+
+struct dg_lease_info {
+	uint64_t cgroup_id;
+	const char *cgroup;
+	const char *container;
+	int64_t pid;
+	const char *since;
+	struct dg_lease_gpu *gpus;
+	size_t n_gpus;
+};
+
+struct dg_node_status {
+	const char *path;
+	const char *status; /* created, present, removed, absent, conflict, ... */
+};
+
+struct dg_grant_reply {
+	struct dg_lease_info lease;
+	const char **granted; /* UUIDs new in this grant */
+	size_t n_granted;
+	struct dg_node_status *nodes;
+	size_t n_nodes;
+	const char **warnings;
+	size_t n_warnings;
+};
+
+struct dg_revoke_reply {
+	struct dg_lease_info lease; /* absent when missing_ok found nothing */
+	bool has_lease;
+	const char **revoked;
+	size_t n_revoked;
+	struct dg_node_status *nodes;
+	size_t n_nodes;
+};
+
+struct dg_status_reply {
+	struct dg_lease_info *leases;
+	size_t n_leases;
+};
+
+/* The daemon's settings, so clients check what it really uses. */
+struct dg_settings {
+	const char *socket;
+	const char *state_dir;
+	const char *pin_root;
+	const char *host_root;
+	const char *cgroup_root;
+	const char *metrics_listen;
+};
+
+struct dg_ping_reply {
+	const char *version;
+	int64_t pid;
+	int64_t leases;
+	bool hook_allow_env;
+	struct dg_settings settings;
+	bool has_settings;
+};
+
+struct dg_metrics_reply {
+	const char *format;
+	const char *text;
+};
+
+struct dg_denied_event {
+	const char *time;
+	const char *type; /* "denied" */
+	const char *container;
+	const char *cgroup;
+	uint64_t cgroup_id;
+	const char *device; /* "c 195:1" */
+	const char *node;
+	const char *gpu;
+	const char *access; /* "rw", "m", ... */
+};
+
+struct dg_events_reply {
+	struct dg_denied_event *events;
+	size_t n_events;
+	bool follow;
+};
+
+struct dg_watch_reply {
+	bool watching;
+};
+
+struct dg_watch_event {
+	const char *type; /* granted, revoked, released */
+	struct dg_lease_info lease;
+	const char **gpus;
+	size_t n_gpus;
+};
+
+/* A decoded reply of any op; which member is valid follows the op. */
+union dg_reply {
+	struct dg_ping_reply ping;
+	struct dg_list_reply list;
+	struct dg_grant_reply grant;
+	struct dg_revoke_reply revoke;
+	struct dg_status_reply status;
+	struct dg_watch_reply watch;
+	struct dg_metrics_reply metrics;
+	struct dg_events_reply events;
+};
+
+union dg_stream_event {
+	struct dg_watch_event watch;
+	struct dg_denied_event denied;
+};
+
+extern const struct dg_schema dg_lease_schema;
+extern const struct dg_schema dg_denied_event_schema;
+
+/* Request line -> struct; unknown ops and fields, wrong types: DG_E_PROTOCOL. */
+int dg_request_decode(const char *line, struct dg_request *req, struct dg_error *err);
+json_object *dg_request_encode(const struct dg_request *req);
+void dg_request_done(struct dg_request *req);
+
+json_object *dg_reply_encode(enum dg_op op, const union dg_reply *reply);
+/*
+ * Reply line -> struct, its strings in a. An error reply fills err and
+ * returns -EREMOTEIO; a malformed one DG_E_PROTOCOL and -EPROTO.
+ */
+int dg_reply_decode(enum dg_op op, const char *line, union dg_reply *reply, struct dg_arena *a,
+		    struct dg_error *err);
+
+json_object *dg_event_encode(enum dg_op op, const union dg_stream_event *ev);
+int dg_event_decode(enum dg_op op, const char *line, union dg_stream_event *ev, struct dg_arena *a,
+		    struct dg_error *err);
+
+#endif

@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "devgate.h"
+#include "util.h"
+#include "view.h"
+
+const char *view_gpu_state(const struct daemon *d, const struct dg_gpu *gpu)
+{
+	if (gpu->problem[0])
+		return "unusable";
+	/* Exclusive and shared holders never mix: the first holder tells. */
+	for (size_t i = 0; i < d->leases.n; i++) {
+		const struct lease_gpu *g = lease_find_gpu(d->leases.v[i], gpu->uuid);
+
+		if (g)
+			return g->shared ? "shared" : "held";
+	}
+	return "free";
+}
+
+/* "10de:20b0" */
+static char *product_id(struct dg_arena *a, unsigned int vendor, unsigned int device)
+{
+	char buf[16];
+
+	snprintf(buf, sizeof(buf), "%04x:%04x", vendor, device);
+	return dg_arena_strdup(a, buf);
+}
+
+static int node_info(const struct dg_node *node, struct dg_node_info *out, struct dg_arena *a)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/dev/%s", node->name);
+	out->path = dg_arena_strdup(a, path);
+	out->major = node->major;
+	out->minor = node->minor;
+	return out->path ? 0 : -ENOMEM;
+}
+
+int view_gpu(const struct dg_inventory *inv, const struct dg_gpu *gpu, struct dg_gpu_info *out,
+	     struct dg_arena *a)
+{
+	struct dg_node node = { 0 };
+
+	*out = (struct dg_gpu_info){
+		.index = gpu->index,
+		.has_index = true,
+		.minor = gpu->minor,
+		.uuid = gpu->uuid,
+		.pci = gpu->pci,
+		.model = gpu->model,
+		.arch = gpu->arch ? gpu->arch : "unknown",
+		.has_node = true,
+		.problem = gpu->problem[0] ? gpu->problem : NULL,
+	};
+	out->product = product_id(a, gpu->vendor, gpu->device);
+	gpu_node(inv, gpu, &node);
+	if (!out->product || node_info(&node, &out->node, a) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+int view_lease(const struct daemon *d, const struct lease *l, struct dg_lease_info *out,
+	       struct dg_arena *a)
+{
+	char since[64];
+
+	format_time_utc(l->since, since, sizeof(since));
+	*out = (struct dg_lease_info){
+		.cgroup_id = l->cgid,
+		.cgroup = l->cgroup,
+		.container = l->container,
+		.pid = l->pid,
+		.since = dg_arena_strdup(a, since),
+		.n_gpus = l->n_gpus,
+	};
+	out->gpus = l->n_gpus ? dg_arena_alloc(a, l->n_gpus * sizeof(*out->gpus)) : NULL;
+	if (!out->since || (l->n_gpus && !out->gpus))
+		return -ENOMEM;
+	for (size_t i = 0; i < l->n_gpus; i++) {
+		const struct dg_gpu *gpu = inventory_find_uuid(d->inv, l->gpus[i].uuid);
+		struct dg_lease_gpu *g = &out->gpus[i];
+
+		g->shared = l->gpus[i].shared;
+		if (gpu) {
+			if (view_gpu(d->inv, gpu, &g->gpu, a) < 0)
+				return -ENOMEM;
+			continue;
+		}
+		/* The GPU left the host; keep what the lease knows. */
+		g->gpu.uuid = l->gpus[i].uuid;
+		g->gpu.minor = l->gpus[i].minor;
+		g->gpu.problem = "no longer on this host";
+	}
+	return 0;
+}
+
+int view_lease_uuids(const struct lease *l, const char ***ret, struct dg_arena *a)
+{
+	const char **v = l->n_gpus ? dg_arena_alloc(a, l->n_gpus * sizeof(*v)) : NULL;
+
+	if (l->n_gpus && !v)
+		return -ENOMEM;
+	for (size_t i = 0; i < l->n_gpus; i++)
+		v[i] = l->gpus[i].uuid;
+	*ret = v;
+	return 0;
+}
+
+static int holders(const struct daemon *d, const struct dg_gpu *gpu, struct dg_list_gpu *out,
+		   struct dg_arena *a)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < d->leases.n; i++)
+		n += lease_find_gpu(d->leases.v[i], gpu->uuid) != NULL;
+	out->holders = n ? dg_arena_alloc(a, n * sizeof(*out->holders)) : NULL;
+	if (n && !out->holders)
+		return -ENOMEM;
+	for (size_t i = 0; i < d->leases.n; i++) {
+		const struct lease *l = d->leases.v[i];
+		const struct lease_gpu *g = lease_find_gpu(l, gpu->uuid);
+
+		if (!g)
+			continue;
+		out->holders[out->n_holders++] = (struct dg_holder_info){
+			.container = l->container,
+			.cgroup = l->cgroup,
+			.pid = l->pid,
+			.shared = g->shared,
+		};
+	}
+	return 0;
+}
+
+static int control_nodes(const struct dg_inventory *inv, struct dg_list_reply *out,
+			 struct dg_arena *a)
+{
+	out->control_nodes = inv->n_ctl ? dg_arena_alloc(a, inv->n_ctl * sizeof(*out->control_nodes))
+					: NULL;
+	if (inv->n_ctl && !out->control_nodes)
+		return -ENOMEM;
+	out->n_control_nodes = inv->n_ctl;
+	for (size_t i = 0; i < inv->n_ctl; i++) {
+		if (node_info(&inv->ctl[i], &out->control_nodes[i], a) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int view_inventory(const struct daemon *d, bool free_only, struct dg_list_reply *out,
+		   struct dg_arena *a)
+{
+	const struct dg_inventory *inv = d->inv;
+
+	*out = (struct dg_list_reply){
+		.host_root = inv->host_root,
+		.free_only = free_only,
+		.driver = {
+			.loaded = inv->majors.has_nvidia,
+			.nvidia_major = inv->majors.nvidia,
+			.has_nvidia_major = inv->majors.has_nvidia,
+			.uvm_major = inv->majors.uvm,
+			.has_uvm_major = inv->majors.has_uvm,
+		},
+		.control_problem = inv->ctl_problem[0] ? inv->ctl_problem : NULL,
+	};
+	out->gpus = inv->n_gpus ? dg_arena_alloc(a, inv->n_gpus * sizeof(*out->gpus)) : NULL;
+	if (inv->n_gpus && !out->gpus)
+		return -ENOMEM;
+	for (size_t i = 0; i < inv->n_gpus; i++) {
+		const struct dg_gpu *gpu = &inv->gpus[i];
+		const char *state = view_gpu_state(d, gpu);
+		struct dg_list_gpu *g = &out->gpus[out->n_gpus];
+
+		if (free_only && strcmp(state, "free") != 0)
+			continue;
+		g->state = state;
+		if (view_gpu(inv, gpu, &g->gpu, a) < 0 || holders(d, gpu, g, a) < 0)
+			return -ENOMEM;
+		out->n_gpus++;
+	}
+	return control_nodes(inv, out, a);
+}
+
+void view_access_str(uint32_t access, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s%s", access & DG_ACC_READ ? "r" : "",
+		 access & DG_ACC_WRITE ? "w" : "", access & DG_ACC_MKNOD ? "m" : "");
+}
