@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "client.h"
 #include "commands.h"
 #include "gpu.h"
 #include "protocol.h"
@@ -39,7 +40,7 @@ static const char cdi_help[] =
 	"  -o, --output FILE      write FILE atomically (default: stdout); CDI\n"
 	"                         runtimes read /etc/cdi/*.json and /var/run/cdi/*.json\n"
 	"  -k, --kind V/C         device kind (default devgate.io/gpu)\n"
-	"      --host-root DIR    read GPUs under DIR instead of /\n"
+	"      --host-root DIR    read GPUs under DIR (default: the running devgated's, else /)\n"
 	"      --hook PATH        devgate-hook as the runtime runs it (default\n"
 	"                         /usr/bin/devgate-hook)\n"
 	"The hook talks to the socket given with the global -s/--socket.\n";
@@ -220,6 +221,21 @@ static int generate(struct cli *cli, const char *host_root, const char *output,
 	return 0;
 }
 
+/*
+ * The spec describes the GPUs the hook's devgated will grant: those under
+ * its host root, which the running daemon tells; / when none answers.
+ */
+static const char *daemon_host_root(struct cli *cli, struct dg_arena *a)
+{
+	struct dg_request req = { .op = DG_OP_PING };
+	struct dg_error err = { 0 };
+	union dg_reply reply;
+
+	if (client_request(cli->socket, &req, &reply, a, &err) < 0 || !reply.ping.has_settings)
+		return "/";
+	return reply.ping.settings.host_root;
+}
+
 enum { OPT_HOST = 256, OPT_HOOK };
 
 int cmd_cdi(struct cli *cli, int argc, char **argv)
@@ -233,8 +249,9 @@ int cmd_cdi(struct cli *cli, int argc, char **argv)
 		{ 0 },
 	};
 	struct cdi_opts o = { .kind = DEFAULT_KIND, .hook = DEFAULT_HOOK };
-	const char *output = NULL, *host_root = "/";
-	int c;
+	const char *output = NULL, *host_root = NULL;
+	struct dg_arena arena = { 0 };
+	int c, r;
 
 	while ((c = getopt_long(argc, argv, "o:k:h", opts, NULL)) != -1) {
 		switch (c) {
@@ -268,5 +285,9 @@ int cmd_cdi(struct cli *cli, int argc, char **argv)
 		return cli_usage(cli, "cdi", "--hook needs an absolute path");
 	if (strcmp(cli->socket, DG_DEFAULT_SOCKET) != 0)
 		o.socket = cli->socket;
-	return generate(cli, host_root, output, &o);
+	if (!host_root)
+		host_root = daemon_host_root(cli, &arena);
+	r = generate(cli, host_root, output, &o);
+	dg_arena_free(&arena);
+	return r;
 }

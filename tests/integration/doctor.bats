@@ -155,3 +155,19 @@ check_of() {
 	[[ "${lines[0]}" == "Usage: devgatectl [-s SOCKET] doctor"* ]]
 	run -0 dg help doctor
 }
+
+@test "without --host-root or --pin-root, doctor and cdi generate ask the running devgated" {
+	make_host --dev-char
+	start_daemon
+	# The fixture's GPUs, not this machine's (it has none): the daemon said where.
+	run -0 dg doctor --json
+	[ "$(check_of driver status)" = ok ]
+	[ "$(check_of gpus status)" = ok ]
+	[[ "$(check_of bpffs message)" == *"$DG_PINS"* ]]
+	run -0 dg cdi generate
+	uuid0=$(dg list --json | jq -r '.gpus[0].uuid')
+	echo "$output" | jq -e --arg u "$uuid0" '[.devices[].name] | index($u) != null'
+	# What the user gives wins over what the daemon says.
+	run -1 dg doctor --host-root "$DG_TMP/nowhere" --json
+	[ "$(check_of driver status)" = fail ]
+}
