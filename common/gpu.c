@@ -21,6 +21,7 @@
 
 #include "cleanup.h"
 #include "gpu.h"
+#include "gpu_arch.h"
 #include "util.h"
 
 #define INFO_MAX ((size_t)64 * 1024)

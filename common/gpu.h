@@ -17,6 +17,8 @@
 #define DG_UVM_MINOR 0
 #define DG_UVM_TOOLS_MINOR 1
 #define DG_MAX_GPUS 64
+/* Nodes one lease may need: every GPU and the three control nodes. */
+#define DG_MAX_NODES (DG_MAX_GPUS + 3)
 
 /* A character device node under the container's /dev. */
 struct dg_node {
@@ -68,8 +70,6 @@ int gpu_info_parse(const char *text, struct dg_gpu *gpu);
 int pci_normalize(const char *in, char *out, size_t len);
 
 /* Architecture family from PCI ids, then from the model name; "unknown". */
-const char *gpu_arch(uint16_t vendor, uint16_t device, const char *model);
-bool gpu_arch_is_known_name(const char *name);
 
 int inventory_discover(const char *host_root, struct dg_inventory **ret, struct dg_error *err);
 void inventory_free(struct dg_inventory *inv);

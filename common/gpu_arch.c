@@ -10,7 +10,7 @@
 #include <strings.h>
 
 #include "cleanup.h"
-#include "gpu.h"
+#include "gpu_arch.h"
 
 #define NVIDIA_VENDOR 0x10de
 

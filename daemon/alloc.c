@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "alloc.h"
+#include "gpu_arch.h"
 #include "select.h"
 
 void alloc_usage(const struct dg_inventory *inv, const struct lease_table *t, uint64_t self_cgid,

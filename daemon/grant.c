@@ -17,7 +17,6 @@
 #include "view.h"
 #include "watch.h"
 
-#define MAX_NODES (DG_MAX_GPUS + 3)
 #define GRANT_ACCESS (DG_ACC_READ | DG_ACC_WRITE)
 
 static void target_donep(struct target *t)
@@ -215,10 +214,10 @@ static void emit(struct daemon *d, const char *type, const struct lease *l,
 }
 
 struct grant_txn {
-	struct dg_node nodes[MAX_NODES];
-	struct node_result res[MAX_NODES];
+	struct dg_node nodes[DG_MAX_NODES];
+	struct node_result res[DG_MAX_NODES];
 	size_t n_nodes;
-	struct dg_node added[MAX_NODES]; /* grants new in this call */
+	struct dg_node added[DG_MAX_NODES]; /* grants new in this call */
 	size_t n_added;
 	struct guard_info guard;
 	uint64_t t_nodes, t_bpf, t_state; /* ns per step, for -v */
@@ -235,12 +234,12 @@ static int grant_apply(struct daemon *d, const struct target *t, const struct le
 		.gid = d->cfg.node_gid,
 		.root_path = root,
 	};
-	struct dg_node old_nodes[MAX_NODES];
-	size_t n_old = old ? lease_nodes(old, d->inv, old_nodes, MAX_NODES) : 0;
+	struct dg_node old_nodes[DG_MAX_NODES];
+	size_t n_old = old ? lease_nodes(old, d->inv, old_nodes, DG_MAX_NODES) : 0;
 	uint64_t t0 = now_mono_ns();
 	int r;
 
-	x->n_nodes = lease_nodes(next, d->inv, x->nodes, MAX_NODES);
+	x->n_nodes = lease_nodes(next, d->inv, x->nodes, DG_MAX_NODES);
 	x->n_added = node_diff(x->nodes, x->n_nodes, old_nodes, n_old, x->added);
 	r = nodes_create(t, &nopts, x->nodes, x->n_nodes, x->res, err);
 	x->t_nodes = now_mono_ns() - t0;
@@ -267,8 +266,8 @@ static int grant_apply(struct daemon *d, const struct target *t, const struct le
 		(void)bpfgate_unguard(d->bg, next->cgid, t->cgfd, &ignore);
 	}
 	{
-		struct dg_node made[MAX_NODES];
-		struct node_result tmp[MAX_NODES];
+		struct dg_node made[DG_MAX_NODES];
+		struct node_result tmp[DG_MAX_NODES];
 		struct dg_error ignore = { 0 };
 		size_t n = 0;
 
@@ -508,7 +507,7 @@ static int revoke_nodes(struct daemon *d, const struct lease *l, const struct dg
 {
 	auto_cleanup(target_donep) struct target t = TARGET_INIT;
 	struct node_opts nopts = { .mode = d->cfg.node_mode };
-	struct node_result res[MAX_NODES] = { 0 };
+	struct node_result res[DG_MAX_NODES] = { 0 };
 	struct dg_error err = { 0 };
 
 	if (n_gone && live_target(d, l, &t) < 0) {
@@ -566,7 +565,7 @@ int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_re
 		 struct dg_arena *a, struct dg_error *err)
 {
 	auto_cleanup(lease_freep) struct lease *next = NULL;
-	struct dg_node old_nodes[MAX_NODES], new_nodes[MAX_NODES], gone[MAX_NODES];
+	struct dg_node old_nodes[DG_MAX_NODES], new_nodes[DG_MAX_NODES], gone[DG_MAX_NODES];
 	size_t n_old, n_new, n_gone;
 	struct lease *old;
 	int r;
@@ -586,8 +585,8 @@ int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_re
 	if (r < 0)
 		return dg_error_set(err, DG_E_STATE, r, "cannot record the revoke in %s: %s",
 				    d->cfg.state_dir, strerror(-r));
-	n_old = lease_nodes(old, d->inv, old_nodes, MAX_NODES);
-	n_new = lease_nodes(next, d->inv, new_nodes, MAX_NODES);
+	n_old = lease_nodes(old, d->inv, old_nodes, DG_MAX_NODES);
+	n_new = lease_nodes(next, d->inv, new_nodes, DG_MAX_NODES);
 	n_gone = node_diff(old_nodes, n_old, new_nodes, n_new, gone);
 	grants_del(d, old->cgid, gone, n_gone);
 	out->has_lease = true;
@@ -607,7 +606,7 @@ int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_re
 void grant_release(struct daemon *d, uint64_t cgid, const char *why)
 {
 	struct lease *l = lease_table_find(&d->leases, cgid);
-	struct dg_node nodes[MAX_NODES];
+	struct dg_node nodes[DG_MAX_NODES];
 	const char *gpus[DG_MAX_GPUS];
 	size_t n;
 	int r;
@@ -617,7 +616,7 @@ void grant_release(struct daemon *d, uint64_t cgid, const char *why)
 	r = state_remove(d->state, cgid);
 	if (r < 0)
 		log_error_errno(r, "cannot remove the lease file of %s: %m", lease_label(l));
-	n = lease_nodes(l, d->inv, nodes, MAX_NODES);
+	n = lease_nodes(l, d->inv, nodes, DG_MAX_NODES);
 	grants_del(d, cgid, nodes, n);
 	unguard_lease(d, l);
 	log_info("released %zu GPU(s) of %s: %s", l->n_gpus, lease_label(l), why);

@@ -42,7 +42,7 @@ enum helper_stage {
 struct helper_msg {
 	int stage;
 	int err;
-	struct node_result res[NODES_MAX];
+	struct node_result res[DG_MAX_NODES];
 };
 
 /* What the daemon asks of a helper; pidfd and rootfd travel as SCM_RIGHTS. */
@@ -55,7 +55,7 @@ struct helper_job {
 	gid_t gid;
 	char root_path[4096]; /* "" for the target's own root */
 	size_t n;
-	struct dg_node nodes[NODES_MAX];
+	struct dg_node nodes[DG_MAX_NODES];
 };
 
 /*
@@ -289,7 +289,7 @@ static bool spare_receive(int sock, struct helper_job *job, int fds[2])
 	};
 	struct cmsghdr *c;
 
-	if (recvmsg(sock, &mh, 0) != (ssize_t)sizeof(*job) || job->n > NODES_MAX)
+	if (recvmsg(sock, &mh, 0) != (ssize_t)sizeof(*job) || job->n > DG_MAX_NODES)
 		return false;
 	c = CMSG_FIRSTHDR(&mh);
 	if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(2 * sizeof(int)))
@@ -546,7 +546,7 @@ static int make_job(const struct target *t, enum helper_op op, const struct node
 {
 	struct stat host;
 
-	if (n > NODES_MAX)
+	if (n > DG_MAX_NODES)
 		return dg_error_set(err, DG_E_INTERNAL, E2BIG, "too many nodes");
 	for (size_t i = 0; i < n; i++) {
 		if (!nodes[i].name[0] || strchr(nodes[i].name, '/') || nodes[i].name[0] == '.')

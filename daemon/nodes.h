@@ -17,8 +17,6 @@
 #include "gpu.h"
 #include "target.h"
 
-#define NODES_MAX 16
-
 enum node_status {
 	NODE_UNTOUCHED = 0,
 	NODE_CREATED,  /* made by this call */

@@ -10,7 +10,6 @@
 #include "reconcile.h"
 #include "watch.h"
 
-#define MAX_NODES (DG_MAX_GPUS + 3)
 
 static void adopt_path(struct daemon *d, struct lease *l, int cgfd, unsigned int *fixes)
 {
@@ -27,8 +26,8 @@ static void adopt_path(struct daemon *d, struct lease *l, int cgfd, unsigned int
 
 static void adopt_grants(struct daemon *d, struct lease *l, int cgfd, unsigned int *fixes)
 {
-	struct dg_node nodes[MAX_NODES];
-	size_t n = lease_nodes(l, d->inv, nodes, MAX_NODES);
+	struct dg_node nodes[DG_MAX_NODES];
+	size_t n = lease_nodes(l, d->inv, nodes, DG_MAX_NODES);
 
 	for (size_t i = 0; i < l->n_gpus; i++) {
 		if (!inventory_find_uuid(d->inv, l->gpus[i].uuid))
@@ -83,8 +82,8 @@ static void reconcile_leases(struct daemon *d, unsigned int *fixes)
 
 static bool lease_has_node(struct daemon *d, const struct lease *l, const struct dg_grant_key *k)
 {
-	struct dg_node nodes[MAX_NODES];
-	size_t n = lease_nodes(l, d->inv, nodes, MAX_NODES);
+	struct dg_node nodes[DG_MAX_NODES];
+	size_t n = lease_nodes(l, d->inv, nodes, DG_MAX_NODES);
 
 	for (size_t i = 0; i < n; i++) {
 		if (nodes[i].major == k->major && nodes[i].minor == k->minor &&

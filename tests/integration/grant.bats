@@ -125,3 +125,15 @@ teardown() { dg_teardown; }
 	run -1 probe "$CID" /dev/nvidia0
 	[ "$output" = "/dev/nvidia0 ENXIO" ]
 }
+
+@test "a grant of 16 GPUs makes all 19 nodes (the helper once stopped at 16)" {
+	stop_daemon
+	rm -rf "$DG_HOST"
+	make_host -n 16
+	start_daemon
+	container c
+	run -0 dg grant --pid "$CPID" --gpu all
+	[ "$(echo "$output" | grep -c ' created$')" = 19 ]
+	run -1 probe "$CID" /dev/nvidia0 /dev/nvidia15 /dev/nvidia-uvm-tools
+	[ "$output" = "$(printf '/dev/nvidia0 ENXIO\n/dev/nvidia15 ENXIO\n/dev/nvidia-uvm-tools ENXIO')" ]
+}

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "gpu_arch.h"
 
 /* GPUs 0-3: H100, A100, H100, L4 (by PCI id). */
 static struct dg_gpu gpus[4];

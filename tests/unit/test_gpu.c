@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "gpu.h"
+#include "gpu_arch.h"
 #include "select.h"
 #include "util.h"
 
