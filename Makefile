@@ -3,7 +3,8 @@
 # make              build BPF object, skeleton, devgated, devgatectl, helpers
 # make test         unit tests (cmocka) and integration tests (bats)
 # make check-asan   the same, built with ASan and UBSan into build-asan/
-# make lint         cppcheck and clang-tidy
+# make lint         no dependency cycle (scripts/depgraph.sh), cppcheck, clang-tidy,
+#                   shellcheck
 # make demo         live grant/revoke in a runc container on a demo fixture
 # make man          man pages from man/*.scd (scdoc) into $(O)/man
 # make install      DESTDIR=, PREFIX= (/usr/local); config and unit go to /etc and /lib
@@ -72,6 +73,8 @@ CLI_SRC := $(filter-out cli/hook_main.c,$(wildcard cli/*.c))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(O)/%.o)
+# An archive, so each binary carries only the common objects it calls.
+COMMON_LIB := $(O)/common/libdevgate-common.a
 DAEMON_OBJ := $(DAEMON_SRC:%.c=$(O)/%.o)
 DAEMON_LIB_OBJ := $(filter-out $(O)/daemon/main.o,$(DAEMON_OBJ))
 CLI_OBJ := $(CLI_SRC:%.c=$(O)/%.o)
@@ -110,15 +113,20 @@ $(O)/%.o: %.c
 # Daemon code includes the skeleton; make sure it exists first.
 $(DAEMON_OBJ) $(UNIT_BIN): | $(SKEL)
 
-$(O)/devgated: $(DAEMON_OBJ) $(COMMON_OBJ)
+$(COMMON_LIB): $(COMMON_OBJ)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@
+	$(Q)$(AR) rcs $@ $^
+
+$(O)/devgated: $(DAEMON_OBJ) $(COMMON_LIB)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(O)/devgatectl: $(CLI_OBJ) $(COMMON_OBJ)
+$(O)/devgatectl: $(CLI_OBJ) $(COMMON_LIB)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(O)/devgate-hook: $(HOOK_OBJ) $(COMMON_OBJ)
+$(O)/devgate-hook: $(HOOK_OBJ) $(COMMON_LIB)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) $(HOOK_LDFLAGS) -o $@ $^ $(HOOK_LIBS)
 
@@ -128,12 +136,21 @@ $(O)/probe: tests/helpers/probe.c
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -static -o $@ $<
 
-$(O)/tests/test_%: tests/unit/test_%.c $(DAEMON_LIB_OBJ) $(CLI_LIB_OBJ) $(COMMON_OBJ)
+$(O)/tests/test_%: tests/unit/test_%.c $(DAEMON_LIB_OBJ) $(CLI_LIB_OBJ) $(COMMON_LIB)
 	$(call msg,TEST-CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -Idaemon -Icli $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lcmocka
 
-$(O)/bench/dgload: bench/dgload.c $(O)/cli/client.o $(COMMON_OBJ)
+# The lease transactions alone: grant.c and its pure neighbours, the kernel faked.
+GRANT_TEST_OBJ := $(addprefix $(O)/daemon/,grant.o alloc.o lease.o view.o)
+$(O)/tests/test_grant: tests/unit/test_grant.c tests/unit/fakes/kernel_fakes.c $(GRANT_TEST_OBJ) \
+		$(COMMON_LIB)
+	$(call msg,TEST-CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -Idaemon -Itests/unit $(LDFLAGS) -o $@ $^ $(PKG_LIBS) \
+		-lcmocka
+
+$(O)/bench/dgload: bench/dgload.c $(O)/cli/client.o $(COMMON_LIB)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -Icli $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
@@ -170,7 +187,9 @@ LINT_SH := .ci/run $(wildcard scripts/*.sh bench/*.sh tests/lib/*.sh tests/integ
 	tests/integration/*.bats) tests/helpers/mkfixture packaging/mkdeb.sh \
 	packaging/debian/postinst packaging/debian/postrm packaging/debian/prerm \
 	packaging/bash-completion/devgatectl
-lint: $(SKEL)
+lint: $(SKEL) $(BINS)
+	$(call msg,DEPGRAPH,daemon common cli)
+	$(Q)for d in daemon common cli; do sh scripts/depgraph.sh $$d $(O) || exit 1; done
 	$(call msg,CPPCHECK,$(LINT_SRC))
 	$(Q)cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 		--inline-suppr --suppress=missingIncludeSystem --std=c11 -D_GNU_SOURCE \

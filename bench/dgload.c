@@ -37,26 +37,33 @@ struct opts {
 	bool hold;
 };
 
-static json_object *args_for(const struct opts *o, pid_t pid, bool grant)
+static void request_for(const struct opts *o, enum dg_op op, pid_t pid, struct dg_request *req)
 {
-	json_object *a = json_object_new_object();
+	struct dg_target_args t = { .pid = pid, .has_pid = true, .source = "bench" };
 
-	json_object_object_add(a, "pid", json_object_new_int(pid));
-	json_object_object_add(a, "gpus", json_object_new_string(o->gpus));
-	if (grant && o->shared)
-		json_object_object_add(a, "shared", json_object_new_boolean(1));
-	return a;
+	*req = (struct dg_request){ .op = op };
+	if (op == DG_OP_GRANT)
+		req->u.grant = (struct dg_grant_req){ .target = t, .gpus = o->gpus,
+						      .shared = o->shared };
+	else
+		req->u.revoke = (struct dg_revoke_req){ .target = t, .gpus = o->gpus };
 }
 
 /* One timed request on a fresh connection, as devgatectl makes it. */
 static int timed(const struct opts *o, enum dg_op op, pid_t pid, uint64_t *ns)
 {
-	auto_json json_object *result = NULL;
+	struct dg_request req;
+	struct dg_arena arena = { 0 };
+	union dg_reply reply;
 	struct dg_error err = { 0 };
-	uint64_t t0 = now_mono_ns();
-	int r = client_request(o->socket, op, args_for(o, pid, op == DG_OP_GRANT), &result, &err);
+	uint64_t t0;
+	int r;
 
+	request_for(o, op, pid, &req);
+	t0 = now_mono_ns();
+	r = client_request(o->socket, &req, &reply, &arena, &err);
 	*ns = now_mono_ns() - t0;
+	dg_arena_free(&arena);
 	if (r < 0)
 		fprintf(stderr, "dgload: %s for PID %d: %s\n", dg_op_info(op)->name, (int)pid,
 			err.message);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "cleanup.h"
 #include "output.h"
 
@@ -67,7 +68,7 @@ int cli_exit(struct cli *cli, int r)
 struct table {
 	size_t ncols;
 	size_t nrows;
-	size_t cap;
+	size_t cap; /* cells allocated (rows * ncols) */
 	char **cells; /* nrows * ncols */
 };
 
@@ -86,15 +87,9 @@ void table_add(struct table *t, const char *const *cells)
 {
 	if (!t)
 		return;
-	if (t->nrows == t->cap) {
-		size_t ncap = t->cap ? t->cap * 2 : 8;
-		char **nc = realloc(t->cells, ncap * t->ncols * sizeof(char *));
-
-		if (!nc)
-			return;
-		t->cells = nc;
-		t->cap = ncap;
-	}
+	if (array_reserve((void **)&t->cells, &t->cap, (t->nrows + 1) * t->ncols,
+			  sizeof(*t->cells)) < 0)
+		return;
 	for (size_t i = 0; i < t->ncols; i++)
 		t->cells[t->nrows * t->ncols + i] = strdup(cells[i] ? cells[i] : "-");
 	t->nrows++;

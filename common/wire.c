@@ -278,7 +278,7 @@ static int request_header(json_object *msg, enum dg_op *op, json_object **args,
 int dg_request_decode(const char *line, struct dg_request *req, struct dg_error *err)
 {
 	auto_json json_object *msg = dg_message_parse(line, err);
-	auto_json json_object *empty = NULL;
+	auto_json json_object *empty = json_object_new_object();
 	json_object *args = NULL;
 	int r;
 
@@ -288,9 +288,7 @@ int dg_request_decode(const char *line, struct dg_request *req, struct dg_error 
 	r = request_header(msg, &req->op, &args, err);
 	if (r < 0)
 		return r;
-	if (!args)
-		args = empty = json_object_new_object();
-	r = dg_decode(op_table[req->op].args, args, &req->u, &req->arena, err);
+	r = dg_decode(op_table[req->op].args, args ? args : empty, &req->u, &req->arena, err);
 	if (r < 0)
 		dg_arena_free(&req->arena);
 	return r;

@@ -12,7 +12,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "log.h"
-#include "metrics.h"
+#include "metrics_http.h"
 #include "protocol.h"
 #include "state.h"
 #include "util.h"

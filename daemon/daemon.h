@@ -34,6 +34,7 @@ struct client;
 struct daemon;
 struct events;
 struct metrics;
+struct metrics_http;
 struct lease;
 struct dg_denied_event;
 
@@ -61,6 +62,7 @@ struct daemon {
 	struct state *state;
 	struct lease_table leases;
 	struct metrics *metrics;
+	struct metrics_http *http; /* NULL unless metrics-listen is set */
 	struct events *events;
 	int epfd;
 	int listen_fd;

@@ -89,7 +89,8 @@ static void grants_del(struct daemon *d, uint64_t cgid, const struct dg_node *no
 	for (size_t i = 0; i < n; i++) {
 		int r = bpfgate_grant_del(d->bg, cgid, &nodes[i]);
 
-		if (r < 0)
+		/* -ENOENT: an undo of a put that never happened. */
+		if (r < 0 && r != -ENOENT)
 			log_warning_errno(r, "cannot delete grant of %u:%u for cgroup %llu: %m",
 					  nodes[i].major, nodes[i].minor, (unsigned long long)cgid);
 	}

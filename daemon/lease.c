@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "array.h"
 #include "cleanup.h"
 #include "jsonutil.h"
 #include "lease.h"
@@ -67,15 +68,9 @@ struct lease *lease_copy(const struct lease *l)
 
 int lease_table_add(struct lease_table *t, struct lease *l)
 {
-	if (t->n == t->cap) {
-		size_t ncap = t->cap ? t->cap * 2 : 16;
-		struct lease **nv = realloc(t->v, ncap * sizeof(struct lease *));
-
-		if (!nv)
-			return -ENOMEM;
-		t->v = nv;
-		t->cap = ncap;
-	}
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers, as meant */
+	if (ARRAY_GROW(t->v, t->n, t->cap) < 0)
+		return -ENOMEM;
 	t->v[t->n++] = l;
 	return 0;
 }

@@ -26,6 +26,7 @@
 #include "grant.h"
 #include "log.h"
 #include "metrics.h"
+#include "metrics_http.h"
 #include "nodes.h"
 #include "protocol.h"
 #include "reconcile.h"
@@ -280,7 +281,7 @@ static int setup_metrics_http(struct daemon *d, struct dg_error *err)
 	r = metrics_http_start(d, d->cfg.metrics_listen, err);
 	if (r < 0)
 		return r;
-	r = epoll_tag(d, metrics_http_fd(d->metrics), TAG_METRICS);
+	r = epoll_tag(d, metrics_http_fd(d->http), TAG_METRICS);
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot poll the metrics endpoint: %s",
 				    strerror(-r));
@@ -371,6 +372,7 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 static void daemon_teardown(struct daemon *d)
 {
 	server_close(d);
+	metrics_http_free(d->http);
 	metrics_free(d->metrics);
 	events_free(d->events);
 	watch_fini(d);
@@ -405,7 +407,7 @@ static void dispatch(struct daemon *d, const struct epoll_event *ev)
 		events_consume(d);
 		break;
 	case TAG_METRICS:
-		metrics_http_run(d->metrics);
+		metrics_http_run(d->http);
 		break;
 	default:
 		server_client_event(d, ev->data.ptr, ev->events);
@@ -438,7 +440,7 @@ static int run(struct daemon *d)
 	log_info("devgated %s serving on %s", DEVGATE_VERSION, d->cfg.socket_path);
 	while (!d->quit) {
 		/* The HTTP endpoint may need a call before any fd is ready. */
-		int http = metrics_http_timeout(d->metrics);
+		int http = metrics_http_timeout(d->http);
 		int n = epoll_wait(d->epfd, evs, (int)ARRAY_SIZE(evs),
 				   min_timeout(http, spares_made ? -1 : SPARE_IDLE_MS));
 
@@ -451,7 +453,7 @@ static int run(struct daemon *d)
 			dispatch(d, &evs[i]);
 		/* MHD asks to be run after every wait it gave a timeout for. */
 		if (http >= 0 && !d->quit)
-			metrics_http_run(d->metrics);
+			metrics_http_run(d->http);
 		if (n > 0) {
 			spares_made = false;
 		} else if (!spares_made) {

@@ -17,6 +17,8 @@
 #include "view.h"
 #include "jsonutil.h"
 #include "metrics.h"
+#include "metrics_http.h"
+#include "promtext.h"
 
 /* Runs write(f) on a memory stream and returns what it wrote. */
 static char *capture(void (*write)(FILE *f, const void *arg), const void *arg)
@@ -33,7 +35,7 @@ static char *capture(void (*write)(FILE *f, const void *arg), const void *arg)
 
 static void write_escaped(FILE *f, const void *arg)
 {
-	metrics_write_escaped(f, arg);
+	promtext_escaped(f, arg);
 }
 
 static void test_escape(void **state)
@@ -46,11 +48,11 @@ static void test_escape(void **state)
 
 static void write_sample(FILE *f, const void *arg)
 {
-	const struct metrics_label labels[] = { { "container", arg }, { "gpu", NULL } };
+	const struct promtext_label labels[] = { { "container", arg }, { "gpu", NULL } };
 
-	metrics_write_family(f, "devgate_x_total", "counter", "Things.");
-	metrics_write_sample(f, "devgate_x_total", labels, 2, 18446744073709551615ull);
-	metrics_write_sample(f, "devgate_x_total", NULL, 0, 0);
+	promtext_family(f, "devgate_x_total", "counter", "Things.");
+	promtext_sample(f, "devgate_x_total", labels, 2, 18446744073709551615ull);
+	promtext_sample(f, "devgate_x_total", NULL, 0, 0);
 }
 
 static void test_sample(void **state)
@@ -67,21 +69,21 @@ static void test_sample(void **state)
 
 static void write_histogram(FILE *f, const void *arg)
 {
-	metrics_histogram_write(f, "devgate_t_seconds", "Time.", arg);
+	promtext_histogram_write(f, "devgate_t_seconds", "Time.", arg);
 }
 
 static void test_histogram(void **state)
 {
 	static const double bounds[] = { 0.0005, 0.001, 0.25, 1 };
-	struct metrics_histogram h;
+	struct promtext_histogram h;
 	auto_free char *out = NULL;
 
 	(void)state;
-	metrics_histogram_init(&h, bounds, ARRAY_SIZE(bounds));
-	metrics_histogram_observe(&h, 0.0001);
-	metrics_histogram_observe(&h, 0.001); /* a bound belongs to its bucket ("le") */
-	metrics_histogram_observe(&h, 0.2);
-	metrics_histogram_observe(&h, 3);
+	promtext_histogram_init(&h, bounds, ARRAY_SIZE(bounds));
+	promtext_histogram_observe(&h, 0.0001);
+	promtext_histogram_observe(&h, 0.001); /* a bound belongs to its bucket ("le") */
+	promtext_histogram_observe(&h, 0.2);
+	promtext_histogram_observe(&h, 3);
 	out = capture(write_histogram, &h);
 	assert_string_equal(out, "# HELP devgate_t_seconds Time.\n"
 				 "# TYPE devgate_t_seconds histogram\n"

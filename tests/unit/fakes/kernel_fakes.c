@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bpfgate.h"
+#include "cgroup.h"
+#include "kernel_fakes.h"
+#include "metrics.h"
+#include "nodes.h"
+#include "state.h"
+#include "target.h"
+#include "watch.h"
+
+struct fake_kernel fake;
+
+static struct {
+	const char *fn;
+	int nth;
+	int r;
+} failure;
+
+void fake_reset(uint64_t cgid, const char *cgroup)
+{
+	memset(&fake, 0, sizeof(fake));
+	memset(&failure, 0, sizeof(failure));
+	fake.target_cgid = cgid;
+	fake.target_cgroup = cgroup;
+}
+
+void fake_fail(const char *fn, int nth, int r)
+{
+	failure.fn = fn;
+	failure.nth = nth;
+	failure.r = r;
+}
+
+/* 0, or the injected error when this is the call asked to fail. */
+static int injected(const char *fn)
+{
+	if (!failure.fn || strcmp(failure.fn, fn) != 0 || failure.nth <= 0)
+		return 0;
+	if (--failure.nth > 0)
+		return 0;
+	failure.fn = NULL;
+	return failure.r;
+}
+
+static ssize_t find_u64(const uint64_t *v, size_t n, uint64_t x)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (v[i] == x)
+			return (ssize_t)i;
+	}
+	return -1;
+}
+
+static void del_u64(uint64_t *v, size_t *n, uint64_t x)
+{
+	ssize_t i = find_u64(v, *n, x);
+
+	if (i >= 0)
+		v[i] = v[--*n];
+}
+
+bool fake_has_grant(uint64_t cgid, uint32_t major, uint32_t minor)
+{
+	for (size_t i = 0; i < fake.n_grants; i++) {
+		const struct fake_grant *g = &fake.grants[i];
+
+		if (g->cgid == cgid && g->major == major && g->minor == minor)
+			return true;
+	}
+	return false;
+}
+
+bool fake_is_guarded(uint64_t cgid)
+{
+	return find_u64(fake.guarded, fake.n_guarded, cgid) >= 0;
+}
+
+bool fake_is_saved(uint64_t cgid)
+{
+	return find_u64(fake.saved, fake.n_saved, cgid) >= 0;
+}
+
+bool fake_has_node(const char *name)
+{
+	for (size_t i = 0; i < fake.n_nodes; i++) {
+		if (strcmp(fake.nodes[i], name) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* bpfgate */
+
+int bpfgate_grant_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *node,
+		      uint32_t access)
+{
+	int r = injected(__func__);
+
+	(void)bg;
+	(void)access;
+	if (r < 0)
+		return r;
+	if (!fake_has_grant(cgid, node->major, node->minor))
+		fake.grants[fake.n_grants++] = (struct fake_grant){ cgid, node->major, node->minor };
+	return 0;
+}
+
+int bpfgate_grant_del(struct bpfgate *bg, uint64_t cgid, const struct dg_node *node)
+{
+	(void)bg;
+	for (size_t i = 0; i < fake.n_grants; i++) {
+		struct fake_grant *g = &fake.grants[i];
+
+		if (g->cgid == cgid && g->major == node->major && g->minor == node->minor) {
+			*g = fake.grants[--fake.n_grants];
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+int bpfgate_guard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *info,
+		  struct dg_error *err)
+{
+	int r = injected(__func__);
+
+	(void)bg;
+	(void)cgfd;
+	(void)info;
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r, "fake guard failure");
+	if (!fake_is_guarded(cgid))
+		fake.guarded[fake.n_guarded++] = cgid;
+	return 0;
+}
+
+int bpfgate_unguard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *err)
+{
+	(void)bg;
+	(void)cgfd;
+	(void)err;
+	del_u64(fake.guarded, &fake.n_guarded, cgid);
+	return 0;
+}
+
+int bpfgate_counters_drop(struct bpfgate *bg, uint64_t cgid)
+{
+	(void)bg;
+	(void)cgid;
+	return 0;
+}
+
+int cgroup_open_id(const struct cgroot *root, uint64_t id, int *ret_fd)
+{
+	(void)root;
+	(void)id;
+	*ret_fd = -1;
+	return -ENOENT;
+}
+
+/* nodes: one container, nodes by name */
+
+int nodes_create(const struct target *t, const struct node_opts *opts, const struct dg_node *nodes,
+		 size_t n, struct node_result *res, struct dg_error *err)
+{
+	int r = injected(__func__);
+
+	(void)t;
+	(void)opts;
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r, "fake node failure");
+	for (size_t i = 0; i < n; i++) {
+		res[i] = (struct node_result){ .status = NODE_PRESENT };
+		if (fake_has_node(nodes[i].name))
+			continue;
+		strcpy(fake.nodes[fake.n_nodes++], nodes[i].name);
+		res[i].status = NODE_CREATED;
+	}
+	return 0;
+}
+
+int nodes_remove(const struct target *t, const struct node_opts *opts, const struct dg_node *nodes,
+		 size_t n, struct node_result *res, struct dg_error *err)
+{
+	(void)t;
+	(void)opts;
+	(void)err;
+	for (size_t i = 0; i < n; i++) {
+		res[i] = (struct node_result){ .status = NODE_ABSENT };
+		for (size_t k = 0; k < fake.n_nodes; k++) {
+			if (strcmp(fake.nodes[k], nodes[i].name) != 0)
+				continue;
+			strcpy(fake.nodes[k], fake.nodes[--fake.n_nodes]);
+			res[i].status = NODE_REMOVED;
+			break;
+		}
+	}
+	return 0;
+}
+
+/* target: every PID and cgroup path is the one container */
+
+static int fake_target(pid_t pid, struct target *ret, struct dg_error *err)
+{
+	int r = injected("target");
+
+	if (r < 0)
+		return dg_error_set(err, DG_E_NO_TARGET, -r, "fake: no such target");
+	*ret = (struct target)TARGET_INIT;
+	ret->pid = pid;
+	ret->cgid = fake.target_cgid;
+	ret->cgroup = strdup(fake.target_cgroup);
+	return ret->cgroup ? 0 : -ENOMEM;
+}
+
+int target_from_pid(const struct cgroot *root, const char *self_cgroup, pid_t pid,
+		    struct target *ret, struct dg_error *err)
+{
+	(void)root;
+	(void)self_cgroup;
+	return fake_target(pid, ret, err);
+}
+
+int target_from_cgroup(const struct cgroot *root, const char *self_cgroup, const char *path,
+		       struct target *ret, struct dg_error *err)
+{
+	(void)root;
+	(void)self_cgroup;
+	(void)path;
+	return fake_target(4242, ret, err);
+}
+
+void target_done(struct target *t)
+{
+	free(t->cgroup);
+	*t = (struct target)TARGET_INIT;
+}
+
+/* watch, state, metrics */
+
+int watch_add(struct daemon *d, struct lease *l)
+{
+	(void)d;
+	(void)l;
+	fake.watched++;
+	return 0;
+}
+
+void watch_del(struct daemon *d, struct lease *l)
+{
+	(void)d;
+	(void)l;
+	fake.watched--;
+}
+
+size_t watch_release_ended(struct daemon *d, uint64_t except_cgid)
+{
+	(void)d;
+	(void)except_cgid;
+	return 0;
+}
+
+int state_save(struct state *s, const struct lease *l)
+{
+	int r = injected(__func__);
+
+	(void)s;
+	if (r < 0)
+		return r;
+	if (!fake_is_saved(l->cgid))
+		fake.saved[fake.n_saved++] = l->cgid;
+	return 0;
+}
+
+int state_remove(struct state *s, uint64_t cgid)
+{
+	int r = injected(__func__);
+
+	(void)s;
+	if (r < 0)
+		return r;
+	del_u64(fake.saved, &fake.n_saved, cgid);
+	return 0;
+}
+
+void metrics_inc(struct metrics *m, enum metrics_counter c, uint64_t n)
+{
+	(void)m;
+	(void)c;
+	(void)n;
+}
