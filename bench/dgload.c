@@ -61,7 +61,7 @@ static int timed(const struct opts *o, enum dg_op op, pid_t pid, uint64_t *ns)
 
 	request_for(o, op, pid, &req);
 	t0 = now_mono_ns();
-	r = client_request(o->socket, &req, &reply, &arena, &err);
+	r = client_request(o->socket, 0, &req, &reply, &arena, &err);
 	*ns = now_mono_ns() - t0;
 	dg_arena_free(&arena);
 	if (r < 0)

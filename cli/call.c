@@ -23,7 +23,7 @@ int cmd_call(struct cli *cli, const struct dg_request *req,
 {
 	struct dg_arena arena = { 0 };
 	union dg_reply reply;
-	int r = client_request(cli->socket, req, &reply, &arena, &cli->err);
+	int r = client_request(cli->socket, cli->timeout_s, req, &reply, &arena, &cli->err);
 
 	if (r == 0 && cli->json)
 		cmd_print_reply(req->op, &reply);
@@ -102,7 +102,7 @@ int cmd_stream(struct cli *cli, const struct dg_request *req,
 	union dg_reply reply;
 	int r;
 
-	r = client_connect(cli->socket, &c, &cli->err);
+	r = client_connect(cli->socket, cli->timeout_s, &c, &cli->err);
 	if (r == 0)
 		r = client_call(&c, req, &reply, &arena, &cli->err);
 	if (r == 0 && on_result)

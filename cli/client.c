@@ -10,8 +10,6 @@
 #include "cleanup.h"
 #include "client.h"
 
-#define REPLY_TIMEOUT_S 60
-
 static int unreachable(const char *path, int e, struct dg_error *err)
 {
 	if (e == EACCES || e == EPERM) {
@@ -27,10 +25,11 @@ static int unreachable(const char *path, int e, struct dg_error *err)
 	return -e;
 }
 
-int client_connect(const char *socket_path, struct client_conn *ret, struct dg_error *err)
+int client_connect(const char *socket_path, unsigned int timeout_s, struct client_conn *ret,
+		   struct dg_error *err)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = REPLY_TIMEOUT_S };
+	struct timeval tv = { .tv_sec = timeout_s ? timeout_s : CLIENT_TIMEOUT_S };
 	int fd;
 
 	if (strlen(socket_path) >= sizeof(sa.sun_path))
@@ -49,6 +48,7 @@ int client_connect(const char *socket_path, struct client_conn *ret, struct dg_e
 		return unreachable(socket_path, e, err);
 	}
 	ret->fd = fd;
+	ret->timeout_s = (unsigned int)tv.tv_sec;
 	ret->in = (struct dg_linebuf){ 0 };
 	return 0;
 }
@@ -68,7 +68,7 @@ static int recv_line(struct client_conn *c, char **line, struct dg_error *err)
 				    "devgated closed the connection without a reply");
 	if (r == -EAGAIN || r == -EWOULDBLOCK)
 		return dg_error_set(err, DG_E_UNREACHABLE, ETIMEDOUT,
-				    "devgated did not answer within %d s", REPLY_TIMEOUT_S);
+				    "devgated did not answer within %u s", c->timeout_s);
 	if (r < 0)
 		return dg_error_set(err, DG_E_UNREACHABLE, r, "reading devgated's reply: %s",
 				    strerror(-r));
@@ -94,11 +94,11 @@ int client_call(struct client_conn *c, const struct dg_request *req, union dg_re
 	return dg_reply_decode(req->op, line, reply, a, err);
 }
 
-int client_request(const char *socket_path, const struct dg_request *req, union dg_reply *reply,
-		   struct dg_arena *a, struct dg_error *err)
+int client_request(const char *socket_path, unsigned int timeout_s, const struct dg_request *req,
+		   union dg_reply *reply, struct dg_arena *a, struct dg_error *err)
 {
 	struct client_conn c = { .fd = -1 };
-	int r = client_connect(socket_path, &c, err);
+	int r = client_connect(socket_path, timeout_s, &c, err);
 
 	if (r < 0)
 		return r;

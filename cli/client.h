@@ -8,20 +8,25 @@
 #include "errors.h"
 #include "wire.h"
 
+#define CLIENT_TIMEOUT_S 10
+
 struct client_conn {
 	int fd;
+	unsigned int timeout_s;
 	struct dg_linebuf in;
 };
 
-int client_connect(const char *socket_path, struct client_conn *ret, struct dg_error *err);
+/* Connects within timeout_s seconds, which also bounds each reply (0: 10 s). */
+int client_connect(const char *socket_path, unsigned int timeout_s, struct client_conn *ret,
+		   struct dg_error *err);
 void client_close(struct client_conn *c);
 
 /* Sends req and decodes the reply into reply (its strings in a). */
 int client_call(struct client_conn *c, const struct dg_request *req, union dg_reply *reply,
 		struct dg_arena *a, struct dg_error *err);
 /* One-shot: connect, call, close. */
-int client_request(const char *socket_path, const struct dg_request *req, union dg_reply *reply,
-		   struct dg_arena *a, struct dg_error *err);
+int client_request(const char *socket_path, unsigned int timeout_s, const struct dg_request *req,
+		   union dg_reply *reply, struct dg_arena *a, struct dg_error *err);
 /* Next event of op's stream; -ECONNRESET when the daemon closed it. */
 int client_next_event(struct client_conn *c, enum dg_op op, union dg_stream_event *ev,
 		      struct dg_arena *a, struct dg_error *err);

@@ -231,7 +231,7 @@ static const char *daemon_host_root(struct cli *cli, struct dg_arena *a)
 	struct dg_error err = { 0 };
 	union dg_reply reply;
 
-	if (client_request(cli->socket, &req, &reply, a, &err) < 0 || !reply.ping.has_settings)
+	if (client_request(cli->socket, cli->timeout_s, &req, &reply, a, &err) < 0 || !reply.ping.has_settings)
 		return "/";
 	return reply.ping.settings.host_root;
 }

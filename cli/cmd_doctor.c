@@ -25,7 +25,6 @@
 #include "mountinfo.h"
 #include "util.h"
 
-#define MAX_NODES (DG_MAX_GPUS + 3)
 #define MAX_PROGS 64
 
 enum status { ST_OK, ST_SKIP, ST_WARN, ST_FAIL }; /* by severity */
@@ -47,12 +46,13 @@ struct doctor {
 	const char *host_root;
 	const char *pin_root;
 	const char *socket;
+	unsigned int timeout_s;
 	struct dg_ping_reply pong; /* devgated's answer, strings in arena */
 	struct dg_error daemon_err;
 	struct dg_arena arena;
 	struct dg_inventory *inv; /* NULL when proc/devices is unreadable */
 	struct dg_error inv_err;
-	struct node_seen nodes[MAX_NODES];
+	struct node_seen nodes[DG_MAX_NODES];
 	size_t n_nodes;
 	char *cg_mount; /* NULL without cgroup v2 */
 	bool daemon_up;
@@ -369,7 +369,7 @@ static void check_foreign(struct doctor *d, struct result *r)
 		say(r, ST_SKIP, "needs devgated and cgroup v2");
 		return;
 	}
-	if (client_request(d->socket, &req, &reply, &arena, &err) < 0) {
+	if (client_request(d->socket, d->timeout_s, &req, &reply, &arena, &err) < 0) {
 		say(r, ST_FAIL, "%s", err.message);
 		return;
 	}
@@ -419,9 +419,9 @@ static void inspect_nodes(struct doctor *d)
 
 	if (!inv)
 		return;
-	for (size_t i = 0; i < inv->n_gpus && d->n_nodes < MAX_NODES; i++)
+	for (size_t i = 0; i < inv->n_gpus && d->n_nodes < DG_MAX_NODES; i++)
 		gpu_node(inv, &inv->gpus[i], &d->nodes[d->n_nodes++].node);
-	for (size_t i = 0; i < inv->n_ctl && d->n_nodes < MAX_NODES; i++)
+	for (size_t i = 0; i < inv->n_ctl && d->n_nodes < DG_MAX_NODES; i++)
 		d->nodes[d->n_nodes++].node = inv->ctl[i];
 	for (size_t i = 0; i < d->n_nodes; i++)
 		(void)inventory_check_node(inv, &d->nodes[i].node, &d->nodes[i].check);
@@ -484,7 +484,7 @@ static void ask_daemon(struct doctor *d, bool take_host, bool take_pins)
 	struct dg_request req = { .op = DG_OP_PING };
 	union dg_reply reply;
 
-	if (client_request(d->socket, &req, &reply, &d->arena, &d->daemon_err) < 0)
+	if (client_request(d->socket, d->timeout_s, &req, &reply, &d->arena, &d->daemon_err) < 0)
 		return;
 	d->daemon_up = true;
 	d->pong = reply.ping;
@@ -521,7 +521,8 @@ int cmd_doctor(struct cli *cli, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct doctor d = { .host_root = "/", .pin_root = DG_DEFAULT_PIN_ROOT, .socket = cli->socket };
+	struct doctor d = { .host_root = "/", .pin_root = DG_DEFAULT_PIN_ROOT, .socket = cli->socket,
+			    .timeout_s = cli->timeout_s };
 	auto_json json_object *report = NULL;
 	bool host_given = false, pins_given = false;
 	enum status worst;

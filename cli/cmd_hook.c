@@ -165,7 +165,7 @@ static int call(struct cli *cli, const struct dg_request *req, union dg_reply *r
 		struct dg_error *err)
 {
 	struct dg_arena arena = { 0 };
-	int r = client_request(cli->socket, req, reply, &arena, err);
+	int r = client_request(cli->socket, cli->timeout_s, req, reply, &arena, err);
 
 	dg_arena_free(&arena);
 	return r;

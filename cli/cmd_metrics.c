@@ -113,7 +113,7 @@ int cmd_events(struct cli *cli, int argc, char **argv)
 		return r;
 	if (req.u.events.follow)
 		return cmd_stream(cli, &req, print_recent, on_event);
-	r = client_request(cli->socket, &req, &reply, &arena, &cli->err);
+	r = client_request(cli->socket, cli->timeout_s, &req, &reply, &arena, &cli->err);
 	if (r == 0)
 		print_recent(cli, &reply);
 	dg_arena_free(&arena);

@@ -26,7 +26,8 @@ int main(int argc, char **argv)
 		{ 0 },
 	};
 	/* Like 'devgatectl hook', no environment is trusted: only -s moves the socket. */
-	struct cli cli = { .socket = DG_DEFAULT_SOCKET, .prog = "devgate-hook" };
+	/* A grant may wait behind others; the runtime bounds the hook anyway. */
+	struct cli cli = { .socket = DG_DEFAULT_SOCKET, .prog = "devgate-hook", .timeout_s = 60 };
 	int o;
 
 	/* '+': stop at the stage; the rest is cmd_hook's to parse. */

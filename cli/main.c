@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "errors.h"
 #include "protocol.h"
+#include "util.h"
 #include "version.h"
 
 static int cmd_version(struct cli *cli, int argc, char **argv);
@@ -46,6 +47,8 @@ static void usage(FILE *f)
 	fprintf(f, "\n"
 		   "Global options:\n"
 		   "  -s, --socket PATH  devgated's socket (default $DEVGATE_SOCKET or %s)\n"
+		   "  -t, --timeout S    give up when devgated has not accepted or answered\n"
+		   "                     within S seconds (default 10; streams wait forever)\n"
 		   "  -j, --json         JSON output, errors included\n"
 		   "  -h, --help         show this help; 'devgatectl COMMAND --help' for a command\n"
 		   "  -V, --version      show the version\n"
@@ -167,6 +170,7 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
+		{ "timeout", required_argument, NULL, 't' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -178,10 +182,19 @@ int main(int argc, char **argv)
 	int o;
 
 	/* '+': stop at the command name; its options are its own. */
-	while ((o = getopt_long(argc, argv, "+s:jhV", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "+s:t:jhV", opts, NULL)) != -1) {
+		uint32_t t;
+
 		switch (o) {
 		case 's':
 			cli.socket = optarg;
+			break;
+		case 't':
+			if (parse_u32(optarg, &t) < 0 || t < 1 || t > 3600)
+				return cli_exit(&cli, cli_usage(&cli, NULL, "--timeout wants seconds "
+								 "from 1 to 3600, not '%s'",
+								 optarg));
+			cli.timeout_s = t;
 			break;
 		case 'j':
 			cli.json = true;

@@ -15,6 +15,7 @@
 
 struct cli {
 	const char *socket;
+	unsigned int timeout_s; /* connect and reply; 0: CLIENT_TIMEOUT_S */
 	bool json;
 	const char *prog;    /* for messages; NULL: "devgatectl" */
 	struct dg_error err; /* why the command failed */

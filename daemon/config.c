@@ -2,6 +2,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,8 @@ enum key_type {
 	K_MODE,	   /* mode_t, octal up to 0777 */
 	K_OWNER,   /* node_uid and node_gid */
 	K_MS,	   /* unsigned int, 100 to 3600000 */
+	K_COUNT,   /* unsigned int, 1 to 65536 */
+	K_GROUP,   /* gid_t, a group name or number; empty for none */
 	K_BOOL,	   /* bool */
 	K_LEVEL,   /* int, syslog level */
 };
@@ -48,6 +51,10 @@ static const struct key keys[] = {
 	KEY("node-mode", K_MODE, node_mode),
 	KEY("node-owner", K_OWNER, node_uid),
 	KEY("recheck-ms", K_MS, recheck_ms),
+	KEY("max-clients", K_COUNT, max_clients),
+	KEY("client-timeout-ms", K_MS, client_timeout_ms),
+	KEY("socket-group", K_GROUP, socket_gid),
+	KEY("admin-group", K_GROUP, admin_gid),
 	KEY("metrics-listen", K_LISTEN, metrics_listen),
 	KEY("hook-allow-env", K_BOOL, hook_env),
 	KEY("log-level", K_LEVEL, log_level),
@@ -82,6 +89,39 @@ static const void *cfield(const struct dg_config *c, const struct key *k)
 	return (const char *)c + k->off;
 }
 
+/* A group by name or number; empty for none. */
+static int parse_group(const char *v, gid_t *ret)
+{
+	struct group *g;
+	uint32_t n;
+
+	if (!*v) {
+		*ret = DG_NO_GID;
+		return 0;
+	}
+	if (parse_u32(v, &n) == 0 && n != (uint32_t)DG_NO_GID) {
+		*ret = n;
+		return 0;
+	}
+	g = getgrnam(v);
+	if (!g)
+		return -ENOENT;
+	*ret = g->gr_gid;
+	return 0;
+}
+
+static void print_group(gid_t gid, FILE *f)
+{
+	struct group *g = gid == DG_NO_GID ? NULL : getgrgid(gid);
+
+	if (gid == DG_NO_GID)
+		fprintf(f, "\n");
+	else if (g)
+		fprintf(f, "%s\n", g->gr_name);
+	else
+		fprintf(f, "%u\n", (unsigned int)gid);
+}
+
 static int set_str(char **dst, const char *v)
 {
 	char *copy = NULL;
@@ -101,6 +141,10 @@ int config_init(struct dg_config *c)
 	memset(c, 0, sizeof(*c));
 	c->node_mode = 0666;
 	c->recheck_ms = 1000;
+	c->max_clients = 256;
+	c->client_timeout_ms = 5000;
+	c->socket_gid = DG_NO_GID;
+	c->admin_gid = DG_NO_GID;
 	c->log_level = LOG_INFO;
 	if (set_str(&c->socket_path, DG_DEFAULT_SOCKET) < 0 ||
 	    set_str(&c->state_dir, DG_DEFAULT_STATE_DIR) < 0 ||
@@ -213,7 +257,18 @@ static int set_value(struct dg_config *c, const struct key *k, const char *v,
 			return dg_error_set(err, DG_E_INVALID, EINVAL,
 					    "'%s' is not a number of milliseconds from 100 to 3600000",
 					    v);
-		c->recheck_ms = ms;
+		*(unsigned int *)field(c, k) = ms;
+		return 0;
+	case K_COUNT:
+		if (parse_u32(v, &ms) < 0 || ms < 1 || ms > 65536)
+			return dg_error_set(err, DG_E_INVALID, EINVAL,
+					    "'%s' is not a number from 1 to 65536", v);
+		*(unsigned int *)field(c, k) = ms;
+		return 0;
+	case K_GROUP:
+		if (parse_group(v, field(c, k)) < 0)
+			return dg_error_set(err, DG_E_INVALID, EINVAL,
+					    "'%s' is not a group on this host (name or GID)", v);
 		return 0;
 	case K_BOOL:
 		if (parse_bool(v, field(c, k)) < 0)
@@ -349,7 +404,11 @@ static void print_key(const struct dg_config *c, const struct key *k, FILE *f)
 		fprintf(f, "%u:%u\n", (unsigned int)c->node_uid, (unsigned int)c->node_gid);
 		break;
 	case K_MS:
-		fprintf(f, "%u\n", c->recheck_ms);
+	case K_COUNT:
+		fprintf(f, "%u\n", *(const unsigned int *)cfield(c, k));
+		break;
+	case K_GROUP:
+		print_group(*(const gid_t *)cfield(c, k), f);
 		break;
 	case K_BOOL:
 		fprintf(f, "%s\n", *(const bool *)cfield(c, k) ? "true" : "false");

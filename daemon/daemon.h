@@ -27,8 +27,14 @@ struct dg_config {
 	gid_t node_gid;
 	bool hook_env;	     /* honour NVIDIA_VISIBLE_DEVICES from images */
 	unsigned int recheck_ms; /* period of the guard re-check */
+	unsigned int max_clients;	/* connections served at once */
+	unsigned int client_timeout_ms; /* an idle or half-sent request is cut after */
+	gid_t socket_gid;		/* may read (list, status, ...); DG_NO_GID: none */
+	gid_t admin_gid;		/* may also grant and revoke; DG_NO_GID: none */
 	int log_level;
 };
+
+#define DG_NO_GID ((gid_t)-1)
 
 struct client;
 struct daemon;
@@ -71,6 +77,8 @@ struct daemon {
 	int timer_fd;
 	size_t tick_cursor; /* next lease the periodic re-check looks at */
 	struct client *clients;
+	size_t n_clients;
+	bool listen_paused; /* at max-clients, or out of file descriptors */
 	struct daemon_hooks hooks;
 	bool quit;
 };

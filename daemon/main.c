@@ -53,6 +53,12 @@ static void usage(FILE *f)
 		"      --node-mode MODE    mode of nodes made in containers (default 0666)\n"
 		"      --node-owner U:G    owner of those nodes (default 0:0)\n"
 		"      --recheck-ms MS     how often leased cgroups are re-checked (default 1000)\n"
+		"      --socket-group GROUP  members may list, status, watch, events, metrics\n"
+		"                          (socket 0660; default: root only)\n"
+		"      --admin-group GROUP members may also grant and revoke (default: root only)\n"
+		"      --max-clients N     connections served at once (default 256)\n"
+		"      --client-timeout-ms MS  cut a client idle or mid-request this long\n"
+		"                          (default 5000; streams are exempt)\n"
 		"      --metrics-listen ADDR:PORT  serve Prometheus metrics at /metrics (off by\n"
 		"                          default; numeric address, e.g. 127.0.0.1:9400)\n"
 		"      --hook-allow-env    let OCI hooks honour NVIDIA_VISIBLE_DEVICES from\n"
@@ -108,6 +114,10 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "node-mode", required_argument, NULL, OPT_SET },
 		{ "node-owner", required_argument, NULL, OPT_SET },
 		{ "recheck-ms", required_argument, NULL, OPT_SET },
+		{ "socket-group", required_argument, NULL, OPT_SET },
+		{ "admin-group", required_argument, NULL, OPT_SET },
+		{ "max-clients", required_argument, NULL, OPT_SET },
+		{ "client-timeout-ms", required_argument, NULL, OPT_SET },
 		{ "metrics-listen", required_argument, NULL, OPT_SET },
 		{ "hook-allow-env", no_argument, NULL, OPT_SET },
 		{ "config", required_argument, NULL, OPT_CONFIG },
@@ -402,6 +412,7 @@ static void dispatch(struct daemon *d, const struct epoll_event *ev)
 		break;
 	case TAG_TIMER:
 		watch_tick(d);
+		server_tick(d);
 		break;
 	case TAG_EVENTS:
 		events_consume(d);

@@ -173,7 +173,14 @@ int ops_dispatch(struct daemon *d, const struct ops_peer *peer, const struct dg_
 		return dg_error_set(err, DG_E_PROTOCOL, ENOSYS, "operation not supported");
 	if (source_of(req))
 		metrics_hook_call(d->metrics, source_of(req));
-	r = handlers[req->op](d, req, reply, a, err);
+	if (dg_op_info(req->op)->changes && !peer->admin) {
+		dg_error_set(err, DG_E_PERM, EACCES, "'%s' changes leases: root or devgated's "
+			     "admin-group only", dg_op_info(req->op)->name);
+		dg_error_hint(err, "run it as root, or ask the admin to add you to admin-group");
+		r = -EACCES;
+	} else {
+		r = handlers[req->op](d, req, reply, a, err);
+	}
 	if (r < 0 && !dg_error_is_set(err))
 		dg_error_set(err, DG_E_INTERNAL, -r, "request failed: %s", strerror(-r));
 	account(d, peer, req, r, err, now_mono_ns() - start);

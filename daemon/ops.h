@@ -14,6 +14,7 @@
 struct ops_peer {
 	uid_t uid;
 	pid_t pid;
+	bool admin; /* may change leases (root or admin-group) */
 };
 
 int ops_dispatch(struct daemon *d, const struct ops_peer *peer, const struct dg_request *req,

@@ -10,19 +10,26 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "cleanup.h"
 #include "log.h"
 #include "metrics.h"
 #include "ops.h"
+#include "peer.h"
 #include "wire.h"
 #include "server.h"
 #include "util.h"
 
+/* A reply queue beyond this is a client that does not read: it is cut. */
+#define OUT_MAX ((size_t)4 * 1024 * 1024)
+
 struct client {
 	int fd;
-	uid_t uid;
-	pid_t pid;
+	struct peer peer;
 	struct dg_linebuf in;
+	char *out; /* queued reply and event lines, not yet written */
+	size_t out_len, out_off, out_cap;
+	uint64_t last_ns; /* accept, or the last complete request */
 	enum dg_op stream; /* DG_OP_WATCH or DG_OP_EVENTS once streaming, else DG_OP_MAX */
 	struct client *next;
 };
@@ -56,6 +63,46 @@ static int remove_stale(const struct sockaddr_un *sa, struct dg_error *err)
 	return 0;
 }
 
+/*
+ * The group that may reach the socket: socket-group, or admin-group alone
+ * when only that is set (a socket has one group; admins who should reach
+ * a socket-group socket are members of both).
+ */
+static gid_t socket_gid(const struct daemon *d)
+{
+	return d->cfg.socket_gid != DG_NO_GID ? d->cfg.socket_gid : d->cfg.admin_gid;
+}
+
+/* /run/devgate: root-owned; with a socket group, 0750 root:GROUP. */
+static int socket_dir(struct daemon *d, const char *dir, struct dg_error *err)
+{
+	struct stat st;
+	bool made = stat(dir, &st) < 0;
+	int r = mkdir_p(dir, 0755);
+
+	if (r < 0)
+		return dg_error_set(err, DG_E_INTERNAL, r, "cannot create the socket directory %s: %s",
+				    dir, strerror(-r));
+	/* Never loosen or re-own a directory devgate did not make (say, /run). */
+	if (socket_gid(d) == DG_NO_GID || (!made && strcmp(dir, "/run/devgate") != 0))
+		return 0;
+	if (chown(dir, 0, socket_gid(d)) < 0 || chmod(dir, 0750) < 0)
+		return dg_error_set(err, DG_E_INTERNAL, errno, "cannot give %s to the socket group: %m",
+				    dir);
+	return 0;
+}
+
+static int socket_access(struct daemon *d, struct dg_error *err)
+{
+	if (socket_gid(d) == DG_NO_GID)
+		return 0;
+	if (chown(d->cfg.socket_path, 0, socket_gid(d)) < 0 ||
+	    chmod(d->cfg.socket_path, 0660) < 0)
+		return dg_error_set(err, DG_E_INTERNAL, errno,
+				    "cannot give %s to the socket group: %m", d->cfg.socket_path);
+	return 0;
+}
+
 int server_listen(struct daemon *d, struct dg_error *err)
 {
 	struct sockaddr_un sa;
@@ -64,15 +111,13 @@ int server_listen(struct daemon *d, struct dg_error *err)
 	int fd, r;
 
 	r = fill_addr(d->cfg.socket_path, &sa, err);
-	if (r < 0)
-		return r;
-	r = path_parent(d->cfg.socket_path, dir, sizeof(dir), NULL);
+	if (r == 0 && path_parent(d->cfg.socket_path, dir, sizeof(dir), NULL) < 0)
+		r = dg_error_set(err, DG_E_INVALID, EINVAL, "socket path '%s' has no directory",
+				 d->cfg.socket_path);
 	if (r == 0)
-		r = mkdir_p(dir, 0755);
-	if (r < 0)
-		return dg_error_set(err, DG_E_INTERNAL, r, "cannot create the socket directory of %s: %s",
-				    d->cfg.socket_path, strerror(-r));
-	r = remove_stale(&sa, err);
+		r = socket_dir(d, dir, err);
+	if (r == 0)
+		r = remove_stale(&sa, err);
 	if (r < 0)
 		return r;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -81,14 +126,25 @@ int server_listen(struct daemon *d, struct dg_error *err)
 	old_umask = umask(0177); /* the socket is born 0600: root only */
 	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old_umask);
-	if (r < 0 || listen(fd, 64) < 0) {
+	if (r < 0 || listen(fd, 128) < 0) {
 		r = dg_error_set(err, DG_E_INTERNAL, errno, "cannot listen on %s: %m",
 				 d->cfg.socket_path);
 		close(fd);
 		return r;
 	}
 	d->listen_fd = fd;
-	return 0;
+	return socket_access(d, err);
+}
+
+/* Stops or resumes accepting: at max-clients, or when out of descriptors. */
+static void listen_pause(struct daemon *d, bool pause)
+{
+	struct epoll_event ev = { .events = pause ? 0 : EPOLLIN, .data.u64 = TAG_LISTEN };
+
+	if (d->listen_paused == pause || d->listen_fd < 0 || d->epfd < 0)
+		return;
+	if (epoll_ctl(d->epfd, EPOLL_CTL_MOD, d->listen_fd, &ev) == 0)
+		d->listen_paused = pause;
 }
 
 static void client_free(struct daemon *d, struct client *c)
@@ -98,13 +154,17 @@ static void client_free(struct daemon *d, struct client *c)
 	for (pp = &d->clients; *pp; pp = &(*pp)->next) {
 		if (*pp == c) {
 			*pp = c->next;
+			d->n_clients--;
 			break;
 		}
 	}
 	(void)epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	dg_linebuf_free(&c->in);
+	free(c->out);
 	free(c);
+	if (d->n_clients < d->cfg.max_clients)
+		listen_pause(d, false);
 }
 
 void server_close(struct daemon *d)
@@ -117,60 +177,131 @@ void server_close(struct daemon *d)
 	}
 }
 
-static void reply_error(int fd, const struct dg_error *err)
+static void client_watch_out(struct daemon *d, struct client *c, bool out)
 {
-	auto_json json_object *msg = dg_reply_error(err);
+	struct epoll_event ev = { .events = EPOLLIN | (out ? EPOLLOUT : 0), .data.ptr = c };
 
-	(void)dg_send(fd, msg);
+	(void)epoll_ctl(d->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/* Writes what the socket takes now; < 0 when the client is gone. */
+static int client_flush(struct daemon *d, struct client *c)
+{
+	bool was_pending = c->out_off < c->out_len;
+
+	while (c->out_off < c->out_len) {
+		ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			client_watch_out(d, c, true);
+			return 0;
+		}
+		if (n < 0)
+			return -errno;
+		c->out_off += (size_t)n;
+	}
+	c->out_off = c->out_len = 0;
+	if (was_pending)
+		client_watch_out(d, c, false);
+	return 0;
+}
+
+/* Queues msg as one line; never blocks. < 0: cut the client. */
+static int client_send(struct daemon *d, struct client *c, json_object *msg)
+{
+	const char *s = json_object_to_json_string_ext(msg, JSON_C_TO_STRING_PLAIN);
+	size_t len = strlen(s);
+
+	if (c->out_len - c->out_off + len + 1 > OUT_MAX) {
+		log_warning("cut client uid %u pid %d: it stopped reading (%zu bytes queued)",
+			    (unsigned int)c->peer.uid, (int)c->peer.pid, c->out_len - c->out_off);
+		return -ENOBUFS;
+	}
+	if (c->out_off && c->out_off == c->out_len)
+		c->out_off = c->out_len = 0;
+	if (array_reserve((void **)&c->out, &c->out_cap, c->out_len + len + 1, 1) < 0)
+		return -ENOMEM;
+	memcpy(c->out + c->out_len, s, len);
+	c->out[c->out_len + len] = '\n';
+	c->out_len += len + 1;
+	return client_flush(d, c);
+}
+
+static void refuse_peer(int fd, const struct peer *p)
+{
+	struct dg_error err = { 0 };
+	auto_json json_object *msg = NULL;
+
+	dg_error_set(&err, DG_E_PERM, EACCES, "devgated does not serve uid %u",
+		     (unsigned int)p->uid);
+	dg_error_hint(&err, "run devgatectl as root, or join devgated's socket-group (read) or "
+			    "admin-group (grant and revoke)");
+	msg = dg_reply_error(&err);
+	/* Best effort and non-blocking: this peer gets no more of our time. */
+	(void)send(fd, json_object_to_json_string_ext(msg, JSON_C_TO_STRING_PLAIN),
+		   strlen(json_object_to_json_string_ext(msg, JSON_C_TO_STRING_PLAIN)),
+		   MSG_NOSIGNAL | MSG_DONTWAIT);
+	(void)send(fd, "\n", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+static void client_add(struct daemon *d, int fd, const struct peer *p)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct client *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->fd = fd;
+	c->peer = *p;
+	c->stream = DG_OP_MAX;
+	c->last_ns = now_mono_ns();
+	ev.data.ptr = c;
+	if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		close(fd);
+		free(c);
+		return;
+	}
+	c->next = d->clients;
+	d->clients = c;
+	d->n_clients++;
 }
 
 void server_accept(struct daemon *d)
 {
-	for (;;) {
-		struct ucred cred;
-		socklen_t len = sizeof(cred);
-		struct timeval tv = { .tv_sec = 2 };
-		struct epoll_event ev = { .events = EPOLLIN };
-		struct client *c;
-		int fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	while (d->n_clients < d->cfg.max_clients) {
+		struct peer p;
+		int fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+			/* The listener stays readable: poll it again only once fds are freed. */
+			log_warning("out of file descriptors with %zu clients; pausing accept",
+				    d->n_clients);
+			listen_pause(d, true);
+			return;
+		}
 		if (fd < 0)
 			return;
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != 0) {
-			struct dg_error err = { 0 };
-
-			dg_error_set(&err, DG_E_PERM, EACCES, "devgated serves root only");
-			dg_error_hint(&err, "run devgatectl as root");
-			reply_error(fd, &err);
+		if (peer_identify(fd, d->cfg.socket_gid, d->cfg.admin_gid, &p) < 0 ||
+		    p.authority == PEER_NONE) {
+			refuse_peer(fd, &p);
 			close(fd);
 			continue;
 		}
-		/* Replies are written whole; a client that stops reading is dropped. */
-		(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-		c = calloc(1, sizeof(*c));
-		if (!c) {
-			close(fd);
-			continue;
-		}
-		c->fd = fd;
-		c->stream = DG_OP_MAX;
-		c->uid = cred.uid;
-		c->pid = cred.pid;
-		ev.data.ptr = c;
-		if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-			close(fd);
-			free(c);
-			continue;
-		}
-		c->next = d->clients;
-		d->clients = c;
+		client_add(d, fd, &p);
 	}
+	listen_pause(d, true);
 }
 
 /* Handles one request line; returns < 0 to drop the client. */
 static int handle_line(struct daemon *d, struct client *c, const char *line)
 {
-	struct ops_peer peer = { .uid = c->uid, .pid = c->pid };
+	struct ops_peer peer = { .uid = c->peer.uid, .pid = c->peer.pid,
+				 .admin = c->peer.authority == PEER_ADMIN };
 	struct dg_request req;
 	struct dg_error err = { 0 };
 	struct dg_arena arena = { 0 };
@@ -180,13 +311,14 @@ static int handle_line(struct daemon *d, struct client *c, const char *line)
 
 	if (c->stream != DG_OP_MAX)
 		return 0; /* streaming clients only listen */
+	c->last_ns = now_mono_ns();
 	r = dg_request_decode(line, &req, &err);
 	if (r < 0) {
 		metrics_request_failed(d->metrics, DG_OP_MAX, err.code);
 		log_info("refused a malformed request from uid %u pid %d: %s",
-			 (unsigned int)c->uid, (int)c->pid, err.message);
+			 (unsigned int)c->peer.uid, (int)c->peer.pid, err.message);
 		msg = dg_reply_error(&err);
-		return dg_send(c->fd, msg);
+		return client_send(d, c, msg);
 	}
 	r = ops_dispatch(d, &peer, &req, &reply, &arena, &err);
 	msg = r < 0 ? dg_reply_error(&err) : dg_reply_encode(req.op, &reply);
@@ -194,42 +326,72 @@ static int handle_line(struct daemon *d, struct client *c, const char *line)
 		c->stream = req.op;
 	dg_request_done(&req);
 	dg_arena_free(&arena);
-	return dg_send(c->fd, msg);
+	return client_send(d, c, msg);
 }
 
-void server_client_event(struct daemon *d, struct client *c, uint32_t events)
+static int client_read(struct daemon *d, struct client *c)
 {
 	char buf[16384];
-	ssize_t n;
+	ssize_t n = read(c->fd, buf, sizeof(buf));
 
-	if (events & (EPOLLERR | EPOLLHUP) && !(events & EPOLLIN)) {
-		client_free(d, c);
-		return;
-	}
-	n = read(c->fd, buf, sizeof(buf));
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0;
 	if (n > 0 && dg_linebuf_append(&c->in, buf, (size_t)n) == -EMSGSIZE) {
 		struct dg_error err = { 0 };
+		auto_json json_object *msg = NULL;
 
 		dg_error_set(&err, DG_E_PROTOCOL, EMSGSIZE, "request larger than %zu bytes",
 			     DG_MSG_MAX);
-		reply_error(c->fd, &err);
-		n = 0;
+		msg = dg_reply_error(&err);
+		(void)client_send(d, c, msg);
+		return -EMSGSIZE;
 	}
-	if (n <= 0) {
-		client_free(d, c);
-		return;
-	}
+	if (n <= 0)
+		return -ECONNRESET;
 	for (;;) {
 		auto_free char *line = NULL;
 		int r = dg_linebuf_pop(&c->in, &line);
 
-		if (r == 0)
-			return;
-		if (r < 0 || handle_line(d, c, line) < 0) {
+		if (r <= 0)
+			return r;
+		r = handle_line(d, c, line);
+		if (r < 0)
+			return r;
+	}
+}
+
+void server_client_event(struct daemon *d, struct client *c, uint32_t events)
+{
+	int r = 0;
+
+	if (events & EPOLLOUT)
+		r = client_flush(d, c);
+	if (r == 0 && events & EPOLLIN)
+		r = client_read(d, c);
+	else if (r == 0 && events & (EPOLLERR | EPOLLHUP))
+		r = -ECONNRESET;
+	if (r < 0)
+		client_free(d, c);
+}
+
+void server_tick(struct daemon *d)
+{
+	uint64_t now = now_mono_ns(), limit = (uint64_t)d->cfg.client_timeout_ms * 1000000;
+	struct client *c = d->clients, *next;
+
+	for (; c; c = next) {
+		next = c->next;
+		/* Streams wait for events as long as they like; requests do not. */
+		if (c->stream == DG_OP_MAX && now - c->last_ns > limit) {
+			log_info("cut client uid %u pid %d: no complete request for %u ms",
+				 (unsigned int)c->peer.uid, (int)c->peer.pid,
+				 d->cfg.client_timeout_ms);
 			client_free(d, c);
-			return;
 		}
 	}
+	/* Descriptors may have been freed elsewhere since accept ran out. */
+	if (d->n_clients < d->cfg.max_clients)
+		listen_pause(d, false);
 }
 
 void server_broadcast(struct daemon *d, enum dg_op stream, const union dg_stream_event *ev)
@@ -243,7 +405,7 @@ void server_broadcast(struct daemon *d, enum dg_op stream, const union dg_stream
 			continue;
 		if (!msg)
 			msg = dg_event_encode(stream, ev);
-		if (dg_send(c->fd, msg) < 0)
+		if (client_send(d, c, msg) < 0)
 			client_free(d, c);
 	}
 }

@@ -16,6 +16,8 @@ void server_close(struct daemon *d);
 void server_accept(struct daemon *d);
 /* Events for client fds; data is the struct client. */
 void server_client_event(struct daemon *d, struct client *c, uint32_t events);
+/* Periodic: cuts clients idle past client-timeout-ms, resumes a paused accept. */
+void server_tick(struct daemon *d);
 /* Sends ev to every client streaming stream (DG_OP_WATCH or DG_OP_EVENTS). */
 void server_broadcast(struct daemon *d, enum dg_op stream, const union dg_stream_event *ev);
 

@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "daemon.h"
+#include "peer.h"
 
 static int setup(void **state)
 {
@@ -44,6 +45,46 @@ static void test_defaults(void **state)
 	assert_int_equal(c->recheck_ms, 1000);
 	assert_false(c->hook_env);
 	assert_int_equal(c->log_level, LOG_INFO);
+}
+
+/* The socket's access and limits: groups by name or number, counts in range. */
+static void test_access_keys(void **state)
+{
+	struct dg_config *c = *state;
+	struct dg_error err = { 0 };
+
+	assert_int_equal(c->max_clients, 256);
+	assert_int_equal(c->client_timeout_ms, 5000);
+	assert_true(c->socket_gid == DG_NO_GID && c->admin_gid == DG_NO_GID);
+	assert_int_equal(config_set(c, "socket-group", "4242", &err), 0);
+	assert_int_equal(c->socket_gid, 4242);
+	assert_int_equal(config_set(c, "admin-group", "root", &err), 0);
+	assert_int_equal(c->admin_gid, 0);
+	assert_int_equal(config_set(c, "socket-group", "", &err), 0);
+	assert_true(c->socket_gid == DG_NO_GID);
+	assert_true(config_set(c, "admin-group", "no-such-group-here", &err) < 0);
+	assert_int_equal(c->admin_gid, 0);
+	assert_true(config_set(c, "max-clients", "0", &err) < 0);
+	assert_true(config_set(c, "max-clients", "65537", &err) < 0);
+	assert_int_equal(config_set(c, "max-clients", "16", &err), 0);
+	assert_int_equal(c->max_clients, 16);
+	assert_int_equal(config_set(c, "client-timeout-ms", "250", &err), 0);
+	assert_int_equal(c->client_timeout_ms, 250);
+	/* recheck-ms shares the type; it must not write the timeout. */
+	assert_int_equal(config_set(c, "recheck-ms", "300", &err), 0);
+	assert_int_equal(c->client_timeout_ms, 250);
+	assert_int_equal(c->recheck_ms, 300);
+}
+
+static void test_peer_groups(void **state)
+{
+	const gid_t groups[] = { 10, 4242 };
+
+	(void)state;
+	assert_true(peer_in_group(4242, 100, groups, 2));
+	assert_true(peer_in_group(100, 100, NULL, 0));
+	assert_false(peer_in_group(4343, 100, groups, 2));
+	assert_false(peer_in_group(DG_NO_GID, DG_NO_GID, NULL, 0));
 }
 
 static void test_good_file(void **state)
@@ -207,6 +248,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_good_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_access_keys, setup, teardown),
+		cmocka_unit_test(test_peer_groups),
 		cmocka_unit_test_setup_teardown(test_errors_name_file_and_line, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_empty_and_off, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_override_order, setup, teardown),

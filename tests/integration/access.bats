@@ -1,0 +1,155 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+# Who may talk to devgated, and a socket that keeps serving when clients
+# misbehave: read-only and admin groups, a cap on connections, idle and
+# half-sent requests cut, clients that stop reading, no descriptors left.
+
+load helpers
+
+setup_file() { dg_setup_file; }
+teardown_file() { dg_teardown_file; }
+setup() {
+	dg_setup
+	# nobody must reach the socket's directory, which devgated makes.
+	chmod 0711 "$DG_TMP"
+	DG_SOCK="$DG_TMP/run/sock"
+}
+teardown() {
+	[ -z "${HOLDER:-}" ] || kill "$HOLDER" 2>/dev/null || true
+	dg_teardown
+}
+
+# as_nobody GROUPS CMD...: runs CMD as uid/gid 65534 with only GROUPS.
+as_nobody() {
+	local groups=$1
+	shift
+	setpriv --reuid 65534 --regid 65534 --groups "$groups" "$@"
+}
+
+# hold N [TEXT]: N connections that send TEXT (default nothing) and never read.
+hold() {
+	python3 - "$DG_SOCK" "$1" "${2:-}" <<'PY' &
+import socket, sys, time
+socks = []
+for _ in range(int(sys.argv[2])):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    if sys.argv[3]:
+        s.send(sys.argv[3].encode())
+    socks.append(s)
+time.sleep(60)
+PY
+	HOLDER=$!
+	sleep 0.5
+}
+
+@test "socket-group reads, admin-group also grants, everyone else is refused" {
+	start_daemon --socket-group 4242 --admin-group 4343
+	[ "$(stat -c '%a %u %g' "$DG_SOCK")" = "660 0 4242" ]
+	[ "$(stat -c '%a %u %g' "$DG_TMP/run")" = "750 0 4242" ]
+	container c
+	run -0 as_nobody 4242 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" list
+	[[ "${lines[0]}" == IDX* ]]
+	run -0 as_nobody 4242 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" status
+	run -4 as_nobody 4242 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" grant --pid "$CPID" --gpu 0
+	[[ "${lines[0]}" == *"'grant' changes leases: root or devgated's admin-group only"* ]]
+	[ "$(grant_entries)" = 0 ]
+	# The socket has one group: admins reach it as members of socket-group too.
+	run -0 as_nobody 4242,4343 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" grant --pid "$CPID" \
+		--gpu 0
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+	run -0 as_nobody 4242,4343 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" revoke --pid "$CPID"
+	# In neither group: the socket's mode keeps it out before devgated must.
+	run -4 as_nobody 65534 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" list
+	# admin-group alone: the socket is that group's (a new directory: devgated
+	# re-owns only a directory it made, or /run/devgate).
+	stop_daemon
+	DG_SOCK="$DG_TMP/run2/sock"
+	start_daemon --admin-group 4343
+	[ "$(stat -c '%a %u %g' "$DG_SOCK")" = "660 0 4343" ]
+	run -0 as_nobody 4343 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" grant --pid "$CPID" --gpu 1
+	# Without either the socket is root's alone.
+	stop_daemon
+	start_daemon
+	[ "$(stat -c '%a %u' "$DG_SOCK")" = "600 0" ]
+}
+
+@test "max-clients: idle connections are cut after client-timeout-ms, then others are served" {
+	start_daemon --max-clients 4 --client-timeout-ms 300 --recheck-ms 100
+	hold 4
+	# The four hold every slot until the timeout cuts them; list then gets one.
+	run -0 timeout 5 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" -t 4 list
+	[[ "${lines[0]}" == IDX* ]]
+	grep -q "no complete request for 300 ms" "$DG_TMP/daemon.log"
+}
+
+@test "a half-sent request is cut, and never delays anyone else" {
+	start_daemon --client-timeout-ms 300 --recheck-ms 100
+	hold 3 '{"v":1,"op":"li'
+	start=$(date +%s%N)
+	run -0 dg list
+	[ $(($(date +%s%N) - start)) -lt 1000000000 ]
+	sleep 0.6
+	grep -q "no complete request for 300 ms" "$DG_TMP/daemon.log"
+}
+
+@test "a client that stops reading is cut at 4 MiB; the rest are served at once" {
+	start_daemon
+	# 20000 list requests written, no reply read: about 20 MiB of replies.
+	python3 - "$DG_SOCK" <<'PY' &
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.setblocking(False)
+req = b'{"v":1,"op":"list"}\n' * 20000
+try:
+    while req:
+        n = s.send(req)
+        req = req[n:]
+except OSError:
+    pass
+time.sleep(30)
+PY
+	HOLDER=$!
+	sleep 1
+	start=$(date +%s%N)
+	run -0 dg list
+	[ $(($(date +%s%N) - start)) -lt 1000000000 ]
+	wait_until 5 grep -q "it stopped reading" "$DG_TMP/daemon.log"
+}
+
+@test "out of file descriptors: devgated does not spin, and serves again once they free" {
+	# 40 descriptors: a few are devgated's own, the rest run out quickly.
+	start_daemon --client-timeout-ms 60000
+	prlimit --pid "$DG_DAEMON_PID" --nofile=40:40
+	hold 60
+	wait_until 5 grep -q "out of file descriptors" "$DG_TMP/daemon.log"
+	t0=$(awk '{ print $14 + $15 }' "/proc/$DG_DAEMON_PID/stat")
+	sleep 2
+	t1=$(awk '{ print $14 + $15 }' "/proc/$DG_DAEMON_PID/stat")
+	# Spinning would burn ~200 ticks in 2 s; an idle loop burns next to none.
+	[ $((t1 - t0)) -lt 20 ]
+	kill "$HOLDER"
+	HOLDER=
+	run -0 timeout 10 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" list
+}
+
+@test "devgatectl --timeout: a daemon that never answers is an error, not a hang" {
+	python3 - "$DG_SOCK" <<'PY' &
+import os, socket, sys, time
+os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(1)
+c, _ = s.accept()
+time.sleep(30)
+PY
+	HOLDER=$!
+	wait_until 5 test -S "$DG_SOCK"
+	start=$(date +%s)
+	run -3 dg -t 1 list
+	[ $(($(date +%s) - start)) -le 3 ]
+	[ "${lines[0]}" = "devgatectl: devgated did not answer within 1 s" ]
+	run -2 dg -t 0 list
+}
