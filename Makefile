@@ -88,7 +88,7 @@ BINS := $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/probe $(O)/runtime_
 
 BENCH_BIN := $(O)/bench/dgload $(O)/bench/floor $(O)/bench/opencost
 
-.PHONY: all test unit integration check-asan lint clean demo bench
+.PHONY: all test unit integration torture check-asan lint clean demo bench
 all: $(BINS)
 
 $(O)/devgate.bpf.o: bpf/devgate.bpf.c bpf/devgate.h
@@ -142,7 +142,7 @@ $(O)/tests/test_%: tests/unit/test_%.c $(DAEMON_LIB_OBJ) $(CLI_LIB_OBJ) $(COMMON
 	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -Idaemon -Icli $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lcmocka
 
 # The lease transactions alone: grant.c and its pure neighbours, the kernel faked.
-GRANT_TEST_OBJ := $(addprefix $(O)/daemon/,grant.o alloc.o lease.o view.o)
+GRANT_TEST_OBJ := $(addprefix $(O)/daemon/,grant.o alloc.o lease.o view.o fault.o)
 $(O)/tests/test_grant: tests/unit/test_grant.c tests/unit/fakes/kernel_fakes.c $(GRANT_TEST_OBJ) \
 		$(COMMON_LIB)
 	$(call msg,TEST-CC,$@)
@@ -178,6 +178,10 @@ integration: $(BINS)
 	$(Q)DEVGATE_BUILD=$(abspath $(O)) $(BATS) tests/integration
 
 test: unit integration
+
+# The crash tests at length: every fault point 50 times.
+torture: $(BINS)
+	$(Q)DEVGATE_FAULT_ROUNDS=50 DEVGATE_BUILD=$(abspath $(O)) $(BATS) tests/integration/faults.bats
 
 check-asan:
 	$(Q)$(MAKE) --no-print-directory O=build-asan SAN=1 test

@@ -180,7 +180,7 @@ static int write_spec(const char *output, const char *text, struct dg_error *err
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return dg_error_set(err, DG_E_INVALID, errno, "cannot open directory %s: %m", dir);
-	r = write_file_atomic_at(dfd, name, text, strlen(text), 0644);
+	r = write_file_atomic_at(dfd, name, text, strlen(text), 0644, true);
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot write %s: %s", output,
 				    strerror(-r));

@@ -5,6 +5,9 @@
 
 #define DG_DEFAULT_SOCKET "/run/devgate/devgated.sock"
 #define DG_DEFAULT_PIN_ROOT "/sys/fs/bpf/devgate"
-#define DG_DEFAULT_STATE_DIR "/var/lib/devgate"
+/* Records describe kernel objects, which die at reboot: tmpfs (state.h). */
+#define DG_DEFAULT_STATE_DIR "/run/devgate/state"
+/* Where devgate before 0.2 kept them; imported once at start. */
+#define DG_LEGACY_STATE_DIR "/var/lib/devgate"
 
 #endif

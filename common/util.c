@@ -185,7 +185,8 @@ static int write_all(int fd, const void *data, size_t len)
 	return 0;
 }
 
-int write_file_atomic_at(int dirfd, const char *name, const void *data, size_t len, mode_t mode)
+int write_file_atomic_at(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
+			 bool durable)
 {
 	char tmp[PATH_MAX];
 	auto_close int fd = -1;
@@ -198,7 +199,7 @@ int write_file_atomic_at(int dirfd, const char *name, const void *data, size_t l
 	if (fd < 0)
 		return -errno;
 	r = write_all(fd, data, len);
-	if (r == 0 && fsync(fd) < 0)
+	if (r == 0 && durable && fsync(fd) < 0)
 		r = -errno;
 	if (r == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
 		r = -errno;
@@ -207,7 +208,7 @@ int write_file_atomic_at(int dirfd, const char *name, const void *data, size_t l
 		return r;
 	}
 	/* The rename is durable only once the directory is. */
-	if (fsync(dirfd) < 0)
+	if (durable && fsync(dirfd) < 0)
 		return -errno;
 	return 0;
 }

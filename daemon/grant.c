@@ -7,6 +7,7 @@
 
 #include "alloc.h"
 #include "cleanup.h"
+#include "fault.h"
 #include "grant.h"
 #include "log.h"
 #include "metrics.h"
@@ -224,7 +225,38 @@ struct grant_txn {
 	uint64_t t_nodes, t_bpf, t_state; /* ns per step, for -v */
 };
 
-/* Kernel side of a grant; undoes its own steps when one fails. */
+/* Undoes a failed grant's kernel steps: what it added, nothing old. */
+static void grant_undo(struct daemon *d, const struct target *t, const struct lease *old,
+		       const struct node_opts *nopts, struct lease *next, struct grant_txn *x)
+{
+	struct dg_node made[DG_MAX_NODES];
+	struct node_result tmp[DG_MAX_NODES];
+	struct dg_error ignore = { 0 };
+	size_t n = 0;
+
+	grants_del(d, next->cgid, x->added, x->n_added);
+	if (!old)
+		(void)bpfgate_unguard(d->bg, next->cgid, t->cgfd, &ignore);
+	for (size_t i = 0; i < x->n_nodes; i++) {
+		if (x->res[i].status == NODE_CREATED)
+			made[n++] = x->nodes[i];
+	}
+	if (n)
+		(void)nodes_remove(t, nopts, made, n, tmp, &ignore);
+	(void)state_pending_clear(d->state, next->cgid);
+}
+
+static int record_error(struct daemon *d, int r, const char *what, struct dg_error *err)
+{
+	return dg_error_set(err, DG_E_STATE, r, "cannot record the %s in %s: %s", what,
+			    d->cfg.state_dir, strerror(-r));
+}
+
+/*
+ * Kernel side of a grant; undoes its own steps when one fails. The
+ * journal (state.h) comes first and the record last: a crash in between
+ * is rolled back at the next start, and the record is the commit.
+ */
 static int grant_apply(struct daemon *d, const struct target *t, const struct lease *old,
 		       struct lease *next, const char *root, struct grant_txn *x,
 		       struct dg_error *err)
@@ -242,44 +274,36 @@ static int grant_apply(struct daemon *d, const struct target *t, const struct le
 
 	x->n_nodes = lease_nodes(next, d->inv, x->nodes, DG_MAX_NODES);
 	x->n_added = node_diff(x->nodes, x->n_nodes, old_nodes, n_old, x->added);
+	r = state_pending_save(d->state, next);
+	if (r < 0)
+		return record_error(d, r, "grant in flight", err);
+	fault_point("grant.pending");
 	r = nodes_create(t, &nopts, x->nodes, x->n_nodes, x->res, err);
 	x->t_nodes = now_mono_ns() - t0;
-	if (r < 0)
+	if (r < 0) {
+		(void)state_pending_clear(d->state, next->cgid);
 		return r;
+	}
+	fault_point("grant.nodes");
 	r = grants_put(d, next->cgid, x->nodes, x->n_nodes, err);
+	fault_point("grant.grants");
 	if (r == 0)
 		r = bpfgate_guard(d->bg, next->cgid, t->cgfd, &x->guard, err);
 	x->t_bpf = now_mono_ns() - t0 - x->t_nodes;
+	fault_point("grant.guard");
 	if (r == 0) {
 		r = state_save(d->state, next);
 		if (r < 0)
-			dg_error_set(err, DG_E_STATE, r, "cannot record the lease in %s: %s",
-				     d->cfg.state_dir, strerror(-r));
+			record_error(d, r, "lease", err);
 	}
 	x->t_state = now_mono_ns() - t0 - x->t_nodes - x->t_bpf;
-	if (r == 0)
-		return 0;
-
-	grants_del(d, next->cgid, x->added, x->n_added);
-	if (!old) {
-		struct dg_error ignore = { 0 };
-
-		(void)bpfgate_unguard(d->bg, next->cgid, t->cgfd, &ignore);
+	if (r < 0) {
+		grant_undo(d, t, old, &nopts, next, x);
+		return r;
 	}
-	{
-		struct dg_node made[DG_MAX_NODES];
-		struct node_result tmp[DG_MAX_NODES];
-		struct dg_error ignore = { 0 };
-		size_t n = 0;
-
-		for (size_t i = 0; i < x->n_nodes; i++) {
-			if (x->res[i].status == NODE_CREATED)
-				made[n++] = x->nodes[i];
-		}
-		if (n)
-			(void)nodes_remove(t, &nopts, made, n, tmp, &ignore);
-	}
-	return r;
+	fault_point("grant.record");
+	(void)state_pending_clear(d->state, next->cgid);
+	return 0;
 }
 
 static int grant_reply(struct daemon *d, const struct lease *l, const struct grant_txn *x,
@@ -502,18 +526,17 @@ static int revoke_select(struct daemon *d, const struct lease *l, const char *sp
 	return 0;
 }
 
-/* Removes nodes the container no longer holds; best effort, reported. */
-static int revoke_nodes(struct daemon *d, const struct lease *l, const struct dg_node *gone,
-			size_t n_gone, struct dg_revoke_reply *out, struct dg_arena *a)
+/* Removes nodes from l's container; best effort (a gone container has no /dev). */
+static void remove_nodes(struct daemon *d, const struct lease *l, const struct dg_node *gone,
+			 size_t n_gone, struct node_result *res)
 {
 	auto_cleanup(target_donep) struct target t = TARGET_INIT;
 	struct node_opts nopts = { .mode = d->cfg.node_mode };
-	struct node_result res[DG_MAX_NODES] = { 0 };
 	struct dg_error err = { 0 };
 
 	if (n_gone && live_target(d, l, &t) < 0) {
 		log_info("%s has no live process; its /dev needs no cleanup", lease_label(l));
-		n_gone = 0;
+		return;
 	}
 	if (n_gone && nodes_remove(&t, &nopts, gone, n_gone, res, &err) < 0)
 		log_warning("cannot remove nodes from %s: %s", lease_label(l), err.message);
@@ -522,21 +545,43 @@ static int revoke_nodes(struct daemon *d, const struct lease *l, const struct dg
 			log_warning("left /dev/%s in %s alone: it is no longer our node",
 				    gone[i].name, lease_label(l));
 	}
-	return node_statuses(gone, res, n_gone, &out->nodes, &out->n_nodes, a);
 }
 
-static void unguard_lease(struct daemon *d, struct lease *l)
+/* Puts the runtime's programs back on a cgroup devgate no longer guards. */
+static void unguard_cgroup(struct daemon *d, uint64_t cgid, const char *who)
 {
 	struct dg_error err = { 0 };
 	auto_close int cgfd = -1;
 
 	/* A removed cgroup has nothing attached any more: then only the pins go. */
-	(void)cgroup_open_id(&d->cg, l->cgid, &cgfd);
-	if (bpfgate_unguard(d->bg, l->cgid, cgfd, &err) < 0)
-		log_error("cannot restore the device programs of %s: %s", lease_label(l),
-			  err.message);
-	(void)bpfgate_counters_drop(d->bg, l->cgid);
+	(void)cgroup_open_id(&d->cg, cgid, &cgfd);
+	if (bpfgate_unguard(d->bg, cgid, cgfd, &err) < 0)
+		log_error("cannot restore the device programs of %s: %s", who, err.message);
+	(void)bpfgate_counters_drop(d->bg, cgid);
+}
+
+static void unguard_lease(struct daemon *d, struct lease *l)
+{
+	unguard_cgroup(d, l->cgid, lease_label(l));
 	watch_del(d, l);
+}
+
+void grant_rollback(struct daemon *d, const struct lease *pending)
+{
+	const struct lease *committed = lease_table_find(&d->leases, pending->cgid);
+	struct dg_node p_nodes[DG_MAX_NODES], c_nodes[DG_MAX_NODES], extra[DG_MAX_NODES];
+	struct node_result res[DG_MAX_NODES] = { 0 };
+	size_t n_p = lease_nodes(pending, d->inv, p_nodes, DG_MAX_NODES);
+	size_t n_c = committed ? lease_nodes(committed, d->inv, c_nodes, DG_MAX_NODES) : 0;
+	size_t n_x = node_diff(p_nodes, n_p, c_nodes, n_c, extra);
+
+	grants_del(d, pending->cgid, extra, n_x);
+	remove_nodes(d, pending, extra, n_x, res);
+	if (!committed)
+		unguard_cgroup(d, pending->cgid, lease_label(pending));
+	(void)state_pending_clear(d->state, pending->cgid);
+	log_notice("reconcile: rolled back the unfinished grant to %s (%zu node(s) and grant(s))",
+		   lease_label(pending), n_x);
 }
 
 /* next: old without the GPUs the request names; their UUIDs go to the reply. */
@@ -562,12 +607,55 @@ static int revoke_plan(struct daemon *d, const struct lease *old, const char *sp
 	return 0;
 }
 
+/* The lease of what a revoke takes away: old's GPUs that next lacks. */
+static struct lease *gone_lease(const struct lease *old, const struct lease *next)
+{
+	struct lease *g = lease_copy(old);
+
+	for (size_t i = 0; g && i < old->n_gpus; i++) {
+		if (lease_find_gpu(next, old->gpus[i].uuid))
+			lease_del_gpu(g, old->gpus[i].uuid);
+	}
+	return g;
+}
+
+/*
+ * A revoke after its journal is written, from the kernel out: grants
+ * first (the GPU closes at once), then the record, the nodes, the gates.
+ * Also how reconcile finishes one a crash interrupted: every step is
+ * idempotent.
+ */
+static void revoke_steps(struct daemon *d, const struct lease *old, const struct lease *next,
+			 struct node_result *res, struct dg_node *gone, size_t *n_gone)
+{
+	struct dg_node old_nodes[DG_MAX_NODES], new_nodes[DG_MAX_NODES];
+	size_t n_old = lease_nodes(old, d->inv, old_nodes, DG_MAX_NODES);
+	size_t n_new = lease_nodes(next, d->inv, new_nodes, DG_MAX_NODES);
+	int r;
+
+	*n_gone = node_diff(old_nodes, n_old, new_nodes, n_new, gone);
+	grants_del(d, old->cgid, gone, *n_gone);
+	fault_point("revoke.grants");
+	r = next->n_gpus ? state_save(d->state, next) : state_remove(d->state, next->cgid);
+	if (r < 0)
+		log_error_errno(r, "cannot record the revoke from %s: %m (the journal keeps it)",
+				lease_label(old));
+	fault_point("revoke.record");
+	remove_nodes(d, old, gone, *n_gone, res);
+	fault_point("revoke.nodes");
+	if (next->n_gpus == 0)
+		unguard_cgroup(d, old->cgid, lease_label(old));
+	if (r == 0)
+		(void)state_revoking_clear(d->state, old->cgid);
+}
+
 int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_revoke_reply *out,
 		 struct dg_arena *a, struct dg_error *err)
 {
-	auto_cleanup(lease_freep) struct lease *next = NULL;
-	struct dg_node old_nodes[DG_MAX_NODES], new_nodes[DG_MAX_NODES], gone[DG_MAX_NODES];
-	size_t n_old, n_new, n_gone;
+	auto_cleanup(lease_freep) struct lease *next = NULL, *gone = NULL;
+	struct node_result res[DG_MAX_NODES] = { 0 };
+	struct dg_node gone_nodes[DG_MAX_NODES];
+	size_t n_gone = 0;
 	struct lease *old;
 	int r;
 
@@ -580,23 +668,24 @@ int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_re
 	if (!old)
 		return -(err->errnum ? err->errnum : EINVAL);
 	r = revoke_plan(d, old, req->gpus, &next, out, a, err);
+	if (r == 0 && !(gone = gone_lease(old, next)))
+		r = dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	if (r < 0)
 		return r;
-	r = next->n_gpus ? state_save(d->state, next) : state_remove(d->state, next->cgid);
+	/* The journal first: after a crash the revoke is finished, never undone. */
+	r = state_revoking_mark(d->state, gone);
 	if (r < 0)
-		return dg_error_set(err, DG_E_STATE, r, "cannot record the revoke in %s: %s",
-				    d->cfg.state_dir, strerror(-r));
-	n_old = lease_nodes(old, d->inv, old_nodes, DG_MAX_NODES);
-	n_new = lease_nodes(next, d->inv, new_nodes, DG_MAX_NODES);
-	n_gone = node_diff(old_nodes, n_old, new_nodes, n_new, gone);
-	grants_del(d, old->cgid, gone, n_gone);
+		return record_error(d, r, "revoke", err);
+	fault_point("revoke.journal");
+	revoke_steps(d, old, next, res, gone_nodes, &n_gone);
 	out->has_lease = true;
-	if (view_lease(d, next, &out->lease, a) < 0 || revoke_nodes(d, old, gone, n_gone, out, a) < 0)
+	if (view_lease(d, next, &out->lease, a) < 0 ||
+	    node_statuses(gone_nodes, res, n_gone, &out->nodes, &out->n_nodes, a) < 0)
 		log_error("out of memory describing the revoke from %s", lease_label(old));
 	log_info("revoked %zu GPU(s) from %s", out->n_revoked, lease_label(old));
 	emit(d, next->n_gpus ? "revoked" : "released", next, out->revoked, out->n_revoked);
 	if (next->n_gpus == 0) {
-		unguard_lease(d, old);
+		watch_del(d, old);
 		lease_free(lease_table_take(&d->leases, old->cgid));
 		return 0;
 	}
@@ -617,8 +706,10 @@ void grant_release(struct daemon *d, uint64_t cgid, const char *why)
 	r = state_remove(d->state, cgid);
 	if (r < 0)
 		log_error_errno(r, "cannot remove the lease file of %s: %m", lease_label(l));
+	fault_point("release.record");
 	n = lease_nodes(l, d->inv, nodes, DG_MAX_NODES);
 	grants_del(d, cgid, nodes, n);
+	fault_point("release.grants");
 	unguard_lease(d, l);
 	log_info("released %zu GPU(s) of %s: %s", l->n_gpus, lease_label(l), why);
 	metrics_inc(d->metrics, METRIC_RELEASES, 1);
@@ -626,4 +717,39 @@ void grant_release(struct daemon *d, uint64_t cgid, const char *why)
 		gpus[i] = l->gpus[i].uuid;
 	emit(d, "released", l, gpus, l->n_gpus < DG_MAX_GPUS ? l->n_gpus : DG_MAX_GPUS);
 	lease_free(lease_table_take(&d->leases, cgid));
+}
+
+static int add_lease_gpu(struct lease *l, const struct lease_gpu *g)
+{
+	struct dg_gpu gpu = { .minor = g->minor };
+
+	snprintf(gpu.uuid, sizeof(gpu.uuid), "%s", g->uuid);
+	return lease_add_gpu(l, &gpu, g->shared);
+}
+
+void grant_finish_revoke(struct daemon *d, const struct lease *gone)
+{
+	struct lease *committed = lease_table_find(&d->leases, gone->cgid);
+	auto_cleanup(lease_freep) struct lease *was = committed ? lease_copy(committed)
+								: lease_copy(gone);
+	auto_cleanup(lease_freep) struct lease *next = was ? lease_copy(was) : NULL;
+	struct node_result res[DG_MAX_NODES] = { 0 };
+	struct dg_node nodes[DG_MAX_NODES];
+	size_t n = 0;
+
+	if (!was || !next)
+		return;
+	/* was: what the record held (or the journal alone, if the record went). */
+	for (size_t i = 0; i < gone->n_gpus; i++) {
+		if (!lease_find_gpu(was, gone->gpus[i].uuid))
+			(void)add_lease_gpu(was, &gone->gpus[i]);
+		lease_del_gpu(next, gone->gpus[i].uuid);
+	}
+	revoke_steps(d, was, next, res, nodes, &n);
+	if (committed && next->n_gpus == 0)
+		lease_free(lease_table_take(&d->leases, gone->cgid));
+	else if (committed)
+		commit_lease(d, committed, TAKE_PTR(next));
+	log_notice("reconcile: finished the revoke of %zu GPU(s) from %s that a crash interrupted",
+		   gone->n_gpus, lease_label(gone));
 }

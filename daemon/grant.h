@@ -26,4 +26,12 @@ int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_re
 /* The container ended: drop its lease and everything devgate put on it. */
 void grant_release(struct daemon *d, uint64_t cgid, const char *why);
 
+/*
+ * Recovery (reconcile.c). A grant whose record never committed is rolled
+ * back: what it added beyond the committed lease goes, nodes included. A
+ * full revoke that was under way is finished.
+ */
+void grant_rollback(struct daemon *d, const struct lease *pending);
+void grant_finish_revoke(struct daemon *d, const struct lease *was);
+
 #endif

@@ -23,6 +23,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "events.h"
+#include "fault.h"
 #include "grant.h"
 #include "log.h"
 #include "metrics.h"
@@ -335,7 +336,10 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 		log_warning_errno(r, "cannot read devgated's own cgroup: %m");
 	r = nodes_init(err);
 	if (r == 0)
-		r = state_open(d->cfg.state_dir, &d->state, err);
+		r = state_open(d->cfg.state_dir,
+			       strcmp(d->cfg.state_dir, DG_DEFAULT_STATE_DIR) == 0 ? DG_LEGACY_STATE_DIR
+										  : NULL,
+			       &d->state, err);
 	if (r == 0)
 		r = bpfgate_open(d->cfg.pin_root, &d->inv->majors, &d->bg, err);
 	if (r == 0)
@@ -344,6 +348,8 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 		r = metrics_new(&d->metrics);
 		if (r < 0)
 			dg_error_set(err, DG_E_INTERNAL, r, "cannot set up metrics: %s", strerror(-r));
+		else
+			metrics_inc(d->metrics, METRIC_RECORDS_BROKEN, state_broken(d->state));
 	}
 	if (r == 0)
 		r = events_open(d, err);
@@ -514,6 +520,7 @@ int main(int argc, char **argv)
 	}
 	log_set_max_level(d.cfg.log_level);
 	bpfgate_route_libbpf_log();
+	fault_init();
 	r = daemon_setup(&d, &err);
 	if (r < 0) {
 		log_error("%s", err.message[0] ? err.message : strerror(-r));

@@ -26,6 +26,7 @@
  *   devgate_revoke_duration_seconds        histogram of revoke request latency
  *   devgate_reconcile_corrections_total    fixes by start-up reconcile and re-checks
  *   devgate_hook_calls_total{stage}        requests from the OCI hook, by stage
+ *   devgate_state_records_broken_total     lease records moved aside as damaged at start
  *   devgate_denial_events_total            denial events read from the BPF ring buffer
  *   devgate_denial_events_dropped_total    denial events lost to a full ring buffer
  */
@@ -76,6 +77,9 @@ static const struct {
 	[METRIC_RELEASES] = { "devgate_releases_total",
 			      "Leases released because their container ended or its cgroup went "
 			      "away." },
+	[METRIC_RECORDS_BROKEN] = { "devgate_state_records_broken_total",
+				    "Lease records that did not parse at start and were moved to "
+				    "leases/broken/." },
 	[METRIC_RECONCILE_FIXES] = { "devgate_reconcile_corrections_total",
 				     "Corrections made to the kernel by start-up reconciliation "
 				     "and the periodic re-check of gates." },

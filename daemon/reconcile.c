@@ -4,7 +4,10 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "fault.h"
 #include "grant.h"
+#include "target.h"
+#include "util.h"
 #include "log.h"
 #include "metrics.h"
 #include "reconcile.h"
@@ -52,6 +55,77 @@ static void adopt_grants(struct daemon *d, struct lease *l, int cgfd, unsigned i
 	}
 }
 
+/* Journals first: finish the revokes, roll back the grants a crash cut short. */
+static void reconcile_journals(struct daemon *d, unsigned int *fixes)
+{
+	struct lease_table revoking = { 0 }, pending = { 0 };
+
+	if (state_revoking_load(d->state, &revoking) == 0) {
+		for (size_t i = 0; i < revoking.n; i++, (*fixes)++) {
+			grant_finish_revoke(d, revoking.v[i]);
+			fault_point("reconcile.revoke");
+		}
+	}
+	if (state_pending_load(d->state, &pending) == 0) {
+		for (size_t i = 0; i < pending.n; i++, (*fixes)++) {
+			grant_rollback(d, pending.v[i]);
+			fault_point("reconcile.rollback");
+		}
+	}
+	lease_table_clear(&revoking);
+	lease_table_clear(&pending);
+}
+
+/* The lease of l that booked gpu, if another one than l booked it too. */
+static struct lease *other_holder(struct daemon *d, const struct lease *l, const char *uuid)
+{
+	for (size_t i = 0; i < d->leases.n; i++) {
+		struct lease *o = d->leases.v[i];
+
+		if (o != l && lease_find_gpu(o, uuid))
+			return o;
+	}
+	return NULL;
+}
+
+/*
+ * Two records booking one GPU where one of them is exclusive (records edited
+ * by hand, restored from a backup): the older lease keeps it, the younger
+ * loses it, and both are logged.
+ */
+static void reconcile_double_bookings(struct daemon *d, unsigned int *fixes)
+{
+	for (size_t i = 0; i < d->leases.n; i++) {
+		struct lease *l = d->leases.v[i];
+
+		for (size_t g = 0; g < l->n_gpus; g++) {
+			struct lease *o = other_holder(d, l, l->gpus[g].uuid);
+			const struct lease_gpu *og = o ? lease_find_gpu(o, l->gpus[g].uuid) : NULL;
+			struct dg_node node = { .major = d->inv->majors.nvidia };
+			struct lease *young;
+			char uuid[sizeof(l->gpus[g].uuid)];
+
+			if (!og || (og->shared && l->gpus[g].shared))
+				continue;
+			young = o->since > l->since || (o->since == l->since && o->cgid > l->cgid) ? o
+												   : l;
+			snprintf(uuid, sizeof(uuid), "%s", l->gpus[g].uuid);
+			node.minor = l->gpus[g].minor;
+			log_error("reconcile: GPU %s is booked by %s and %s, not both shared; %s keeps "
+				  "it, %s loses it", uuid, lease_label(l), lease_label(o),
+				  lease_label(young == l ? o : l), lease_label(young));
+			lease_del_gpu(young, uuid);
+			/* Its grant goes now, or the rebuild below would prove it again. */
+			(void)bpfgate_grant_del(d->bg, young->cgid, &node);
+			if (young->n_gpus)
+				(void)state_save(d->state, young);
+			(*fixes)++;
+			if (young == l)
+				g--;
+		}
+	}
+}
+
 /* Leases: release the ended, adopt the living. */
 static void reconcile_leases(struct daemon *d, unsigned int *fixes)
 {
@@ -65,7 +139,7 @@ static void reconcile_leases(struct daemon *d, unsigned int *fixes)
 		auto_close int cgfd = -1;
 		int r = cgroup_open_id(&d->cg, l->cgid, &cgfd);
 
-		if (r < 0 || cgroup_populated(cgfd) <= 0) {
+		if (l->n_gpus == 0 || r < 0 || cgroup_populated(cgfd) <= 0) {
 			grant_release(d, l->cgid, r < 0 ? "reconcile: cgroup gone while devgated was "
 							  "down"
 							: "reconcile: container ended while "
@@ -77,6 +151,80 @@ static void reconcile_leases(struct daemon *d, unsigned int *fixes)
 		adopt_grants(d, l, cgfd, fixes);
 		watch_add(d, l);
 		log_info("reconcile: adopted lease of %s (%zu GPU(s))", lease_label(l), l->n_gpus);
+	}
+}
+
+/* The GPUs cgid's grants name, as a lease; NULL when they name none. */
+static struct lease *lease_from_grants(struct daemon *d, uint64_t cgid, const char *cgroup,
+				       const struct dg_grant_key *keys, size_t n)
+{
+	struct lease *l = lease_new(cgid);
+
+	if (!l)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		const struct dg_gpu *gpu = NULL;
+		const struct lease *o;
+		char node[64];
+
+		if (keys[i].cgroup_id != cgid || keys[i].type != DG_DEV_CHAR ||
+		    !inventory_find_node(d->inv, keys[i].major, keys[i].minor, node, sizeof(node),
+					 &gpu) ||
+		    !gpu)
+			continue;
+		o = other_holder(d, NULL, gpu->uuid);
+		/* Held exclusively elsewhere: not provably ours; its grant goes. */
+		if (o && !lease_find_gpu(o, gpu->uuid)->shared)
+			continue;
+		(void)lease_add_gpu(l, gpu, o != NULL);
+	}
+	l->cgroup = strdup(cgroup);
+	l->container = lease_label_from_cgroup(cgroup);
+	l->since = now_wall_s();
+	if (l->n_gpus && l->cgroup)
+		return l;
+	lease_free(l);
+	return NULL;
+}
+
+/*
+ * Records lost (removed, or moved aside as damaged) while the kernel still
+ * grants a live container GPUs: the grants prove the lease, so it is
+ * written again and adopted. What cannot be proven is left to
+ * reconcile_grants() and reconcile_pins(), which remove it.
+ */
+static void reconcile_rebuild(struct daemon *d, unsigned int *fixes)
+{
+	auto_free struct dg_grant_key *keys = NULL;
+	size_t n = 0;
+
+	if (bpfgate_grants_list(d->bg, &keys, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		auto_cleanup(target_done) struct target t = TARGET_INIT;
+		auto_free char *path = NULL;
+		auto_close int cgfd = -1;
+		struct dg_error err = { 0 };
+		struct lease *l;
+
+		if (lease_table_find(&d->leases, keys[i].cgroup_id) ||
+		    cgroup_open_id(&d->cg, keys[i].cgroup_id, &cgfd) < 0 ||
+		    cgroup_path_of(&d->cg, cgfd, &path) < 0 ||
+		    target_from_cgroup(&d->cg, d->self_cgroup, path, &t, &err) < 0)
+			continue;
+		l = lease_from_grants(d, keys[i].cgroup_id, path, keys, n);
+		if (!l)
+			continue;
+		l->pid = t.pid;
+		if (state_save(d->state, l) < 0 || lease_table_add(&d->leases, l) < 0) {
+			lease_free(l);
+			continue;
+		}
+		log_notice("reconcile: rebuilt the lost record of %s (%zu GPU(s)) from its grants",
+			   lease_label(l), l->n_gpus);
+		adopt_grants(d, l, cgfd, fixes);
+		watch_add(d, l);
+		(*fixes)++;
 	}
 }
 
@@ -156,7 +304,10 @@ int reconcile(struct daemon *d)
 {
 	unsigned int fixes = 0;
 
+	reconcile_journals(d, &fixes);
+	reconcile_double_bookings(d, &fixes);
 	reconcile_leases(d, &fixes);
+	reconcile_rebuild(d, &fixes);
 	reconcile_grants(d, &fixes);
 	reconcile_pins(d, &fixes);
 	reconcile_counters(d, &fixes);

@@ -21,6 +21,7 @@ struct state {
 	char *dir;
 	int lock_fd;
 	int leases_fd;
+	size_t broken;
 };
 
 void state_close(struct state *s)
@@ -33,7 +34,9 @@ void state_close(struct state *s)
 	free(s);
 }
 
-int state_open(const char *dir, struct state **ret, struct dg_error *err)
+static void import_legacy(struct state *s, const char *legacy_dir);
+
+int state_open(const char *dir, const char *legacy_dir, struct state **ret, struct dg_error *err)
 {
 	struct state *s;
 	char path[4096];
@@ -70,6 +73,8 @@ int state_open(const char *dir, struct state **ret, struct dg_error *err)
 		r = dg_error_set(err, DG_E_STATE, errno, "cannot open %s: %m", path);
 		goto fail;
 	}
+	if (legacy_dir && strcmp(legacy_dir, dir) != 0)
+		import_legacy(s, legacy_dir);
 	*ret = s;
 	return 0;
 fail:
@@ -77,81 +82,194 @@ fail:
 	return r;
 }
 
-static int load_one(struct state *s, const char *name, struct lease **ret, struct dg_error *err)
+/* Parses leases/NAME; why says what is wrong when it does not. */
+static int parse_one(struct state *s, const char *name, const char *suffix, struct lease **ret,
+		     char *why, size_t why_len)
 {
 	auto_free char *text = NULL;
 	auto_json json_object *o = NULL;
-	char why[256] = "";
 	struct lease *l = NULL;
 	char expect[64];
 	int r;
 
 	r = read_file_at(s->leases_fd, name, LEASE_FILE_MAX, &text, NULL);
-	if (r < 0)
-		return dg_error_set(err, DG_E_STATE, r, "cannot read lease file %s/leases/%s: %s",
-				    s->dir, name, strerror(-r));
-	o = json_parse_object(text);
-	if (!o)
-		snprintf(why, sizeof(why), "not valid JSON (truncated or damaged)");
-	else if (lease_from_json(o, &l, why, sizeof(why)) == 0) {
-		snprintf(expect, sizeof(expect), "%llu.json", (unsigned long long)l->cgid);
-		if (strcmp(expect, name) == 0) {
-			*ret = l;
-			return 0;
-		}
-		snprintf(why, sizeof(why), "it describes cgroup %llu", (unsigned long long)l->cgid);
-		lease_free(l);
+	if (r < 0) {
+		snprintf(why, why_len, "cannot read it: %s", strerror(-r));
+		return r;
 	}
-	dg_error_set(err, DG_E_STATE, EINVAL, "lease file %s/leases/%s is corrupt: %s", s->dir,
-		     name, why);
-	dg_error_hint(err, "devgated will not start and forget a lease; restore the file from "
-			   "backup, or move it away once the container it names is gone");
-	return -EINVAL;
+	o = json_parse_object(text);
+	if (!o) {
+		snprintf(why, why_len, "not valid JSON (truncated or damaged)");
+		return -EINVAL;
+	}
+	if (lease_from_json(o, &l, why, why_len) < 0)
+		return -EINVAL;
+	snprintf(expect, sizeof(expect), "%llu%s", (unsigned long long)l->cgid, suffix);
+	if (strcmp(expect, name) != 0) {
+		snprintf(why, why_len, "it describes cgroup %llu", (unsigned long long)l->cgid);
+		lease_free(l);
+		return -EINVAL;
+	}
+	*ret = l;
+	return 0;
 }
 
-int state_load(struct state *s, struct lease_table *out, struct dg_error *err)
+/*
+ * One damaged record must not keep every container from its GPUs: it goes
+ * to leases/broken/ for the admin, and reconcile treats its cgroup as one
+ * without a record (rebuilt from what the kernel proves, or cleaned up).
+ */
+static void move_aside(struct state *s, const char *name, const char *why)
+{
+	char dest[300];
+
+	(void)mkdirat(s->leases_fd, "broken", 0700);
+	snprintf(dest, sizeof(dest), "broken/%s", name);
+	if (renameat(s->leases_fd, name, s->leases_fd, dest) < 0) {
+		log_error("lease file %s/leases/%s is damaged (%s) and cannot be moved aside: %m",
+			  s->dir, name, why);
+		return;
+	}
+	s->broken++;
+	log_error("lease file %s/leases/%s is damaged: %s; moved to %s/leases/%s", s->dir, name,
+		  why, s->dir, dest);
+}
+
+static bool has_suffix(const char *name, const char *suffix)
+{
+	size_t len = strlen(name), n = strlen(suffix);
+
+	return len > n && strcmp(name + len - n, suffix) == 0;
+}
+
+/* Calls fn for each entry of leases/ that ends in suffix. */
+static int each_file(struct state *s, const char *suffix, int (*fn)(struct state *s,
+								   const char *name, void *data),
+		     void *data)
 {
 	auto_closedir DIR *d = NULL;
 	struct dirent *de;
-	int fd, r;
+	int fd = dup(s->leases_fd), r;
 
-	fd = dup(s->leases_fd);
 	if (fd < 0)
-		return dg_error_set(err, DG_E_STATE, errno, "dup: %m");
+		return -errno;
 	d = fdopendir(fd);
 	if (!d) {
 		close(fd);
-		return dg_error_set(err, DG_E_STATE, errno, "cannot list %s/leases: %m", s->dir);
+		return -errno;
 	}
 	rewinddir(d);
 	while ((de = readdir(d))) {
-		struct lease *l = NULL;
-		size_t len = strlen(de->d_name);
-
-		if (de->d_name[0] == '.') {
-			/* A temporary file left by a crash mid-write: never renamed, so void. */
-			if (len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0) {
-				log_info("removing unfinished state write %s/leases/%s", s->dir,
-					 de->d_name);
-				(void)unlinkat(s->leases_fd, de->d_name, 0);
-			}
+		if (de->d_name[0] == '.' || !has_suffix(de->d_name, suffix))
 			continue;
-		}
-		if (len < 6 || strcmp(de->d_name + len - 5, ".json") != 0)
-			continue;
-		r = load_one(s, de->d_name, &l, err);
+		r = fn(s, de->d_name, data);
 		if (r < 0)
 			return r;
-		r = lease_table_add(out, l);
-		if (r < 0) {
-			lease_free(l);
-			return dg_error_set(err, DG_E_INTERNAL, r, "out of memory");
-		}
 	}
 	return 0;
 }
 
-int state_save(struct state *s, const struct lease *l)
+/* Temporary files left by a crash mid-write: never renamed, so void. */
+static int drop_tmp(struct state *s)
+{
+	auto_closedir DIR *d = NULL;
+	struct dirent *de;
+	int fd = dup(s->leases_fd);
+
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	rewinddir(d);
+	while ((de = readdir(d))) {
+		if (de->d_name[0] != '.' || !has_suffix(de->d_name, ".tmp"))
+			continue;
+		log_info("removing unfinished state write %s/leases/%s", s->dir, de->d_name);
+		(void)unlinkat(s->leases_fd, de->d_name, 0);
+	}
+	return 0;
+}
+
+static int load_record(struct state *s, const char *name, void *data)
+{
+	struct lease_table *out = data;
+	struct lease *l = NULL;
+	char why[256] = "";
+
+	if (parse_one(s, name, ".json", &l, why, sizeof(why)) < 0) {
+		move_aside(s, name, why);
+		return 0;
+	}
+	if (lease_table_add(out, l) < 0) {
+		lease_free(l);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int state_load(struct state *s, struct lease_table *out, struct dg_error *err)
+{
+	int r = drop_tmp(s);
+
+	if (r == 0)
+		r = each_file(s, ".json", load_record, out);
+	if (r < 0)
+		return dg_error_set(err, DG_E_STATE, r, "cannot load the leases in %s/leases: %s",
+				    s->dir, strerror(-r));
+	return 0;
+}
+
+size_t state_broken(const struct state *s)
+{
+	return s->broken;
+}
+
+/*
+ * A journal (.pending, .revoking) that does not parse was never written
+ * whole, since writes are atomic: nothing was done after it. Dropped.
+ */
+static int load_journal(struct state *s, const char *name, const char *suffix,
+			struct lease_table *out)
+{
+	struct lease *l = NULL;
+	char why[256] = "";
+
+	if (parse_one(s, name, suffix, &l, why, sizeof(why)) < 0) {
+		log_warning("dropping unreadable journal %s/leases/%s: %s", s->dir, name, why);
+		(void)unlinkat(s->leases_fd, name, 0);
+		return 0;
+	}
+	if (lease_table_add(out, l) < 0) {
+		lease_free(l);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int load_pending(struct state *s, const char *name, void *data)
+{
+	return load_journal(s, name, ".pending", data);
+}
+
+static int load_revoking(struct state *s, const char *name, void *data)
+{
+	return load_journal(s, name, ".revoking", data);
+}
+
+int state_pending_load(struct state *s, struct lease_table *out)
+{
+	return each_file(s, ".pending", load_pending, out);
+}
+
+int state_revoking_load(struct state *s, struct lease_table *out)
+{
+	return each_file(s, ".revoking", load_revoking, out);
+}
+
+static int save_as(struct state *s, const struct lease *l, const char *suffix)
 {
 	auto_json json_object *o = lease_to_json(l);
 	const char *text;
@@ -160,16 +278,83 @@ int state_save(struct state *s, const struct lease *l)
 	if (!o)
 		return -ENOMEM;
 	text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED);
-	snprintf(name, sizeof(name), "%llu.json", (unsigned long long)l->cgid);
-	return write_file_atomic_at(s->leases_fd, name, text, strlen(text), 0600);
+	snprintf(name, sizeof(name), "%llu%s", (unsigned long long)l->cgid, suffix);
+	/* No fsync: the records die with a reboot, like what they describe. */
+	return write_file_atomic_at(s->leases_fd, name, text, strlen(text), 0600, false);
+}
+
+static int remove_as(struct state *s, uint64_t cgid, const char *suffix)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), "%llu%s", (unsigned long long)cgid, suffix);
+	if (unlinkat(s->leases_fd, name, 0) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+int state_save(struct state *s, const struct lease *l)
+{
+	return save_as(s, l, ".json");
 }
 
 int state_remove(struct state *s, uint64_t cgid)
 {
-	char name[64];
+	return remove_as(s, cgid, ".json");
+}
 
-	snprintf(name, sizeof(name), "%llu.json", (unsigned long long)cgid);
-	if (unlinkat(s->leases_fd, name, 0) < 0 && errno != ENOENT)
-		return -errno;
-	return fsync(s->leases_fd) < 0 ? -errno : 0;
+int state_pending_save(struct state *s, const struct lease *next)
+{
+	return save_as(s, next, ".pending");
+}
+
+int state_pending_clear(struct state *s, uint64_t cgid)
+{
+	return remove_as(s, cgid, ".pending");
+}
+
+int state_revoking_mark(struct state *s, const struct lease *l)
+{
+	return save_as(s, l, ".revoking");
+}
+
+int state_revoking_clear(struct state *s, uint64_t cgid)
+{
+	return remove_as(s, cgid, ".revoking");
+}
+
+/*
+ * An older devgated kept its records in /var/lib/devgate, fsync'd. Moved
+ * here once, so that an upgrade keeps the leases of running containers.
+ */
+static void import_legacy(struct state *s, const char *legacy_dir)
+{
+	char path[4096];
+	auto_close int fd = -1;
+	auto_closedir DIR *d = NULL;
+	struct dirent *de;
+	size_t n = 0;
+
+	snprintf(path, sizeof(path), "%s/leases", legacy_dir);
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return;
+	d = fdopendir(TAKE_FD(fd));
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		auto_free char *text = NULL;
+		size_t len = 0;
+
+		if (de->d_name[0] == '.' || !has_suffix(de->d_name, ".json"))
+			continue;
+		if (read_file_at(dirfd(d), de->d_name, LEASE_FILE_MAX, &text, &len) < 0 ||
+		    write_file_atomic_at(s->leases_fd, de->d_name, text, len, 0600, false) < 0)
+			continue;
+		(void)unlinkat(dirfd(d), de->d_name, 0);
+		n++;
+	}
+	if (n)
+		log_notice("moved %zu lease record(s) from %s to %s (records now live on tmpfs)", n,
+			   path, s->dir);
 }

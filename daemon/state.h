@@ -1,8 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The state directory: one file per lease, leases/CGID.json, each replaced
- * atomically (write, fsync, rename, fsync dir), and a lock file so two
- * daemons never share one directory.
+ * Lease records, one file per lease (leases/CGID.json), each replaced
+ * atomically with rename, and a lock file so two daemons never share one
+ * directory. The records describe kernel objects (grants, gates, pins)
+ * that outlive devgated but not a reboot, so they live on tmpfs
+ * (/run/devgate/state) and are never fsync'd: a daemon crash loses no
+ * written page, and after a reboot there is nothing left to describe.
+ *
+ * Two more kinds of file make every crash recoverable (reconcile.c):
+ *   CGID.pending   a grant in flight: the lease it will make, written before
+ *                  the first kernel change, removed once the record commits;
+ *                  found at start, the grant is rolled back.
+ *   CGID.revoking  a full revoke in flight: its record is already gone;
+ *                  found at start, the revoke is finished, never undone.
+ * A record that does not parse is moved to leases/broken/ and counted.
  */
 #ifndef DEVGATE_STATE_H
 #define DEVGATE_STATE_H
@@ -14,12 +25,30 @@
 
 struct state;
 
-int state_open(const char *dir, struct state **ret, struct dg_error *err);
+/*
+ * legacy_dir: where an older devgated kept durable records
+ * (/var/lib/devgate); its records move here once, so an upgrade keeps the
+ * leases of running containers. NULL: none.
+ */
+int state_open(const char *dir, const char *legacy_dir, struct state **ret, struct dg_error *err);
 void state_close(struct state *s);
 
-/* Loads every lease; a file that does not parse is an error naming it. */
+/* Loads every lease; damaged files are moved aside (see state_broken()). */
 int state_load(struct state *s, struct lease_table *out, struct dg_error *err);
+/* Records moved to leases/broken/ since start. */
+size_t state_broken(const struct state *s);
 int state_save(struct state *s, const struct lease *l);
 int state_remove(struct state *s, uint64_t cgid);
+
+int state_pending_save(struct state *s, const struct lease *next);
+int state_pending_clear(struct state *s, uint64_t cgid);
+/* Every grant in flight, as the lease it was to make. */
+int state_pending_load(struct state *s, struct lease_table *out);
+
+/* l: the lease as it was before the revoke (what must go). */
+int state_revoking_mark(struct state *s, const struct lease *l);
+int state_revoking_clear(struct state *s, uint64_t cgid);
+/* Every full revoke in flight, as the lease it revokes. */
+int state_revoking_load(struct state *s, struct lease_table *out);
 
 #endif

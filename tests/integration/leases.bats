@@ -197,40 +197,95 @@ restart_keeps_lease() { # SIGNAL
 	[ -z "$(ls "$DG_TMP/state/leases")" ]
 }
 
-@test "gates and grants no lease explains are removed on start (crash before the state write)" {
+@test "a lost record is rebuilt from the kernel's grants: the container keeps its GPU" {
 	start_daemon
 	container c
-	original=$(cg_progs "$DG_CGROOT/$CID")
-	run -0 dg grant --pid "$CPID" --gpu 0
+	run -0 dg grant --pid "$CPID" --gpu 0 --container job
 	stop_daemon KILL
 	rm "$DG_TMP/state/leases/"*.json
 	start_daemon
-	grep -q "reconcile: removed grant 195:0 of cgroup" "$DG_TMP/daemon.log"
-	grep -q "reconcile: removed gates of cgroup .* runtime programs restored" "$DG_TMP/daemon.log"
-	[ "$(cg_progs "$DG_CGROOT/$CID")" = "$original" ]
-	[ "$(grant_entries)" = 0 ]
-	# The node the crash left behind is inert: the runtime denies it again.
-	run -1 probe "$CID" /dev/nvidia0
-	[ "$output" = "/dev/nvidia0 EPERM" ]
-}
-
-@test "a corrupt lease file stops the daemon with a clear message; nothing is forgotten" {
-	start_daemon
-	container c
-	run -0 dg grant --pid "$CPID" --gpu 0
-	stop_daemon TERM
-	file=$(ls "$DG_TMP"/state/leases/*.json)
-	cp "$file" "$DG_TMP/lease.bak"
-	truncate -s 20 "$file"
-	run -13 "$DEVGATE_BUILD/devgated" --socket "$DG_SOCK" --state-dir "$DG_TMP/state" \
-		--pin-root "$DG_PINS" --host-root "$DG_HOST"
-	[[ "$output" == *"lease file $file is corrupt: not valid JSON (truncated or damaged)"* ]]
-	[[ "$output" == *"hint: devgated will not start and forget a lease"* ]]
-	# The kernel side was left alone.
+	grep -q "reconcile: rebuilt the lost record of $CID (1 GPU(s)) from its grants" \
+		"$DG_TMP/daemon.log"
+	run -0 dg status --json
+	[ "$(echo "$output" | jq -r '.leases[0].cgroup')" = "/$CID" ]
+	[ "$(echo "$output" | jq -r '.leases[0].gpus[0].index')" = 0 ]
 	run -1 probe "$CID" /dev/nvidia0
 	[ "$output" = "/dev/nvidia0 ENXIO" ]
-	cp "$DG_TMP/lease.bak" "$file"
+	# Rebuilt means owned: exclusive to it, and revoked the usual way.
+	container d
+	run -8 dg grant --pid "$CPID" --gpu 0
+	run -0 dg revoke --cgroup "/${DG_CONTAINERS[0]}"
+}
+
+@test "a crash before the record commits rolls the grant back, its nodes too" {
 	start_daemon
+	container c
+	original=$(cg_progs "$DG_CGROOT/$CID")
+	stop_daemon
+	for point in grant.nodes grant.grants grant.guard; do
+		DEVGATE_FAULT=$point start_daemon
+		run dg grant --pid "$CPID" --gpu 0
+		[ "$status" -ne 0 ]
+		wait "$DG_DAEMON_PID" || true
+		DG_DAEMON_PID=
+		start_daemon
+		grep -q "reconcile: rolled back the unfinished grant to $CID" "$DG_TMP/daemon.log"
+		[ "$(cg_progs "$DG_CGROOT/$CID")" = "$original" ]
+		[ "$(grant_entries)" = 0 ]
+		[ -z "$(ls "$DG_TMP/state/leases")" ]
+		# No node is left behind in the container.
+		run -1 probe "$CID" /dev/nvidia0 /dev/nvidiactl
+		[ "$output" = "$(printf '/dev/nvidia0 ENOENT\n/dev/nvidiactl ENOENT')" ]
+		stop_daemon
+	done
+}
+
+@test "a damaged lease file is moved aside; devgated starts and serves the rest" {
+	start_daemon
+	container a
+	ca=$CID
+	run -0 dg grant --pid "$CPID" --gpu 0
+	container b
+	cb=$CID
+	run -0 dg grant --pid "$CPID" --gpu 1
+	stop_daemon TERM
+	id_a=$(stat -c %i "$DG_CGROOT/$ca")
+	truncate -s 20 "$DG_TMP/state/leases/$id_a.json"
+	start_daemon
+	grep -q "lease file .*/$id_a.json is damaged: not valid JSON (truncated or damaged); moved to" \
+		"$DG_TMP/daemon.log"
+	[ -f "$DG_TMP/state/leases/broken/$id_a.json" ]
+	run -0 dg metrics
+	[[ "$output" == *"devgate_state_records_broken_total 1"* ]]
+	# Both keep their GPUs: b's record is whole, a's is proven by its grants.
+	run -1 probe "$ca" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+	run -1 probe "$cb" /dev/nvidia1
+	[ "$output" = "/dev/nvidia1 ENXIO" ]
+	run -0 dg status --json
+	[ "$(echo "$output" | jq '.leases | length')" = 2 ]
+	stop_daemon TERM
+}
+
+@test "two records booking one GPU, not both shared: the older keeps it" {
+	start_daemon
+	container a
+	ca=$CID
+	run -0 dg grant --pid "$CPID" --gpu 0 --shared
+	sleep 1.1
+	container b
+	cb=$CID
+	run -0 dg grant --pid "$CPID" --gpu 0 --shared
+	stop_daemon TERM
+	# b's record now claims GPU 0 for itself alone.
+	f="$DG_TMP/state/leases/$(stat -c %i "$DG_CGROOT/$cb").json"
+	jq '.gpus[0].shared = false' "$f" >"$f.new" && mv "$f.new" "$f"
+	start_daemon
+	grep -q "reconcile: GPU .* is booked by .*; $ca keeps it, $cb loses it" "$DG_TMP/daemon.log"
+	run -1 probe "$ca" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+	run -1 probe "$cb" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 EPERM" ]
 	run -0 dg status --json
 	[ "$(echo "$output" | jq '.leases | length')" = 1 ]
 }

@@ -37,7 +37,7 @@ static void test_defaults(void **state)
 	struct dg_config *c = *state;
 
 	assert_string_equal(c->socket_path, "/run/devgate/devgated.sock");
-	assert_string_equal(c->state_dir, "/var/lib/devgate");
+	assert_string_equal(c->state_dir, "/run/devgate/state");
 	assert_string_equal(c->pin_root, "/sys/fs/bpf/devgate");
 	assert_string_equal(c->host_root, "/");
 	assert_null(c->metrics_listen);
@@ -187,7 +187,7 @@ static void test_override_order(void **state)
 	assert_int_equal(config_set(c, "socket", "/cli.sock", &err), 0);
 	assert_string_equal(c->socket_path, "/cli.sock");
 	assert_int_equal(c->recheck_ms, 500);
-	assert_string_equal(c->state_dir, "/var/lib/devgate");
+	assert_string_equal(c->state_dir, "/run/devgate/state");
 	assert_true(config_set(c, "recheck-ms", "0", &err) < 0);
 	assert_int_equal(err.code, DG_E_INVALID);
 	assert_int_equal(c->recheck_ms, 500);

@@ -103,6 +103,7 @@ static void assert_untouched(void)
 	assert_int_equal(d.leases.n, 0);
 	assert_int_equal(fake.watched, 0);
 	assert_int_equal(n_changes, 0);
+	assert_int_equal(fake.pending, 0);
 }
 
 /* GPU 0's lease in full: four grants, a gate, four nodes, a record, a watch. */
@@ -131,6 +132,8 @@ static void test_grant_applies_every_step(void **state)
 	assert_holds_gpu0();
 	assert_int_equal(n_changes, 1);
 	assert_string_equal(changes[0], "granted");
+	/* The journal is gone once the record commits. */
+	assert_int_equal(fake.pending, 0);
 }
 
 /* A first grant that fails at any step leaves nothing behind. */
@@ -150,6 +153,7 @@ static void test_first_grant_undo(void **state)
 {
 	(void)state;
 	first_grant_fails_at("target", 1, DG_E_NO_TARGET);
+	first_grant_fails_at("state_pending_save", 1, DG_E_STATE);
 	first_grant_fails_at("nodes_create", 1, DG_E_KERNEL);
 	first_grant_fails_at("bpfgate_grant_put", 1, DG_E_KERNEL);
 	first_grant_fails_at("bpfgate_grant_put", 3, DG_E_KERNEL);
@@ -183,23 +187,33 @@ static void test_second_grant_undo(void **state)
 	second_grant_fails_at("state_save", 1);
 }
 
-/* A revoke whose record cannot be written changes nothing in the kernel. */
-static void test_revoke_state_first(void **state)
+/*
+ * A revoke whose journal cannot be written changes nothing; once the
+ * journal is written, the kernel side goes on even if the record cannot
+ * follow, and the journal stays for the next start to finish.
+ */
+static void test_revoke_journal_first(void **state)
 {
 	struct dg_error err = { 0 };
 
 	(void)state;
 	assert_int_equal(grant("0,1", &err), 0);
-	fake_fail("state_save", 1, -EIO);
+	fake_fail("state_revoking_mark", 1, -EIO);
 	assert_true(revoke("1", &err) < 0);
 	assert_int_equal(err.code, DG_E_STATE);
 	assert_true(fake_has_grant(CGID, 195, 1));
 	assert_true(fake_has_node("nvidia1"));
 	assert_int_equal(d.leases.v[0]->n_gpus, 2);
-	fake_fail("state_remove", 1, -EIO);
-	assert_true(revoke(NULL, &err) < 0);
-	assert_int_equal(fake.n_grants, 5);
-	assert_true(fake_is_guarded(CGID));
+	assert_int_equal(fake.revoking, 0);
+	fake_fail("state_save", 1, -EIO);
+	assert_int_equal(revoke("1", &err), 0);
+	assert_false(fake_has_grant(CGID, 195, 1));
+	assert_false(fake_has_node("nvidia1"));
+	assert_int_equal(fake.revoking, CGID);
+	assert_int_equal(revoke(NULL, &err), 0);
+	assert_int_equal(fake.n_grants, 0);
+	assert_false(fake_is_guarded(CGID));
+	assert_int_equal(fake.revoking, 0);
 }
 
 /* A partial revoke keeps the control nodes; the last one removes everything. */
@@ -261,7 +275,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_grant_applies_every_step, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_first_grant_undo, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_second_grant_undo, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_revoke_state_first, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_revoke_journal_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_revoke_partial_then_all, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_busy_gpu_refused, setup, teardown),

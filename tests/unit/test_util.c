@@ -63,8 +63,8 @@ static void test_atomic_write(void **state)
 	assert_non_null(mkdtemp(dir));
 	dfd = open(dir, O_RDONLY | O_DIRECTORY);
 	assert_true(dfd >= 0);
-	assert_int_equal(write_file_atomic_at(dfd, "f", "one", 3, 0600), 0);
-	assert_int_equal(write_file_atomic_at(dfd, "f", "two!", 4, 0600), 0);
+	assert_int_equal(write_file_atomic_at(dfd, "f", "one", 3, 0600, true), 0);
+	assert_int_equal(write_file_atomic_at(dfd, "f", "two!", 4, 0600, false), 0);
 	assert_int_equal(read_file_at(dfd, "f", 100, &text, &len), 0);
 	assert_string_equal(text, "two!");
 	assert_int_equal(len, 4);

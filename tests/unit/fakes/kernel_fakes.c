@@ -287,6 +287,44 @@ int state_remove(struct state *s, uint64_t cgid)
 	return 0;
 }
 
+int state_pending_save(struct state *s, const struct lease *next)
+{
+	int r = injected(__func__);
+
+	(void)s;
+	if (r < 0)
+		return r;
+	fake.pending = next->cgid;
+	return 0;
+}
+
+int state_pending_clear(struct state *s, uint64_t cgid)
+{
+	(void)s;
+	if (fake.pending == cgid)
+		fake.pending = 0;
+	return 0;
+}
+
+int state_revoking_mark(struct state *s, const struct lease *l)
+{
+	int r = injected(__func__);
+
+	(void)s;
+	if (r < 0)
+		return r;
+	fake.revoking = l->cgid;
+	return 0;
+}
+
+int state_revoking_clear(struct state *s, uint64_t cgid)
+{
+	(void)s;
+	if (fake.revoking == cgid)
+		fake.revoking = 0;
+	return 0;
+}
+
 void metrics_inc(struct metrics *m, enum metrics_counter c, uint64_t n)
 {
 	(void)m;

@@ -31,6 +31,8 @@ struct fake_kernel {
 	uint64_t saved[FAKE_MAX]; /* lease records on disk */
 	size_t n_saved;
 	size_t watched;
+	uint64_t pending;  /* cgroup of the grant journal, 0: none */
+	uint64_t revoking; /* cgroup of the revoke journal, 0: none */
 	/* Where targets resolve: every PID and cgroup is this one container. */
 	uint64_t target_cgid;
 	const char *target_cgroup;
