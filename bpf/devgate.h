@@ -64,8 +64,16 @@ struct dg_event {
 };
 
 /* A copy's own one-entry map: the container it serves, set before attach. */
+/*
+ * A copy's own state, in its "self" map: the container it serves and the
+ * runtime program its gate stands in for (0: none). The map lives as long
+ * as the program, pins or not, so a restarted devgated recovers both from
+ * the kernel (bpfgate.c, own_prog()).
+ */
 struct dg_self {
 	__u64 cgroup_id;
+	__u32 orig_id;
+	__u32 pad;
 };
 
 struct dg_ratelimit_key {

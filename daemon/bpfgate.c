@@ -14,6 +14,7 @@
 #include <bpf/libbpf.h>
 
 #include "bpfgate.h"
+#include "keeper.h"
 #include "cleanup.h"
 #include "devgate.skel.h"
 #include "log.h"
@@ -32,6 +33,9 @@ struct bpfgate {
 	int events_fd;
 	int ratelimit_fd;
 	int drops_fd;
+	uint32_t grants_id;
+	uint32_t counters_id; /* proves a program ours: gate and tally both count in it */
+	struct keeper keeper;
 };
 
 enum pin_kind { PIN_GATE, PIN_DEFAULT, PIN_TALLY };
@@ -47,6 +51,8 @@ struct attached {
 	uint32_t n;
 	uint32_t flags;
 };
+
+static int query(int cgfd, bool effective, struct attached *ret);
 
 static void devgate_destroyp(struct devgate **s)
 {
@@ -184,8 +190,38 @@ static int reuse_shared(struct devgate *skel, const struct devgate *from)
  * that copy's maps, so all of them see the same grants, counters and events.
  * The gate's expected_attach_type must match the program it may wrap.
  */
+#define SHARED_MAPS 5
+static const char *const shared_names[SHARED_MAPS] = {
+	"dg_grants_v1", "dg_counters_v1", "dg_events_v1", "dg_ratelim_v1", "dg_event_drops_v1",
+};
+
+/* The maps a live copy uses, so a new one adopts them instead of new ones. */
+static int adopt_shared(struct devgate *skel, const int *fds)
+{
+	struct bpf_map *maps[SHARED_MAPS] = {
+		skel->maps.dg_grants_v1,  skel->maps.dg_counters_v1,	skel->maps.dg_events_v1,
+		skel->maps.dg_ratelim_v1, skel->maps.dg_event_drops_v1,
+	};
+	int r = 0;
+
+	for (size_t i = 0; i < SHARED_MAPS && r == 0; i++) {
+		if (fds[i] >= 0)
+			r = bpf_map__reuse_fd(maps[i], fds[i]);
+	}
+	return r;
+}
+
+static int load_copy_adopting(const struct bpfgate *bg, enum role role, bool has_runtime,
+			      enum bpf_attach_type gate_eat, const int *adopt, struct devgate **ret);
+
 static int load_copy(const struct bpfgate *bg, enum role role, bool has_runtime,
 		     enum bpf_attach_type gate_eat, struct devgate **ret)
+{
+	return load_copy_adopting(bg, role, has_runtime, gate_eat, NULL, ret);
+}
+
+static int load_copy_adopting(const struct bpfgate *bg, enum role role, bool has_runtime,
+			      enum bpf_attach_type gate_eat, const int *adopt, struct devgate **ret)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .pin_root_path = bg->pin_root);
 	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
@@ -203,7 +239,7 @@ static int load_copy(const struct bpfgate *bg, enum role role, bool has_runtime,
 	bpf_program__set_expected_attach_type(skel->progs.devgate_gate, gate_eat);
 	bpf_map__set_autocreate(skel->maps.runtime_prog, progs);
 	bpf_map__set_autocreate(skel->maps.self, progs);
-	r = progs ? reuse_shared(skel, bg->maps) : 0;
+	r = progs ? reuse_shared(skel, bg->maps) : adopt ? adopt_shared(skel, adopt) : 0;
 	if (r == 0)
 		r = devgate__load(skel);
 	if (r != 0) /* libbpf returns 0 or -errno */
@@ -212,10 +248,10 @@ static int load_copy(const struct bpfgate *bg, enum role role, bool has_runtime,
 	return 0;
 }
 
-/* Tells a copy which container it serves; before it is attached. */
-static int set_self(struct devgate *skel, uint64_t cgid)
+/* Tells a copy which container it serves, and for which runtime program. */
+static int set_self(struct devgate *skel, uint64_t cgid, uint32_t orig_id)
 {
-	struct dg_self me = { .cgroup_id = cgid };
+	struct dg_self me = { .cgroup_id = cgid, .orig_id = orig_id };
 	uint32_t zero = 0;
 
 	return bpf_map_update_elem(bpf_map__fd(skel->maps.self), &zero, &me, BPF_ANY) < 0 ? -errno
@@ -234,10 +270,75 @@ void bpfgate_prepare(struct bpfgate *bg)
 		log_debug_errno(r, "cannot load a spare gate yet: %m");
 }
 
-int bpfgate_open(const char *pin_root, const struct dg_majors *majors, struct bpfgate **ret,
+/* The shared maps program id reads, by name, into fds (left -1 if absent). */
+static bool maps_of(uint32_t id, int *fds)
+{
+	uint32_t map_ids[16];
+	struct bpf_prog_info info = { 0 };
+	uint32_t len = sizeof(info);
+	auto_close int fd = bpf_prog_get_fd_by_id(id);
+	bool found = false;
+
+	info.nr_map_ids = ARRAY_SIZE(map_ids);
+	info.map_ids = (uint64_t)(uintptr_t)map_ids;
+	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) < 0 ||
+	    strcmp(info.name, "devgate_gate") != 0)
+		return false;
+	for (uint32_t i = 0; i < info.nr_map_ids && i < ARRAY_SIZE(map_ids); i++) {
+		struct bpf_map_info mi = { 0 };
+		uint32_t mlen = sizeof(mi);
+		int mfd = bpf_map_get_fd_by_id(map_ids[i]);
+
+		if (mfd < 0 || bpf_obj_get_info_by_fd(mfd, &mi, &mlen) < 0) {
+			safe_close(mfd);
+			continue;
+		}
+		for (size_t k = 0; k < SHARED_MAPS; k++) {
+			if (strcmp(mi.name, shared_names[k]) == 0 && fds[k] < 0) {
+				fds[k] = TAKE_FD(mfd);
+				found |= k == 0;
+			}
+		}
+		safe_close(mfd);
+	}
+	return found;
+}
+
+/*
+ * The grants map is pinned no more, but leased cgroups still carry our gates:
+ * the maps those gates read are ours, proven by the records that name the
+ * cgroups. Adopting them (and pinning them again) keeps one grants map, never
+ * two that disagree.
+ */
+static bool find_live_maps(const char *pin_root, const int *cgfds, size_t n, int *fds)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/dg_grants_v1", pin_root);
+	if (access(path, F_OK) == 0)
+		return false; /* pinned: libbpf reuses the pin */
+	for (size_t i = 0; i < n; i++) {
+		struct attached now = { 0 };
+
+		if (cgfds[i] < 0 || query(cgfds[i], false, &now) < 0)
+			continue;
+		for (uint32_t k = 0; k < now.n; k++) {
+			if (maps_of(now.ids[k], fds))
+				return true;
+		}
+	}
+	return false;
+}
+
+int bpfgate_open(const char *pin_root, const struct dg_majors *majors, int cgroot_fd,
+		 const int *leased_cgfds, size_t n_leased, struct bpfgate **ret,
 		 struct dg_error *err)
 {
+	int adopt[SHARED_MAPS] = { -1, -1, -1, -1, -1 };
+	struct bpf_map_info mi = { 0 };
+	uint32_t mlen = sizeof(mi);
 	struct bpfgate *bg;
+	bool adopting;
 	int r;
 
 	r = ensure_bpffs(pin_root, err);
@@ -249,7 +350,15 @@ int bpfgate_open(const char *pin_root, const struct dg_majors *majors, struct bp
 	bg->pin_root = strdup(pin_root);
 	bg->nvidia_major = majors->has_nvidia ? majors->nvidia : 0;
 	bg->uvm_major = majors->has_uvm ? majors->uvm : 0;
-	r = load_copy(bg, ROLE_MAPS, false, 0, &bg->maps);
+	adopting = find_live_maps(pin_root, leased_cgfds, n_leased, adopt);
+	r = load_copy_adopting(bg, ROLE_MAPS, false, 0, adopting ? adopt : NULL, &bg->maps);
+	for (size_t i = 0; i < SHARED_MAPS; i++)
+		safe_close(adopt[i]);
+	if (r == 0 && adopting)
+		log_notice("adopted the BPF maps of the gates on leased cgroups and pinned them again "
+			   "under %s", pin_root);
+	if (r == 0)
+		r = keeper_init(&bg->keeper, cgroot_fd, pin_root);
 	if (r < 0 || !bg->maps) {
 		r = r < 0 ? r : -EIO;
 		dg_error_set(err, DG_E_KERNEL, r, "cannot create devgate's BPF maps under %s: %s",
@@ -265,8 +374,38 @@ int bpfgate_open(const char *pin_root, const struct dg_majors *majors, struct bp
 	bg->events_fd = bpf_map__fd(bg->maps->maps.dg_events_v1);
 	bg->ratelimit_fd = bpf_map__fd(bg->maps->maps.dg_ratelim_v1);
 	bg->drops_fd = bpf_map__fd(bg->maps->maps.dg_event_drops_v1);
+	if (bpf_obj_get_info_by_fd(bg->grants_fd, &mi, &mlen) == 0)
+		bg->grants_id = mi.id;
+	mi = (struct bpf_map_info){ 0 };
+	mlen = sizeof(mi);
+	if (bpf_obj_get_info_by_fd(bg->counters_fd, &mi, &mlen) == 0)
+		bg->counters_id = mi.id;
 	*ret = bg;
 	return 0;
+}
+
+/*
+ * Pins removed at run time (an admin, a bpffs remount): pinned again, so a
+ * restart finds them. The maps live on regardless: devgated holds them.
+ */
+void bpfgate_repin(struct bpfgate *bg)
+{
+	const int fds[SHARED_MAPS] = { bg->grants_fd, bg->counters_fd, bg->events_fd,
+				       bg->ratelimit_fd, bg->drops_fd };
+	char path[PATH_MAX];
+
+	if (access(bg->pin_root, F_OK) == 0 &&
+	    snprintf(path, sizeof(path), "%s/dg_grants_v1", bg->pin_root) > 0 &&
+	    access(path, F_OK) == 0)
+		return;
+	if (ensure_bpffs(bg->pin_root, NULL) < 0)
+		return;
+	for (size_t i = 0; i < SHARED_MAPS; i++) {
+		snprintf(path, sizeof(path), "%s/%s", bg->pin_root, shared_names[i]);
+		if (access(path, F_OK) < 0 && bpf_obj_pin(fds[i], path) < 0)
+			log_warning_errno(errno, "cannot pin %s again: %m", path);
+	}
+	log_notice("pinned devgate's maps again under %s", bg->pin_root);
 }
 
 void bpfgate_free(struct bpfgate *bg)
@@ -527,6 +666,179 @@ static void keep_for_tally(struct devgate **skel, struct devgate **tally_src)
 		*tally_src = TAKE_PTR(*skel);
 }
 
+static const struct pinned *find_pinned(const struct pinned *pins, size_t n, uint32_t id)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (pins[i].id == id)
+			return &pins[i];
+	}
+	return NULL;
+}
+
+/* What a program attached to a cgroup is, proven from the kernel. */
+enum own_kind {
+	OWN_NONE,   /* a runtime's (or anyone else's) program */
+	OWN_GATE,   /* our gate: named devgate_gate, reading our grants map */
+	OWN_TALLY,  /* our tally */
+	OWN_ORPHAN, /* a devgate program reading another grants map */
+};
+
+struct own_prog {
+	enum own_kind kind;
+	struct dg_self self;
+	uint32_t slot_map_id; /* the gate's runtime_prog array, 0: none */
+	uint32_t slot_prog;   /* what the slot holds now, 0: empty */
+};
+
+static void own_map(int map_id, uint32_t counters_id, struct own_prog *o, bool *ours,
+		    bool *theirs)
+{
+	struct bpf_map_info info = { 0 };
+	uint32_t len = sizeof(info), zero = 0;
+	auto_close int fd = bpf_map_get_fd_by_id((uint32_t)map_id);
+
+	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
+		return;
+	if (strcmp(info.name, "dg_counters_v1") == 0) {
+		*ours |= info.id == counters_id;
+		*theirs |= info.id != counters_id;
+	} else if (strcmp(info.name, "self") == 0 && info.value_size >= sizeof(o->self)) {
+		(void)bpf_map_lookup_elem(fd, &zero, &o->self);
+	} else if (info.type == BPF_MAP_TYPE_PROG_ARRAY) {
+		o->slot_map_id = info.id;
+		if (bpf_map_lookup_elem(fd, &zero, &o->slot_prog) < 0)
+			o->slot_prog = 0;
+	}
+}
+
+/* Names alone prove nothing: ours are the programs that use our counters map. */
+static int own_prog(const struct bpfgate *bg, uint32_t id, struct own_prog *o)
+{
+	uint32_t map_ids[16];
+	struct bpf_prog_info info = { 0 };
+	uint32_t len = sizeof(info);
+	auto_close int fd = bpf_prog_get_fd_by_id(id);
+	bool ours = false, theirs = false;
+
+	*o = (struct own_prog){ .kind = OWN_NONE };
+	if (fd < 0)
+		return -errno;
+	info.nr_map_ids = ARRAY_SIZE(map_ids);
+	info.map_ids = (uint64_t)(uintptr_t)map_ids;
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
+		return -errno;
+	if (strcmp(info.name, "devgate_gate") != 0 && strcmp(info.name, "devgate_tally") != 0)
+		return 0;
+	for (uint32_t i = 0; i < info.nr_map_ids && i < ARRAY_SIZE(map_ids); i++)
+		own_map((int)map_ids[i], bg->counters_id, o, &ours, &theirs);
+	if (ours)
+		o->kind = strcmp(info.name, "devgate_gate") == 0 ? OWN_GATE : OWN_TALLY;
+	else if (theirs)
+		o->kind = OWN_ORPHAN;
+	return 0;
+}
+
+/* A gate's slot emptied (its last pin went): the keeper still holds orig. */
+static int refill_slot(const struct own_prog *o)
+{
+	auto_close int map_fd = bpf_map_get_fd_by_id(o->slot_map_id);
+	auto_close int orig_fd = bpf_prog_get_fd_by_id(o->self.orig_id);
+	uint32_t zero = 0;
+
+	if (map_fd < 0 || orig_fd < 0)
+		return -errno;
+	return bpf_map_update_elem(map_fd, &zero, &orig_fd, BPF_ANY) < 0 ? -errno : 0;
+}
+
+/* Pins the attached program id, and its slot map, under the names a guard reads. */
+static int repin_own(const char *dir, uint32_t id, const struct own_prog *o)
+{
+	auto_close int fd = bpf_prog_get_fd_by_id(id);
+	auto_close int map_fd = -1;
+	char name[32];
+	int r;
+
+	if (fd < 0)
+		return -errno;
+	if (o->kind == OWN_TALLY)
+		return pin_fd(fd, dir, "tally");
+	if (!o->self.orig_id)
+		return pin_fd(fd, dir, "gate-default");
+	snprintf(name, sizeof(name), "slot-%u", o->self.orig_id);
+	map_fd = bpf_map_get_fd_by_id(o->slot_map_id);
+	r = map_fd < 0 ? -errno : pin_fd(map_fd, dir, name);
+	snprintf(name, sizeof(name), "gate-%u", o->self.orig_id);
+	return r < 0 ? r : pin_fd(fd, dir, name);
+}
+
+/*
+ * A devgate program of a grants map no longer ours (pins lost with their
+ * maps, and nothing proved them): put its runtime program back in its place,
+ * so our own gate wraps that, never the orphan.
+ */
+static int unwrap_orphan(const struct keeper *k, int cgfd, uint32_t id, const struct own_prog *o,
+			 uint32_t cg_flags)
+{
+	auto_close int fd = bpf_prog_get_fd_by_id(id);
+	auto_close int orig_fd = o->self.orig_id ? bpf_prog_get_fd_by_id(o->self.orig_id) : -1;
+	bool multi = cg_flags & BPF_F_ALLOW_MULTI;
+	int r;
+
+	if (fd < 0)
+		return -errno;
+	if (orig_fd < 0)
+		r = bpf_prog_detach2(fd, cgfd, BPF_CGROUP_DEVICE) < 0 ? -errno : 0;
+	else
+		r = attach(orig_fd, cgfd, multi ? BPF_F_ALLOW_MULTI : cg_flags, multi ? fd : -1);
+	if (r == 0 && o->self.orig_id)
+		keeper_release(k, o->self.orig_id);
+	return r;
+}
+
+/*
+ * Pins are a convenience, not the truth: programs on the cgroup that are
+ * provably ours but not pinned (pins removed, bpffs remounted, devgated
+ * restarted) are pinned again, their empty slots refilled from the keeper;
+ * orphans are replaced by what they wrapped.
+ */
+static int recover_pins(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
+			const struct pinned *pins, size_t n_pins, const struct attached *now)
+{
+	int fixed = 0;
+
+	for (uint32_t i = 0; i < now->n; i++) {
+		struct own_prog o;
+		int r;
+
+		if (find_pinned(pins, n_pins, now->ids[i]) || own_prog(bg, now->ids[i], &o) < 0 ||
+		    o.kind == OWN_NONE)
+			continue;
+		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		if (o.kind == OWN_ORPHAN)
+			r = unwrap_orphan(&bg->keeper, cgfd, now->ids[i], &o, now->flags);
+		else
+			r = repin_own(dir, now->ids[i], &o);
+		if (r < 0)
+			return r;
+		/* After the pin: a prog array's entries go when its last pin or fd does. */
+		if (o.kind == OWN_GATE && o.self.orig_id && !o.slot_prog) {
+			r = refill_slot(&o);
+			if (r < 0)
+				log_error_errno(r, "cgroup %llu: gate %u lost runtime program %u: %m",
+						(unsigned long long)cgid, now->ids[i], o.self.orig_id);
+			else
+				log_notice("cgroup %llu: gate %u holds runtime program %u again",
+					   (unsigned long long)cgid, now->ids[i], o.self.orig_id);
+		}
+		log_notice("cgroup %llu: %s %s program %u", (unsigned long long)cgid,
+			   o.kind == OWN_ORPHAN ? "unwrapped orphaned" : "re-pinned its",
+			   o.kind == OWN_TALLY ? "tally" : "gate", now->ids[i]);
+		fixed++;
+	}
+	return fixed;
+}
+
 /* Replaces runtime program orig_id on cgfd by a gate, atomically. */
 static int wrap(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd, uint32_t orig_id,
 		uint32_t cg_flags, struct devgate **tally_src, struct dg_error *err)
@@ -543,7 +855,7 @@ static int wrap(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd, ui
 				    "cannot take hold of device program %u: %m", orig_id);
 	r = copy_for_wrap(bg, orig_fd, &skel);
 	if (r == 0 && skel)
-		r = set_self(skel, cgid);
+		r = set_self(skel, cgid, orig_id);
 	if (r < 0 || !skel)
 		return dg_error_set(err, DG_E_KERNEL, r < 0 ? r : -EIO,
 				    "cannot load a gate for device program %u: %s", orig_id,
@@ -563,6 +875,11 @@ static int wrap(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd, ui
 				    "cannot put a gate in place of device program %u: %s", orig_id,
 				    strerror(-r));
 	}
+	/* The gate's slot ends with its pin: the kernel keeps orig for us here. */
+	r = keeper_hold(&bg->keeper, orig_fd, orig_id);
+	if (r < 0)
+		log_warning_errno(r, "cannot keep device program %u: %m (it lives as long as its pin)",
+				  orig_id);
 	log_debug("cgroup %llu: gate in place of device program %u", (unsigned long long)cgid,
 		  orig_id);
 	keep_for_tally(&skel, tally_src);
@@ -593,7 +910,7 @@ static int attach_default(struct bpfgate *bg, uint64_t cgid, const char *dir, in
 	int r = load_copy(bg, ROLE_PROGS, false, BPF_CGROUP_DEVICE, &skel);
 
 	if (r == 0)
-		r = set_self(skel, cgid);
+		r = set_self(skel, cgid, 0);
 	if (r < 0 || !skel)
 		return dg_error_set(err, DG_E_KERNEL, r < 0 ? r : -EIO,
 				    "cannot load devgate's default gate: %s", strerror(-r));
@@ -616,15 +933,6 @@ static int detach_pinned(const char *dir, const char *name, int cgfd)
 	if (bpf_prog_detach2(fd, cgfd, BPF_CGROUP_DEVICE) < 0 && errno != ENOENT)
 		return -errno;
 	return 0;
-}
-
-static const struct pinned *find_pinned(const struct pinned *pins, size_t n, uint32_t id)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (pins[i].id == id)
-			return &pins[i];
-	}
-	return NULL;
 }
 
 /* The tally must come after every gate to see their verdict. */
@@ -670,7 +978,7 @@ static int place_tally(struct bpfgate *bg, uint64_t cgid, const char *dir, int c
 	if (!*tally_src) {
 		r = load_copy(bg, ROLE_PROGS, true, 0, tally_src);
 		if (r == 0 && *tally_src)
-			r = set_self(*tally_src, cgid);
+			r = set_self(*tally_src, cgid, 0);
 		if (r < 0 || !*tally_src)
 			return dg_error_set(err, DG_E_KERNEL, r < 0 ? r : -EIO,
 					    "cannot load devgate's tally: %s", strerror(-r));
@@ -718,6 +1026,23 @@ static void guard_summary(int cgfd, const struct pinned *pins, size_t n_pins,
 		gi->ancestor_progs = eff.n - now.n;
 }
 
+/* Pins and attached programs of a cgroup, after recovering lost pins. */
+static int inspect(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
+		   struct pinned *pins, size_t *n_pins, struct attached *now)
+{
+	int r = read_pins(dir, pins, MAX_PROGS, n_pins);
+
+	if (r == 0)
+		r = query(cgfd, false, now);
+	if (r == 0)
+		r = recover_pins(bg, cgid, dir, cgfd, pins, *n_pins, now);
+	if (r > 0) /* something changed: look again */
+		r = read_pins(dir, pins, MAX_PROGS, n_pins);
+	if (r == 0)
+		r = query(cgfd, false, now);
+	return r;
+}
+
 int bpfgate_guard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *info,
 		  struct dg_error *err)
 {
@@ -732,9 +1057,7 @@ int bpfgate_guard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info
 	r = cg_dir(bg, cgid, dir, sizeof(dir));
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "pin path too long");
-	r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);
-	if (r == 0)
-		r = query(cgfd, false, &now);
+	r = inspect(bg, cgid, dir, cgfd, pins, &n_pins, &now);
 	if (r < 0)
 		return dg_error_set(err, DG_E_KERNEL, r, "cannot inspect the device programs of "
 				    "cgroup %llu: %s", (unsigned long long)cgid, strerror(-r));
@@ -787,9 +1110,7 @@ int bpfgate_needs_guard(struct bpfgate *bg, uint64_t cgid, int cgfd)
 
 	r = cg_dir(bg, cgid, dir, sizeof(dir));
 	if (r == 0)
-		r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);
-	if (r == 0)
-		r = query(cgfd, false, &now);
+		r = inspect(bg, cgid, dir, cgfd, pins, &n_pins, &now);
 	if (r < 0)
 		return r;
 	return !settled(pins, n_pins, &now);
@@ -859,8 +1180,14 @@ int bpfgate_unguard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error
 	int r;
 
 	r = cg_dir(bg, cgid, dir, sizeof(dir));
-	if (r == 0)
+	if (r == 0 && cgfd >= 0) {
+		struct attached now = { 0 };
+
+		/* Lost pins first: what is ours is found on the cgroup itself. */
+		r = inspect(bg, cgid, dir, cgfd, pins, &n_pins, &now);
+	} else if (r == 0) {
 		r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);
+	}
 	if (r < 0)
 		return dg_error_set(err, DG_E_KERNEL, r, "cannot read pins of cgroup %llu: %s",
 				    (unsigned long long)cgid, strerror(-r));
@@ -868,6 +1195,11 @@ int bpfgate_unguard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error
 		r = unguard_attached(dir, cgfd, pins, n_pins, cgid, err);
 		if (r < 0)
 			return r;
+	}
+	/* The runtime programs are back on their cgroup, or it is gone: let go. */
+	for (size_t i = 0; i < n_pins; i++) {
+		if (pins[i].kind == PIN_GATE)
+			keeper_release(&bg->keeper, pins[i].orig_id);
 	}
 	d = opendir(dir);
 	while (d && (de = readdir(d))) {

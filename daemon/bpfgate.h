@@ -34,8 +34,16 @@ struct guard_info {
 	int tally;		     /* 1 when the tally is attached */
 };
 
-int bpfgate_open(const char *pin_root, const struct dg_majors *majors, struct bpfgate **ret,
+/*
+ * Creates devgate's maps under pin_root or adopts them: from their pins, or,
+ * with the pins gone, from the gates on leased_cgfds (cgroups the lease
+ * records name). cgroot_fd: the cgroup v2 root, for the keeper.
+ */
+int bpfgate_open(const char *pin_root, const struct dg_majors *majors, int cgroot_fd,
+		 const int *leased_cgfds, size_t n_leased, struct bpfgate **ret,
 		 struct dg_error *err);
+/* Pins the maps again if someone removed them; cheap when they are there. */
+void bpfgate_repin(struct bpfgate *bg);
 void bpfgate_free(struct bpfgate *bg);
 const char *bpfgate_pin_root(const struct bpfgate *bg);
 

@@ -299,6 +299,23 @@ static int setup_metrics_http(struct daemon *d, struct dg_error *err)
 	return 0;
 }
 
+/* The lease records name the cgroups whose gates prove which maps are ours. */
+static int open_bpfgate(struct daemon *d, struct dg_error *err)
+{
+	int fds[64];
+	size_t n = 0;
+	int r;
+
+	for (size_t i = 0; i < d->leases.n && n < ARRAY_SIZE(fds); i++) {
+		if (cgroup_open_id(&d->cg, d->leases.v[i]->cgid, &fds[n]) == 0)
+			n++;
+	}
+	r = bpfgate_open(d->cfg.pin_root, &d->inv->majors, d->cg.fd, fds, n, &d->bg, err);
+	while (n)
+		close(fds[--n]);
+	return r;
+}
+
 /* Observers of state changes (struct daemon_hooks): streams to clients. */
 static void on_lease_changed(struct daemon *d, const char *type, const struct lease *l,
 			     const char *const *gpus, size_t n_gpus)
@@ -341,9 +358,9 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 										  : NULL,
 			       &d->state, err);
 	if (r == 0)
-		r = bpfgate_open(d->cfg.pin_root, &d->inv->majors, &d->bg, err);
-	if (r == 0)
 		r = state_load(d->state, &d->leases, err);
+	if (r == 0)
+		r = open_bpfgate(d, err);
 	if (r == 0) {
 		r = metrics_new(&d->metrics);
 		if (r < 0)

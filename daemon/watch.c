@@ -169,6 +169,7 @@ void watch_tick(struct daemon *d)
 	size_t n = d->leases.n, batch = n < TICK_BATCH ? n : TICK_BATCH;
 
 	(void)!read(d->timer_fd, &expirations, sizeof(expirations));
+	bpfgate_repin(d->bg);
 	if (n == 0)
 		return;
 	/* Releasing edits the table: pick the ids first, round-robin. */

@@ -92,8 +92,26 @@ dg_teardown() {
 		done
 	done
 	[ -n "${DG_PINS:-}" ] && rm -rf "$DG_PINS"
+	dg_keeper_clean
 	[ "$status" = 0 ] && [ -n "${DG_TMP:-}" ] && rm -rf "$DG_TMP"
 	return "$status"
+}
+
+# The keeper cgroups of this test's devgated (daemon/keeper.h): the runtime
+# programs it held for gates that are gone now are let go.
+dg_keeper_clean() {
+	local dir k id
+	[ -n "${DG_PINS:-}" ] && [ -n "${DG_CGROOT:-}" ] || return 0
+	dir="$DG_CGROOT/devgate.keep/${DG_PINS//\//_}"
+	[ -d "$dir" ] || return 0
+	for k in "$dir"/k*; do
+		[ -d "$k" ] || continue
+		for id in $(bpftool -j cgroup show "$k" 2>/dev/null | jq -r '.[].id'); do
+			bpftool cgroup detach "$k" device id "$id" 2>/dev/null || true
+		done
+		rmdir "$k" 2>/dev/null || true
+	done
+	rmdir "$dir" 2>/dev/null || true
 }
 
 # make_host [mkfixture options]: the fake GPU host (default: 2 GPUs).

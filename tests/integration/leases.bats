@@ -365,3 +365,53 @@ restart_keeps_lease() { # SIGNAL
 	wait_until 3 no_leases
 	[ "$(grant_entries)" = 0 ]
 }
+
+@test "pins removed, devgated restarted: one grants map, an exclusive GPU stays exclusive" {
+	start_daemon
+	container c2
+	c2=$CID
+	original=$(cg_progs "$DG_CGROOT/$c2")
+	run -0 dg grant --pid "$CPID" --gpu 1
+	stop_daemon TERM
+	rm -rf "$DG_PINS"
+	start_daemon
+	grep -q "adopted the BPF maps of the gates on leased cgroups" "$DG_TMP/daemon.log"
+	run -1 probe "$c2" /dev/nvidia1
+	[ "$output" = "/dev/nvidia1 ENXIO" ]
+	run -0 dg revoke --cgroup "/$c2"
+	# The revoke reached the map the gate reads, and put the runtime back.
+	run -1 probe "$c2" /gpu1
+	[ "$output" = "/gpu1 EPERM" ]
+	[ "$(cg_progs "$DG_CGROOT/$c2")" = "$original" ]
+	container c3
+	run -0 dg grant --pid "$CPID" --gpu 1
+	run -1 probe "$CID" /dev/nvidia1
+	[ "$output" = "/dev/nvidia1 ENXIO" ]
+	run -1 probe "$c2" /gpu1
+	[ "$output" = "/gpu1 EPERM" ]
+}
+
+@test "pins removed while devgated runs: the runtime's devices keep working, pins come back" {
+	start_daemon --recheck-ms 200
+	container c
+	original=$(cg_progs "$DG_CGROOT/$CID")
+	run -0 dg grant --pid "$CPID" --gpu 0
+	rm -rf "$DG_PINS"
+	# The gate's slot emptied with its pin; the keeper refills it at the next tick.
+	wait_until 3 test -e "$DG_PINS/dg_grants_v1"
+	wait_until 3 sh -c "ls '$DG_PINS'/cg/*/gate-* >/dev/null 2>&1"
+	run -0 probe "$CID" /dev/null
+	[ "$output" = "/dev/null ok" ]
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+	# And across a restart with the pins gone again.
+	stop_daemon TERM
+	rm -rf "$DG_PINS"
+	start_daemon
+	run -0 probe "$CID" /dev/null
+	[ "$output" = "/dev/null ok" ]
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+	run -0 dg revoke --pid "$CPID"
+	[ "$(cg_progs "$DG_CGROOT/$CID")" = "$original" ]
+}
