@@ -106,7 +106,7 @@ static void check_cgroup2(struct doctor *d, struct result *r)
 			     NULL);
 
 	if (e == 0)
-		e = mountinfo_find_cgroup2(text, &d->cg_mount);
+		e = mountinfo_find_cgroup2(text, mountinfo_is_cgroup2, &d->cg_mount);
 	if (e == 0) {
 		say(r, ST_OK, "cgroup v2 is mounted at %s", d->cg_mount);
 		return;

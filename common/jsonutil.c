@@ -1,8 +1,54 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <ctype.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "jsonutil.h"
+
+/* Entries of every object in the tree. */
+static size_t tree_keys(json_object *o)
+{
+	size_t n = 0;
+
+	if (json_object_is_type(o, json_type_object)) {
+		json_object_object_foreach(o, key, val)
+		{
+			(void)key;
+			n += 1 + tree_keys(val);
+		}
+	} else if (json_object_is_type(o, json_type_array)) {
+		for (size_t i = 0; i < json_object_array_length(o); i++)
+			n += tree_keys(json_object_array_get_idx(o, i));
+	}
+	return n;
+}
+
+/*
+ * Keys in valid JSON text (strings followed by ':'), or SIZE_MAX when a
+ * string holds \u0000, which C strings would silently cut.
+ */
+static size_t text_keys(const char *p, const char *end)
+{
+	size_t n = 0;
+
+	while (p < end) {
+		if (*p++ != '"')
+			continue;
+		while (p < end && *p != '"') {
+			if (*p == '\\' && p + 1 < end) {
+				if (p[1] == 'u' && end - p >= 6 && strncmp(p + 2, "0000", 4) == 0)
+					return SIZE_MAX;
+				p++;
+			}
+			p++;
+		}
+		p++;
+		while (p < end && isspace((unsigned char)*p))
+			p++;
+		n += p < end && *p == ':';
+	}
+	return n;
+}
 
 json_object *json_parse_object(const char *text)
 {
@@ -18,8 +64,12 @@ json_object *json_parse_object(const char *text)
 		while (end < len && isspace((unsigned char)text[end]))
 			end++;
 	}
+	/*
+	 * json-c keeps the last of duplicate keys, so {"op":"list","op":"grant"}
+	 * would be a grant: more keys in the text than in the tree is refused.
+	 */
 	if (!o || json_tokener_get_error(tok) != json_tokener_success || end != len ||
-	    !json_object_is_type(o, json_type_object)) {
+	    !json_object_is_type(o, json_type_object) || text_keys(text, text + len) != tree_keys(o)) {
 		json_object_put(o);
 		o = NULL;
 	}

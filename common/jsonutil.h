@@ -8,7 +8,8 @@
 
 /*
  * Parses text that must hold exactly one JSON object, nested at most 16
- * deep, with nothing but white space after it. NULL otherwise.
+ * deep, with nothing but white space after it, no key twice in one object
+ * and no \u0000 in any string. NULL otherwise.
  */
 json_object *json_parse_object(const char *text);
 

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
 
 #include "cleanup.h"
 #include "mountinfo.h"
@@ -25,9 +27,10 @@ static void unescape_octal(char *s)
 	*out = '\0';
 }
 
-int mountinfo_find_cgroup2(const char *text, char **ret)
+int mountinfo_find_cgroup2(const char *text, bool (*usable)(const char *path), char **ret)
 {
 	auto_free char *copy = strdup(text);
+	auto_free char *found = NULL;
 	char *save = NULL;
 
 	if (!copy)
@@ -44,8 +47,23 @@ int mountinfo_find_cgroup2(const char *text, char **ret)
 		if (strcmp(root, "/") != 0)
 			continue;
 		unescape_octal(mnt);
-		*ret = strdup(mnt);
-		return *ret ? 0 : -ENOMEM;
+		/* Later lines were mounted later: the last usable one wins. */
+		if (usable && !usable(mnt))
+			continue;
+		free(found);
+		found = strdup(mnt);
+		if (!found)
+			return -ENOMEM;
 	}
-	return -ENOENT;
+	if (!found)
+		return -ENOENT;
+	*ret = TAKE_PTR(found);
+	return 0;
+}
+
+bool mountinfo_is_cgroup2(const char *path)
+{
+	struct statfs st;
+
+	return statfs(path, &st) == 0 && st.f_type == CGROUP2_SUPER_MAGIC;
 }

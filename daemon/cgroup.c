@@ -32,16 +32,23 @@ int proc_cgroup_parse(const char *text, char **ret)
 	return -ENOMEDIUM;
 }
 
-int cgroot_open(struct cgroot *ret, struct dg_error *err)
+int cgroot_open(struct cgroot *ret, const char *root, struct dg_error *err)
 {
 	auto_free char *text = NULL, *mnt = NULL;
 	int r, fd;
 
+	if (root && !mountinfo_is_cgroup2(root)) {
+		dg_error_set(err, DG_E_CONFIG, ENOTDIR, "cgroup-root %s is not a cgroup v2 mount",
+			     root);
+		dg_error_hint(err, "leave cgroup-root unset to find the mount from mountinfo");
+		return -ENOTDIR;
+	}
 	r = read_file_at(AT_FDCWD, "/proc/self/mountinfo", (size_t)4 * 1024 * 1024, &text, NULL);
 	if (r < 0)
 		return dg_error_set(err, DG_E_KERNEL, r, "cannot read /proc/self/mountinfo: %s",
 				    strerror(-r));
-	r = mountinfo_find_cgroup2(text, &mnt);
+	r = root ? ((mnt = strdup(root)) ? 0 : -ENOMEM)
+		 : mountinfo_find_cgroup2(text, mountinfo_is_cgroup2, &mnt);
 	if (r == -ENOENT) {
 		dg_error_set(err, DG_E_KERNEL, ENOENT, "no cgroup v2 hierarchy is mounted");
 		dg_error_hint(err, "devgate needs cgroup v2; mount it with "

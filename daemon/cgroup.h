@@ -21,7 +21,8 @@ struct cgroot {
 /* Finds the "0::PATH" line in /proc/PID/cgroup text; -ENOMEDIUM if absent. */
 int proc_cgroup_parse(const char *text, char **ret);
 
-int cgroot_open(struct cgroot *ret, struct dg_error *err);
+/* root: the cgroup v2 mount to use; NULL: the usable one mountinfo names last. */
+int cgroot_open(struct cgroot *ret, const char *root, struct dg_error *err);
 void cgroot_close(struct cgroot *root);
 
 /* Opens the cgroup at PATH (relative to the v2 root, starting with '/'). */

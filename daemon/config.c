@@ -25,6 +25,7 @@ enum key_type {
 	K_ABSPATH, /* char *, absolute path */
 	K_PATH,	   /* char *, any non-empty path */
 	K_LISTEN,  /* char *, ADDR:PORT, empty for none */
+	K_OPTPATH, /* char *, absolute path, empty for none */
 	K_MODE,	   /* mode_t, octal up to 0777 */
 	K_OWNER,   /* node_uid and node_gid */
 	K_MS,	   /* unsigned int, 100 to 3600000 */
@@ -48,6 +49,7 @@ static const struct key keys[] = {
 	KEY("state-dir", K_ABSPATH, state_dir),
 	KEY("pin-root", K_ABSPATH, pin_root),
 	KEY("host-root", K_PATH, host_root),
+	KEY("cgroup-root", K_OPTPATH, cgroup_root),
 	KEY("node-mode", K_MODE, node_mode),
 	KEY("node-owner", K_OWNER, node_uid),
 	KEY("recheck-ms", K_MS, recheck_ms),
@@ -157,12 +159,14 @@ int config_init(struct dg_config *c)
 
 void config_free(struct dg_config *c)
 {
+	free(c->cgroup_root);
 	free(c->socket_path);
 	free(c->state_dir);
 	free(c->pin_root);
 	free(c->host_root);
 	free(c->metrics_listen);
 	c->socket_path = c->state_dir = c->pin_root = c->host_root = c->metrics_listen = NULL;
+	c->cgroup_root = NULL;
 }
 
 static int parse_owner(const char *s, uid_t *uid, gid_t *gid)
@@ -235,6 +239,11 @@ static int set_value(struct dg_config *c, const struct key *k, const char *v,
 		if (!*v)
 			return dg_error_set(err, DG_E_INVALID, EINVAL, "a path is needed");
 		return set_str(field(c, k), v);
+	case K_OPTPATH:
+		if (*v && v[0] != '/')
+			return dg_error_set(err, DG_E_INVALID, EINVAL,
+					    "'%s' is not an absolute path", v);
+		return set_str(field(c, k), *v ? v : NULL);
 	case K_LISTEN:
 		if (*v && check_listen(v) < 0)
 			return dg_error_set(err, DG_E_INVALID, EINVAL,
@@ -394,6 +403,7 @@ static void print_key(const struct dg_config *c, const struct key *k, FILE *f)
 	switch (k->type) {
 	case K_ABSPATH:
 	case K_PATH:
+	case K_OPTPATH:
 	case K_LISTEN:
 		fprintf(f, "%s\n", *s ? *s : "");
 		break;

@@ -22,6 +22,7 @@ struct dg_config {
 	char *pin_root;
 	char *host_root;
 	char *metrics_listen; /* ADDR:PORT or NULL */
+	char *cgroup_root;    /* the cgroup v2 mount; NULL: from mountinfo */
 	mode_t node_mode;
 	uid_t node_uid;
 	gid_t node_gid;

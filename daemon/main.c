@@ -51,6 +51,8 @@ static void usage(FILE *f)
 		"      --state-dir DIR     where leases are kept (default %s)\n"
 		"      --pin-root DIR      BPF pin directory on bpffs (default %s)\n"
 		"      --host-root DIR     read GPUs from DIR instead of / (test fixtures)\n"
+		"      --cgroup-root DIR   the cgroup v2 mount to use (default: the last usable\n"
+		"                          one in /proc/self/mountinfo)\n"
 		"      --node-mode MODE    mode of nodes made in containers (default 0666)\n"
 		"      --node-owner U:G    owner of those nodes (default 0:0)\n"
 		"      --recheck-ms MS     how often leased cgroups are re-checked (default 1000)\n"
@@ -112,6 +114,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "state-dir", required_argument, NULL, OPT_SET },
 		{ "pin-root", required_argument, NULL, OPT_SET },
 		{ "host-root", required_argument, NULL, OPT_SET },
+		{ "cgroup-root", required_argument, NULL, OPT_SET },
 		{ "node-mode", required_argument, NULL, OPT_SET },
 		{ "node-owner", required_argument, NULL, OPT_SET },
 		{ "recheck-ms", required_argument, NULL, OPT_SET },
@@ -345,7 +348,7 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 	if (r == 0)
 		r = inventory_discover(d->cfg.host_root, &d->inv, err);
 	if (r == 0)
-		r = cgroot_open(&d->cg, err);
+		r = cgroot_open(&d->cg, d->cfg.cgroup_root, err);
 	if (r < 0)
 		return r;
 	r = cgroup_of_pid(getpid(), &d->self_cgroup);

@@ -560,6 +560,15 @@ static int make_job(const struct target *t, enum helper_op op, const struct node
 	memset(job, 0, sizeof(*job));
 	job->op = op;
 	job->enter = !same_mntns(t->pid);
+	/*
+	 * A root path names the container's rootfs inside its own mount
+	 * namespace; in devgated's it would be any host directory.
+	 */
+	if (o->root_path && !job->enter)
+		return dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EXDEV,
+				    "PID %d shares devgated's mount namespace: a root path (%s) is "
+				    "honoured only inside a container's own", (int)t->pid,
+				    o->root_path);
 	job->host_dev = host.st_dev;
 	job->mode = o->mode;
 	job->uid = o->uid;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,11 +20,19 @@ int pidfd_open_pid(pid_t pid)
 	return fd < 0 ? -errno : (int)fd;
 }
 
+/*
+ * A pidfd turns readable when its process exits. Not pidfd_send_signal(0):
+ * without CAP_KILL (devgated has none) that fails with EPERM for any
+ * process of another user, so a container running as uid 1000 looked dead.
+ */
 int pidfd_alive(int pidfd)
 {
-	if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0)
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+	int r = poll(&p, 1, 0);
+
+	if (r < 0)
 		return -errno;
-	return 0;
+	return r > 0 ? -ESRCH : 0;
 }
 
 void target_done(struct target *t)

@@ -73,3 +73,21 @@ teardown() { dg_teardown; }
 	run -1 probe "$CID" /gpu1
 	[ "$output" = "/gpu1 EPERM" ]
 }
+
+@test "cgroup2 stacked over the hybrid mount: devgated picks the reachable one; --cgroup-root is checked" {
+	stop_daemon
+	# In its own mount namespace, cgroup2 on /sys/fs/cgroup hides .../unified.
+	unshare -m --propagation private sh -c '
+		mount -t cgroup2 none /sys/fs/cgroup &&
+		exec "$1" --socket "$2" --state-dir "$3" --pin-root "$4" --host-root "$5"' _ \
+		"$DEVGATE_BUILD/devgated" "$DG_SOCK" "$DG_TMP/state" "$DG_PINS" "$DG_HOST" \
+		>>"$DG_TMP/daemon.log" 2>&1 &
+	DG_DAEMON_PID=$!
+	wait_for_daemon
+	grep -q "cgroup v2 at /sys/fs/cgroup," "$DG_TMP/daemon.log"
+	run -0 dg list
+	stop_daemon
+	run -14 "$DEVGATE_BUILD/devgated" --socket "$DG_SOCK" --state-dir "$DG_TMP/state" \
+		--pin-root "$DG_PINS" --host-root "$DG_HOST" --cgroup-root "$DG_TMP"
+	[[ "$output" == *"cgroup-root $DG_TMP is not a cgroup v2 mount"* ]]
+}

@@ -180,3 +180,20 @@ teardown() { dg_teardown; }
 	[ -z "$(cg_progs "$cg")" ]
 	[ "$(grant_entries)" = 0 ]
 }
+
+@test "a root path for a process in devgated's own mount namespace is refused: exit 6" {
+	cg="$DG_CGROOT/$DG_ID-samens"
+	mkdir "$cg" "$DG_TMP/fake" "$DG_TMP/fake/dev"
+	DG_CGROUPS+=("$cg")
+	# Own cgroup, but devgated's mount namespace: a root path is a host directory.
+	setsid sh -c 'echo $$ > "$1/cgroup.procs"; exec sleep 100' _ "$cg" </dev/null >/dev/null 2>&1 &
+	for _ in $(seq 400); do
+		pid=$(tail -1 "$cg/cgroup.procs")
+		[ -n "$pid" ] && [ "$(cat /proc/"$pid"/comm)" = sleep ] && break
+		sleep 0.05
+	done
+	run -6 dg grant --pid "$pid" --gpu 0 --root "$DG_TMP/fake"
+	[[ "$output" == *"shares devgated's mount namespace: a root path"* ]]
+	[ -z "$(ls "$DG_TMP/fake/dev")" ]
+	[ "$(grant_entries)" = 0 ]
+}

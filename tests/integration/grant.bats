@@ -137,3 +137,17 @@ teardown() { dg_teardown; }
 	run -1 probe "$CID" /dev/nvidia0 /dev/nvidia15 /dev/nvidia-uvm-tools
 	[ "$output" = "$(printf '/dev/nvidia0 ENXIO\n/dev/nvidia15 ENXIO\n/dev/nvidia-uvm-tools ENXIO')" ]
 }
+
+@test "a container whose process runs as uid 1000 gets its GPU (liveness needs no CAP_KILL)" {
+	dg_bundle "$DG_TMP/u" "$DEVGATE_BUILD/probe"
+	jq '.process.user = {"uid": 1000, "gid": 1000}' "$DG_TMP/u/config.json" >"$DG_TMP/u/c.json"
+	mv "$DG_TMP/u/c.json" "$DG_TMP/u/config.json"
+	CID="$DG_ID-u"
+	CPID=$(dg_run "$CID" "$DG_TMP/u")
+	DG_CONTAINERS+=("$CID")
+	DG_CGROUPS+=("$DG_CGROOT/$CID")
+	[ "$(stat -c %u "/proc/$CPID")" = 1000 ]
+	run -0 dg grant --pid "$CPID" --gpu 0
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+}

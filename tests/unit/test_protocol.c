@@ -70,8 +70,13 @@ static void test_request_rejects(void **state)
 		    "operation 'grant': 'pid' is out of range (1 to 2147483647)");
 	parse_fails("{\"v\":1,\"op\":\"grant\",\"args\":{\"pid\":99999999999999999999999}}",
 		    "operation 'grant': 'pid' is out of range");
+	/* json-c would keep the last "op" and cut the label at the NUL. */
+	parse_fails("{\"v\":1,\"op\":\"list\",\"op\":\"grant\"}",
+		    "malformed message: not one JSON object");
+	parse_fails("{\"v\":1,\"op\":\"grant\",\"args\":{\"pid\":1,\"a\":{\"x\":1,\"x\":2}}}",
+		    "malformed message: not one JSON object");
 	parse_fails("{\"v\":1,\"op\":\"grant\",\"args\":{\"container\":\"a\\u0000b\"}}",
-		    "operation 'grant': 'container' contains a NUL character");
+		    "malformed message: not one JSON object");
 	parse_fails("{\"v\":1,\"op\":\"status\",\"args\":{\"free\":true}}",
 		    "operation: unknown field 'free'");
 	parse_fails("{\"v\":1,\"op\":\"list\",\"args\":{\"a\":[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]}}",

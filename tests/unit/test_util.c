@@ -97,6 +97,16 @@ static void test_path_parent(void **state)
 			 -ENAMETOOLONG);
 }
 
+static const char hybrid_then_unified[] =
+	"30 1 0:26 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n"
+	"41 30 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n"
+	"90 1 0:38 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+
+static bool not_top(const char *path)
+{
+	return strcmp(path, "/sys/fs/cgroup") != 0;
+}
+
 static void test_mountinfo(void **state)
 {
 	auto_free char *mnt = NULL;
@@ -107,12 +117,19 @@ static void test_mountinfo(void **state)
 			"30 1 0:26 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n"
 			"31 30 0:27 /sub /x rw - cgroup2 cgroup2 rw\n"
 			"41 31 0:38 / /sys/fs/cgroup/uni\\040fied rw,relatime - cgroup2 cgroup2 rw\n",
-			&mnt),
+			NULL, &mnt),
 		0);
 	assert_string_equal(mnt, "/sys/fs/cgroup/uni fied");
 	free(TAKE_PTR(mnt));
+	/* Stacked: cgroup2 on /sys/fs/cgroup over the hybrid one; the last usable wins. */
+	assert_int_equal(mountinfo_find_cgroup2(hybrid_then_unified, NULL, &mnt), 0);
+	assert_string_equal(mnt, "/sys/fs/cgroup");
+	free(TAKE_PTR(mnt));
+	assert_int_equal(mountinfo_find_cgroup2(hybrid_then_unified, not_top, &mnt), 0);
+	assert_string_equal(mnt, "/sys/fs/cgroup/unified");
+	free(TAKE_PTR(mnt));
 	assert_int_equal(mountinfo_find_cgroup2("30 1 0:26 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n",
-						&mnt),
+						NULL, &mnt),
 			 -ENOENT);
 }
 
