@@ -98,7 +98,7 @@ static void reconcile_double_bookings(struct daemon *d, unsigned int *fixes)
 	for (size_t i = 0; i < d->leases.n; i++) {
 		struct lease *l = d->leases.v[i];
 
-		for (size_t g = 0; g < l->n_gpus; g++) {
+		for (size_t g = 0; l && g < l->n_gpus; g++) {
 			struct lease *o = other_holder(d, l, l->gpus[g].uuid);
 			const struct lease_gpu *og = o ? lease_find_gpu(o, l->gpus[g].uuid) : NULL;
 			struct dg_node node = { .major = d->inv->majors.nvidia };

@@ -66,7 +66,8 @@ check_invariants() {
 	# No GPU twice unless every holder shares it.
 	[ "$(dg list --json | jq '[.gpus[] | select((.holders | length) > 1 and
 		(.holders | any(.shared | not)))] | length')" = 0 ] || fail "a GPU held twice"
-	[ -z "$(ls "$DG_TMP/state/leases" | grep -E 'pending|revoking')" ] || fail "a journal left over"
+	[ -z "$(find "$DG_TMP/state/leases" -maxdepth 1 \( -name '*.pending' -o -name '*.revoking' \))" ] ||
+		fail "a journal left over"
 }
 
 @test "grant: a crash after any step, then a start, leaves all or nothing" {
