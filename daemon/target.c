@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -82,6 +83,84 @@ static int open_cgroup(const struct cgroot *root, struct target *t, const char *
 	return 0;
 }
 
+/* When pid started, in clock ticks since boot; 0 when it is gone. */
+static unsigned long long start_time(pid_t pid)
+{
+	auto_free char *text = NULL;
+	unsigned long long start = 0;
+	char path[64];
+	const char *p;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (read_file_at(AT_FDCWD, path, 4096, &text, NULL) < 0)
+		return 0;
+	/* After the command name, which may hold spaces and parentheses. */
+	p = strrchr(text, ')');
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+			 "%*d %*d %*d %llu", &start) != 1)
+		return 0;
+	return start;
+}
+
+/*
+ * The process of the cgroup that started first: a container's init, which
+ * the runtime put in the container's own mount namespace. Processes the
+ * container starts later cannot be older.
+ */
+static int oldest_pid(int cgfd, pid_t *ret)
+{
+	auto_free char *text = NULL;
+	unsigned long long best = 0;
+	char *save = NULL;
+	int r = read_file_at(cgfd, "cgroup.procs", (size_t)1024 * 1024, &text, NULL);
+
+	if (r < 0)
+		return r;
+	*ret = 0;
+	for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		pid_t pid;
+		unsigned long long st;
+
+		if (parse_pid(l, &pid) < 0 || !(st = start_time(pid)))
+			continue;
+		if (!*ret || st < best) {
+			*ret = pid;
+			best = st;
+		}
+	}
+	return *ret ? 0 : -ESRCH;
+}
+
+static bool same_mntns(pid_t a, pid_t b)
+{
+	struct stat sa, sb;
+	char pa[64], pb[64];
+
+	snprintf(pa, sizeof(pa), "/proc/%d/ns/mnt", (int)a);
+	snprintf(pb, sizeof(pb), "/proc/%d/ns/mnt", (int)b);
+	return stat(pa, &sa) == 0 && stat(pb, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
+/*
+ * Nodes go into the /dev of the container's mount namespace, never into one
+ * a process of the container made for itself: a process that unshared a
+ * user and mount namespace could bind-mount a host volume on its /dev, and
+ * devgated would make GPU nodes in that host directory.
+ */
+static int check_mntns(const struct target *t, struct dg_error *err)
+{
+	pid_t init;
+
+	if (oldest_pid(t->cgfd, &init) < 0 || init == t->pid || same_mntns(init, t->pid))
+		return 0;
+	dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EXDEV,
+		     "PID %d is in a mount namespace of its own, not its container's (that of PID "
+		     "%d, the first process of cgroup %s)", (int)t->pid, (int)init, t->cgroup);
+	dg_error_hint(err, "name the container's init process, or its cgroup with --cgroup");
+	return -EXDEV;
+}
+
 int target_from_pid(const struct cgroot *root, const char *self_cgroup, pid_t pid,
 		    struct target *ret, struct dg_error *err)
 {
@@ -119,6 +198,8 @@ int target_from_pid(const struct cgroot *root, const char *self_cgroup, pid_t pi
 	if (r < 0)
 		goto fail;
 	r = open_cgroup(root, &t, what, err);
+	if (r == 0)
+		r = check_mntns(&t, err);
 	if (r < 0)
 		goto fail;
 	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
@@ -138,21 +219,6 @@ int target_from_pid(const struct cgroot *root, const char *self_cgroup, pid_t pi
 fail:
 	target_done(&t);
 	return r;
-}
-
-/* First PID listed in the cgroup's own cgroup.procs. */
-static int first_pid(int cgfd, pid_t *ret)
-{
-	auto_free char *text = NULL;
-	int r = read_file_at(cgfd, "cgroup.procs", (size_t)1024 * 1024, &text, NULL);
-	char *nl;
-
-	if (r < 0)
-		return r;
-	nl = strchr(text, '\n');
-	if (nl)
-		*nl = '\0';
-	return text[0] ? parse_pid(text, ret) : -ESRCH;
 }
 
 int target_from_cgroup(const struct cgroot *root, const char *self_cgroup, const char *path,
@@ -181,7 +247,7 @@ int target_from_cgroup(const struct cgroot *root, const char *self_cgroup, const
 	}
 	cgfd = TAKE_FD(probe.cgfd);
 	target_done(&probe);
-	r = first_pid(cgfd, &pid);
+	r = oldest_pid(cgfd, &pid);
 	if (r < 0)
 		return dg_error_set(err, DG_E_NO_TARGET, ESRCH, "cgroup %s has no process", path);
 	r = target_from_pid(root, self_cgroup, pid, ret, err);

@@ -1,0 +1,104 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+# Attacks from inside a container on where devgated makes nodes: each must
+# leave the host untouched and grant nothing it should not.
+
+load helpers
+
+setup_file() { dg_setup_file; }
+teardown_file() { dg_teardown_file; }
+setup() { dg_setup; start_daemon; }
+teardown() { dg_teardown; }
+
+DOCKER_CAPS='["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD",
+	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
+	"CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE"]'
+
+# A container with a writable host volume on /vol, whose entrypoint starts a
+# process that unshares a user and mount namespace and bind-mounts /vol on
+# its /dev (what Docker's default capabilities allow). Sets CID, CPID (the
+# init) and EVIL (the process with the host volume as its /dev).
+volume_container() {
+	local b="$DG_TMP/a"
+	dg_bundle "$b" "$DEVGATE_BUILD/probe"
+	ln -sf busybox "$b/rootfs/bin/unshare"
+	ln -sf busybox "$b/rootfs/bin/mount"
+	mkdir -p "$DG_TMP/vol"
+	echo marker >"$DG_TMP/vol/marker"
+	# Docker's default capability set, CAP_SETFCAP included.
+	jq --arg vol "$DG_TMP/vol" '.mounts += [{"destination": "/vol", "type": "bind",
+		"source": $vol, "options": ["rbind", "rw"]}] |
+		.process.capabilities |= with_entries(select(.key != "ambient") | .value = $caps) |
+		.process.args = ["sh", "-c", "unshare -r -m sh -c \"mount --bind /vol /dev && exec sleep 100001\" & exec sleep 100000"]' \
+		--argjson caps "$DOCKER_CAPS" "$b/config.json" >"$b/c.json"
+	mv "$b/c.json" "$b/config.json"
+	CID="$DG_ID-a"
+	CPID=$(dg_run "$CID" "$b")
+	DG_CONTAINERS+=("$CID")
+	DG_CGROUPS+=("$DG_CGROOT/$CID")
+	EVIL=
+	for _ in $(seq 100); do
+		EVIL=$(pgrep -f 'sleep 100001' || true)
+		[ -n "$EVIL" ] && [ "$(readlink "/proc/$EVIL/ns/mnt")" != "$(readlink "/proc/$CPID/ns/mnt")" ] && break
+		sleep 0.05
+	done
+	[ -n "$EVIL" ] || fail "the unsharing process did not start"
+}
+
+@test "a process with a host volume bind-mounted on its own /dev gets no node in the volume" {
+	volume_container
+	before=$(stat -c '%Y' "$DG_TMP/vol")
+	run -6 dg grant --pid "$EVIL" --gpu 0
+	[[ "$output" == *"PID $EVIL is in a mount namespace of its own, not its container's"* ]]
+	[ "$(ls "$DG_TMP/vol")" = marker ]
+	[ "$(stat -c '%Y' "$DG_TMP/vol")" = "$before" ]
+	[ "$(grant_entries)" = 0 ]
+	# By cgroup: the container's init is the target, and only its /dev gets nodes.
+	run -0 dg grant --cgroup "/$CID" --gpu 0
+	[[ "$output" == *"PID $CPID"* ]]
+	[ "$(ls "$DG_TMP/vol")" = marker ]
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+}
+
+# plant KIND PATH: something other than our node at PATH, made from the host.
+plant() {
+	local p=$1
+	case $2 in
+	symlink-host) ln -s "$DG_TMP/host-marker/file" "$p" ;;
+	symlink-dangling) ln -s /nonexistent "$p" ;;
+	file) echo x >"$p" ;;
+	dir) mkdir "$p" ;;
+	fifo) mkfifo "$p" ;;
+	chardev) mknod -m 666 "$p" c 1 3 ;;
+	esac
+}
+
+@test "odd files at every node path: refused (exit 9), never followed, host marker untouched" {
+	container c
+	mkdir "$DG_TMP/host-marker"
+	echo secret >"$DG_TMP/host-marker/file"
+	touch -d '2020-01-01' "$DG_TMP/host-marker/file" "$DG_TMP/host-marker"
+	snap=$(stat -c '%s %Y %a' "$DG_TMP/host-marker/file" "$DG_TMP/host-marker"; ls -a "$DG_TMP/host-marker")
+	dev="/proc/$CPID/root/dev"
+	for node in nvidia0 nvidiactl; do
+		for kind in symlink-host symlink-dangling file dir fifo chardev; do
+			plant "$dev/$node" "$kind"
+			run -9 dg grant --pid "$CPID" --gpu 0
+			[ "$(grant_entries)" = 0 ] || fail "$kind at $node: grants left"
+			[ ! -e "$dev/nvidia0" ] || [ "$node" = nvidia0 ] || fail "$kind at $node: node made"
+			rm -rf "$dev/$node"
+			[ "$(stat -c '%s %Y %a' "$DG_TMP/host-marker/file" "$DG_TMP/host-marker"; \
+				ls -a "$DG_TMP/host-marker")" = "$snap" ] || fail "$kind at $node touched the host"
+		done
+	done
+	# At revoke time: the container swapped its node for a symlink to a host file.
+	run -0 dg grant --pid "$CPID" --gpu 0
+	rm "$dev/nvidia0"
+	ln -s "$DG_TMP/host-marker/file" "$dev/nvidia0"
+	run -0 dg revoke --pid "$CPID"
+	[ -L "$dev/nvidia0" ]
+	[ "$(cat "$DG_TMP/host-marker/file")" = secret ]
+	[ "$(stat -c '%s %Y %a' "$DG_TMP/host-marker/file" "$DG_TMP/host-marker"; \
+		ls -a "$DG_TMP/host-marker")" = "$snap" ]
+}
