@@ -87,7 +87,7 @@ plant() {
 			run -9 dg grant --pid "$CPID" --gpu 0
 			[ "$(grant_entries)" = 0 ] || fail "$kind at $node: grants left"
 			[ ! -e "$dev/nvidia0" ] || [ "$node" = nvidia0 ] || fail "$kind at $node: node made"
-			rm -rf "$dev/$node"
+			rm -rf "${dev:?}/$node"
 			[ "$(stat -c '%s %Y %a' "$DG_TMP/host-marker/file" "$DG_TMP/host-marker"; \
 				ls -a "$DG_TMP/host-marker")" = "$snap" ] || fail "$kind at $node touched the host"
 		done
