@@ -88,7 +88,7 @@ BINS := $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/probe $(O)/runtime_
 
 BENCH_BIN := $(O)/bench/dgload $(O)/bench/floor $(O)/bench/opencost
 
-.PHONY: all test unit integration torture check-asan lint clean demo bench
+.PHONY: all test unit integration torture fuzz fuzz-smoke check-asan lint clean demo bench
 all: $(BINS)
 
 $(O)/devgate.bpf.o: bpf/devgate.bpf.c bpf/devgate.h
@@ -177,7 +177,43 @@ integration: $(BINS)
 	$(call msg,BATS,tests/integration)
 	$(Q)DEVGATE_BUILD=$(abspath $(O)) $(BATS) tests/integration
 
-test: unit integration
+test: unit integration fuzz-smoke
+
+# libFuzzer targets (tests/fuzz), built with clang and ASan/UBSan from the
+# sources themselves. 'make fuzz' runs each for FUZZ_SECONDS on its seed
+# corpus; 'make fuzz-smoke' (part of 'make test') for a few seconds.
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 600
+FUZZ_FLAGS := -g -O1 -std=gnu11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
+	-fno-sanitize-recover=all -Icommon -Ibpf -Icli -Idaemon -I$(O) $(PKG_CFLAGS)
+FUZZ_TARGETS := wire oci host
+FUZZ_BIN := $(FUZZ_TARGETS:%=$(O)/fuzz/fuzz_%)
+FUZZ_SRC_wire := $(COMMON_SRC)
+FUZZ_SRC_oci := $(COMMON_SRC) cli/oci.c
+FUZZ_SRC_host := $(COMMON_SRC) daemon/config.c daemon/lease.c daemon/cgroup.c daemon/metrics_http.c
+
+$(O)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMMON_SRC) $(wildcard cli/*.c daemon/*.c) | $(SKEL)
+	$(call msg,FUZZ-CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_SRC_$*) $(PKG_LIBS)
+
+fuzz: $(FUZZ_BIN)
+	$(Q)set -e; for t in $(FUZZ_TARGETS); do \
+		mkdir -p $(O)/fuzz/corpus-$$t; \
+		$(O)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+			$(O)/fuzz/corpus-$$t tests/fuzz/corpus/$$t; \
+	done
+
+fuzz-smoke: $(FUZZ_BIN)
+	$(call msg,FUZZ,$(FUZZ_TARGETS))
+	$(Q)set -e; for t in $(FUZZ_TARGETS); do \
+		mkdir -p $(O)/fuzz/corpus-$$t; \
+		if ! $(O)/fuzz/fuzz_$$t -max_total_time=5 -max_len=65536 -print_final_stats=1 \
+			$(O)/fuzz/corpus-$$t tests/fuzz/corpus/$$t >$(O)/fuzz/$$t.log 2>&1; then \
+			cat $(O)/fuzz/$$t.log; exit 1; fi; \
+		printf '  fuzz_%-6s %s runs\n' $$t \
+			"$$(sed -n 's/^stat::number_of_executed_units: *//p' $(O)/fuzz/$$t.log)"; \
+	done
 
 # The crash tests at length: every fault point 50 times.
 torture: $(BINS)

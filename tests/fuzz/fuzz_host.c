@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * What devgated reads from the host and from its own files: /proc/devices,
+ * the driver's per-GPU information, PCI addresses, mountinfo,
+ * /proc/PID/cgroup, devgate.conf and lease records.
+ */
+#include "cgroup.h"
+#include "config.h"
+#include "daemon.h"
+#include "fuzz.h"
+#include "gpu.h"
+#include "jsonutil.h"
+#include "lease.h"
+#include "mountinfo.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* config.c checks metrics-listen with metrics_http.c, which serves this. */
+int metrics_render(struct daemon *d, char **ret, size_t *ret_len)
+{
+	(void)d;
+	(void)ret;
+	(void)ret_len;
+	return -1;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char *text = fuzz_text(data, size), *s = NULL, pci[32], why[256];
+	struct dg_majors m;
+	struct dg_gpu g = { 0 };
+	struct dg_config c;
+	struct dg_error err = { 0 };
+	struct lease *l = NULL;
+	json_object *o;
+
+	if (!text)
+		return 0;
+	(void)proc_devices_parse(text, &m);
+	(void)gpu_info_parse(text, &g);
+	(void)pci_normalize(text, pci, sizeof(pci));
+	if (mountinfo_find_cgroup2(text, NULL, &s) == 0)
+		free(s);
+	s = NULL;
+	if (proc_cgroup_parse(text, &s) == 0)
+		free(s);
+	if (config_init(&c) == 0) {
+		(void)config_parse(&c, "fuzz.conf", text, &err);
+		config_free(&c);
+	}
+	o = json_parse_object(text);
+	if (o && lease_from_json(o, &l, why, sizeof(why)) == 0)
+		lease_free(l);
+	json_object_put(o);
+	free(text);
+	return 0;
+}
