@@ -3,8 +3,9 @@
 # make              build BPF object, skeleton, devgated, devgatectl, helpers
 # make test         unit tests (cmocka) and integration tests (bats)
 # make check-asan   the same, built with ASan and UBSan into build-asan/
-# make lint         no dependency cycle (scripts/depgraph.sh), cppcheck, clang-tidy,
-#                   shellcheck
+# make lint         clang-format, no dependency cycle (scripts/depgraph.sh), cppcheck,
+#                   clang-tidy, shellcheck
+# make format       apply .clang-format to every C file
 # make demo         live grant/revoke in a runc container on a demo fixture
 # make man          man pages from man/*.scd (scdoc) into $(O)/man
 # make install      DESTDIR=, PREFIX= (/usr/local); config and unit go to /etc and /lib
@@ -88,7 +89,7 @@ BINS := $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/probe $(O)/runtime_
 
 BENCH_BIN := $(O)/bench/dgload $(O)/bench/floor $(O)/bench/opencost
 
-.PHONY: all test unit integration torture fuzz fuzz-smoke check-asan lint clean demo bench
+.PHONY: all test unit integration torture fuzz fuzz-smoke check-asan lint format clean demo bench
 all: $(BINS)
 
 $(O)/devgate.bpf.o: bpf/devgate.bpf.c bpf/devgate.h
@@ -227,7 +228,16 @@ LINT_SH := .ci/run $(wildcard scripts/*.sh bench/*.sh tests/lib/*.sh tests/integ
 	tests/integration/*.bats) tests/helpers/mkfixture packaging/mkdeb.sh \
 	packaging/debian/postinst packaging/debian/postrm packaging/debian/prerm \
 	packaging/bash-completion/devgatectl
+FORMAT_SRC := $(sort $(wildcard common/*.[ch] daemon/*.[ch] cli/*.[ch] bpf/*.[ch] \
+	tests/unit/*.c tests/unit/fakes/*.[ch] tests/fuzz/*.[ch] tests/helpers/*.c bench/*.c))
+
+# .clang-format applied to every C file; 'make lint' fails on any difference.
+format:
+	$(Q)clang-format -i $(FORMAT_SRC)
+
 lint: $(SKEL) $(BINS)
+	$(call msg,FORMAT,$(words $(FORMAT_SRC)) files)
+	$(Q)clang-format --dry-run -Werror $(FORMAT_SRC)
 	$(call msg,DEPGRAPH,daemon common cli)
 	$(Q)for d in daemon common cli; do sh scripts/depgraph.sh $$d $(O) || exit 1; done
 	$(call msg,CPPCHECK,$(LINT_SRC))

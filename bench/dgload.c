@@ -43,8 +43,8 @@ static void request_for(const struct opts *o, enum dg_op op, pid_t pid, struct d
 
 	*req = (struct dg_request){ .op = op };
 	if (op == DG_OP_GRANT)
-		req->u.grant = (struct dg_grant_req){ .target = t, .gpus = o->gpus,
-						      .shared = o->shared };
+		req->u.grant =
+			(struct dg_grant_req){ .target = t, .gpus = o->gpus, .shared = o->shared };
 	else
 		req->u.revoke = (struct dg_revoke_req){ .target = t, .gpus = o->gpus };
 }
@@ -178,8 +178,8 @@ int main(int argc, char **argv)
 	{
 		double s = (double)(now_mono_ns() - t0) / 1e9;
 
-		fprintf(stderr, "dgload: %u jobs, %u cycles each, %.3f s, %.1f requests/s\n", o.jobs,
-			o.cycles, s, 2.0 * o.jobs * o.cycles / s);
+		fprintf(stderr, "dgload: %u jobs, %u cycles each, %.3f s, %.1f requests/s\n",
+			o.jobs, o.cycles, s, 2.0 * o.jobs * o.cycles / s);
 	}
 	return failed;
 }

@@ -55,7 +55,9 @@ static int durable(int dirfd)
 {
 	static const char lease[256] = "{ \"format\": 1 }";
 
-	return dirfd < 0 ? 0 : write_file_atomic_at(dirfd, "floor.json", lease, sizeof(lease), 0600, true);
+	return dirfd < 0 ? 0
+			 : write_file_atomic_at(dirfd, "floor.json", lease, sizeof(lease), 0600,
+						true);
 }
 
 static int once(pid_t pid, int rootfd, int map, int dirfd, bool grant, uint64_t *ns)

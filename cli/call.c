@@ -69,7 +69,8 @@ static void print_event_json(enum dg_op op, const union dg_stream_event *ev)
 {
 	auto_json json_object *o = dg_encode(dg_op_info(op)->event, ev);
 
-	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+						       JSON_C_TO_STRING_NOSLASHESCAPE));
 	fflush(stdout);
 }
 

@@ -119,7 +119,7 @@ int client_next_event(struct client_conn *c, enum dg_op op, union dg_stream_even
 	r = dg_recv_line(c->fd, &c->in, &line);
 	if (r < 0)
 		return r == -ECONNRESET ? r
-					: dg_error_set(err, DG_E_UNREACHABLE, r, "reading events: %s",
-						       strerror(-r));
+					: dg_error_set(err, DG_E_UNREACHABLE, r,
+						       "reading events: %s", strerror(-r));
 	return dg_event_decode(op, line, ev, a, err);
 }

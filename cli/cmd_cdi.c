@@ -84,12 +84,8 @@ static json_object *hook_obj(const struct cdi_opts *o, const char *stage, const 
 	json_object *h = json_object_new_object();
 	const char *env[] = { HOOK_ENV };
 	const char *args[] = {
-		"devgate-hook",
-		o->socket ? "--socket" : NULL,
-		o->socket,
-		stage,
-		gpu ? "--gpu" : NULL,
-		gpu,
+		"devgate-hook", o->socket ? "--socket" : NULL, o->socket,
+		stage,		gpu ? "--gpu" : NULL,	       gpu,
 	};
 
 	json_object_object_add(h, "hookName", json_object_new_string(stage));
@@ -147,7 +143,8 @@ static json_object *spec_build(const struct dg_inventory *inv, const struct cdi_
 		char index[16];
 
 		if (g->problem[0]) {
-			fprintf(stderr, "devgatectl: leaving GPU %u out: %s\n", g->index, g->problem);
+			fprintf(stderr, "devgatectl: leaving GPU %u out: %s\n", g->index,
+				g->problem);
 			continue;
 		}
 		snprintf(index, sizeof(index), "%u", g->index);
@@ -176,7 +173,8 @@ static int write_spec(const char *output, const char *text, struct dg_error *err
 
 	r = path_parent(output, dir, sizeof(dir), &name);
 	if (r < 0 || !*name)
-		return dg_error_set(err, DG_E_INVALID, EINVAL, "--output '%s' names no file", output);
+		return dg_error_set(err, DG_E_INVALID, EINVAL, "--output '%s' names no file",
+				    output);
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return dg_error_set(err, DG_E_INVALID, errno, "cannot open directory %s: %m", dir);
@@ -231,12 +229,16 @@ static const char *daemon_host_root(struct cli *cli, struct dg_arena *a)
 	struct dg_error err = { 0 };
 	union dg_reply reply;
 
-	if (client_request(cli->socket, cli->timeout_s, &req, &reply, a, &err) < 0 || !reply.ping.has_settings)
+	if (client_request(cli->socket, cli->timeout_s, &req, &reply, a, &err) < 0 ||
+	    !reply.ping.has_settings)
 		return "/";
 	return reply.ping.settings.host_root;
 }
 
-enum { OPT_HOST = 256, OPT_HOOK };
+enum {
+	OPT_HOST = 256,
+	OPT_HOOK
+};
 
 int cmd_cdi(struct cli *cli, int argc, char **argv)
 {

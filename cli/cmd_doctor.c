@@ -27,7 +27,12 @@
 
 #define MAX_PROGS 64
 
-enum status { ST_OK, ST_SKIP, ST_WARN, ST_FAIL }; /* by severity */
+enum status {
+	ST_OK,
+	ST_SKIP,
+	ST_WARN,
+	ST_FAIL
+}; /* by severity */
 
 static const char *const status_names[] = { "ok", "skip", "warn", "fail" };
 
@@ -112,8 +117,9 @@ static void check_cgroup2(struct doctor *d, struct result *r)
 		return;
 	}
 	if (e == -ENOENT) {
-		say(r, ST_FAIL, "no cgroup v2 hierarchy is mounted; devgate works only through "
-				"cgroup v2 device programs");
+		say(r, ST_FAIL,
+		    "no cgroup v2 hierarchy is mounted; devgate works only through "
+		    "cgroup v2 device programs");
 		hint(r, "boot with systemd.unified_cgroup_hierarchy=1, or mount it: "
 			"mount -t cgroup2 none /sys/fs/cgroup/unified");
 		return;
@@ -141,9 +147,11 @@ static void check_bpffs(struct doctor *d, struct result *r)
 		return;
 	}
 	if (strcmp(parent, "/sys/fs/bpf") == 0) {
-		say(r, ST_WARN, "no bpf filesystem is mounted on /sys/fs/bpf; devgated mounts "
-				"one when it starts, but pins vanish with that mount");
-		hint(r, "mount it for good: mount -t bpf bpf /sys/fs/bpf (systemd does so at boot)");
+		say(r, ST_WARN,
+		    "no bpf filesystem is mounted on /sys/fs/bpf; devgated mounts "
+		    "one when it starts, but pins vanish with that mount");
+		hint(r,
+		     "mount it for good: mount -t bpf bpf /sys/fs/bpf (systemd does so at boot)");
 		return;
 	}
 	say(r, ST_FAIL, "%s is not a bpf filesystem; devgated will refuse to pin there", parent);
@@ -190,15 +198,19 @@ static void check_driver(struct doctor *d, struct result *r)
 	}
 	m = &d->inv->majors;
 	if (!m->has_nvidia) {
-		say(r, ST_FAIL, "no NVIDIA driver in %s/proc/devices: the nvidia kernel module is "
-				"not loaded", strcmp(d->host_root, "/") ? d->host_root : "");
+		say(r, ST_FAIL,
+		    "no NVIDIA driver in %s/proc/devices: the nvidia kernel module is "
+		    "not loaded",
+		    strcmp(d->host_root, "/") ? d->host_root : "");
 		hint(r, "load it with 'modprobe nvidia' (install the NVIDIA driver first if that "
 			"fails)");
 		return;
 	}
 	if (!m->has_uvm) {
-		say(r, ST_WARN, "NVIDIA driver loaded (major %u) but not nvidia-uvm; CUDA programs "
-				"need /dev/nvidia-uvm", m->nvidia);
+		say(r, ST_WARN,
+		    "NVIDIA driver loaded (major %u) but not nvidia-uvm; CUDA programs "
+		    "need /dev/nvidia-uvm",
+		    m->nvidia);
 		hint(r, "load it with 'modprobe nvidia-uvm'");
 		return;
 	}
@@ -294,9 +306,10 @@ static void check_dev_char(struct doctor *d, struct result *r)
 			add(r, ST_WARN, "%s", n->check.link_problem);
 	}
 	if (r->status == ST_WARN) {
-		hint(r, "systemd finds devices through /dev/char/MAJ:MIN when it sets a cgroup's "
-			"device rules (e.g. on daemon-reload) and may cut containers off a GPU whose "
-			"link is missing; create them, e.g. ln -s ../nvidia0 /dev/char/195:0");
+		hint(r,
+		     "systemd finds devices through /dev/char/MAJ:MIN when it sets a cgroup's "
+		     "device rules (e.g. on daemon-reload) and may cut containers off a GPU whose "
+		     "link is missing; create them, e.g. ln -s ../nvidia0 /dev/char/195:0");
 		return;
 	}
 	if (checked == 0)
@@ -333,7 +346,8 @@ static int find_foreign(int cgfd, const char *who, struct result *r)
 
 		if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
 			continue;
-		if (strcmp(info.name, "devgate_gate") == 0 || strcmp(info.name, "devgate_tally") == 0)
+		if (strcmp(info.name, "devgate_gate") == 0 ||
+		    strcmp(info.name, "devgate_tally") == 0)
 			continue;
 		add(r, ST_WARN, "%s carries device program %u (%s) that devgate has not wrapped",
 		    who, ids[i], info.name[0] ? info.name : "no name");
@@ -406,10 +420,14 @@ struct check {
 
 /* In order: later checks use what earlier ones found. */
 static const struct check checks[] = {
-	{ "cgroup2", check_cgroup2 },	  { "bpffs", check_bpffs },
-	{ "bpf-device", check_bpf_device }, { "driver", check_driver },
-	{ "gpus", check_gpus },		  { "nodes", check_nodes },
-	{ "dev-char", check_dev_char },	  { "daemon", check_daemon },
+	{ "cgroup2", check_cgroup2 },
+	{ "bpffs", check_bpffs },
+	{ "bpf-device", check_bpf_device },
+	{ "driver", check_driver },
+	{ "gpus", check_gpus },
+	{ "nodes", check_nodes },
+	{ "dev-char", check_dev_char },
+	{ "daemon", check_daemon },
 	{ "foreign-progs", check_foreign },
 };
 
@@ -467,7 +485,8 @@ static void render_doctor(json_object *o)
 
 		for (size_t s = 0; s < ARRAY_SIZE(status_names); s++)
 			count[s] += strcmp(st, status_names[s]) == 0;
-		printf("%-4s  %-13s  %s\n", st, json_get_str(c, "name"), json_get_str(c, "message"));
+		printf("%-4s  %-13s  %s\n", st, json_get_str(c, "name"),
+		       json_get_str(c, "message"));
 		if (json_get_str(c, "hint"))
 			printf("%21shint: %s\n", "", json_get_str(c, "hint"));
 	}
@@ -510,7 +529,10 @@ static const char doctor_help[] =
 	"      --pin-root DIR     devgated's pin directory (default: the running devgated's,\n"
 	"                         else " DG_DEFAULT_PIN_ROOT ")\n";
 
-enum { OPT_HOST_ROOT = 256, OPT_PIN_ROOT };
+enum {
+	OPT_HOST_ROOT = 256,
+	OPT_PIN_ROOT
+};
 
 int cmd_doctor(struct cli *cli, int argc, char **argv)
 {
@@ -521,7 +543,9 @@ int cmd_doctor(struct cli *cli, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct doctor d = { .host_root = "/", .pin_root = DG_DEFAULT_PIN_ROOT, .socket = cli->socket,
+	struct doctor d = { .host_root = "/",
+			    .pin_root = DG_DEFAULT_PIN_ROOT,
+			    .socket = cli->socket,
 			    .timeout_s = cli->timeout_s };
 	auto_json json_object *report = NULL;
 	bool host_given = false, pins_given = false;

@@ -57,8 +57,8 @@ static void list_row(struct table *t, const struct dg_list_gpu *g)
 
 static void render_list(const struct cli *cli, const union dg_reply *reply)
 {
-	static const char *const head[] = { "IDX", "MINOR", "UUID",  "PCI",
-					    "PRODUCT", "ARCH", "STATE", "MODEL" };
+	static const char *const head[] = { "IDX",     "MINOR", "UUID",	 "PCI",
+					    "PRODUCT", "ARCH",	"STATE", "MODEL" };
 	const struct dg_list_reply *r = &reply->list;
 	struct table *t = table_new(ARRAY_SIZE(head), head);
 
@@ -166,7 +166,13 @@ static const char revoke_help[] =
 	"  -g, --gpu SEL[,SEL..]  only these GPUs\n"
 	"      --missing-ok       succeed when the container holds no GPU\n";
 
-enum { OPT_MODEL = 256, OPT_ARCH, OPT_PRODUCT, OPT_ROOT, OPT_MISSING_OK };
+enum {
+	OPT_MODEL = 256,
+	OPT_ARCH,
+	OPT_PRODUCT,
+	OPT_ROOT,
+	OPT_MISSING_OK
+};
 
 static int parse_target_pid(struct cli *cli, const char *cmd, struct dg_target_args *t,
 			    const char *s)
@@ -246,7 +252,8 @@ static int grant_opt(struct cli *cli, int o, struct dg_grant_req *g, bool *done)
 		*done = true;
 		return 0;
 	case 's':
-		return cli_usage(cli, "grant", "-s is --socket and goes before the command; "
+		return cli_usage(cli, "grant",
+				 "-s is --socket and goes before the command; "
 				 "share GPUs with -S (--shared)");
 	default:
 		return cli_usage(cli, "grant", "unknown option");
@@ -276,7 +283,8 @@ int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, 
 	*req = (struct dg_request){ .op = DG_OP_GRANT };
 	g->target.source = "cli";
 	*done = false;
-	while (r == 0 && !*done && (o = getopt_long(argc, argv, "p:c:n:g:N:sSjh", opts, NULL)) != -1) {
+	while (r == 0 && !*done &&
+	       (o = getopt_long(argc, argv, "p:c:n:g:N:sSjh", opts, NULL)) != -1) {
 		bool handled;
 
 		r = target_opt(cli, "grant", o, &g->target, &g->gpus, &handled);
@@ -307,8 +315,8 @@ static void describe_gpus(const struct dg_lease_info *l, const char *const *only
 			listed |= strcmp(only[k], g->uuid) == 0;
 		if (!listed)
 			continue;
-		off += (size_t)snprintf(buf + off, len - off, "%sGPU %lld (%s)", shown++ ? ", " : "",
-					(long long)g->index, g->uuid);
+		off += (size_t)snprintf(buf + off, len - off, "%sGPU %lld (%s)",
+					shown++ ? ", " : "", (long long)g->index, g->uuid);
 	}
 }
 
@@ -331,8 +339,8 @@ static void render_grant(const struct cli *cli, const union dg_reply *reply)
 	(void)cli;
 	if (r->n_granted == 0) {
 		describe_gpus(&r->lease, NULL, 0, text, sizeof(text));
-		printf("%s already holds what was asked (%s); nothing new granted\n", who(&r->lease),
-		       text);
+		printf("%s already holds what was asked (%s); nothing new granted\n",
+		       who(&r->lease), text);
 	} else {
 		describe_gpus(&r->lease, r->granted, r->n_granted, text, sizeof(text));
 		printf("granted %s to %s (cgroup %s, PID %lld)\n", text, who(&r->lease),
@@ -410,7 +418,8 @@ int revoke_parse(struct cli *cli, int argc, char **argv, struct dg_request *req,
 	if (r == 0)
 		r = cmd_no_more_args(cli, "revoke", argc, argv);
 	if (r == 0 && !v->target.has_pid && !v->target.cgroup && !v->target.container)
-		r = cli_usage(cli, "revoke", "name the container with --pid, --cgroup or "
+		r = cli_usage(cli, "revoke",
+			      "name the container with --pid, --cgroup or "
 			      "--container");
 	return r;
 }
@@ -429,9 +438,9 @@ int cmd_revoke(struct cli *cli, int argc, char **argv)
 /* ---- status ---- */
 
 static const char status_help[] = "Usage: devgatectl status [--json]\n"
-				   "\n"
-				   "Lists leases: which container holds which GPUs, since when, "
-				   "shared or exclusive.\n";
+				  "\n"
+				  "Lists leases: which container holds which GPUs, since when, "
+				  "shared or exclusive.\n";
 
 /* exclusive, shared, or mixed when the lease holds both kinds. */
 static const char *lease_mode(const struct dg_lease_info *l)

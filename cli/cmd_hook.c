@@ -53,12 +53,12 @@ static int confine_seccomp(void)
 #else
 /* Syscalls the hook makes after confining itself (allocation, the bundle, the socket). */
 static const int hook_syscalls[] = {
-	SCMP_SYS(read),	       SCMP_SYS(write),	       SCMP_SYS(close),	      SCMP_SYS(openat),
-	SCMP_SYS(newfstatat),  SCMP_SYS(fstat),	       SCMP_SYS(statx),	      SCMP_SYS(lseek),
-	SCMP_SYS(mmap),	       SCMP_SYS(munmap),       SCMP_SYS(mremap),      SCMP_SYS(brk),
-	SCMP_SYS(madvise),     SCMP_SYS(connect),      SCMP_SYS(sendmsg),     SCMP_SYS(sendto),
-	SCMP_SYS(recvfrom),    SCMP_SYS(recvmsg),      SCMP_SYS(setsockopt), SCMP_SYS(exit),
-	SCMP_SYS(exit_group), SCMP_SYS(rt_sigreturn), SCMP_SYS(futex),      SCMP_SYS(getrandom),
+	SCMP_SYS(read),		 SCMP_SYS(write),	 SCMP_SYS(close),      SCMP_SYS(openat),
+	SCMP_SYS(newfstatat),	 SCMP_SYS(fstat),	 SCMP_SYS(statx),      SCMP_SYS(lseek),
+	SCMP_SYS(mmap),		 SCMP_SYS(munmap),	 SCMP_SYS(mremap),     SCMP_SYS(brk),
+	SCMP_SYS(madvise),	 SCMP_SYS(connect),	 SCMP_SYS(sendmsg),    SCMP_SYS(sendto),
+	SCMP_SYS(recvfrom),	 SCMP_SYS(recvmsg),	 SCMP_SYS(setsockopt), SCMP_SYS(exit),
+	SCMP_SYS(exit_group),	 SCMP_SYS(rt_sigreturn), SCMP_SYS(futex),      SCMP_SYS(getrandom),
 	SCMP_SYS(clock_gettime),
 };
 
@@ -131,8 +131,10 @@ static int read_state(struct oci_state *s, struct dg_error *err)
 	int r = read_fd_full(STDIN_FILENO, OCI_STATE_MAX, &text, NULL);
 
 	if (r == -EFBIG)
-		return dg_error_set(err, DG_E_HOOK, EFBIG, "invalid OCI state on stdin: larger than "
-				    "%zu bytes", OCI_STATE_MAX);
+		return dg_error_set(err, DG_E_HOOK, EFBIG,
+				    "invalid OCI state on stdin: larger than "
+				    "%zu bytes",
+				    OCI_STATE_MAX);
 	if (r < 0)
 		return dg_error_set(err, DG_E_HOOK, r, "cannot read the OCI state on stdin: %s",
 				    strerror(-r));
@@ -196,8 +198,10 @@ static int hook_create(struct cli *cli, const struct oci_state *s, const char *c
 	int r;
 
 	if (s->pid <= 0)
-		return dg_error_set(err, DG_E_HOOK, EINVAL, "invalid OCI state on stdin: no 'pid' "
-				    "at stage %s", stage);
+		return dg_error_set(err, DG_E_HOOK, EINVAL,
+				    "invalid OCI state on stdin: no 'pid' "
+				    "at stage %s",
+				    stage);
 	r = oci_config_load(s->bundle, &cfg, err);
 	if (r == 0)
 		r = oci_request(cdi_gpus, &cfg, true, &req, err);
@@ -208,8 +212,9 @@ static int hook_create(struct cli *cli, const struct oci_state *s, const char *c
 		if (r < 0)
 			return r;
 		if (!allowed) {
-			fprintf(stderr, "devgatectl hook: ignoring NVIDIA_VISIBLE_DEVICES from the "
-					"image of %s: devgated's hook-allow-env is off\n",
+			fprintf(stderr,
+				"devgatectl hook: ignoring NVIDIA_VISIBLE_DEVICES from the "
+				"image of %s: devgated's hook-allow-env is off\n",
 				s->id);
 			return 0;
 		}
@@ -291,7 +296,8 @@ int cmd_hook(struct cli *cli, int argc, char **argv)
 		r = read_state(&s, &err);
 	if (r == 0)
 		r = oci_stage(stage_arg, s.status, &st, &err);
-	stage = stage_arg ? stage_arg : (r == 0 && st == STAGE_POSTSTOP ? "poststop" : "createRuntime");
+	stage = stage_arg ? stage_arg
+			  : (r == 0 && st == STAGE_POSTSTOP ? "poststop" : "createRuntime");
 	if (r == 0)
 		r = st == STAGE_POSTSTOP ? hook_release(cli, &s, &err)
 					 : hook_create(cli, &s, cdi_gpus, stage, &err);

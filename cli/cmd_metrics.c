@@ -72,10 +72,11 @@ static void print_recent(const struct cli *cli, const union dg_reply *reply)
 
 	for (size_t i = 0; i < r->n_events; i++) {
 		if (cli->json) {
-			auto_json json_object *o = dg_encode(&dg_denied_event_schema, &r->events[i]);
+			auto_json json_object *o =
+				dg_encode(&dg_denied_event_schema, &r->events[i]);
 
-			puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-								       JSON_C_TO_STRING_NOSLASHESCAPE));
+			puts(json_object_to_json_string_ext(
+				o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
 			fflush(stdout);
 		} else {
 			print_denial(&r->events[i]);

@@ -43,7 +43,8 @@ int main(int argc, char **argv)
 			       DG_DEFAULT_SOCKET);
 			return 0;
 		case 'V':
-			printf("devgate-hook %s (protocol %d)\n", DEVGATE_VERSION, DG_PROTO_VERSION);
+			printf("devgate-hook %s (protocol %d)\n", DEVGATE_VERSION,
+			       DG_PROTO_VERSION);
 			return 0;
 		default:
 			return cli_exit(&cli, cli_usage(&cli, "hook", "unknown option"));

@@ -44,16 +44,17 @@ static void usage(FILE *f)
 		   "Commands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-	fprintf(f, "\n"
-		   "Global options:\n"
-		   "  -s, --socket PATH  devgated's socket (default $DEVGATE_SOCKET or %s)\n"
-		   "  -t, --timeout S    give up when devgated has not accepted or answered\n"
-		   "                     within S seconds (default 10; streams wait forever)\n"
-		   "  -j, --json         JSON output, errors included\n"
-		   "  -h, --help         show this help; 'devgatectl COMMAND --help' for a command\n"
-		   "  -V, --version      show the version\n"
-		   "\n"
-		   "Exit status:\n",
+	fprintf(f,
+		"\n"
+		"Global options:\n"
+		"  -s, --socket PATH  devgated's socket (default $DEVGATE_SOCKET or %s)\n"
+		"  -t, --timeout S    give up when devgated has not accepted or answered\n"
+		"                     within S seconds (default 10; streams wait forever)\n"
+		"  -j, --json         JSON output, errors included\n"
+		"  -h, --help         show this help; 'devgatectl COMMAND --help' for a command\n"
+		"  -V, --version      show the version\n"
+		"\n"
+		"Exit status:\n",
 		DG_DEFAULT_SOCKET);
 	/* Codes that share a status (check_failed and internal) show once. */
 	for (int c = 0; c < DG_CODE_MAX; c++) {
@@ -191,9 +192,10 @@ int main(int argc, char **argv)
 			break;
 		case 't':
 			if (parse_u32(optarg, &t) < 0 || t < 1 || t > 3600)
-				return cli_exit(&cli, cli_usage(&cli, NULL, "--timeout wants seconds "
-								 "from 1 to 3600, not '%s'",
-								 optarg));
+				return cli_exit(&cli, cli_usage(&cli, NULL,
+								"--timeout wants seconds "
+								"from 1 to 3600, not '%s'",
+								optarg));
 			cli.timeout_s = t;
 			break;
 		case 'j':
@@ -218,7 +220,7 @@ int main(int argc, char **argv)
 	/* The hook trusts no environment: only -s names another socket. */
 	if (!cli.socket)
 		cli.socket = cmd->run != cmd_hook && env_socket && *env_socket ? env_socket
-									      : DG_DEFAULT_SOCKET;
+									       : DG_DEFAULT_SOCKET;
 	argv += optind;
 	argc -= optind;
 	optind = 0; /* 0: glibc re-initialises getopt fully, permutation included */

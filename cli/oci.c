@@ -103,8 +103,10 @@ int oci_stage(const char *arg, const char *status, enum oci_stage *ret, struct d
 	else if (strcmp(status, "stopped") == 0)
 		*ret = STAGE_POSTSTOP;
 	else
-		return dg_error_set(err, DG_E_HOOK, EINVAL, "nothing to do for a container in state "
-				    "'%s'", status);
+		return dg_error_set(err, DG_E_HOOK, EINVAL,
+				    "nothing to do for a container in state "
+				    "'%s'",
+				    status);
 	return 0;
 }
 
@@ -147,8 +149,8 @@ int oci_config_parse(const char *text, const char *bundle, struct oci_config *re
 
 	if (!o)
 		return bad_config(err, bundle, "not a JSON object");
-	if (!json_object_object_get_ex(o, "root", &root) ||
-	    !(path = json_get_str(root, "path")) || !*path)
+	if (!json_object_object_get_ex(o, "root", &root) || !(path = json_get_str(root, "path")) ||
+	    !*path)
 		return bad_config(err, bundle, "no root.path");
 	if (has_dotdot(path) || !printable(path, 4096))
 		return bad_config(err, bundle, "root.path must not contain '..'");
@@ -188,7 +190,8 @@ int oci_config_load(const char *bundle, struct oci_config *ret, struct dg_error 
 		return dg_error_set(err, DG_E_HOOK, errno, "cannot open bundle %s: %m", bundle);
 	fd = openat(dfd, "config.json", O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
-		return dg_error_set(err, DG_E_HOOK, errno, "cannot open %s/config.json: %m", bundle);
+		return dg_error_set(err, DG_E_HOOK, errno, "cannot open %s/config.json: %m",
+				    bundle);
 	r = read_fd_full(fd, OCI_CONFIG_MAX, &text, NULL);
 	if (r == -EFBIG)
 		return bad_config(err, bundle, "larger than 4 MiB");
@@ -233,11 +236,10 @@ static int dup_opt(const char *s, char **ret)
  */
 static int check_annotation_keys(json_object *a, struct dg_error *err)
 {
-	static const char *const known[] = { ANNOT_GPUS,  ANNOT_COUNT,   ANNOT_ARCH,
+	static const char *const known[] = { ANNOT_GPUS,  ANNOT_COUNT,	 ANNOT_ARCH,
 					     ANNOT_MODEL, ANNOT_PRODUCT, ANNOT_SHARED };
 
-	json_object_object_foreach(a, key, val)
-	{
+	json_object_object_foreach (a, key, val) {
 		bool ok = !startswith(key, "devgate.io/");
 
 		(void)val;
@@ -266,11 +268,14 @@ static int from_annotations(json_object *a, struct oci_request *r, struct dg_err
 	if (!gpus && !count)
 		return 0;
 	if (gpus && count)
-		return dg_error_set(err, DG_E_HOOK, EINVAL, "annotations %s and %s exclude each other",
-				    ANNOT_GPUS, ANNOT_COUNT);
+		return dg_error_set(err, DG_E_HOOK, EINVAL,
+				    "annotations %s and %s exclude each other", ANNOT_GPUS,
+				    ANNOT_COUNT);
 	if (count && (parse_u32(count, &n) < 0 || n == 0 || n > 64))
-		return dg_error_set(err, DG_E_HOOK, EINVAL, "annotation %s='%s' is not a count from "
-				    "1 to 64", ANNOT_COUNT, count);
+		return dg_error_set(err, DG_E_HOOK, EINVAL,
+				    "annotation %s='%s' is not a count from "
+				    "1 to 64",
+				    ANNOT_COUNT, count);
 	if (shared && strcmp(shared, "true") != 0 && strcmp(shared, "false") != 0)
 		return dg_error_set(err, DG_E_HOOK, EINVAL, "annotation %s must be true or false",
 				    ANNOT_SHARED);

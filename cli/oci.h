@@ -26,7 +26,11 @@
 #define ANNOT_PRODUCT "devgate.io/gpu-product"
 #define ANNOT_SHARED "devgate.io/shared"
 
-enum oci_stage { STAGE_NONE, STAGE_CREATE, STAGE_POSTSTOP };
+enum oci_stage {
+	STAGE_NONE,
+	STAGE_CREATE,
+	STAGE_POSTSTOP
+};
 
 struct oci_state {
 	char *id;
@@ -42,11 +46,16 @@ struct oci_config {
 };
 
 /* Where a GPU request came from, in decreasing order of trust. */
-enum req_source { REQ_NONE, REQ_CDI, REQ_ANNOTATION, REQ_IMAGE_ENV };
+enum req_source {
+	REQ_NONE,
+	REQ_CDI,
+	REQ_ANNOTATION,
+	REQ_IMAGE_ENV
+};
 
 struct oci_request {
 	enum req_source source;
-	char *gpus;   /* selectors, or NULL for a count */
+	char *gpus; /* selectors, or NULL for a count */
 	int count;
 	char *arch;
 	char *model;

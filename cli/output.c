@@ -68,7 +68,7 @@ int cli_exit(struct cli *cli, int r)
 struct table {
 	size_t ncols;
 	size_t nrows;
-	size_t cap; /* cells allocated (rows * ncols) */
+	size_t cap;   /* cells allocated (rows * ncols) */
 	char **cells; /* nrows * ncols */
 };
 

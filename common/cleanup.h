@@ -58,18 +58,18 @@ static inline void json_putp(json_object **o)
 #define auto_closedir auto_cleanup(closedirp)
 #define auto_json auto_cleanup(json_putp)
 
-#define TAKE_PTR(p)                                                                                \
-	({                                                                                         \
-		__typeof__(p) _p = (p);                                                            \
-		(p) = NULL;                                                                        \
-		_p;                                                                                \
+#define TAKE_PTR(p)                     \
+	({                              \
+		__typeof__(p) _p = (p); \
+		(p) = NULL;             \
+		_p;                     \
 	})
 
-#define TAKE_FD(fd)                                                                                \
-	({                                                                                         \
-		int _fd = (fd);                                                                    \
-		(fd) = -1;                                                                         \
-		_fd;                                                                               \
+#define TAKE_FD(fd)             \
+	({                      \
+		int _fd = (fd); \
+		(fd) = -1;      \
+		_fd;            \
 	})
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))

@@ -11,7 +11,8 @@ static const struct dg_code_info code_table[DG_CODE_MAX] = {
 	[DG_OK] = { "ok", 0, "success" },
 	[DG_E_INTERNAL] = { "internal", 1, "unexpected internal failure" },
 	[DG_E_INVALID] = { "invalid", 2, "bad command line, request or input" },
-	[DG_E_UNREACHABLE] = { "daemon_unreachable", 3, "devgated is not running or not reachable" },
+	[DG_E_UNREACHABLE] = { "daemon_unreachable", 3,
+			       "devgated is not running or not reachable" },
 	[DG_E_PERM] = { "permission_denied", 4, "caller lacks the authority (not root)" },
 	[DG_E_NO_TARGET] = { "no_such_target", 5, "the PID, container or cgroup does not exist" },
 	[DG_E_TARGET_UNSUPPORTED] = { "target_unsupported", 6,
@@ -94,7 +95,8 @@ static const char *const default_hints[DG_CODE_MAX] = {
 	[DG_E_PROTOCOL] = "devgatectl, devgate-hook and devgated must come from one release",
 	[DG_E_STATE] = "devgated's log names the file; check the state directory's space and "
 		       "permissions",
-	[DG_E_CONFIG] = "devgate.conf(5) lists the keys; 'devgated --check-config' shows the result",
+	[DG_E_CONFIG] =
+		"devgate.conf(5) lists the keys; 'devgated --check-config' shows the result",
 	[DG_E_HOOK] = "the runtime's log shows the hook's message; devgate-hook(8) says what "
 		      "it reads",
 	[DG_E_CHECK] = "each failed check above carries its own hint",

@@ -35,7 +35,7 @@ enum dg_code {
 
 struct dg_code_info {
 	const char *name;    /* wire name, e.g. "gpu_unavailable" */
-	int exit_code;       /* process exit status */
+	int exit_code;	     /* process exit status */
 	const char *summary; /* one line, for --help and man pages */
 };
 
@@ -58,7 +58,8 @@ struct dg_error {
  */
 int dg_error_set(struct dg_error *err, enum dg_code code, int errnum, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-void dg_error_hint(struct dg_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void dg_error_hint(struct dg_error *err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 bool dg_error_is_set(const struct dg_error *err);
 /* err's hint, or the default one of its code; NULL when there is none. */
 const char *dg_error_hint_text(const struct dg_error *err);

@@ -46,7 +46,8 @@ int proc_devices_parse(const char *text, struct dg_majors *ret)
 			else if (strcmp(buf, "Block devices:") == 0)
 				in_char = false;
 			else if (in_char && sscanf(buf, " %u %63s", &major, name) == 2) {
-				if (strcmp(name, "nvidia-frontend") == 0 || strcmp(name, "nvidia") == 0) {
+				if (strcmp(name, "nvidia-frontend") == 0 ||
+				    strcmp(name, "nvidia") == 0) {
 					m.has_nvidia = true;
 					m.nvidia = major;
 				} else if (strcmp(name, "nvidia-uvm") == 0) {
@@ -228,8 +229,8 @@ static int check_char_link(int rootfd, const struct dg_node *node, char *problem
 	tfd = open_in_root(rootfd, path, O_PATH, 0);
 	if (tfd < 0 || fstat(tfd, &st) < 0 || !S_ISCHR(st.st_mode) ||
 	    major(st.st_rdev) != node->major || minor(st.st_rdev) != node->minor) {
-		snprintf(problem, len, "/%s points to '%.200s', not to character device %u:%u", path,
-			 target, node->major, node->minor);
+		snprintf(problem, len, "/%s points to '%.200s', not to character device %u:%u",
+			 path, target, node->major, node->minor);
 		return -EINVAL;
 	}
 	return 0;
@@ -249,8 +250,8 @@ int inventory_check_node(const struct dg_inventory *inv, const struct dg_node *n
 	}
 	ret->node = check_host_node(rootfd, node, ret->problem, sizeof(ret->problem));
 	if (ret->node == 0)
-		ret->char_link = check_char_link(rootfd, node, ret->link_problem,
-						 sizeof(ret->link_problem));
+		ret->char_link =
+			check_char_link(rootfd, node, ret->link_problem, sizeof(ret->link_problem));
 	return ret->node;
 }
 
@@ -308,8 +309,8 @@ static int cmp_gpu_pci(const void *a, const void *b)
 
 static int discover_gpus(int rootfd, struct dg_inventory *inv)
 {
-	auto_close int dfd = open_in_root(rootfd, "proc/driver/nvidia/gpus",
-					       O_RDONLY | O_DIRECTORY, RESOLVE_NO_SYMLINKS);
+	auto_close int dfd = open_in_root(rootfd, "proc/driver/nvidia/gpus", O_RDONLY | O_DIRECTORY,
+					  RESOLVE_NO_SYMLINKS);
 	auto_closedir DIR *d = NULL;
 	struct dirent *de;
 
@@ -343,8 +344,8 @@ static int discover_gpus(int rootfd, struct dg_inventory *inv)
 			if (!inv->gpus[i].problem[0] && inv->gpus[j].minor == inv->gpus[i].minor &&
 			    inv->gpus[i].uuid[0])
 				snprintf(inv->gpus[i].problem, sizeof(inv->gpus[i].problem),
-					 "device minor %u is also used by GPU %zu", inv->gpus[i].minor,
-					 j);
+					 "device minor %u is also used by GPU %zu",
+					 inv->gpus[i].minor, j);
 		}
 	}
 	return 0;
@@ -409,8 +410,8 @@ const struct dg_gpu *inventory_find_uuid(const struct dg_inventory *inv, const c
 	return NULL;
 }
 
-bool inventory_find_node(const struct dg_inventory *inv, uint32_t major, uint32_t minor,
-			 char *path, size_t len, const struct dg_gpu **ret_gpu)
+bool inventory_find_node(const struct dg_inventory *inv, uint32_t major, uint32_t minor, char *path,
+			 size_t len, const struct dg_gpu **ret_gpu)
 {
 	*ret_gpu = NULL;
 	path[0] = '\0';

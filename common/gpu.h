@@ -42,8 +42,8 @@ struct dg_gpu {
 	uint16_t vendor;
 	uint16_t device;
 	char model[128];
-	const char *arch;   /* static string, "unknown" when not known */
-	char problem[256];  /* non-empty: not grantable, and why */
+	const char *arch;  /* static string, "unknown" when not known */
+	char problem[256]; /* non-empty: not grantable, and why */
 };
 
 struct dg_inventory {
@@ -92,7 +92,6 @@ int inventory_check_node(const struct dg_inventory *inv, const struct dg_node *n
 
 void gpu_node(const struct dg_inventory *inv, const struct dg_gpu *gpu, struct dg_node *ret);
 
-
 const struct dg_gpu *inventory_find_uuid(const struct dg_inventory *inv, const char *uuid);
 
 /*
@@ -101,8 +100,7 @@ const struct dg_gpu *inventory_find_uuid(const struct dg_inventory *inv, const c
  * control node). Returns false, path empty, for a device devgate does not
  * know.
  */
-bool inventory_find_node(const struct dg_inventory *inv, uint32_t major, uint32_t minor,
-			 char *path, size_t len, const struct dg_gpu **ret_gpu);
-
+bool inventory_find_node(const struct dg_inventory *inv, uint32_t major, uint32_t minor, char *path,
+			 size_t len, const struct dg_gpu **ret_gpu);
 
 #endif

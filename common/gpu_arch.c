@@ -26,12 +26,12 @@ static const struct {
 	const char *token;
 	const char *arch;
 } model_tokens[] = {
-	{ "V100", "volta" },	 { "V100S", "volta" },	    { "T4", "turing" },
-	{ "A100", "ampere" },	 { "A800", "ampere" },	    { "A30", "ampere" },
-	{ "A40", "ampere" },	 { "A10", "ampere" },	    { "A16", "ampere" },
-	{ "A2", "ampere" },	 { "L4", "ada" },	    { "L40", "ada" },
-	{ "L40S", "ada" },	 { "L20", "ada" },	    { "H100", "hopper" },
-	{ "H200", "hopper" },	 { "H800", "hopper" },	    { "H20", "hopper" },
+	{ "V100", "volta" },	 { "V100S", "volta" },	   { "T4", "turing" },
+	{ "A100", "ampere" },	 { "A800", "ampere" },	   { "A30", "ampere" },
+	{ "A40", "ampere" },	 { "A10", "ampere" },	   { "A16", "ampere" },
+	{ "A2", "ampere" },	 { "L4", "ada" },	   { "L40", "ada" },
+	{ "L40S", "ada" },	 { "L20", "ada" },	   { "H100", "hopper" },
+	{ "H200", "hopper" },	 { "H800", "hopper" },	   { "H20", "hopper" },
 	{ "GH200", "hopper" },	 { "B100", "blackwell" },  { "B200", "blackwell" },
 	{ "B300", "blackwell" }, { "GB200", "blackwell" }, { "GB300", "blackwell" },
 };
@@ -70,7 +70,8 @@ const char *gpu_arch(uint16_t vendor, uint16_t device, const char *model)
 	const char *arch;
 
 	if (vendor == NVIDIA_VENDOR) {
-		const struct gpu_arch_id *hit = bsearch(&device, gpu_arch_ids, ARRAY_SIZE(gpu_arch_ids),
+		const struct gpu_arch_id *hit = bsearch(&device, gpu_arch_ids,
+							ARRAY_SIZE(gpu_arch_ids),
 							sizeof(gpu_arch_ids[0]), cmp_id);
 
 		if (hit)

@@ -11,8 +11,7 @@ static size_t tree_keys(json_object *o)
 	size_t n = 0;
 
 	if (json_object_is_type(o, json_type_object)) {
-		json_object_object_foreach(o, key, val)
-		{
+		json_object_object_foreach (o, key, val) {
 			(void)key;
 			n += 1 + tree_keys(val);
 		}
@@ -69,7 +68,8 @@ json_object *json_parse_object(const char *text)
 	 * would be a grant: more keys in the text than in the tree is refused.
 	 */
 	if (!o || json_tokener_get_error(tok) != json_tokener_success || end != len ||
-	    !json_object_is_type(o, json_type_object) || text_keys(text, text + len) != tree_keys(o)) {
+	    !json_object_is_type(o, json_type_object) ||
+	    text_keys(text, text + len) != tree_keys(o)) {
 		json_object_put(o);
 		o = NULL;
 	}

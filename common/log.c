@@ -14,9 +14,9 @@ static int log_max_level = LOG_INFO;
 static bool log_journal;
 
 static const char *const level_names[] = {
-	[LOG_EMERG] = "emerg",	 [LOG_ALERT] = "alert",	  [LOG_CRIT] = "crit",
-	[LOG_ERR] = "error",	 [LOG_WARNING] = "warning", [LOG_NOTICE] = "notice",
-	[LOG_INFO] = "info",	 [LOG_DEBUG] = "debug",
+	[LOG_EMERG] = "emerg", [LOG_ALERT] = "alert",	  [LOG_CRIT] = "crit",
+	[LOG_ERR] = "error",   [LOG_WARNING] = "warning", [LOG_NOTICE] = "notice",
+	[LOG_INFO] = "info",   [LOG_DEBUG] = "debug",
 };
 
 /* JOURNAL_STREAM is "DEV:INO" of the stream journald gave us. */

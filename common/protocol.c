@@ -15,7 +15,8 @@ static int check_version(json_object *msg, struct dg_error *err)
 	json_object *v;
 
 	if (!json_object_object_get_ex(msg, "v", &v) || !json_object_is_type(v, json_type_int))
-		return dg_error_set(err, DG_E_PROTOCOL, EPROTO, "message lacks protocol version 'v'");
+		return dg_error_set(err, DG_E_PROTOCOL, EPROTO,
+				    "message lacks protocol version 'v'");
 	if (json_object_get_int(v) != DG_PROTO_VERSION) {
 		dg_error_set(err, DG_E_PROTOCOL, EPROTO,
 			     "protocol version %d is not supported (this side speaks %d)",
@@ -83,12 +84,14 @@ int dg_reply_parse(const char *line, json_object **ret_result, struct dg_error *
 
 	if (!msg)
 		return -EPROTO;
-	if (!json_object_object_get_ex(msg, "ok", &ok) || !json_object_is_type(ok, json_type_boolean))
+	if (!json_object_object_get_ex(msg, "ok", &ok) ||
+	    !json_object_is_type(ok, json_type_boolean))
 		return dg_error_set(err, DG_E_PROTOCOL, EPROTO, "reply lacks 'ok'");
 	if (!json_object_get_boolean(ok)) {
 		if (!json_object_object_get_ex(msg, "error", &body) ||
 		    !json_object_is_type(body, json_type_object))
-			return dg_error_set(err, DG_E_PROTOCOL, EPROTO, "error reply lacks 'error'");
+			return dg_error_set(err, DG_E_PROTOCOL, EPROTO,
+					    "error reply lacks 'error'");
 		dg_error_from_json(body, err);
 		return -EREMOTEIO;
 	}

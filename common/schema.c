@@ -117,7 +117,7 @@ static const struct dg_field *find_field(const struct dg_schema *s, const char *
 		if (!e)
 			continue;
 		*base = f->off + inner;
-		*flag = f->has_off != DG_NO_FLAG ? f->has_off
+		*flag = f->has_off != DG_NO_FLAG   ? f->has_off
 			: inner_flag != DG_NO_FLAG ? f->off + inner_flag
 						   : DG_NO_FLAG;
 		return e;
@@ -189,8 +189,7 @@ static int decode_int(struct decoder *dc, const struct dg_field *f, json_object 
 	return 0;
 }
 
-static int decode_str(struct decoder *dc, const struct dg_field *f, json_object *v,
-		      const char **p)
+static int decode_str(struct decoder *dc, const struct dg_field *f, json_object *v, const char **p)
 {
 	const char *s = json_object_get_string(v);
 
@@ -279,8 +278,7 @@ static int check_required(struct decoder *dc, const struct dg_schema *s, json_ob
 		if (f->type == DG_F_EMBED) {
 			if (f->has_off == DG_NO_FLAG || any_field(f->sub, o))
 				r = check_required(dc, f->sub, o);
-		}
-		else if (f->required && !json_object_object_get_ex(o, f->name, NULL))
+		} else if (f->required && !json_object_object_get_ex(o, f->name, NULL))
 			r = bad(dc, "'%s' is missing", f->name);
 		if (r < 0)
 			return r;
@@ -291,8 +289,7 @@ static int check_required(struct decoder *dc, const struct dg_schema *s, json_ob
 static int decode_obj(struct decoder *dc, const struct dg_schema *s, json_object *o, void *out)
 {
 	memset(out, 0, s->size);
-	json_object_object_foreach(o, key, val)
-	{
+	json_object_object_foreach (o, key, val) {
 		size_t base = 0, flag = DG_NO_FLAG;
 		const struct dg_field *f = find_field(s, key, &base, &flag);
 		int r;
@@ -370,7 +367,8 @@ static void encode_fields(const struct dg_schema *s, const void *in, json_object
 		const struct dg_field *f = &s->fields[i];
 		json_object *v;
 
-		if (f->has_off != DG_NO_FLAG && f->type == DG_F_EMBED && !*CAT(in, f->has_off, bool))
+		if (f->has_off != DG_NO_FLAG && f->type == DG_F_EMBED &&
+		    !*CAT(in, f->has_off, bool))
 			continue;
 		if (f->type == DG_F_EMBED) {
 			encode_fields(f->sub, CAT(in, f->off, void), o);

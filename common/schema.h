@@ -30,14 +30,14 @@ char *dg_arena_strdup(struct dg_arena *a, const char *s);
 void dg_arena_free(struct dg_arena *a);
 
 enum dg_ftype {
-	DG_F_BOOL,   /* bool */
-	DG_F_INT,    /* int64_t, within [min, max] when min < max */
-	DG_F_STR,    /* const char *, NULL when absent */
-	DG_F_ID,     /* uint64_t, as a decimal string (JSON numbers lose bits above 2^53) */
-	DG_F_STRS,   /* const char **, count at n_off (size_t) */
-	DG_F_OBJ,    /* struct described by sub, stored inline */
-	DG_F_OBJS,   /* array of sub structs: pointer at off, count at n_off */
-	DG_F_EMBED,  /* sub's fields flattened into this object (no key) */
+	DG_F_BOOL,  /* bool */
+	DG_F_INT,   /* int64_t, within [min, max] when min < max */
+	DG_F_STR,   /* const char *, NULL when absent */
+	DG_F_ID,    /* uint64_t, as a decimal string (JSON numbers lose bits above 2^53) */
+	DG_F_STRS,  /* const char **, count at n_off (size_t) */
+	DG_F_OBJ,   /* struct described by sub, stored inline */
+	DG_F_OBJS,  /* array of sub structs: pointer at off, count at n_off */
+	DG_F_EMBED, /* sub's fields flattened into this object (no key) */
 };
 
 #define DG_NO_FLAG SIZE_MAX
@@ -62,33 +62,66 @@ struct dg_schema {
 	size_t n_fields;
 };
 
-#define DG_SCHEMA(sname, type, table)                                                              \
-	{                                                                                          \
-		.name = (sname), .size = sizeof(type), .fields = (table),                         \
-		.n_fields = sizeof(table) / sizeof((table)[0])                                     \
+#define DG_SCHEMA(sname, type, table)                                     \
+	{                                                                 \
+		.name = (sname), .size = sizeof(type), .fields = (table), \
+		.n_fields = sizeof(table) / sizeof((table)[0])            \
 	}
 
 /* Field constructors; st is the struct type, m the member. */
-#define DG_BOOL(key, st, m) { (key), DG_F_BOOL, false, offsetof(st, m), DG_NO_FLAG, 0, NULL, 0, 0 }
-#define DG_BOOL_OPT(key, st, m, has)                                                               \
-	{ (key), DG_F_BOOL, false, offsetof(st, m), offsetof(st, has), 0, NULL, 0, 0 }
-#define DG_INT(key, st, m) { (key), DG_F_INT, true, offsetof(st, m), DG_NO_FLAG, 0, NULL, 0, 0 }
-#define DG_INT_OPT(key, st, m, has, lo, hi)                                                        \
-	{ (key), DG_F_INT, false, offsetof(st, m), offsetof(st, has), 0, NULL, (lo), (hi) }
-#define DG_STR(key, st, m) { (key), DG_F_STR, true, offsetof(st, m), DG_NO_FLAG, 0, NULL, 0, 0 }
-#define DG_STR_OPT(key, st, m) { (key), DG_F_STR, false, offsetof(st, m), DG_NO_FLAG, 0, NULL, 0, 0 }
-#define DG_ID(key, st, m) { (key), DG_F_ID, true, offsetof(st, m), DG_NO_FLAG, 0, NULL, 0, 0 }
-#define DG_STRS(key, st, m, n)                                                                     \
-	{ (key), DG_F_STRS, true, offsetof(st, m), DG_NO_FLAG, offsetof(st, n), NULL, 0, 0 }
-#define DG_OBJ(key, st, m, s) { (key), DG_F_OBJ, true, offsetof(st, m), DG_NO_FLAG, 0, (s), 0, 0 }
-#define DG_OBJ_OPT(key, st, m, has, s)                                                             \
-	{ (key), DG_F_OBJ, false, offsetof(st, m), offsetof(st, has), 0, (s), 0, 0 }
-#define DG_OBJS(key, st, m, n, s)                                                                  \
-	{ (key), DG_F_OBJS, true, offsetof(st, m), DG_NO_FLAG, offsetof(st, n), (s), 0, 0 }
-#define DG_EMBED(st, m, s) { NULL, DG_F_EMBED, false, offsetof(st, m), DG_NO_FLAG, 0, (s), 0, 0 }
+#define DG_BOOL(key, st, m)                                                         \
+	{                                                                           \
+		(key), DG_F_BOOL, false, offsetof(st, m), DG_NO_FLAG, 0, NULL, 0, 0 \
+	}
+#define DG_BOOL_OPT(key, st, m, has)                                                       \
+	{                                                                                  \
+		(key), DG_F_BOOL, false, offsetof(st, m), offsetof(st, has), 0, NULL, 0, 0 \
+	}
+#define DG_INT(key, st, m)                                                        \
+	{                                                                         \
+		(key), DG_F_INT, true, offsetof(st, m), DG_NO_FLAG, 0, NULL, 0, 0 \
+	}
+#define DG_INT_OPT(key, st, m, has, lo, hi)                                                     \
+	{                                                                                       \
+		(key), DG_F_INT, false, offsetof(st, m), offsetof(st, has), 0, NULL, (lo), (hi) \
+	}
+#define DG_STR(key, st, m)                                                        \
+	{                                                                         \
+		(key), DG_F_STR, true, offsetof(st, m), DG_NO_FLAG, 0, NULL, 0, 0 \
+	}
+#define DG_STR_OPT(key, st, m)                                                     \
+	{                                                                          \
+		(key), DG_F_STR, false, offsetof(st, m), DG_NO_FLAG, 0, NULL, 0, 0 \
+	}
+#define DG_ID(key, st, m)                                                        \
+	{                                                                        \
+		(key), DG_F_ID, true, offsetof(st, m), DG_NO_FLAG, 0, NULL, 0, 0 \
+	}
+#define DG_STRS(key, st, m, n)                                                                   \
+	{                                                                                        \
+		(key), DG_F_STRS, true, offsetof(st, m), DG_NO_FLAG, offsetof(st, n), NULL, 0, 0 \
+	}
+#define DG_OBJ(key, st, m, s)                                                    \
+	{                                                                        \
+		(key), DG_F_OBJ, true, offsetof(st, m), DG_NO_FLAG, 0, (s), 0, 0 \
+	}
+#define DG_OBJ_OPT(key, st, m, has, s)                                                   \
+	{                                                                                \
+		(key), DG_F_OBJ, false, offsetof(st, m), offsetof(st, has), 0, (s), 0, 0 \
+	}
+#define DG_OBJS(key, st, m, n, s)                                                               \
+	{                                                                                       \
+		(key), DG_F_OBJS, true, offsetof(st, m), DG_NO_FLAG, offsetof(st, n), (s), 0, 0 \
+	}
+#define DG_EMBED(st, m, s)                                                         \
+	{                                                                          \
+		NULL, DG_F_EMBED, false, offsetof(st, m), DG_NO_FLAG, 0, (s), 0, 0 \
+	}
 /* Embedded fields that may all be absent; has is set when any is present. */
-#define DG_EMBED_OPT(st, m, has, s)                                                                \
-	{ NULL, DG_F_EMBED, false, offsetof(st, m), offsetof(st, has), 0, (s), 0, 0 }
+#define DG_EMBED_OPT(st, m, has, s)                                                       \
+	{                                                                                 \
+		NULL, DG_F_EMBED, false, offsetof(st, m), offsetof(st, has), 0, (s), 0, 0 \
+	}
 
 /*
  * Fills out (schema->size bytes, zeroed first) from o. Strings and arrays

@@ -51,8 +51,8 @@ static int select_uuid(const struct dg_inventory *inv, const char *sel, bool *se
 		hits++;
 	}
 	if (hits == 0)
-		return dg_error_set(err, DG_E_NO_GPU, ENODEV, "no GPU has a UUID starting with '%s'",
-				    sel);
+		return dg_error_set(err, DG_E_NO_GPU, ENODEV,
+				    "no GPU has a UUID starting with '%s'", sel);
 	if (hits > 1)
 		return dg_error_set(err, DG_E_NO_GPU, ENODEV,
 				    "UUID prefix '%s' is ambiguous: %zu GPUs match", sel, hits);
@@ -67,8 +67,9 @@ static int select_one(const struct dg_inventory *inv, const char *sel, bool *sel
 
 	if (strcmp(sel, "all") == 0) {
 		if (inv->n_gpus == 0)
-			return dg_error_set(err, DG_E_NO_GPU, ENODEV,
-					    "GPU selector 'all' matches nothing: no GPU on this host");
+			return dg_error_set(
+				err, DG_E_NO_GPU, ENODEV,
+				"GPU selector 'all' matches nothing: no GPU on this host");
 		for (size_t i = 0; i < inv->n_gpus; i++)
 			selected[i] = true;
 		return 0;
@@ -88,9 +89,9 @@ static int select_one(const struct dg_inventory *inv, const char *sel, bool *sel
 				    "'%s' is a MIG device; devgate grants whole GPUs only", sel);
 	if (strchr(sel, ':')) {
 		if (pci_normalize(sel, pci, sizeof(pci)) < 0)
-			return dg_error_set(err, DG_E_INVALID, EINVAL,
-					    "'%s' is not a PCI bus id (expected [domain:]bus:dev.fn)",
-					    sel);
+			return dg_error_set(
+				err, DG_E_INVALID, EINVAL,
+				"'%s' is not a PCI bus id (expected [domain:]bus:dev.fn)", sel);
 		for (size_t i = 0; i < inv->n_gpus; i++) {
 			if (strcmp(inv->gpus[i].pci, pci) == 0) {
 				selected[i] = true;
@@ -101,16 +102,17 @@ static int select_one(const struct dg_inventory *inv, const char *sel, bool *sel
 	}
 	for (const char *p = sel; *p; p++) {
 		if (!isalnum((unsigned char)*p) && *p != '-')
-			return dg_error_set(err, DG_E_INVALID, EINVAL,
-					    "'%s' is not a GPU selector (index, UUID, PCI bus id or "
-					    "'all')",
-					    sel);
+			return dg_error_set(
+				err, DG_E_INVALID, EINVAL,
+				"'%s' is not a GPU selector (index, UUID, PCI bus id or "
+				"'all')",
+				sel);
 	}
 	return select_uuid(inv, sel, selected, err);
 }
 
 int select_gpus(const struct dg_inventory *inv, const char *spec, bool *selected,
-		     struct dg_error *err)
+		struct dg_error *err)
 {
 	auto_free char *copy = NULL;
 	char *rest;

@@ -28,10 +28,9 @@ int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *re
 int read_fd_full(int fd, size_t max, char **ret, size_t *ret_len);
 
 /*
- * Replaces dirfd/name atomically. Write to a temporary file, then rename over name: readers see the old or
- * the new content, never a mix. durable: fsync the file and the directory
- * too, so the new content survives a power loss (not needed for state that
- * dies with a reboot anyway, on tmpfs).
+ * Replaces dirfd/name atomically. Write to a temporary file, then rename over name: readers see the
+ * old or the new content, never a mix. durable: fsync the file and the directory too, so the new
+ * content survives a power loss (not needed for state that dies with a reboot anyway, on tmpfs).
  */
 int write_file_atomic_at(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
 			 bool durable);

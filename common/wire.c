@@ -14,8 +14,8 @@ static const struct dg_field target_fields[] = {
 	DG_STR_OPT("container", struct dg_target_args, container),
 	DG_STR_OPT("source", struct dg_target_args, source),
 };
-static const struct dg_schema target_schema = DG_SCHEMA("target", struct dg_target_args,
-							target_fields);
+static const struct dg_schema target_schema =
+	DG_SCHEMA("target", struct dg_target_args, target_fields);
 
 static const struct dg_field list_req_fields[] = {
 	DG_BOOL("free", struct dg_list_req, free),
@@ -49,8 +49,9 @@ struct no_args {
 };
 static const struct dg_schema no_args_schema = { "operation", sizeof(struct no_args), NULL, 0 };
 
-#define REQ(op, type, table)                                                                       \
-	static const struct dg_schema op##_req_schema = DG_SCHEMA("operation '" #op "'", type, table)
+#define REQ(op, type, table)                            \
+	static const struct dg_schema op##_req_schema = \
+		DG_SCHEMA("operation '" #op "'", type, table)
 REQ(list, struct dg_list_req, list_req_fields);
 REQ(grant, struct dg_grant_req, grant_req_fields);
 REQ(revoke, struct dg_revoke_req, revoke_req_fields);
@@ -84,24 +85,24 @@ static const struct dg_field holder_fields[] = {
 	DG_INT("pid", struct dg_holder_info, pid),
 	DG_BOOL("shared", struct dg_holder_info, shared),
 };
-static const struct dg_schema holder_schema = DG_SCHEMA("holder", struct dg_holder_info,
-							holder_fields);
+static const struct dg_schema holder_schema =
+	DG_SCHEMA("holder", struct dg_holder_info, holder_fields);
 
 static const struct dg_field list_gpu_fields[] = {
 	DG_EMBED(struct dg_list_gpu, gpu, &gpu_schema),
 	DG_STR("state", struct dg_list_gpu, state),
 	DG_OBJS("holders", struct dg_list_gpu, holders, n_holders, &holder_schema),
 };
-static const struct dg_schema list_gpu_schema = DG_SCHEMA("GPU", struct dg_list_gpu,
-							  list_gpu_fields);
+static const struct dg_schema list_gpu_schema =
+	DG_SCHEMA("GPU", struct dg_list_gpu, list_gpu_fields);
 
 static const struct dg_field driver_fields[] = {
 	DG_BOOL("loaded", struct dg_driver_info, loaded),
 	DG_INT_OPT("nvidia_major", struct dg_driver_info, nvidia_major, has_nvidia_major, 0, 0),
 	DG_INT_OPT("uvm_major", struct dg_driver_info, uvm_major, has_uvm_major, 0, 0),
 };
-static const struct dg_schema driver_schema = DG_SCHEMA("driver", struct dg_driver_info,
-							driver_fields);
+static const struct dg_schema driver_schema =
+	DG_SCHEMA("driver", struct dg_driver_info, driver_fields);
 
 static const struct dg_field list_fields[] = {
 	DG_STR("host_root", struct dg_list_reply, host_root),
@@ -117,8 +118,8 @@ static const struct dg_field lease_gpu_fields[] = {
 	DG_EMBED(struct dg_lease_gpu, gpu, &gpu_schema),
 	DG_BOOL("shared", struct dg_lease_gpu, shared),
 };
-static const struct dg_schema lease_gpu_schema = DG_SCHEMA("GPU", struct dg_lease_gpu,
-							   lease_gpu_fields);
+static const struct dg_schema lease_gpu_schema =
+	DG_SCHEMA("GPU", struct dg_lease_gpu, lease_gpu_fields);
 
 static const struct dg_field lease_fields[] = {
 	DG_ID("cgroup_id", struct dg_lease_info, cgroup_id),
@@ -134,8 +135,8 @@ static const struct dg_field node_status_fields[] = {
 	DG_STR("path", struct dg_node_status, path),
 	DG_STR("status", struct dg_node_status, status),
 };
-static const struct dg_schema node_status_schema = DG_SCHEMA("node", struct dg_node_status,
-							     node_status_fields);
+static const struct dg_schema node_status_schema =
+	DG_SCHEMA("node", struct dg_node_status, node_status_fields);
 
 static const struct dg_field grant_fields[] = {
 	DG_EMBED(struct dg_grant_reply, lease, &dg_lease_schema),
@@ -162,8 +163,8 @@ static const struct dg_field settings_fields[] = {
 	DG_STR_OPT("cgroup_root", struct dg_settings, cgroup_root),
 	DG_STR_OPT("metrics_listen", struct dg_settings, metrics_listen),
 };
-static const struct dg_schema settings_schema = DG_SCHEMA("settings", struct dg_settings,
-							  settings_fields);
+static const struct dg_schema settings_schema =
+	DG_SCHEMA("settings", struct dg_settings, settings_fields);
 
 static const struct dg_field ping_fields[] = {
 	DG_STR("version", struct dg_ping_reply, version),
@@ -189,8 +190,8 @@ static const struct dg_field denied_fields[] = {
 	DG_STR_OPT("gpu", struct dg_denied_event, gpu),
 	DG_STR("access", struct dg_denied_event, access),
 };
-const struct dg_schema dg_denied_event_schema = DG_SCHEMA("event", struct dg_denied_event,
-							  denied_fields);
+const struct dg_schema dg_denied_event_schema =
+	DG_SCHEMA("event", struct dg_denied_event, denied_fields);
 
 static const struct dg_field events_fields[] = {
 	DG_OBJS("events", struct dg_events_reply, events, n_events, &dg_denied_event_schema),
@@ -206,12 +207,12 @@ static const struct dg_field watch_event_fields[] = {
 	DG_OBJ("lease", struct dg_watch_event, lease, &dg_lease_schema),
 	DG_STRS("gpus", struct dg_watch_event, gpus, n_gpus),
 };
-static const struct dg_schema watch_event_schema = DG_SCHEMA("event", struct dg_watch_event,
-							     watch_event_fields);
+static const struct dg_schema watch_event_schema =
+	DG_SCHEMA("event", struct dg_watch_event, watch_event_fields);
 
-#define REPLY(op, type, table)                                                                     \
-	static const struct dg_schema op##_reply_schema = DG_SCHEMA("reply to '" #op "'", type,   \
-								    table)
+#define REPLY(op, type, table)                            \
+	static const struct dg_schema op##_reply_schema = \
+		DG_SCHEMA("reply to '" #op "'", type, table)
 REPLY(ping, struct dg_ping_reply, ping_fields);
 REPLY(list, struct dg_list_reply, list_fields);
 REPLY(grant, struct dg_grant_reply, grant_fields);
@@ -256,8 +257,7 @@ static int request_header(json_object *msg, enum dg_op *op, json_object **args,
 {
 	json_object *name;
 
-	json_object_object_foreach(msg, key, val)
-	{
+	json_object_object_foreach (msg, key, val) {
 		(void)val;
 		if (strcmp(key, "v") != 0 && strcmp(key, "op") != 0 && strcmp(key, "args") != 0)
 			return dg_error_set(err, DG_E_PROTOCOL, EPROTO,

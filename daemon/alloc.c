@@ -51,14 +51,18 @@ int alloc_check_request(const struct alloc_request *req, struct dg_error *err)
 	unsigned int v, d;
 
 	if (req->selectors && (req->count || req->model || req->arch || req->product))
-		return dg_error_set(err, DG_E_INVALID, EINVAL, "give either GPU selectors or a count "
+		return dg_error_set(err, DG_E_INVALID, EINVAL,
+				    "give either GPU selectors or a count "
 				    "with constraints, not both");
 	if (!req->selectors && req->count == 0)
-		return dg_error_set(err, DG_E_INVALID, EINVAL, "no GPU requested: give selectors or "
+		return dg_error_set(err, DG_E_INVALID, EINVAL,
+				    "no GPU requested: give selectors or "
 				    "a count of at least 1");
 	if (req->count > DG_MAX_GPUS)
-		return dg_error_set(err, DG_E_INVALID, EINVAL, "a count of %u GPUs is more than "
-				    "devgate manages (%d)", req->count, DG_MAX_GPUS);
+		return dg_error_set(err, DG_E_INVALID, EINVAL,
+				    "a count of %u GPUs is more than "
+				    "devgate manages (%d)",
+				    req->count, DG_MAX_GPUS);
 	if (req->arch && strcmp(req->arch, "unknown") != 0 && !gpu_arch_is_known_name(req->arch)) {
 		dg_error_set(err, DG_E_INVALID, EINVAL, "unknown architecture '%s'", req->arch);
 		dg_error_hint(err, "known: kepler maxwell pascal volta turing ampere hopper ada "
@@ -66,8 +70,10 @@ int alloc_check_request(const struct alloc_request *req, struct dg_error *err)
 		return -EINVAL;
 	}
 	if (req->product && parse_product(req->product, &v, &d) < 0)
-		return dg_error_set(err, DG_E_INVALID, EINVAL, "product '%s' is not VENDOR:DEVICE in "
-				    "hex, e.g. 10de:2330", req->product);
+		return dg_error_set(err, DG_E_INVALID, EINVAL,
+				    "product '%s' is not VENDOR:DEVICE in "
+				    "hex, e.g. 10de:2330",
+				    req->product);
 	if (req->model && !*req->model)
 		return dg_error_set(err, DG_E_INVALID, EINVAL, "empty model constraint");
 	return 0;
@@ -81,8 +87,8 @@ static bool matches(const struct dg_gpu *gpu, const struct alloc_request *req)
 		return false;
 	if (req->arch && strcasecmp(gpu->arch, req->arch) != 0)
 		return false;
-	if (req->product && (parse_product(req->product, &v, &d) < 0 || gpu->vendor != v ||
-			     gpu->device != d))
+	if (req->product &&
+	    (parse_product(req->product, &v, &d) < 0 || gpu->vendor != v || gpu->device != d))
 		return false;
 	return true;
 }
@@ -154,7 +160,8 @@ static int pick_selected(const struct dg_inventory *inv, const struct gpu_use *u
 				return dg_error_set(err, DG_E_UNAVAILABLE, EBUSY,
 						    "the container already holds GPU %u %s; revoke "
 						    "it first to take it %s",
-						    gpu->index, mine->shared ? "shared" : "exclusively",
+						    gpu->index,
+						    mine->shared ? "shared" : "exclusively",
 						    req->shared ? "shared" : "exclusively");
 			continue; /* granting twice is one grant */
 		}
@@ -207,13 +214,15 @@ static int pick_counted(const struct dg_inventory *inv, const struct gpu_use *us
 	if (matching == 0) {
 		dg_error_set(err, DG_E_NO_GPU, ENODEV, "no GPU on this host matches%s",
 			     cons[0] ? cons : " the request");
-		dg_error_hint(err, "run 'devgatectl list' to see each GPU's model, arch and product");
+		dg_error_hint(err,
+			      "run 'devgatectl list' to see each GPU's model, arch and product");
 		return -ENODEV;
 	}
 	need = req->count > have ? req->count - have : 0;
 	if (free_n < need) {
-		dg_error_set(err, DG_E_UNAVAILABLE, EBUSY, "requested %u GPU%s%s%s: %s%u free%s%s%s",
-			     req->count, req->count == 1 ? "" : "s", cons[0] ? " with" : "", cons,
+		dg_error_set(err, DG_E_UNAVAILABLE, EBUSY,
+			     "requested %u GPU%s%s%s: %s%u free%s%s%s", req->count,
+			     req->count == 1 ? "" : "s", cons[0] ? " with" : "", cons,
 			     have ? "the container holds some already, " : "", free_n,
 			     reasons[0] ? " (" : "", reasons, reasons[0] ? ")" : "");
 		dg_error_hint(err, "all GPUs that match are in use; release one with 'devgatectl "

@@ -38,7 +38,11 @@ struct bpfgate {
 	struct keeper keeper;
 };
 
-enum pin_kind { PIN_GATE, PIN_DEFAULT, PIN_TALLY };
+enum pin_kind {
+	PIN_GATE,
+	PIN_DEFAULT,
+	PIN_TALLY
+};
 
 struct pinned {
 	enum pin_kind kind;
@@ -127,15 +131,20 @@ static int ensure_bpffs(const char *pin_root, struct dg_error *err)
 	snprintf(parent, sizeof(parent), "%s", pin_root);
 	slash = strrchr(parent, '/');
 	if (!slash || slash == parent)
-		return dg_error_set(err, DG_E_INVALID, EINVAL, "pin root '%s' must be a subdirectory "
-				    "of a bpf filesystem", pin_root);
+		return dg_error_set(err, DG_E_INVALID, EINVAL,
+				    "pin root '%s' must be a subdirectory "
+				    "of a bpf filesystem",
+				    pin_root);
 	if (strchr(slash + 1, '.'))
-		return dg_error_set(err, DG_E_INVALID, EINVAL, "pin root '%s': bpffs names cannot "
-				    "contain '.'", pin_root);
+		return dg_error_set(err, DG_E_INVALID, EINVAL,
+				    "pin root '%s': bpffs names cannot "
+				    "contain '.'",
+				    pin_root);
 	*slash = '\0';
 	if (!path_on_bpffs(parent)) {
 		if (strcmp(parent, "/sys/fs/bpf") != 0) {
-			dg_error_set(err, DG_E_KERNEL, ENOTSUP, "%s is not on a bpf filesystem", parent);
+			dg_error_set(err, DG_E_KERNEL, ENOTSUP, "%s is not on a bpf filesystem",
+				     parent);
 			dg_error_hint(err, "mount one with 'mount -t bpf bpf %s'", parent);
 			return -ENOTSUP;
 		}
@@ -159,7 +168,10 @@ static int ensure_bpffs(const char *pin_root, struct dg_error *err)
 }
 
 /* ROLE_MAPS creates or finds the shared maps; ROLE_PROGS loads gate and tally. */
-enum role { ROLE_MAPS, ROLE_PROGS };
+enum role {
+	ROLE_MAPS,
+	ROLE_PROGS
+};
 
 static int reuse_shared(struct devgate *skel, const struct devgate *from)
 {
@@ -212,7 +224,8 @@ static int adopt_shared(struct devgate *skel, const int *fds)
 }
 
 static int load_copy_adopting(const struct bpfgate *bg, enum role role, bool has_runtime,
-			      enum bpf_attach_type gate_eat, const int *adopt, struct devgate **ret);
+			      enum bpf_attach_type gate_eat, const int *adopt,
+			      struct devgate **ret);
 
 static int load_copy(const struct bpfgate *bg, enum role role, bool has_runtime,
 		     enum bpf_attach_type gate_eat, struct devgate **ret)
@@ -355,16 +368,19 @@ int bpfgate_open(const char *pin_root, const struct dg_majors *majors, int cgroo
 	for (size_t i = 0; i < SHARED_MAPS; i++)
 		safe_close(adopt[i]);
 	if (r == 0 && adopting)
-		log_notice("adopted the BPF maps of the gates on leased cgroups and pinned them again "
-			   "under %s", pin_root);
+		log_notice(
+			"adopted the BPF maps of the gates on leased cgroups and pinned them again "
+			"under %s",
+			pin_root);
 	if (r == 0)
 		r = keeper_init(&bg->keeper, cgroot_fd, pin_root);
 	if (r < 0 || !bg->maps) {
 		r = r < 0 ? r : -EIO;
 		dg_error_set(err, DG_E_KERNEL, r, "cannot create devgate's BPF maps under %s: %s",
 			     pin_root, strerror(-r));
-		dg_error_hint(err, "devgated needs CAP_BPF and CAP_SYS_ADMIN; pins left by an "
-				   "incompatible release can be removed with 'rm -r %s'",
+		dg_error_hint(err,
+			      "devgated needs CAP_BPF and CAP_SYS_ADMIN; pins left by an "
+			      "incompatible release can be removed with 'rm -r %s'",
 			      pin_root);
 		bpfgate_free(bg);
 		return r;
@@ -690,8 +706,7 @@ struct own_prog {
 	uint32_t slot_prog;   /* what the slot holds now, 0: empty */
 };
 
-static void own_map(int map_id, uint32_t counters_id, struct own_prog *o, bool *ours,
-		    bool *theirs)
+static void own_map(int map_id, uint32_t counters_id, struct own_prog *o, bool *ours, bool *theirs)
 {
 	struct bpf_map_info info = { 0 };
 	uint32_t len = sizeof(info), zero = 0;
@@ -825,8 +840,10 @@ static int recover_pins(struct bpfgate *bg, uint64_t cgid, const char *dir, int 
 		if (o.kind == OWN_GATE && o.self.orig_id && !o.slot_prog) {
 			r = refill_slot(&o);
 			if (r < 0)
-				log_error_errno(r, "cgroup %llu: gate %u lost runtime program %u: %m",
-						(unsigned long long)cgid, now->ids[i], o.self.orig_id);
+				log_error_errno(r,
+						"cgroup %llu: gate %u lost runtime program %u: %m",
+						(unsigned long long)cgid, now->ids[i],
+						o.self.orig_id);
 			else
 				log_notice("cgroup %llu: gate %u holds runtime program %u again",
 					   (unsigned long long)cgid, now->ids[i], o.self.orig_id);
@@ -878,7 +895,8 @@ static int wrap(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd, ui
 	/* The gate's slot ends with its pin: the kernel keeps orig for us here. */
 	r = keeper_hold(&bg->keeper, orig_fd, orig_id);
 	if (r < 0)
-		log_warning_errno(r, "cannot keep device program %u: %m (it lives as long as its pin)",
+		log_warning_errno(r,
+				  "cannot keep device program %u: %m (it lives as long as its pin)",
 				  orig_id);
 	log_debug("cgroup %llu: gate in place of device program %u", (unsigned long long)cgid,
 		  orig_id);
@@ -1009,8 +1027,7 @@ static bool settled(const struct pinned *pins, size_t n_pins, const struct attac
 	return tally && now->ids[now->n - 1] == tally->id;
 }
 
-static void guard_summary(int cgfd, const struct pinned *pins, size_t n_pins,
-			  struct guard_info *gi)
+static void guard_summary(int cgfd, const struct pinned *pins, size_t n_pins, struct guard_info *gi)
 {
 	struct attached now = { 0 }, eff = { 0 };
 
@@ -1059,8 +1076,10 @@ int bpfgate_guard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info
 		return dg_error_set(err, DG_E_INTERNAL, r, "pin path too long");
 	r = inspect(bg, cgid, dir, cgfd, pins, &n_pins, &now);
 	if (r < 0)
-		return dg_error_set(err, DG_E_KERNEL, r, "cannot inspect the device programs of "
-				    "cgroup %llu: %s", (unsigned long long)cgid, strerror(-r));
+		return dg_error_set(err, DG_E_KERNEL, r,
+				    "cannot inspect the device programs of "
+				    "cgroup %llu: %s",
+				    (unsigned long long)cgid, strerror(-r));
 	if (settled(pins, n_pins, &now)) { /* the common case: already gated */
 		guard_summary(cgfd, pins, n_pins, &gi);
 		if (info)
@@ -1145,17 +1164,21 @@ static int unguard_attached(const char *dir, int cgfd, const struct pinned *pins
 	int r = query(cgfd, false, &now);
 
 	if (r < 0)
-		return dg_error_set(err, DG_E_KERNEL, r, "cannot query device programs of cgroup "
-				    "%llu: %s", (unsigned long long)cgid, strerror(-r));
+		return dg_error_set(err, DG_E_KERNEL, r,
+				    "cannot query device programs of cgroup "
+				    "%llu: %s",
+				    (unsigned long long)cgid, strerror(-r));
 	/* Runtime programs first, so the cgroup is never left unfiltered. */
 	for (size_t i = 0; i < n_pins; i++) {
 		if (pins[i].kind != PIN_GATE || !attached_has(&now, pins[i].id))
 			continue;
 		r = restore(dir, cgfd, &pins[i], now.flags);
 		if (r < 0)
-			return dg_error_set(err, DG_E_KERNEL, r, "cannot put device program %u back "
-					    "on cgroup %llu: %s", pins[i].orig_id,
-					    (unsigned long long)cgid, strerror(-r));
+			return dg_error_set(err, DG_E_KERNEL, r,
+					    "cannot put device program %u back "
+					    "on cgroup %llu: %s",
+					    pins[i].orig_id, (unsigned long long)cgid,
+					    strerror(-r));
 	}
 	for (size_t i = 0; i < n_pins; i++) {
 		const char *name = pins[i].kind == PIN_TALLY ? "tally" : "gate-default";
@@ -1164,8 +1187,10 @@ static int unguard_attached(const char *dir, int cgfd, const struct pinned *pins
 			continue;
 		r = detach_pinned(dir, name, cgfd);
 		if (r < 0)
-			return dg_error_set(err, DG_E_KERNEL, r, "cannot detach %s from cgroup "
-					    "%llu: %s", name, (unsigned long long)cgid, strerror(-r));
+			return dg_error_set(err, DG_E_KERNEL, r,
+					    "cannot detach %s from cgroup "
+					    "%llu: %s",
+					    name, (unsigned long long)cgid, strerror(-r));
 	}
 	return 0;
 }

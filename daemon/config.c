@@ -41,7 +41,10 @@ struct key {
 	size_t off;
 };
 
-#define KEY(n, t, field) { n, t, offsetof(struct dg_config, field) }
+#define KEY(n, t, field)                                \
+	{                                               \
+		n, t, offsetof(struct dg_config, field) \
+	}
 
 /* Keys are named like devgated's long options; man devgate.conf(5) lists them. */
 static const struct key keys[] = {
@@ -223,8 +226,7 @@ static int check_listen(const char *s)
 	return metrics_parse_listen(s, &ss, &len);
 }
 
-static int set_value(struct dg_config *c, const struct key *k, const char *v,
-		     struct dg_error *err)
+static int set_value(struct dg_config *c, const struct key *k, const char *v, struct dg_error *err)
 {
 	uint32_t ms;
 	mode_t mode;
@@ -263,9 +265,9 @@ static int set_value(struct dg_config *c, const struct key *k, const char *v,
 		return 0;
 	case K_MS:
 		if (parse_u32(v, &ms) < 0 || ms < 100 || ms > 3600000)
-			return dg_error_set(err, DG_E_INVALID, EINVAL,
-					    "'%s' is not a number of milliseconds from 100 to 3600000",
-					    v);
+			return dg_error_set(
+				err, DG_E_INVALID, EINVAL,
+				"'%s' is not a number of milliseconds from 100 to 3600000", v);
 		*(unsigned int *)field(c, k) = ms;
 		return 0;
 	case K_COUNT:
@@ -286,10 +288,11 @@ static int set_value(struct dg_config *c, const struct key *k, const char *v,
 		return 0;
 	case K_LEVEL:
 		if (parse_level(v, field(c, k)) < 0)
-			return dg_error_set(err, DG_E_INVALID, EINVAL,
-					    "'%s' is not a log level (error, warning, notice, info, "
-					    "debug)",
-					    v);
+			return dg_error_set(
+				err, DG_E_INVALID, EINVAL,
+				"'%s' is not a log level (error, warning, notice, info, "
+				"debug)",
+				v);
 		return 0;
 	}
 	return -EINVAL;

@@ -26,8 +26,8 @@ struct dg_config {
 	mode_t node_mode;
 	uid_t node_uid;
 	gid_t node_gid;
-	bool hook_env;	     /* honour NVIDIA_VISIBLE_DEVICES from images */
-	unsigned int recheck_ms; /* period of the guard re-check */
+	bool hook_env;			/* honour NVIDIA_VISIBLE_DEVICES from images */
+	unsigned int recheck_ms;	/* period of the guard re-check */
 	unsigned int max_clients;	/* connections served at once */
 	unsigned int client_timeout_ms; /* an idle or half-sent request is cut after */
 	gid_t socket_gid;		/* may read (list, status, ...); DG_NO_GID: none */

@@ -102,8 +102,8 @@ int events_open(struct daemon *d, struct dg_error *err)
 		int r = -errno;
 
 		free(e);
-		return dg_error_set(err, DG_E_KERNEL, r, "cannot read devgate's BPF ring buffer: %s",
-				    strerror(-r));
+		return dg_error_set(err, DG_E_KERNEL, r,
+				    "cannot read devgate's BPF ring buffer: %s", strerror(-r));
 	}
 	d->events = e;
 	return 0;

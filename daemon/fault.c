@@ -29,8 +29,7 @@ void fault_init(void)
 	memcpy(armed, v, len);
 	armed[len] = '\0';
 	countdown = n;
-	log_warning("fault point %s armed: devgated kills itself the %u. time it passes", armed,
-		    n);
+	log_warning("fault point %s armed: devgated kills itself the %u. time it passes", armed, n);
 }
 
 void fault_point(const char *name)

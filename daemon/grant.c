@@ -149,7 +149,8 @@ static int label_check(const char *label, struct dg_error *err)
 	if (!label)
 		return 0;
 	if (!*label || strlen(label) > 256)
-		return dg_error_set(err, DG_E_INVALID, EINVAL, "container label must be 1 to 256 "
+		return dg_error_set(err, DG_E_INVALID, EINVAL,
+				    "container label must be 1 to 256 "
 				    "characters");
 	for (const char *p = label; *p; p++) {
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
@@ -208,8 +209,8 @@ static void commit_lease(struct daemon *d, struct lease *old, struct lease *next
 			  (unsigned long long)next->cgid);
 }
 
-static void emit(struct daemon *d, const char *type, const struct lease *l,
-		 const char *const *gpus, size_t n)
+static void emit(struct daemon *d, const char *type, const struct lease *l, const char *const *gpus,
+		 size_t n)
 {
 	if (d->hooks.lease_changed)
 		d->hooks.lease_changed(d, type, l, gpus, n);
@@ -316,8 +317,10 @@ static int grant_reply(struct daemon *d, const struct lease *l, const struct gra
 		r = node_statuses(x->nodes, x->res, x->n_nodes, &out->nodes, &out->n_nodes, a);
 	if (r < 0 || !x->guard.ancestor_progs)
 		return r;
-	snprintf(w, sizeof(w), "%u device program(s) on ancestor cgroups of %s are not "
-		 "managed by devgate and may still deny the GPU", x->guard.ancestor_progs, l->cgroup);
+	snprintf(w, sizeof(w),
+		 "%u device program(s) on ancestor cgroups of %s are not "
+		 "managed by devgate and may still deny the GPU",
+		 x->guard.ancestor_progs, l->cgroup);
 	log_warning("%s", w);
 	out->warnings = dg_arena_alloc(a, sizeof(*out->warnings));
 	if (!out->warnings)
@@ -328,8 +331,8 @@ static int grant_reply(struct daemon *d, const struct lease *l, const struct gra
 }
 
 /* Picks GPUs for cgid against what every other lease holds now. */
-static int pick_gpus(struct daemon *d, uint64_t cgid, const struct alloc_request *req,
-		     bool *picked, struct dg_error *err)
+static int pick_gpus(struct daemon *d, uint64_t cgid, const struct alloc_request *req, bool *picked,
+		     struct dg_error *err)
 {
 	struct gpu_use use[DG_MAX_GPUS];
 
@@ -349,10 +352,12 @@ static int grant_check(struct daemon *d, const struct dg_grant_req *g, struct al
 		return r;
 	/* An image asking for GPUs through its env is honoured only if the admin said so. */
 	if (g->from_image && !d->cfg.hook_env) {
-		dg_error_set(err, DG_E_PERM, EPERM, "GPUs requested by the image's environment are "
+		dg_error_set(err, DG_E_PERM, EPERM,
+			     "GPUs requested by the image's environment are "
 			     "not honoured: hook-allow-env is off");
-		dg_error_hint(err, "request GPUs with devgate's CDI devices or annotation, or start "
-				   "devgated with --hook-allow-env");
+		dg_error_hint(err,
+			      "request GPUs with devgate's CDI devices or annotation, or start "
+			      "devgated with --hook-allow-env");
 		return -EPERM;
 	}
 	return 0;
@@ -454,20 +459,24 @@ static struct lease *find_lease(struct daemon *d, const struct dg_target_args *t
 	struct lease *l = NULL;
 
 	if (given != 1) {
-		dg_error_set(err, DG_E_INVALID, EINVAL, "name the container by exactly one of a PID, "
+		dg_error_set(err, DG_E_INVALID, EINVAL,
+			     "name the container by exactly one of a PID, "
 			     "a cgroup or a container label");
 		return NULL;
 	}
 	if (label) {
 		if (lease_table_find_label(&d->leases, label, &l) == -EEXIST)
-			dg_error_set(err, DG_E_INVALID, EEXIST, "several leases carry the label '%s'; "
-				     "name the container by PID or cgroup", label);
+			dg_error_set(err, DG_E_INVALID, EEXIST,
+				     "several leases carry the label '%s'; "
+				     "name the container by PID or cgroup",
+				     label);
 		else if (!l) {
 			/* Labels exist only in leases: an unknown one names nothing. */
 			dg_error_set(err, DG_E_NO_TARGET, ENOENT, "no container is labelled '%s'",
 				     label);
-			dg_error_hint(err, "'devgatectl status' lists the labels of containers that "
-					   "hold GPUs");
+			dg_error_hint(err,
+				      "'devgatectl status' lists the labels of containers that "
+				      "hold GPUs");
 		}
 		return l;
 	}
@@ -477,7 +486,8 @@ static struct lease *find_lease(struct daemon *d, const struct dg_target_args *t
 				l = d->leases.v[i];
 		}
 		if (!l)
-			dg_error_set(err, DG_E_NOT_GRANTED, ENOENT, "cgroup %s holds no GPU", cgroup);
+			dg_error_set(err, DG_E_NOT_GRANTED, ENOENT, "cgroup %s holds no GPU",
+				     cgroup);
 		return l;
 	}
 	if (pid <= 0 || pid > INT32_MAX) {
@@ -519,9 +529,9 @@ static int revoke_select(struct daemon *d, const struct lease *l, const char *sp
 			}
 		}
 		if (!held)
-			return dg_error_set(err, DG_E_NOT_GRANTED, ENOENT, "%s does not hold GPU %u (%s)",
-					    lease_label(l), d->inv->gpus[g].index,
-					    d->inv->gpus[g].uuid);
+			return dg_error_set(err, DG_E_NOT_GRANTED, ENOENT,
+					    "%s does not hold GPU %u (%s)", lease_label(l),
+					    d->inv->gpus[g].index, d->inv->gpus[g].uuid);
 	}
 	return 0;
 }
@@ -661,7 +671,8 @@ int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_re
 
 	old = find_lease(d, &req->target, err);
 	if (!old && req->missing_ok &&
-	    (err->code == DG_E_NOT_GRANTED || (err->code == DG_E_NO_TARGET && req->target.container))) {
+	    (err->code == DG_E_NOT_GRANTED ||
+	     (err->code == DG_E_NO_TARGET && req->target.container))) {
 		memset(err, 0, sizeof(*err));
 		return 0;
 	}

@@ -34,8 +34,7 @@ int keeper_init(struct keeper *k, int cgroot_fd, const char *pin_root)
 }
 
 /* Programs attached to keeper cgroup kN, or -errno (-ENOENT: no such cgroup). */
-static int held(const struct keeper *k, unsigned int n, uint32_t *ids, uint32_t *count,
-		int *ret_fd)
+static int held(const struct keeper *k, unsigned int n, uint32_t *ids, uint32_t *count, int *ret_fd)
 {
 	LIBBPF_OPTS(bpf_prog_query_opts, q, .prog_ids = ids, .prog_cnt = 64);
 	char path[300];

@@ -185,10 +185,9 @@ static int configure(struct dg_config *c, const struct args *a, struct dg_error 
 
 /* Capabilities devgated works with; everything else is dropped at start. */
 static const cap_value_t kept_caps[] = {
-	CAP_SYS_ADMIN,	  CAP_BPF,	   CAP_PERFMON,	    CAP_NET_ADMIN,
-	CAP_MKNOD,	  CAP_SYS_PTRACE,  CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH,
-	CAP_SYS_CHROOT,	  CAP_CHOWN,	   CAP_FOWNER,	    CAP_SYS_RESOURCE,
-	CAP_NET_BIND_SERVICE,
+	CAP_SYS_ADMIN,	CAP_BPF,	  CAP_PERFMON,		CAP_NET_ADMIN,	CAP_MKNOD,
+	CAP_SYS_PTRACE, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH,	CAP_SYS_CHROOT, CAP_CHOWN,
+	CAP_FOWNER,	CAP_SYS_RESOURCE, CAP_NET_BIND_SERVICE,
 };
 
 static bool cap_has(cap_t caps, cap_value_t c)
@@ -209,7 +208,8 @@ static int caps_setup(struct dg_error *err)
 	}
 	if (!cap_has(cur, CAP_SYS_ADMIN) || !cap_has(cur, CAP_MKNOD) ||
 	    !(cap_has(cur, CAP_BPF) || cap_has(cur, CAP_SYS_ADMIN))) {
-		r = dg_error_set(err, DG_E_PERM, EPERM, "devgated must run as root: it needs "
+		r = dg_error_set(err, DG_E_PERM, EPERM,
+				 "devgated must run as root: it needs "
 				 "CAP_SYS_ADMIN, CAP_BPF and CAP_MKNOD");
 		goto out;
 	}
@@ -357,8 +357,9 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 	r = nodes_init(err);
 	if (r == 0)
 		r = state_open(d->cfg.state_dir,
-			       strcmp(d->cfg.state_dir, DG_DEFAULT_STATE_DIR) == 0 ? DG_LEGACY_STATE_DIR
-										  : NULL,
+			       strcmp(d->cfg.state_dir, DG_DEFAULT_STATE_DIR) == 0
+				       ? DG_LEGACY_STATE_DIR
+				       : NULL,
 			       &d->state, err);
 	if (r == 0)
 		r = state_load(d->state, &d->leases, err);
@@ -367,7 +368,8 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 	if (r == 0) {
 		r = metrics_new(&d->metrics);
 		if (r < 0)
-			dg_error_set(err, DG_E_INTERNAL, r, "cannot set up metrics: %s", strerror(-r));
+			dg_error_set(err, DG_E_INTERNAL, r, "cannot set up metrics: %s",
+				     strerror(-r));
 		else
 			metrics_inc(d->metrics, METRIC_RECORDS_BROKEN, state_broken(d->state));
 	}

@@ -48,11 +48,10 @@
 #include "version.h"
 #include "view.h"
 
-
 /* OCI hook stages; anything else a hook sends is counted as "other". */
 static const char *const hook_stages[] = {
-	"prestart",	  "createRuntime", "createContainer", "startContainer",
-	"poststart",	  "poststop",	   "other",
+	"prestart",  "createRuntime", "createContainer", "startContainer",
+	"poststart", "poststop",      "other",
 };
 
 /* 0.5 ms to 1 s: a grant forks a helper and touches BPF and the disk. */
@@ -231,7 +230,8 @@ static void dev_sort(struct dev_counters *dc, bool sum)
 static bool gpu_class(const struct dg_inventory *inv, const struct dg_count_key *k)
 {
 	return k->type == DG_DEV_CHAR &&
-	       (k->major == DEV_OTHER || (inv->majors.has_nvidia && k->major == inv->majors.nvidia) ||
+	       (k->major == DEV_OTHER ||
+		(inv->majors.has_nvidia && k->major == inv->majors.nvidia) ||
 		(inv->majors.has_uvm && k->major == inv->majors.uvm));
 }
 
@@ -294,7 +294,9 @@ struct dev_text {
 	const char *gpu;
 };
 
-enum { DEV_LABELS = 7 };
+enum {
+	DEV_LABELS = 7
+};
 
 static void dev_labels(const struct daemon *d, const struct dev_series *s, struct dev_text *t,
 		       struct promtext_label *labels)
@@ -305,8 +307,8 @@ static void dev_labels(const struct daemon *d, const struct dev_series *s, struc
 		snprintf(t->device, sizeof(t->device), "other");
 	else
 		snprintf(t->device, sizeof(t->device), "%u:%u", s->key.major, s->key.minor);
-	if (s->key.type != DG_DEV_CHAR ||
-	    !inventory_find_node(d->inv, s->key.major, s->key.minor, t->node, sizeof(t->node), &gpu))
+	if (s->key.type != DG_DEV_CHAR || !inventory_find_node(d->inv, s->key.major, s->key.minor,
+							       t->node, sizeof(t->node), &gpu))
 		t->node[0] = '\0';
 	t->gpu = gpu ? gpu->uuid : "";
 	view_access_str(s->key.access, t->access, sizeof(t->access));
@@ -357,10 +359,10 @@ static void write_devices(FILE *f, const struct daemon *d, const struct dev_coun
 		}
 	}
 	promtext_family(f, "devgate_bpf_counters_map_entries", "gauge",
-			     "Keys in the BPF device counters map, of every cgroup.");
+			"Keys in the BPF device counters map, of every cgroup.");
 	promtext_sample(f, "devgate_bpf_counters_map_entries", NULL, 0, dc->entries);
 	promtext_family(f, "devgate_bpf_counters_map_capacity", "gauge",
-			     "Size of the BPF device counters map; once full, new keys go uncounted.");
+			"Size of the BPF device counters map; once full, new keys go uncounted.");
 	promtext_sample(f, "devgate_bpf_counters_map_capacity", NULL, 0, DG_MAX_COUNTERS);
 }
 
@@ -391,7 +393,7 @@ static void write_failures(FILE *f, const struct metrics *m)
 	static const char name[] = "devgate_request_failures_total";
 
 	promtext_family(f, name, "counter",
-			     "Requests that failed, by operation and error code name.");
+			"Requests that failed, by operation and error code name.");
 	for (int op = 0; op <= DG_OP_MAX; op++) {
 		for (int code = 0; code < DG_CODE_MAX; code++) {
 			struct promtext_label labels[2] = {
@@ -414,24 +416,23 @@ static void write_daemon(FILE *f, const struct metrics *m, const struct events *
 	}
 	write_failures(f, m);
 	promtext_histogram_write(f, "devgate_grant_duration_seconds",
-				"Time devgated took to serve a grant request.", &m->grant_time);
+				 "Time devgated took to serve a grant request.", &m->grant_time);
 	promtext_histogram_write(f, "devgate_revoke_duration_seconds",
-				"Time devgated took to serve a revoke request.", &m->revoke_time);
+				 "Time devgated took to serve a revoke request.", &m->revoke_time);
 	promtext_family(f, "devgate_hook_calls_total", "counter",
-			     "Grant and revoke requests from the OCI hook, by hook stage.");
+			"Grant and revoke requests from the OCI hook, by hook stage.");
 	for (size_t i = 0; i < ARRAY_SIZE(hook_stages); i++) {
 		struct promtext_label label = { "stage", hook_stages[i] };
 
 		promtext_sample(f, "devgate_hook_calls_total", &label, 1, m->hook_calls[i]);
 	}
 	promtext_family(f, "devgate_denial_events_total", "counter",
-			     "Denial events read from the BPF ring buffer (rate-limited in BPF to "
-			     "one per container and device per second).");
-	promtext_sample(f, "devgate_denial_events_total", NULL, 0,
-			     ev ? events_received(ev) : 0);
+			"Denial events read from the BPF ring buffer (rate-limited in BPF to "
+			"one per container and device per second).");
+	promtext_sample(f, "devgate_denial_events_total", NULL, 0, ev ? events_received(ev) : 0);
 	promtext_family(f, "devgate_denial_events_dropped_total", "counter",
-			     "Denial events the BPF ring buffer had no room for, because devgated "
-			     "read too slowly; counters are not affected.");
+			"Denial events the BPF ring buffer had no room for, because devgated "
+			"read too slowly; counters are not affected.");
 	promtext_sample(f, "devgate_denial_events_dropped_total", NULL, 0, dropped);
 }
 

@@ -125,8 +125,9 @@ static enum MHD_Result respond_text(struct MHD_Connection *conn, unsigned int st
 }
 
 static enum MHD_Result http_request(void *cls, struct MHD_Connection *conn, const char *url,
-				    const char *method, const char *version, const char *upload_data,
-				    size_t *upload_data_size, void **req_cls)
+				    const char *method, const char *version,
+				    const char *upload_data, size_t *upload_data_size,
+				    void **req_cls)
 {
 	struct daemon *d = cls;
 	char *doc = NULL;
@@ -176,14 +177,16 @@ int metrics_http_start(struct daemon *d, const char *listen, struct dg_error *er
 	/* No MHD_USE_INTERNAL_POLLING_THREAD: devgated must stay single-threaded. */
 	/* The logger first, or MHD logs the other options' problems itself. */
 	d->http->mhd = MHD_start_daemon(flags, port, NULL, NULL, http_request, d,
-					   MHD_OPTION_EXTERNAL_LOGGER, http_log, NULL,
-					   MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-					   MHD_OPTION_CONNECTION_LIMIT, (unsigned int)HTTP_CONN_LIMIT,
-					   MHD_OPTION_CONNECTION_TIMEOUT,
-					   (unsigned int)HTTP_CONN_TIMEOUT_S, MHD_OPTION_END);
+					MHD_OPTION_EXTERNAL_LOGGER, http_log, NULL,
+					MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+					MHD_OPTION_CONNECTION_LIMIT, (unsigned int)HTTP_CONN_LIMIT,
+					MHD_OPTION_CONNECTION_TIMEOUT,
+					(unsigned int)HTTP_CONN_TIMEOUT_S, MHD_OPTION_END);
 	if (!d->http->mhd) {
-		dg_error_set(err, DG_E_INTERNAL, EADDRNOTAVAIL, "cannot serve metrics on %s", listen);
-		dg_error_hint(err, "is the address local and the port free? the log above says more");
+		dg_error_set(err, DG_E_INTERNAL, EADDRNOTAVAIL, "cannot serve metrics on %s",
+			     listen);
+		dg_error_hint(err,
+			      "is the address local and the port free? the log above says more");
 		return -EADDRNOTAVAIL;
 	}
 	log_info("serving Prometheus metrics at http://%s/metrics", listen);

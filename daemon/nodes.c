@@ -27,7 +27,10 @@
 
 #define HELPER_TIMEOUT_MS 5000
 
-enum helper_op { OP_CREATE, OP_REMOVE };
+enum helper_op {
+	OP_CREATE,
+	OP_REMOVE
+};
 
 enum helper_stage {
 	STAGE_OK = 0,
@@ -76,10 +79,10 @@ static struct sock_fprog helper_filter;
 
 /* The only syscalls the helper may make once it runs untrusted paths. */
 static const int helper_syscalls[] = {
-	SCMP_SYS(setns),    SCMP_SYS(umask),	SCMP_SYS(openat2),    SCMP_SYS(newfstatat),
-	SCMP_SYS(fstat),    SCMP_SYS(statx),	SCMP_SYS(mknodat),    SCMP_SYS(fchownat),
-	SCMP_SYS(unlinkat), SCMP_SYS(write),	SCMP_SYS(close),      SCMP_SYS(exit_group),
-	SCMP_SYS(exit),	    SCMP_SYS(getpid),	SCMP_SYS(rt_sigreturn), SCMP_SYS(recvmsg),
+	SCMP_SYS(setns),    SCMP_SYS(umask),  SCMP_SYS(openat2),      SCMP_SYS(newfstatat),
+	SCMP_SYS(fstat),    SCMP_SYS(statx),  SCMP_SYS(mknodat),      SCMP_SYS(fchownat),
+	SCMP_SYS(unlinkat), SCMP_SYS(write),  SCMP_SYS(close),	      SCMP_SYS(exit_group),
+	SCMP_SYS(exit),	    SCMP_SYS(getpid), SCMP_SYS(rt_sigreturn), SCMP_SYS(recvmsg),
 };
 
 int nodes_init(struct dg_error *err)
@@ -106,8 +109,10 @@ int nodes_init(struct dg_error *err)
 	if (r == 0 && (st.st_size <= 0 || st.st_size % (off_t)sizeof(struct sock_filter)))
 		r = -EIO;
 	if (r != 0) /* libseccomp returns 0 or -errno */
-		return dg_error_set(err, DG_E_INTERNAL, r, "cannot build the node helper's seccomp "
-				    "filter: %s", strerror(-r));
+		return dg_error_set(err, DG_E_INTERNAL, r,
+				    "cannot build the node helper's seccomp "
+				    "filter: %s",
+				    strerror(-r));
 	buf = malloc((size_t)st.st_size);
 	if (!buf || pread(fd, buf, (size_t)st.st_size, 0) != st.st_size) {
 		free(buf);
@@ -117,7 +122,6 @@ int nodes_init(struct dg_error *err)
 	helper_filter.len = (unsigned short)((size_t)st.st_size / sizeof(struct sock_filter));
 	return 0;
 }
-
 
 /* ---- helper side: runs in the forked child, no allocation, no logging ---- */
 
@@ -234,8 +238,7 @@ static void undo_created(int devfd, const struct dg_node *nodes, size_t n, struc
 	}
 }
 
-static void helper_run(const struct helper_job *job, int pidfd, int rootfd,
-		       struct helper_msg *msg)
+static void helper_run(const struct helper_job *job, int pidfd, int rootfd, struct helper_msg *msg)
 {
 	struct node_opts o = { .mode = job->mode, .uid = job->uid, .gid = job->gid };
 	int root = rootfd, devfd;
@@ -447,8 +450,7 @@ static int send_job(const struct helper_job *job, int pidfd, int rootfd)
 	return sendmsg(spare.sock, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(*job) ? 0 : -errno;
 }
 
-static int run_helper(const struct target *t, const struct helper_job *job,
-		      struct helper_msg *msg)
+static int run_helper(const struct target *t, const struct helper_job *job, struct helper_msg *msg)
 {
 	int r;
 
@@ -567,8 +569,8 @@ static int make_job(const struct target *t, enum helper_op op, const struct node
 	if (o->root_path && !job->enter)
 		return dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EXDEV,
 				    "PID %d shares devgated's mount namespace: a root path (%s) is "
-				    "honoured only inside a container's own", (int)t->pid,
-				    o->root_path);
+				    "honoured only inside a container's own",
+				    (int)t->pid, o->root_path);
 	job->host_dev = host.st_dev;
 	job->mode = o->mode;
 	job->uid = o->uid;

@@ -84,12 +84,15 @@ static int op_metrics(struct daemon *d, const struct dg_request *req, union dg_r
 
 	(void)req;
 	if (r < 0)
-		return dg_error_set(err, DG_E_INTERNAL, -r, "cannot render metrics: %s", strerror(-r));
+		return dg_error_set(err, DG_E_INTERNAL, -r, "cannot render metrics: %s",
+				    strerror(-r));
 	/* JSON escaping can double it; a reply line must stay under DG_MSG_MAX. */
 	if (len > DG_MSG_MAX / 2) {
 		free(text);
-		dg_error_set(err, DG_E_INTERNAL, EMSGSIZE, "the metrics document (%zu bytes) is too "
-			     "large for a reply", len);
+		dg_error_set(err, DG_E_INTERNAL, EMSGSIZE,
+			     "the metrics document (%zu bytes) is too "
+			     "large for a reply",
+			     len);
 		dg_error_hint(err, "scrape it over HTTP: devgated --metrics-listen 127.0.0.1:PORT");
 		return -EMSGSIZE;
 	}
@@ -174,8 +177,10 @@ int ops_dispatch(struct daemon *d, const struct ops_peer *peer, const struct dg_
 	if (source_of(req))
 		metrics_hook_call(d->metrics, source_of(req));
 	if (dg_op_info(req->op)->changes && !peer->admin) {
-		dg_error_set(err, DG_E_PERM, EACCES, "'%s' changes leases: root or devgated's "
-			     "admin-group only", dg_op_info(req->op)->name);
+		dg_error_set(err, DG_E_PERM, EACCES,
+			     "'%s' changes leases: root or devgated's "
+			     "admin-group only",
+			     dg_op_info(req->op)->name);
 		dg_error_hint(err, "run it as root, or ask the admin to add you to admin-group");
 		r = -EACCES;
 	} else {

@@ -39,7 +39,7 @@ static void write_labels(FILE *f, const struct promtext_label *labels, size_t n)
 }
 
 void promtext_sample(FILE *f, const char *name, const struct promtext_label *labels,
-			  size_t n_labels, uint64_t value)
+		     size_t n_labels, uint64_t value)
 {
 	fputs(name, f);
 	write_labels(f, labels, n_labels);
@@ -64,7 +64,7 @@ void promtext_histogram_observe(struct promtext_histogram *h, double v)
 }
 
 void promtext_histogram_write(FILE *f, const char *name, const char *help,
-			     const struct promtext_histogram *h)
+			      const struct promtext_histogram *h)
 {
 	uint64_t cumulative = 0;
 

@@ -27,11 +27,11 @@ void promtext_escaped(FILE *f, const char *s);
 /* # HELP and # TYPE lines of a family. */
 void promtext_family(FILE *f, const char *name, const char *type, const char *help);
 void promtext_sample(FILE *f, const char *name, const struct promtext_label *labels,
-			  size_t n_labels, uint64_t value);
+		     size_t n_labels, uint64_t value);
 void promtext_histogram_init(struct promtext_histogram *h, const double *bounds, size_t n);
 void promtext_histogram_observe(struct promtext_histogram *h, double v);
 /* The family, its cumulative buckets, _sum and _count. */
 void promtext_histogram_write(FILE *f, const char *name, const char *help,
-			     const struct promtext_histogram *h);
+			      const struct promtext_histogram *h);
 
 #endif

@@ -13,7 +13,6 @@
 #include "reconcile.h"
 #include "watch.h"
 
-
 static void adopt_path(struct daemon *d, struct lease *l, int cgfd, unsigned int *fixes)
 {
 	auto_free char *path = NULL;
@@ -107,13 +106,16 @@ static void reconcile_double_bookings(struct daemon *d, unsigned int *fixes)
 
 			if (!og || (og->shared && l->gpus[g].shared))
 				continue;
-			young = o->since > l->since || (o->since == l->since && o->cgid > l->cgid) ? o
-												   : l;
+			young = o->since > l->since || (o->since == l->since && o->cgid > l->cgid)
+					? o
+					: l;
 			snprintf(uuid, sizeof(uuid), "%s", l->gpus[g].uuid);
 			node.minor = l->gpus[g].minor;
-			log_error("reconcile: GPU %s is booked by %s and %s, not both shared; %s keeps "
-				  "it, %s loses it", uuid, lease_label(l), lease_label(o),
-				  lease_label(young == l ? o : l), lease_label(young));
+			log_error(
+				"reconcile: GPU %s is booked by %s and %s, not both shared; %s keeps "
+				"it, %s loses it",
+				uuid, lease_label(l), lease_label(o),
+				lease_label(young == l ? o : l), lease_label(young));
 			lease_del_gpu(young, uuid);
 			/* Its grant goes now, or the rebuild below would prove it again. */
 			(void)bpfgate_grant_del(d->bg, young->cgid, &node);
@@ -140,10 +142,11 @@ static void reconcile_leases(struct daemon *d, unsigned int *fixes)
 		int r = cgroup_open_id(&d->cg, l->cgid, &cgfd);
 
 		if (l->n_gpus == 0 || r < 0 || cgroup_populated(cgfd) <= 0) {
-			grant_release(d, l->cgid, r < 0 ? "reconcile: cgroup gone while devgated was "
-							  "down"
-							: "reconcile: container ended while "
-							  "devgated was down");
+			grant_release(d, l->cgid,
+				      r < 0 ? "reconcile: cgroup gone while devgated was "
+					      "down"
+					    : "reconcile: container ended while "
+					      "devgated was down");
 			(*fixes)++;
 			continue;
 		}
@@ -279,7 +282,8 @@ static void reconcile_pins(struct daemon *d, unsigned int *fixes)
 			log_error("reconcile: %s", err.message);
 		(void)bpfgate_counters_drop(d->bg, ids[i]);
 		log_notice("reconcile: removed gates of cgroup %llu that no lease holds%s",
-			   (unsigned long long)ids[i], cgfd >= 0 ? "; runtime programs restored" : "");
+			   (unsigned long long)ids[i],
+			   cgfd >= 0 ? "; runtime programs restored" : "");
 		(*fixes)++;
 	}
 }

@@ -29,7 +29,7 @@ struct client {
 	struct dg_linebuf in;
 	char *out; /* queued reply and event lines, not yet written */
 	size_t out_len, out_off, out_cap;
-	uint64_t last_ns; /* accept, or the last complete request */
+	uint64_t last_ns;  /* accept, or the last complete request */
 	enum dg_op stream; /* DG_OP_WATCH or DG_OP_EVENTS once streaming, else DG_OP_MAX */
 	struct client *next;
 };
@@ -81,14 +81,14 @@ static int socket_dir(struct daemon *d, const char *dir, struct dg_error *err)
 	int r = mkdir_p(dir, 0755);
 
 	if (r < 0)
-		return dg_error_set(err, DG_E_INTERNAL, r, "cannot create the socket directory %s: %s",
-				    dir, strerror(-r));
+		return dg_error_set(err, DG_E_INTERNAL, r,
+				    "cannot create the socket directory %s: %s", dir, strerror(-r));
 	/* Never loosen or re-own a directory devgate did not make (say, /run). */
 	if (socket_gid(d) == DG_NO_GID || (!made && strcmp(dir, "/run/devgate") != 0))
 		return 0;
 	if (chown(dir, 0, socket_gid(d)) < 0 || chmod(dir, 0750) < 0)
-		return dg_error_set(err, DG_E_INTERNAL, errno, "cannot give %s to the socket group: %m",
-				    dir);
+		return dg_error_set(err, DG_E_INTERNAL, errno,
+				    "cannot give %s to the socket group: %m", dir);
 	return 0;
 }
 
@@ -96,8 +96,7 @@ static int socket_access(struct daemon *d, struct dg_error *err)
 {
 	if (socket_gid(d) == DG_NO_GID)
 		return 0;
-	if (chown(d->cfg.socket_path, 0, socket_gid(d)) < 0 ||
-	    chmod(d->cfg.socket_path, 0660) < 0)
+	if (chown(d->cfg.socket_path, 0, socket_gid(d)) < 0 || chmod(d->cfg.socket_path, 0660) < 0)
 		return dg_error_set(err, DG_E_INTERNAL, errno,
 				    "cannot give %s to the socket group: %m", d->cfg.socket_path);
 	return 0;
@@ -300,7 +299,8 @@ void server_accept(struct daemon *d)
 /* Handles one request line; returns < 0 to drop the client. */
 static int handle_line(struct daemon *d, struct client *c, const char *line)
 {
-	struct ops_peer peer = { .uid = c->peer.uid, .pid = c->peer.pid,
+	struct ops_peer peer = { .uid = c->peer.uid,
+				 .pid = c->peer.pid,
 				 .admin = c->peer.authority == PEER_ADMIN };
 	struct dg_request req;
 	struct dg_error err = { 0 };

@@ -22,6 +22,14 @@ void server_tick(struct daemon *d);
 void server_broadcast(struct daemon *d, enum dg_op stream, const union dg_stream_event *ev);
 
 /* epoll tags: the low bits of a pointer are free, so small ints mark fds. */
-enum { TAG_LISTEN = 1, TAG_SIGNAL, TAG_INOTIFY, TAG_TIMER, TAG_EVENTS, TAG_METRICS, TAG_MAX };
+enum {
+	TAG_LISTEN = 1,
+	TAG_SIGNAL,
+	TAG_INOTIFY,
+	TAG_TIMER,
+	TAG_EVENTS,
+	TAG_METRICS,
+	TAG_MAX
+};
 
 #endif

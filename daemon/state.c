@@ -58,8 +58,10 @@ int state_open(const char *dir, const char *legacy_dir, struct state **ret, stru
 		goto fail;
 	}
 	if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		r = dg_error_set(err, DG_E_STATE, errno, "state directory %s is in use by another "
-				 "devgated", dir);
+		r = dg_error_set(err, DG_E_STATE, errno,
+				 "state directory %s is in use by another "
+				 "devgated",
+				 dir);
 		dg_error_hint(err, "stop the other daemon, or give this one its own --state-dir");
 		goto fail;
 	}
@@ -143,9 +145,8 @@ static bool has_suffix(const char *name, const char *suffix)
 }
 
 /* Calls fn for each entry of leases/ that ends in suffix. */
-static int each_file(struct state *s, const char *suffix, int (*fn)(struct state *s,
-								   const char *name, void *data),
-		     void *data)
+static int each_file(struct state *s, const char *suffix,
+		     int (*fn)(struct state *s, const char *name, void *data), void *data)
 {
 	auto_closedir DIR *d = NULL;
 	struct dirent *de;

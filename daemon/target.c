@@ -52,8 +52,9 @@ static int check_cgroup(const char *self_cgroup, const char *cgroup, const char 
 		dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EINVAL,
 			     "%s is in the root cgroup of cgroup v2, not in a container's cgroup",
 			     what);
-		dg_error_hint(err, "devgate gates a container's own cgroup; name a process inside a "
-				   "container whose runtime uses cgroup v2");
+		dg_error_hint(err,
+			      "devgate gates a container's own cgroup; name a process inside a "
+			      "container whose runtime uses cgroup v2");
 		return -EINVAL;
 	}
 	if (self_cgroup && cgroup_path_is_ancestor(cgroup, self_cgroup)) {
@@ -71,8 +72,9 @@ static int open_cgroup(const struct cgroot *root, struct target *t, const char *
 	int r = cgroup_open_path(root, t->cgroup, &t->cgfd);
 
 	if (r == -ENOENT)
-		return dg_error_set(err, DG_E_NO_TARGET, ENOENT, "%s: cgroup %s does not exist under %s",
-				    what, t->cgroup, root->mount);
+		return dg_error_set(err, DG_E_NO_TARGET, ENOENT,
+				    "%s: cgroup %s does not exist under %s", what, t->cgroup,
+				    root->mount);
 	if (r < 0)
 		return dg_error_set(err, DG_E_KERNEL, r, "%s: cannot open cgroup %s%s: %s", what,
 				    root->mount, t->cgroup, strerror(-r));
@@ -96,8 +98,10 @@ static unsigned long long start_time(pid_t pid)
 		return 0;
 	/* After the command name, which may hold spaces and parentheses. */
 	p = strrchr(text, ')');
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-			 "%*d %*d %*d %llu", &start) != 1)
+	if (!p || sscanf(p + 2,
+			 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+			 "%*d %*d %*d %llu",
+			 &start) != 1)
 		return 0;
 	return start;
 }
@@ -156,7 +160,8 @@ static int check_mntns(const struct target *t, struct dg_error *err)
 		return 0;
 	dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EXDEV,
 		     "PID %d is in a mount namespace of its own, not its container's (that of PID "
-		     "%d, the first process of cgroup %s)", (int)t->pid, (int)init, t->cgroup);
+		     "%d, the first process of cgroup %s)",
+		     (int)t->pid, (int)init, t->cgroup);
 	dg_error_hint(err, "name the container's init process, or its cgroup with --cgroup");
 	return -EXDEV;
 }
@@ -173,9 +178,10 @@ int target_from_pid(const struct cgroot *root, const char *self_cgroup, pid_t pi
 	t.pidfd = pidfd_open_pid(pid);
 	if (t.pidfd < 0) {
 		r = t.pidfd == -ESRCH || t.pidfd == -EINVAL
-			    ? dg_error_set(err, DG_E_NO_TARGET, ESRCH, "no process with PID %d", (int)pid)
-			    : dg_error_set(err, DG_E_KERNEL, t.pidfd, "pidfd_open(%d): %s", (int)pid,
-					   strerror(-t.pidfd));
+			    ? dg_error_set(err, DG_E_NO_TARGET, ESRCH, "no process with PID %d",
+					   (int)pid)
+			    : dg_error_set(err, DG_E_KERNEL, t.pidfd, "pidfd_open(%d): %s",
+					   (int)pid, strerror(-t.pidfd));
 		goto fail;
 	}
 	r = cgroup_of_pid(pid, &t.cgroup);
@@ -232,7 +238,8 @@ int target_from_cgroup(const struct cgroot *root, const char *self_cgroup, const
 
 	if (path[0] != '/' || strstr(path, "/../") || strlen(path) > 4000)
 		return dg_error_set(err, DG_E_INVALID, EINVAL,
-				    "cgroup path '%s' must be absolute within the v2 hierarchy", path);
+				    "cgroup path '%s' must be absolute within the v2 hierarchy",
+				    path);
 	if (asprintf(&what, "cgroup %s", path) < 0)
 		return -ENOMEM;
 	probe.cgroup = strdup(path);

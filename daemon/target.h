@@ -21,7 +21,10 @@ struct target {
 	uint64_t cgid;
 };
 
-#define TARGET_INIT { .pid = 0, .pidfd = -1, .rootfd = -1, .cgroup = NULL, .cgfd = -1, .cgid = 0 }
+#define TARGET_INIT                                                                        \
+	{                                                                                  \
+		.pid = 0, .pidfd = -1, .rootfd = -1, .cgroup = NULL, .cgfd = -1, .cgid = 0 \
+	}
 
 /*
  * Resolves a PID. self_cgroup is devgated's own cgroup: a target there or

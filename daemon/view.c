@@ -140,8 +140,8 @@ static int holders(const struct daemon *d, const struct dg_gpu *gpu, struct dg_l
 static int control_nodes(const struct dg_inventory *inv, struct dg_list_reply *out,
 			 struct dg_arena *a)
 {
-	out->control_nodes = inv->n_ctl ? dg_arena_alloc(a, inv->n_ctl * sizeof(*out->control_nodes))
-					: NULL;
+	out->control_nodes =
+		inv->n_ctl ? dg_arena_alloc(a, inv->n_ctl * sizeof(*out->control_nodes)) : NULL;
 	if (inv->n_ctl && !out->control_nodes)
 		return -ENOMEM;
 	out->n_control_nodes = inv->n_ctl;

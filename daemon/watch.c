@@ -46,8 +46,8 @@ int watch_add(struct daemon *d, struct lease *l)
 		 strcmp(l->cgroup, "/") == 0 ? "" : l->cgroup);
 	wd = inotify_add_watch(d->inotify_fd, path, IN_MODIFY);
 	if (wd < 0)
-		return log_warning_errno(errno, "cannot watch %s: %m; relying on the periodic check",
-					 path);
+		return log_warning_errno(
+			errno, "cannot watch %s: %m; relying on the periodic check", path);
 	l->watch = wd;
 	return 0;
 }

@@ -11,8 +11,7 @@
 
 #include "commands.h"
 
-typedef int (*parse_fn)(struct cli *cli, int argc, char **argv, struct dg_request *req,
-			bool *done);
+typedef int (*parse_fn)(struct cli *cli, int argc, char **argv, struct dg_request *req, bool *done);
 
 /* Runs parse over a NULL-terminated list of words, as main() would call it. */
 static int parse(parse_fn fn, struct cli *cli, struct dg_request *req, bool *done, ...)
@@ -90,16 +89,16 @@ static void test_grant_rejects(void **state)
 	assert_string_equal(cli.err.hint, "see 'devgatectl grant --help'");
 	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "--pid", "1", NULL),
 			 -EINVAL);
-	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "--pid", "x1", "--gpu",
-			       "0", NULL),
+	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "--pid", "x1", "--gpu", "0",
+			       NULL),
 			 -EINVAL);
 	assert_string_equal(cli.err.message, "grant: 'x1' is not a PID");
-	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "--pid", "1", "--gpu",
-			       "0", "-s", NULL),
+	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "--pid", "1", "--gpu", "0",
+			       "-s", NULL),
 			 -EINVAL);
 	assert_non_null(strstr(cli.err.message, "-S (--shared)"));
-	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "--pid", "1", "--gpu",
-			       "0", "extra", NULL),
+	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "--pid", "1", "--gpu", "0",
+			       "extra", NULL),
 			 -EINVAL);
 	assert_string_equal(cli.err.message, "grant: unexpected argument 'extra'");
 	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "--bogus", NULL), -EINVAL);

@@ -134,28 +134,38 @@ static void test_errors_name_file_and_line(void **state)
 
 	expect_error(c, "# ok\nfrobnicate = 1\n", "t.conf:2: unknown key 'frobnicate'");
 	expect_error(c, "socket /run/x\n", "t.conf:1: expected 'key = value'");
-	expect_error(c, "\n\nsocket = run/x\n", "t.conf:3: socket: 'run/x' is not an absolute path");
-	expect_error(c, "node-mode = 0999\n", "t.conf:1: node-mode: '0999' is not an octal mode "
-					       "up to 0777");
-	expect_error(c, "node-mode = 4755\n", "t.conf:1: node-mode: '4755' is not an octal mode "
-					       "up to 0777");
+	expect_error(c, "\n\nsocket = run/x\n",
+		     "t.conf:3: socket: 'run/x' is not an absolute path");
+	expect_error(c, "node-mode = 0999\n",
+		     "t.conf:1: node-mode: '0999' is not an octal mode "
+		     "up to 0777");
+	expect_error(c, "node-mode = 4755\n",
+		     "t.conf:1: node-mode: '4755' is not an octal mode "
+		     "up to 0777");
 	expect_error(c, "node-owner = root\n", "t.conf:1: node-owner: 'root' is not UID:GID");
-	expect_error(c, "recheck-ms = 99\n", "t.conf:1: recheck-ms: '99' is not a number of "
-					      "milliseconds from 100 to 3600000");
-	expect_error(c, "recheck-ms = 1s\n", "t.conf:1: recheck-ms: '1s' is not a number of "
-					      "milliseconds from 100 to 3600000");
-	expect_error(c, "hook-allow-env = maybe\n", "t.conf:1: hook-allow-env: 'maybe' is not a "
-						     "boolean (true or false)");
-	expect_error(c, "log-level = loud\n", "t.conf:1: log-level: 'loud' is not a log level "
-					       "(error, warning, notice, info, debug)");
-	expect_error(c, "metrics-listen = 9400\n", "t.conf:1: metrics-listen: '9400' is not "
-						    "ADDR:PORT (a numeric address, port 1 to 65535)");
-	expect_error(c, "metrics-listen = 0.0.0.0:70000\n", "t.conf:1: metrics-listen: "
-							     "'0.0.0.0:70000' is not ADDR:PORT "
-							     "(a numeric address, port 1 to 65535)");
-	expect_error(c, "metrics-listen = localhost:9400\n", "t.conf:1: metrics-listen: "
-							       "'localhost:9400' is not ADDR:PORT "
-							       "(a numeric address, port 1 to 65535)");
+	expect_error(c, "recheck-ms = 99\n",
+		     "t.conf:1: recheck-ms: '99' is not a number of "
+		     "milliseconds from 100 to 3600000");
+	expect_error(c, "recheck-ms = 1s\n",
+		     "t.conf:1: recheck-ms: '1s' is not a number of "
+		     "milliseconds from 100 to 3600000");
+	expect_error(c, "hook-allow-env = maybe\n",
+		     "t.conf:1: hook-allow-env: 'maybe' is not a "
+		     "boolean (true or false)");
+	expect_error(c, "log-level = loud\n",
+		     "t.conf:1: log-level: 'loud' is not a log level "
+		     "(error, warning, notice, info, debug)");
+	expect_error(c, "metrics-listen = 9400\n",
+		     "t.conf:1: metrics-listen: '9400' is not "
+		     "ADDR:PORT (a numeric address, port 1 to 65535)");
+	expect_error(c, "metrics-listen = 0.0.0.0:70000\n",
+		     "t.conf:1: metrics-listen: "
+		     "'0.0.0.0:70000' is not ADDR:PORT "
+		     "(a numeric address, port 1 to 65535)");
+	expect_error(c, "metrics-listen = localhost:9400\n",
+		     "t.conf:1: metrics-listen: "
+		     "'localhost:9400' is not ADDR:PORT "
+		     "(a numeric address, port 1 to 65535)");
 	expect_error(c, "host-root =\n", "t.conf:1: host-root: a path is needed");
 	expect_error(c, "socket = /a\nsocket = /b\n", "t.conf:2: 'socket' is set twice");
 }
@@ -169,9 +179,8 @@ static void test_empty_and_off(void **state)
 	assert_int_equal(config_parse(c, "t.conf", "\n  \n# only comments\n", &err), 0);
 	assert_int_equal(config_parse(c, "t.conf", "metrics-listen = 127.0.0.1:9400\n", &err), 0);
 	assert_string_equal(c->metrics_listen, "127.0.0.1:9400");
-	assert_int_equal(config_parse(c, "t.conf", "metrics-listen =\nhook-allow-env = off\n",
-				      &err),
-			 0);
+	assert_int_equal(
+		config_parse(c, "t.conf", "metrics-listen =\nhook-allow-env = off\n", &err), 0);
 	assert_null(c->metrics_listen);
 	assert_false(c->hook_env);
 }
@@ -224,8 +233,9 @@ static void test_print_round_trip(void **state)
 	size_t len = 0;
 	FILE *f;
 
-	assert_int_equal(config_parse(c, "t.conf", "node-owner = 7:8\nhook-allow-env = true\n"
-						   "metrics-listen = 127.0.0.1:9400\n",
+	assert_int_equal(config_parse(c, "t.conf",
+				      "node-owner = 7:8\nhook-allow-env = true\n"
+				      "metrics-listen = 127.0.0.1:9400\n",
 				      &err),
 			 0);
 	f = open_memstream(&text, &len);

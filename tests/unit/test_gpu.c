@@ -78,7 +78,8 @@ static void test_info_parse_rejects(void **state)
 	(void)state;
 	assert_int_equal(gpu_info_parse("Model: x\nDevice Minor: 1\n", &g), -EINVAL);
 	assert_int_equal(gpu_info_parse("GPU UUID: GPU-12345678\nDevice Minor: x1\n", &g), -EINVAL);
-	assert_int_equal(gpu_info_parse("GPU UUID: GPU-12345678\nDevice Minor: 255\n", &g), -EINVAL);
+	assert_int_equal(gpu_info_parse("GPU UUID: GPU-12345678\nDevice Minor: 255\n", &g),
+			 -EINVAL);
 	assert_int_equal(gpu_info_parse("GPU UUID: GPU-1234/../x\nDevice Minor: 1\n", &g), -EINVAL);
 	assert_int_equal(gpu_info_parse("GPU UUID: GPU-12345678\nDevice Minor: 1\n"
 					"Bus Location: zz\n",
@@ -146,9 +147,10 @@ static void add_gpu(const char *pci, const char *uuid, int minor, const char *de
 {
 	char rel[256], text[512];
 
-	snprintf(text, sizeof(text),
-		 "Model: \t\t NVIDIA Test\nGPU UUID: \t %s\nBus Location: \t %s\nDevice Minor: \t %d\n",
-		 uuid, pci, minor);
+	snprintf(
+		text, sizeof(text),
+		"Model: \t\t NVIDIA Test\nGPU UUID: \t %s\nBus Location: \t %s\nDevice Minor: \t %d\n",
+		uuid, pci, minor);
 	snprintf(rel, sizeof(rel), "proc/driver/nvidia/gpus/%s/information", pci);
 	put(rel, text);
 	snprintf(rel, sizeof(rel), "sys/bus/pci/devices/%s/vendor", pci);

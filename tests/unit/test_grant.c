@@ -36,8 +36,9 @@ static void on_change(struct daemon *dd, const char *type, const struct lease *l
 
 static void set_gpu(unsigned int i)
 {
-	gpus[i] = (struct dg_gpu){ .index = i, .minor = i, .vendor = 0x10de, .device = 0x2330,
-				   .arch = "hopper" };
+	gpus[i] = (struct dg_gpu){
+		.index = i, .minor = i, .vendor = 0x10de, .device = 0x2330, .arch = "hopper"
+	};
 	snprintf(gpus[i].uuid, sizeof(gpus[i].uuid), "GPU-%08x-0000-0000-0000-000000000000", i);
 	snprintf(gpus[i].pci, sizeof(gpus[i].pci), "0000:%02x:00.0", 0x18 + i);
 	strcpy(gpus[i].model, "NVIDIA H100 80GB HBM3");
@@ -48,8 +49,9 @@ static int setup(void **state)
 	(void)state;
 	set_gpu(0);
 	set_gpu(1);
-	inv.majors = (struct dg_majors){ .has_nvidia = true, .has_uvm = true, .nvidia = 195,
-					 .uvm = 510 };
+	inv.majors = (struct dg_majors){
+		.has_nvidia = true, .has_uvm = true, .nvidia = 195, .uvm = 510
+	};
 	inv.ctl[0] = (struct dg_node){ "nvidiactl", 195, 255 };
 	inv.ctl[1] = (struct dg_node){ "nvidia-uvm", 510, 0 };
 	inv.ctl[2] = (struct dg_node){ "nvidia-uvm-tools", 510, 1 };

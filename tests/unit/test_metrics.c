@@ -114,9 +114,22 @@ static void test_access(void **state)
 static void test_parse_listen(void **state)
 {
 	static const char *const bad[] = {
-		"", "9400", ":9400", "127.0.0.1", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:65536",
-		"127.0.0.1:+80", "127.0.0.1:80x", "localhost:9400", "::1:9400", "[::1]", "[::1]9400",
-		"[127.0.0.1]:9400", "[]:9400", "300.0.0.1:9400",
+		"",
+		"9400",
+		":9400",
+		"127.0.0.1",
+		"127.0.0.1:",
+		"127.0.0.1:0",
+		"127.0.0.1:65536",
+		"127.0.0.1:+80",
+		"127.0.0.1:80x",
+		"localhost:9400",
+		"::1:9400",
+		"[::1]",
+		"[::1]9400",
+		"[127.0.0.1]:9400",
+		"[]:9400",
+		"300.0.0.1:9400",
 	};
 	struct sockaddr_storage ss;
 	socklen_t len = 0;
@@ -148,7 +161,9 @@ static struct dg_inventory inv = {
 	.majors = { .has_nvidia = true, .nvidia = 195, .has_uvm = true, .uvm = 510 },
 	.gpus = gpus,
 	.n_gpus = 2,
-	.ctl = { { "nvidiactl", 195, 255 }, { "nvidia-uvm", 510, 0 }, { "nvidia-uvm-tools", 510, 1 } },
+	.ctl = { { "nvidiactl", 195, 255 },
+		 { "nvidia-uvm", 510, 0 },
+		 { "nvidia-uvm-tools", 510, 1 } },
 	.n_ctl = 3,
 };
 static struct daemon d = { .inv = &inv };
@@ -306,7 +321,10 @@ static void test_find_node(void **state)
 
 static void test_event_json(void **state)
 {
-	struct dg_event ev = { .cgroup_id = 4242, .type = DG_DEV_CHAR, .major = 195, .minor = 0,
+	struct dg_event ev = { .cgroup_id = 4242,
+			       .type = DG_DEV_CHAR,
+			       .major = 195,
+			       .minor = 0,
 			       .access = DG_ACC_READ | DG_ACC_WRITE };
 	struct dg_denied_event known, stranger;
 	struct dg_arena a = { 0 };

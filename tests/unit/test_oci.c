@@ -17,10 +17,11 @@ static void state_ok(void **st)
 	struct dg_error err = { 0 };
 
 	(void)st;
-	assert_int_equal(oci_state_parse("{\"ociVersion\":\"1.0.2\",\"id\":\"c1\",\"status\":"
-					 "\"creating\",\"pid\":42,\"bundle\":\"/b\",\"annotations\":{}}",
-					 &s, &err),
-			 0);
+	assert_int_equal(
+		oci_state_parse("{\"ociVersion\":\"1.0.2\",\"id\":\"c1\",\"status\":"
+				"\"creating\",\"pid\":42,\"bundle\":\"/b\",\"annotations\":{}}",
+				&s, &err),
+		0);
 	assert_string_equal(s.id, "c1");
 	assert_string_equal(s.bundle, "/b");
 	assert_int_equal(s.pid, 42);
@@ -119,7 +120,8 @@ static void config_rejects(void **st)
 	config_bad("{\"root\":{\"path\":\"../x\"}}", "root.path must not contain '..'");
 	config_bad("{\"root\":{\"path\":\"a/../../x\"}}", "root.path must not contain '..'");
 	config_bad("{\"root\":{\"path\":\"/a/..\"}}", "root.path must not contain '..'");
-	config_bad("{\"root\":{\"path\":\"r\"},\"annotations\":[]}", "annotations must be an object");
+	config_bad("{\"root\":{\"path\":\"r\"},\"annotations\":[]}",
+		   "annotations must be an object");
 	config_bad("{\"root\":{\"path\":\"r\"},\"process\":{\"env\":\"A=1\"}}",
 		   "process.env must be an array");
 }
@@ -172,15 +174,18 @@ static void request_env(void **st)
 	assert_string_equal(r.gpus, "all");
 	oci_request_done(&r);
 	oci_config_done(&c);
-	c = config("{\"root\":{\"path\":\"r\"},\"process\":{\"env\":[\"NVIDIA_VISIBLE_DEVICES=void\"]}}");
+	c = config(
+		"{\"root\":{\"path\":\"r\"},\"process\":{\"env\":[\"NVIDIA_VISIBLE_DEVICES=void\"]}}");
 	assert_int_equal(oci_request(NULL, &c, true, &r, &err), 0);
 	assert_int_equal(r.source, REQ_NONE);
 	oci_config_done(&c);
-	c = config("{\"root\":{\"path\":\"r\"},\"process\":{\"env\":[\"NVIDIA_VISIBLE_DEVICES=\"]}}");
+	c = config(
+		"{\"root\":{\"path\":\"r\"},\"process\":{\"env\":[\"NVIDIA_VISIBLE_DEVICES=\"]}}");
 	assert_int_equal(oci_request(NULL, &c, true, &r, &err), 0);
 	assert_int_equal(r.source, REQ_NONE);
 	oci_config_done(&c);
-	c = config("{\"root\":{\"path\":\"r\"},\"process\":{\"env\":[\"NVIDIA_VISIBLE_DEVICES=GPU-ab,1\"]}}");
+	c = config(
+		"{\"root\":{\"path\":\"r\"},\"process\":{\"env\":[\"NVIDIA_VISIBLE_DEVICES=GPU-ab,1\"]}}");
 	assert_int_equal(oci_request(NULL, &c, true, &r, &err), 0);
 	assert_string_equal(r.gpus, "GPU-ab,1");
 	oci_request_done(&r);
@@ -189,9 +194,10 @@ static void request_env(void **st)
 
 static void request_annotations(void **st)
 {
-	struct oci_config c = config("{\"root\":{\"path\":\"r\"},\"annotations\":{"
-				     "\"devgate.io/gpu-count\":\"2\",\"devgate.io/gpu-arch\":\"hopper\","
-				     "\"devgate.io/shared\":\"true\"}}");
+	struct oci_config c =
+		config("{\"root\":{\"path\":\"r\"},\"annotations\":{"
+		       "\"devgate.io/gpu-count\":\"2\",\"devgate.io/gpu-arch\":\"hopper\","
+		       "\"devgate.io/shared\":\"true\"}}");
 	struct oci_request r = { 0 };
 	struct dg_error err = { 0 };
 
@@ -227,10 +233,10 @@ static void request_annotations(void **st)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(state_ok),	   cmocka_unit_test(state_rejects),
-		cmocka_unit_test(stages),	   cmocka_unit_test(config_ok),
-		cmocka_unit_test(config_rejects),  cmocka_unit_test(requests),
-		cmocka_unit_test(request_env),	   cmocka_unit_test(request_annotations),
+		cmocka_unit_test(state_ok),	  cmocka_unit_test(state_rejects),
+		cmocka_unit_test(stages),	  cmocka_unit_test(config_ok),
+		cmocka_unit_test(config_rejects), cmocka_unit_test(requests),
+		cmocka_unit_test(request_env),	  cmocka_unit_test(request_annotations),
 	};
 
 	return cmocka_run_group_tests_name("oci", tests, NULL, NULL);

@@ -79,31 +79,38 @@ static void test_request_rejects(void **state)
 		    "malformed message: not one JSON object");
 	parse_fails("{\"v\":1,\"op\":\"status\",\"args\":{\"free\":true}}",
 		    "operation: unknown field 'free'");
-	parse_fails("{\"v\":1,\"op\":\"list\",\"args\":{\"a\":[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]}}",
-		    "malformed message: not one JSON object");
+	parse_fails(
+		"{\"v\":1,\"op\":\"list\",\"args\":{\"a\":[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]}}",
+		"malformed message: not one JSON object");
 }
 
 /* A reply goes out and comes back as the same struct, nested arrays included. */
 static void test_reply_roundtrip(void **state)
 {
 	struct dg_lease_gpu gpus[2] = {
-		{ .gpu = { .index = 0, .has_index = true, .minor = 0, .uuid = "GPU-a" }, .shared = true },
+		{ .gpu = { .index = 0, .has_index = true, .minor = 0, .uuid = "GPU-a" },
+		  .shared = true },
 		{ .gpu = { .minor = 3, .uuid = "GPU-b", .problem = "no longer on this host" } },
 	};
 	const char *granted[] = { "GPU-a" };
 	union dg_reply out = { .grant = {
-		.lease = { .cgroup_id = 18446744073709551615ULL, .cgroup = "/c", .pid = 7,
-			   .since = "2026-11-24T00:00:00Z", .gpus = gpus, .n_gpus = 2 },
-		.granted = granted, .n_granted = 1,
-	} };
+				       .lease = { .cgroup_id = 18446744073709551615ULL,
+						  .cgroup = "/c",
+						  .pid = 7,
+						  .since = "2026-11-24T00:00:00Z",
+						  .gpus = gpus,
+						  .n_gpus = 2 },
+				       .granted = granted,
+				       .n_granted = 1,
+			       } };
 	union dg_reply back;
 	struct dg_arena a = { 0 };
 	struct dg_error err = { 0 };
 	auto_json json_object *msg = dg_reply_encode(DG_OP_GRANT, &out);
 
 	(void)state;
-	assert_int_equal(dg_reply_decode(DG_OP_GRANT, json_object_to_json_string(msg), &back, &a,
-					 &err), 0);
+	assert_int_equal(
+		dg_reply_decode(DG_OP_GRANT, json_object_to_json_string(msg), &back, &a, &err), 0);
 	assert_true(back.grant.lease.cgroup_id == 18446744073709551615ULL);
 	assert_string_equal(back.grant.lease.cgroup, "/c");
 	assert_null(back.grant.lease.container);
@@ -126,19 +133,27 @@ static void test_reply_schema(void **state)
 	struct dg_error err = { 0 };
 
 	(void)state;
-	assert_int_equal(dg_reply_decode(DG_OP_STATUS,
-					 "{\"v\":1,\"ok\":true,\"result\":{\"leases\":[{\"cgroup\":\"/c\"}]}}",
-					 &back, &a, &err), -EPROTO);
+	assert_int_equal(
+		dg_reply_decode(
+			DG_OP_STATUS,
+			"{\"v\":1,\"ok\":true,\"result\":{\"leases\":[{\"cgroup\":\"/c\"}]}}",
+			&back, &a, &err),
+		-EPROTO);
 	assert_string_equal(err.message, "reply to 'status': leases[0]: 'cgroup_id' is missing");
 	err = (struct dg_error){ 0 };
-	assert_int_equal(dg_reply_decode(DG_OP_PING,
-					 "{\"v\":1,\"ok\":true,\"result\":{\"version\":\"1\",\"pid\":1,"
-					 "\"leases\":0,\"hook_allow_env\":false,\"extra\":1}}",
-					 &back, &a, &err), -EPROTO);
+	assert_int_equal(
+		dg_reply_decode(DG_OP_PING,
+				"{\"v\":1,\"ok\":true,\"result\":{\"version\":\"1\",\"pid\":1,"
+				"\"leases\":0,\"hook_allow_env\":false,\"extra\":1}}",
+				&back, &a, &err),
+		-EPROTO);
 	assert_string_equal(err.message, "reply to 'ping': unknown field 'extra'");
 	err = (struct dg_error){ 0 };
-	assert_int_equal(dg_reply_decode(DG_OP_REVOKE, "{\"v\":1,\"ok\":true,\"result\":"
-					 "{\"revoked\":[],\"nodes\":[]}}", &back, &a, &err), 0);
+	assert_int_equal(dg_reply_decode(DG_OP_REVOKE,
+					 "{\"v\":1,\"ok\":true,\"result\":"
+					 "{\"revoked\":[],\"nodes\":[]}}",
+					 &back, &a, &err),
+			 0);
 	assert_false(back.revoke.has_lease);
 	dg_arena_free(&a);
 }
@@ -156,7 +171,8 @@ static void test_reply(void **state)
 	dg_error_set(&in, DG_E_UNAVAILABLE, EBUSY, "GPU %d held", 1);
 	dg_error_hint(&in, "wait");
 	bad = dg_reply_error(&in);
-	assert_int_equal(dg_reply_parse(json_object_to_json_string(bad), &result, &err), -EREMOTEIO);
+	assert_int_equal(dg_reply_parse(json_object_to_json_string(bad), &result, &err),
+			 -EREMOTEIO);
 	assert_int_equal(err.code, DG_E_UNAVAILABLE);
 	assert_string_equal(err.message, "GPU 1 held");
 	assert_string_equal(err.hint, "wait");
@@ -234,11 +250,14 @@ static void test_send_recv(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_request_roundtrip), cmocka_unit_test(test_request_rejects),
+		cmocka_unit_test(test_request_roundtrip),
+		cmocka_unit_test(test_request_rejects),
 		cmocka_unit_test(test_reply),
 		cmocka_unit_test(test_reply_roundtrip),
-		cmocka_unit_test(test_reply_schema),		  cmocka_unit_test(test_codes_stable),
-		cmocka_unit_test(test_linebuf),		  cmocka_unit_test(test_linebuf_limit),
+		cmocka_unit_test(test_reply_schema),
+		cmocka_unit_test(test_codes_stable),
+		cmocka_unit_test(test_linebuf),
+		cmocka_unit_test(test_linebuf_limit),
 		cmocka_unit_test(test_send_recv),
 	};
 

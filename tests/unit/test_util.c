@@ -160,8 +160,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_numbers), cmocka_unit_test(test_strstrip),
 		cmocka_unit_test(test_atomic_write),  cmocka_unit_test(test_path_parent),
-		cmocka_unit_test(test_mountinfo),
-		cmocka_unit_test(test_proc_cgroup),   cmocka_unit_test(test_ancestor),
+		cmocka_unit_test(test_mountinfo),     cmocka_unit_test(test_proc_cgroup),
+		cmocka_unit_test(test_ancestor),
 	};
 
 	return cmocka_run_group_tests_name("util", tests, NULL, NULL);

@@ -105,7 +105,8 @@ int bpfgate_grant_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *n
 	if (r < 0)
 		return r;
 	if (!fake_has_grant(cgid, node->major, node->minor))
-		fake.grants[fake.n_grants++] = (struct fake_grant){ cgid, node->major, node->minor };
+		fake.grants[fake.n_grants++] =
+			(struct fake_grant){ cgid, node->major, node->minor };
 	return 0;
 }
 
