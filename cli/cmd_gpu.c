@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cleanup.h"
 #include "client.h"
@@ -152,7 +153,7 @@ static const char grant_help[] =
 	"                         containers that have not pivoted yet (OCI hooks)\n";
 
 static const char revoke_help[] =
-	"Usage: devgatectl revoke TARGET [--gpu SEL[,SEL..]] [--missing-ok]\n"
+	"Usage: devgatectl revoke TARGET [--gpu SEL[,SEL..]] [--missing-ok] [--kill[=SIGNAL]]\n"
 	"\n"
 	"Takes GPUs back: the grant is removed from the container's device programs first\n"
 	"(its next open() fails with EPERM), then the nodes are removed. Without --gpu,\n"
@@ -164,14 +165,17 @@ static const char revoke_help[] =
 	"  -c, --cgroup PATH      the container's cgroup, relative to the cgroup v2 root\n"
 	"  -n, --container LABEL  the label given at grant time\n"
 	"  -g, --gpu SEL[,SEL..]  only these GPUs\n"
-	"      --missing-ok       succeed when the container holds no GPU\n";
+	"      --missing-ok       succeed when the container holds no GPU\n"
+	"      --kill[=SIGNAL]    end processes that still hold a revoked device open\n"
+	"                         (opened before the revoke); KILL unless SIGNAL is given\n";
 
 enum {
 	OPT_MODEL = 256,
 	OPT_ARCH,
 	OPT_PRODUCT,
 	OPT_ROOT,
-	OPT_MISSING_OK
+	OPT_MISSING_OK,
+	OPT_KILL,
 };
 
 static int parse_target_pid(struct cli *cli, const char *cmd, struct dg_target_args *t,
@@ -362,6 +366,21 @@ int cmd_grant(struct cli *cli, int argc, char **argv)
 	return cmd_call(cli, &req, render_grant);
 }
 
+/* Devices are checked at open(): a descriptor opened before keeps working. */
+static void print_holders(const struct dg_revoke_reply *r)
+{
+	for (size_t i = 0; i < r->n_holders; i++)
+		printf("  still open: PID %lld (%s) holds %s\n", (long long)r->holders[i].pid,
+		       r->holders[i].comm, r->holders[i].node);
+	if (r->n_holders && r->killed)
+		printf("signalled %lld of %zu holder(s)\n", (long long)r->killed, r->n_holders);
+	else if (r->n_holders)
+		fprintf(stderr,
+			"warning: %zu process(es) still use the revoked device through an "
+			"open descriptor\nhint: revoke again with --kill to end them\n",
+			r->n_holders);
+}
+
 static void render_revoke(const struct cli *cli, const union dg_reply *reply)
 {
 	const struct dg_revoke_reply *r = &reply->revoke;
@@ -379,6 +398,38 @@ static void render_revoke(const struct cli *cli, const union dg_reply *reply)
 	print_nodes(r->nodes, r->n_nodes);
 	if (r->lease.n_gpus == 0)
 		printf("%s holds no GPU now; its device programs are restored\n", who(&r->lease));
+	print_holders(r);
+}
+
+/* --kill[=SIGNAL]: a number or a name (TERM, SIGTERM); KILL by default. */
+static int parse_signal(struct cli *cli, const char *s, struct dg_revoke_req *v)
+{
+	static const struct {
+		const char *name;
+		int sig;
+	} names[] = { { "KILL", 9 }, { "TERM", 15 }, { "INT", 2 },  { "HUP", 1 },
+		      { "QUIT", 3 }, { "USR1", 10 }, { "USR2", 12 } };
+	uint32_t n;
+
+	v->has_kill = true;
+	v->kill = 9;
+	if (!s)
+		return 0;
+	if (strncasecmp(s, "SIG", 3) == 0)
+		s += 3;
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		if (strcasecmp(s, names[i].name) == 0) {
+			v->kill = names[i].sig;
+			return 0;
+		}
+	}
+	if (parse_u32(s, &n) < 0 || n < 1 || n > 64)
+		return cli_usage(cli, "revoke",
+				 "--kill wants a signal (KILL, TERM, or 1 to 64), not "
+				 "'%s'",
+				 s);
+	v->kill = n;
+	return 0;
 }
 
 int revoke_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, bool *done)
@@ -389,6 +440,7 @@ int revoke_parse(struct cli *cli, int argc, char **argv, struct dg_request *req,
 		{ "container", required_argument, NULL, 'n' },
 		{ "gpu", required_argument, NULL, 'g' },
 		{ "missing-ok", no_argument, NULL, OPT_MISSING_OK },
+		{ "kill", optional_argument, NULL, OPT_KILL },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -407,6 +459,8 @@ int revoke_parse(struct cli *cli, int argc, char **argv, struct dg_request *req,
 			continue;
 		if (o == OPT_MISSING_OK) {
 			v->missing_ok = true;
+		} else if (o == OPT_KILL) {
+			r = parse_signal(cli, optarg, v);
 		} else if (o == 'h') {
 			printf("%s%s", revoke_help, cmd_common_help);
 			*done = true;

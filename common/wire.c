@@ -37,6 +37,7 @@ static const struct dg_field revoke_req_fields[] = {
 	DG_EMBED(struct dg_revoke_req, target, &target_schema),
 	DG_STR_OPT("gpus", struct dg_revoke_req, gpus),
 	DG_BOOL("missing_ok", struct dg_revoke_req, missing_ok),
+	DG_INT_OPT("kill", struct dg_revoke_req, kill, has_kill, 1, 64),
 };
 
 static const struct dg_field events_req_fields[] = {
@@ -145,10 +146,20 @@ static const struct dg_field grant_fields[] = {
 	DG_STRS("warnings", struct dg_grant_reply, warnings, n_warnings),
 };
 
+static const struct dg_field holder_proc_fields[] = {
+	DG_INT("pid", struct dg_holder_proc, pid),
+	DG_STR("comm", struct dg_holder_proc, comm),
+	DG_STR("node", struct dg_holder_proc, node),
+};
+static const struct dg_schema holder_proc_schema =
+	DG_SCHEMA("holder", struct dg_holder_proc, holder_proc_fields);
+
 static const struct dg_field revoke_fields[] = {
 	DG_EMBED_OPT(struct dg_revoke_reply, lease, has_lease, &dg_lease_schema),
 	DG_STRS("revoked", struct dg_revoke_reply, revoked, n_revoked),
 	DG_OBJS("nodes", struct dg_revoke_reply, nodes, n_nodes, &node_status_schema),
+	DG_OBJS("holders", struct dg_revoke_reply, holders, n_holders, &holder_proc_schema),
+	DG_INT("killed", struct dg_revoke_reply, killed),
 };
 
 static const struct dg_field status_fields[] = {

@@ -46,6 +46,8 @@ struct dg_revoke_req {
 	struct dg_target_args target;
 	const char *gpus;
 	bool missing_ok;
+	int64_t kill; /* signal for processes still holding a revoked device */
+	bool has_kill;
 };
 
 struct dg_events_req {
@@ -147,6 +149,13 @@ struct dg_grant_reply {
 	size_t n_warnings;
 };
 
+/* A process that still has a revoked device open or mapped. */
+struct dg_holder_proc {
+	int64_t pid;
+	const char *comm;
+	const char *node; /* /dev/NAME */
+};
+
 struct dg_revoke_reply {
 	struct dg_lease_info lease; /* absent when missing_ok found nothing */
 	bool has_lease;
@@ -154,6 +163,9 @@ struct dg_revoke_reply {
 	size_t n_revoked;
 	struct dg_node_status *nodes;
 	size_t n_nodes;
+	struct dg_holder_proc *holders;
+	size_t n_holders;
+	int64_t killed; /* holders signalled (revoke with kill) */
 };
 
 struct dg_status_reply {

@@ -9,6 +9,7 @@
 #include "cleanup.h"
 #include "fault.h"
 #include "grant.h"
+#include "holders.h"
 #include "log.h"
 #include "metrics.h"
 #include "nodes.h"
@@ -659,6 +660,48 @@ static void revoke_steps(struct daemon *d, const struct lease *old, const struct
 		(void)state_revoking_clear(d->state, old->cgid);
 }
 
+/*
+ * Processes that still hold a revoked device (opened before the revoke):
+ * reported, and with kill signalled, so "revoked" can mean nobody in the
+ * container can use it any more.
+ */
+static int report_holders(struct daemon *d, const struct lease *l, const struct dg_node *gone,
+			  size_t n_gone, const struct dg_revoke_req *req,
+			  struct dg_revoke_reply *out, struct dg_arena *a)
+{
+	struct holder h[HOLDERS_MAX];
+	auto_close int cgfd = -1;
+	size_t n;
+
+	if (n_gone == 0 || cgroup_open_id(&d->cg, l->cgid, &cgfd) < 0)
+		return 0;
+	n = holders_find(cgfd, gone, n_gone, h, ARRAY_SIZE(h));
+	out->holders = n ? dg_arena_alloc(a, n * sizeof(*out->holders)) : NULL;
+	if (n && !out->holders)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/dev/%s", h[i].node.name);
+		out->holders[i] = (struct dg_holder_proc){
+			.pid = h[i].pid,
+			.comm = dg_arena_strdup(a, h[i].comm),
+			.node = dg_arena_strdup(a, path),
+		};
+		if (!out->holders[i].comm || !out->holders[i].node)
+			return -ENOMEM;
+		log_notice("%s: PID %d (%s) still holds %s", lease_label(l), (int)h[i].pid,
+			   h[i].comm, path);
+	}
+	out->n_holders = n;
+	if (req->has_kill && n) {
+		out->killed = (int64_t)holders_signal(h, n, l->cgroup, (int)req->kill);
+		log_notice("%s: sent signal %d to %lld holder(s)", lease_label(l), (int)req->kill,
+			   (long long)out->killed);
+	}
+	return 0;
+}
+
 int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_revoke_reply *out,
 		 struct dg_arena *a, struct dg_error *err)
 {
@@ -689,6 +732,8 @@ int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_re
 		return record_error(d, r, "revoke", err);
 	fault_point("revoke.journal");
 	revoke_steps(d, old, next, res, gone_nodes, &n_gone);
+	if (report_holders(d, old, gone_nodes, n_gone, req, out, a) < 0)
+		log_error("out of memory describing the holders in %s", lease_label(old));
 	out->has_lease = true;
 	if (view_lease(d, next, &out->lease, a) < 0 ||
 	    node_statuses(gone_nodes, res, n_gone, &out->nodes, &out->n_nodes, a) < 0)

@@ -89,3 +89,28 @@ teardown() { dg_teardown; }
 	run -0 dg_runc exec "$CID" cat /dev/nvidia0
 	[ "$output" = mine ]
 }
+
+@test "revoke reports processes still holding the device; --kill ends them" {
+	# GPU 0 is 1:7 here (/dev/full): a node that opens, so it can be held.
+	stop_daemon
+	rm -rf "$DG_HOST"
+	make_host --nvidia-major 1 --minor-base 7
+	start_daemon
+	container c
+	run -0 dg grant --pid "$CPID" --gpu 0
+	run -0 probe "$CID" /dev/nvidia7
+	[ "$output" = "/dev/nvidia7 ok" ]
+	dg_runc exec -d "$CID" sh -c 'exec 3</dev/nvidia7; exec sleep 100002'
+	wait_until 5 pgrep -f 'sleep 100002'
+	holder=$(pgrep -f 'sleep 100002')
+	run -0 --separate-stderr dg revoke --pid "$CPID"
+	[[ "$output" == *"still open: PID $holder (sleep) holds /dev/nvidia7"* ]]
+	[[ "$stderr" == *"hint: revoke again with --kill to end them"* ]]
+	kill -0 "$holder"
+	run -0 dg grant --pid "$CPID" --gpu 0
+	run -0 dg --json revoke --pid "$CPID" --kill=TERM
+	[ "$(echo "$output" | jq '.holders[0].pid')" = "$holder" ]
+	[ "$(echo "$output" | jq '.killed')" = 1 ]
+	wait_until 5 sh -c "! kill -0 $holder 2>/dev/null"
+	run -2 dg revoke --pid "$CPID" --kill=NOPE
+}

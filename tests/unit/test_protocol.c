@@ -149,11 +149,12 @@ static void test_reply_schema(void **state)
 		-EPROTO);
 	assert_string_equal(err.message, "reply to 'ping': unknown field 'extra'");
 	err = (struct dg_error){ 0 };
-	assert_int_equal(dg_reply_decode(DG_OP_REVOKE,
-					 "{\"v\":1,\"ok\":true,\"result\":"
-					 "{\"revoked\":[],\"nodes\":[]}}",
-					 &back, &a, &err),
-			 0);
+	assert_int_equal(
+		dg_reply_decode(DG_OP_REVOKE,
+				"{\"v\":1,\"ok\":true,\"result\":"
+				"{\"revoked\":[],\"nodes\":[],\"holders\":[],\"killed\":0}}",
+				&back, &a, &err),
+		0);
 	assert_false(back.revoke.has_lease);
 	dg_arena_free(&a);
 }
