@@ -144,22 +144,32 @@ static bool has_suffix(const char *name, const char *suffix)
 	return len > n && strcmp(name + len - n, suffix) == 0;
 }
 
+/* The leases directory as a stream of its own, read from the start. */
+static int leases_dir(struct state *s, DIR **ret)
+{
+	int fd = dup(s->leases_fd);
+
+	if (fd < 0)
+		return -errno;
+	*ret = fdopendir(fd);
+	if (!*ret) {
+		close(fd);
+		return -errno;
+	}
+	rewinddir(*ret);
+	return 0;
+}
+
 /* Calls fn for each entry of leases/ that ends in suffix. */
 static int each_file(struct state *s, const char *suffix,
 		     int (*fn)(struct state *s, const char *name, void *data), void *data)
 {
 	auto_closedir DIR *d = NULL;
 	struct dirent *de;
-	int fd = dup(s->leases_fd), r;
+	int r = leases_dir(s, &d);
 
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
-	rewinddir(d);
+	if (r < 0)
+		return r;
 	while ((de = readdir(d))) {
 		if (de->d_name[0] == '.' || !has_suffix(de->d_name, suffix))
 			continue;
@@ -175,16 +185,10 @@ static int drop_tmp(struct state *s)
 {
 	auto_closedir DIR *d = NULL;
 	struct dirent *de;
-	int fd = dup(s->leases_fd);
+	int r = leases_dir(s, &d);
 
-	if (fd < 0)
-		return -errno;
-	d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -errno;
-	}
-	rewinddir(d);
+	if (r < 0)
+		return r;
 	while ((de = readdir(d))) {
 		if (de->d_name[0] != '.' || !has_suffix(de->d_name, ".tmp"))
 			continue;

@@ -328,8 +328,7 @@ int state_revoking_clear(struct state *s, uint64_t cgid)
 }
 
 /* The fake cgroup cannot be opened, so nobody holds anything. */
-size_t holders_find(int cgfd, const struct dg_node *nodes, size_t n, struct holder *out,
-		    size_t max)
+size_t holders_find(int cgfd, const struct dg_node *nodes, size_t n, struct holder *out, size_t max)
 {
 	(void)cgfd;
 	(void)nodes;
