@@ -262,6 +262,17 @@ void gpu_node(const struct dg_inventory *inv, const struct dg_gpu *gpu, struct d
 	ret->minor = gpu->minor;
 }
 
+size_t inventory_nodes(const struct dg_inventory *inv, struct dg_node *out, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < inv->n_gpus && n < max; i++)
+		gpu_node(inv, &inv->gpus[i], &out[n++]);
+	for (size_t i = 0; i < inv->n_ctl && n < max; i++)
+		out[n++] = inv->ctl[i];
+	return n;
+}
+
 static void add_ctl(struct dg_inventory *inv, const char *name, uint32_t major, uint32_t minor)
 {
 	struct dg_node *n = &inv->ctl[inv->n_ctl++];

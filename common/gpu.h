@@ -91,6 +91,8 @@ int inventory_check_node(const struct dg_inventory *inv, const struct dg_node *n
 			 struct dg_node_check *ret);
 
 void gpu_node(const struct dg_inventory *inv, const struct dg_gpu *gpu, struct dg_node *ret);
+/* Every node of the inventory: each GPU's, then the control nodes. */
+size_t inventory_nodes(const struct dg_inventory *inv, struct dg_node *out, size_t max);
 
 const struct dg_gpu *inventory_find_uuid(const struct dg_inventory *inv, const char *uuid);
 

@@ -21,6 +21,7 @@
 #include "util.h"
 
 #define MAX_PROGS 64 /* the kernel's limit per cgroup and attach type */
+#define SWEEP_INTERVAL_NS (60ULL * 1000000000)
 
 struct bpfgate {
 	char *pin_root;
@@ -34,6 +35,8 @@ struct bpfgate {
 	int ratelimit_fd;
 	int drops_fd;
 	uint32_t grants_id;
+	bool sweep_due; /* counters released by key; a stray may remain */
+	uint64_t last_sweep_ns;
 	uint32_t counters_id; /* proves a program ours: gate and tally both count in it */
 	struct keeper keeper;
 };
@@ -1319,16 +1322,46 @@ static int drop_both(struct bpfgate *bg, bool (*keep)(uint64_t cgid, const void 
 	return r < 0 ? r : r2 < 0 ? r2 : r;
 }
 
-static bool other_cgroup(uint64_t cgid, const void *data)
+/*
+ * A released cgroup's counters, by key: O(the devices it could have
+ * counted), not a walk of the whole map, which grows with every lease on
+ * the host. The gate and tally count only GPU-class devices; the inventory's
+ * are deleted here, and any other (a minor the inventory lacks) is left to
+ * the periodic sweep.
+ */
+int bpfgate_counters_drop(struct bpfgate *bg, uint64_t cgid, const struct dg_node *nodes, size_t n)
 {
-	return cgid != *(const uint64_t *)data;
+	for (size_t i = 0; i < n; i++) {
+		struct dg_ratelimit_key rk = {
+			.cgroup_id = cgid,
+			.major = nodes[i].major,
+			.minor = nodes[i].minor,
+		};
+
+		for (uint16_t acc = 1; acc <= (DG_ACC_MKNOD | DG_ACC_READ | DG_ACC_WRITE); acc++) {
+			struct dg_count_key k = {
+				.cgroup_id = cgid,
+				.major = nodes[i].major,
+				.minor = nodes[i].minor,
+				.type = DG_DEV_CHAR,
+				.access = acc,
+			};
+
+			(void)bpf_map_delete_elem(bg->counters_fd, &k);
+		}
+		(void)bpf_map_delete_elem(bg->ratelimit_fd, &rk);
+	}
+	bg->sweep_due = true;
+	return 0;
 }
 
-int bpfgate_counters_drop(struct bpfgate *bg, uint64_t cgid)
+bool bpfgate_sweep_due(struct bpfgate *bg, uint64_t now_ns)
 {
-	int r = drop_both(bg, other_cgroup, &cgid);
-
-	return r < 0 ? r : 0;
+	if (!bg->sweep_due || now_ns - bg->last_sweep_ns < SWEEP_INTERVAL_NS)
+		return false;
+	bg->sweep_due = false;
+	bg->last_sweep_ns = now_ns;
+	return true;
 }
 
 int bpfgate_counters_sweep(struct bpfgate *bg, bool (*keep)(uint64_t cgid, const void *data),

@@ -74,8 +74,10 @@ int bpfgate_events_fd(const struct bpfgate *bg);
 /* Denial events lost to a full ring buffer, summed over ncpus (possible CPUs). */
 int bpfgate_events_dropped(const struct bpfgate *bg, int ncpus, uint64_t *ret);
 int bpfgate_counters_fd(const struct bpfgate *bg);
-/* Deletes the counters and rate-limit entries of cgid. */
-int bpfgate_counters_drop(struct bpfgate *bg, uint64_t cgid);
+/* Deletes the counters and rate-limit entries of cgid for each of nodes. */
+int bpfgate_counters_drop(struct bpfgate *bg, uint64_t cgid, const struct dg_node *nodes, size_t n);
+/* Whether a full sweep of stray counters is due (at most once a minute). */
+bool bpfgate_sweep_due(struct bpfgate *bg, uint64_t now_ns);
 /* Drops the counters of every cgroup keep() rejects; returns how many keys. */
 int bpfgate_counters_sweep(struct bpfgate *bg, bool (*keep)(uint64_t cgid, const void *data),
 			   const void *data);

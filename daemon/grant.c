@@ -558,6 +558,15 @@ static void remove_nodes(struct daemon *d, const struct lease *l, const struct d
 	}
 }
 
+/* Its counters, by key: every node it could have counted is in the inventory. */
+static void drop_counters(struct daemon *d, uint64_t cgid)
+{
+	struct dg_node nodes[DG_MAX_NODES];
+	size_t n = inventory_nodes(d->inv, nodes, DG_MAX_NODES);
+
+	(void)bpfgate_counters_drop(d->bg, cgid, nodes, n);
+}
+
 /* Puts the runtime's programs back on a cgroup devgate no longer guards. */
 static void unguard_cgroup(struct daemon *d, uint64_t cgid, const char *who)
 {
@@ -568,7 +577,7 @@ static void unguard_cgroup(struct daemon *d, uint64_t cgid, const char *who)
 	(void)cgroup_open_id(&d->cg, cgid, &cgfd);
 	if (bpfgate_unguard(d->bg, cgid, cgfd, &err) < 0)
 		log_error("cannot restore the device programs of %s: %s", who, err.message);
-	(void)bpfgate_counters_drop(d->bg, cgid);
+	drop_counters(d, cgid);
 }
 
 static void unguard_lease(struct daemon *d, struct lease *l)

@@ -280,7 +280,12 @@ static void reconcile_pins(struct daemon *d, unsigned int *fixes)
 		(void)cgroup_open_id(&d->cg, ids[i], &cgfd);
 		if (bpfgate_unguard(d->bg, ids[i], cgfd, &err) < 0)
 			log_error("reconcile: %s", err.message);
-		(void)bpfgate_counters_drop(d->bg, ids[i]);
+		{
+			struct dg_node nodes[DG_MAX_NODES];
+
+			(void)bpfgate_counters_drop(d->bg, ids[i], nodes,
+						    inventory_nodes(d->inv, nodes, DG_MAX_NODES));
+		}
 		log_notice("reconcile: removed gates of cgroup %llu that no lease holds%s",
 			   (unsigned long long)ids[i],
 			   cgfd >= 0 ? "; runtime programs restored" : "");

@@ -11,6 +11,7 @@
 #include "cleanup.h"
 #include "log.h"
 #include "metrics.h"
+#include "util.h"
 #include "watch.h"
 
 int watch_init(struct daemon *d)
@@ -163,6 +164,11 @@ static void recheck_guard(struct daemon *d, struct lease *l)
  */
 #define TICK_BATCH 64
 
+static bool leased(uint64_t cgid, const void *data)
+{
+	return lease_table_find(data, cgid) != NULL;
+}
+
 void watch_tick(struct daemon *d)
 {
 	uint64_t expirations, ids[TICK_BATCH];
@@ -170,6 +176,9 @@ void watch_tick(struct daemon *d)
 
 	(void)!read(d->timer_fd, &expirations, sizeof(expirations));
 	bpfgate_repin(d->bg);
+	/* Releases drop counters by key; a stray (a minor the inventory lacks) goes here. */
+	if (bpfgate_sweep_due(d->bg, now_mono_ns()))
+		(void)bpfgate_counters_sweep(d->bg, leased, &d->leases);
 	if (n == 0)
 		return;
 	/* Releasing edits the table: pick the ids first, round-robin. */

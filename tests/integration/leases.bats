@@ -132,16 +132,28 @@ hint: run 'devgatectl list' to see each GPU's model, arch and product" ]
 	[ "$(echo "$lease" | jq -r '.gpus[0].index')" = 1 ]
 }
 
+# Counter entries of one cgroup (by id) in devgate's counters map.
+counters_of() {
+	bpftool -j map dump pinned "$DG_PINS/dg_counters_v1" |
+		jq --argjson id "$1" '[.[] | select(.formatted.key.cgroup_id == $id)] | length'
+}
+
 @test "SIGKILL of the container releases its lease within 1 s, pins and grants too" {
 	start_daemon
 	container c
+	id=$(stat -c %i "$DG_CGROOT/$CID")
 	run -0 dg grant --pid "$CPID" --gpu 0
 	[ -n "$(ls "$DG_PINS/cg")" ]
+	# Counted opens: of the granted GPU, and of one the runtime denies.
+	run -1 probe "$CID" /dev/nvidia0 /gpu1
+	[ "$(counters_of "$id")" -gt 0 ]
 	dg_runc kill "$CID" KILL
 	wait_until 1 no_leases
 	[ "$(dg list --json | jq -r '.gpus[0].state')" = free ]
 	[ -z "$(ls "$DG_PINS/cg")" ]
 	[ "$(grant_entries)" = 0 ]
+	# Its counters went with it, by key (no walk of the whole map).
+	[ "$(counters_of "$id")" = 0 ]
 	grep -q "released 1 GPU(s) of $CID: container ended" "$DG_TMP/daemon.log"
 	# The freed GPU can go to someone else at once.
 	container d

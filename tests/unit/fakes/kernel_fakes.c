@@ -149,10 +149,12 @@ int bpfgate_unguard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error
 	return 0;
 }
 
-int bpfgate_counters_drop(struct bpfgate *bg, uint64_t cgid)
+int bpfgate_counters_drop(struct bpfgate *bg, uint64_t cgid, const struct dg_node *nodes, size_t n)
 {
 	(void)bg;
 	(void)cgid;
+	(void)nodes;
+	(void)n;
 	return 0;
 }
 
