@@ -1047,11 +1047,43 @@ static void guard_summary(int cgfd, const struct pinned *pins, size_t n_pins, st
 }
 
 /* Pins and attached programs of a cgroup, after recovering lost pins. */
+/*
+ * A pinned gate whose slot is empty: the kernel clears a prog array when
+ * its last pin or fd goes, and does it later, from a work queue, so a slot
+ * refilled at once can be emptied again. Checked on every inspection.
+ */
+static void refill_pinned(uint64_t cgid, const char *dir, const struct pinned *pins, size_t n_pins)
+{
+	for (size_t i = 0; i < n_pins; i++) {
+		char path[PATH_MAX], name[32];
+		uint32_t zero = 0, held = 0;
+		auto_close int map_fd = -1, orig_fd = -1;
+
+		if (pins[i].kind != PIN_GATE)
+			continue;
+		snprintf(name, sizeof(name), "slot-%u", pins[i].orig_id);
+		if (pin_path(path, sizeof(path), dir, name) < 0)
+			continue;
+		map_fd = bpf_obj_get(path);
+		if (map_fd < 0 || bpf_map_lookup_elem(map_fd, &zero, &held) == 0)
+			continue;
+		orig_fd = bpf_prog_get_fd_by_id(pins[i].orig_id);
+		if (orig_fd >= 0 && bpf_map_update_elem(map_fd, &zero, &orig_fd, BPF_ANY) == 0)
+			log_notice("cgroup %llu: gate slot held runtime program %u again",
+				   (unsigned long long)cgid, pins[i].orig_id);
+		else
+			log_error_errno(errno, "cgroup %llu: gate slot lost runtime program %u: %m",
+					(unsigned long long)cgid, pins[i].orig_id);
+	}
+}
+
 static int inspect(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
 		   struct pinned *pins, size_t *n_pins, struct attached *now)
 {
 	int r = read_pins(dir, pins, MAX_PROGS, n_pins);
 
+	if (r == 0)
+		refill_pinned(cgid, dir, pins, *n_pins);
 	if (r == 0)
 		r = query(cgfd, false, now);
 	if (r == 0)

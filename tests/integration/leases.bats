@@ -403,15 +403,24 @@ restart_keeps_lease() { # SIGNAL
 	[ "$output" = "/gpu1 EPERM" ]
 }
 
+# opens CID PATH: PATH opens in the container.
+opens() {
+	[ "$(probe "$1" "$2" 2>/dev/null)" = "$2 ok" ]
+}
+
 @test "pins removed while devgated runs: the runtime's devices keep working, pins come back" {
 	start_daemon --recheck-ms 200
 	container c
 	original=$(cg_progs "$DG_CGROOT/$CID")
 	run -0 dg grant --pid "$CPID" --gpu 0
 	rm -rf "$DG_PINS"
-	# The gate's slot emptied with its pin; the keeper refills it at the next tick.
+	# The gate's slot emptied with its pin; the keeper refills it at the next
+	# re-check. The kernel clears a prog array from a work queue once its last
+	# pin goes, so a refill may be undone once, and redone a tick later.
+	wait_until 3 opens "$CID" /dev/null
 	wait_until 3 test -e "$DG_PINS/dg_grants_v1"
 	wait_until 3 sh -c "ls '$DG_PINS'/cg/*/gate-* >/dev/null 2>&1"
+	sleep 0.5
 	run -0 probe "$CID" /dev/null
 	[ "$output" = "/dev/null ok" ]
 	run -1 probe "$CID" /dev/nvidia0
