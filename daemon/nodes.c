@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/filter.h>
+#include <linux/capability.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <poll.h>
@@ -36,6 +37,7 @@ enum helper_stage {
 	STAGE_OK = 0,
 	STAGE_SECCOMP,
 	STAGE_SETNS,
+	STAGE_CAPS,
 	STAGE_ROOT,
 	STAGE_DEV,
 	STAGE_HOST_DEV,
@@ -45,6 +47,7 @@ enum helper_stage {
 struct helper_msg {
 	int stage;
 	int err;
+	uint64_t caps; /* the effective capabilities it worked with */
 	struct node_result res[DG_MAX_NODES];
 };
 
@@ -83,6 +86,7 @@ static const int helper_syscalls[] = {
 	SCMP_SYS(fstat),    SCMP_SYS(statx),  SCMP_SYS(mknodat),      SCMP_SYS(fchownat),
 	SCMP_SYS(unlinkat), SCMP_SYS(write),  SCMP_SYS(close),	      SCMP_SYS(exit_group),
 	SCMP_SYS(exit),	    SCMP_SYS(getpid), SCMP_SYS(rt_sigreturn), SCMP_SYS(recvmsg),
+	SCMP_SYS(capget),   SCMP_SYS(capset),
 };
 
 int nodes_init(struct dg_error *err)
@@ -238,6 +242,35 @@ static void undo_created(int devfd, const struct dg_node *nodes, size_t n, struc
 	}
 }
 
+/*
+ * What the helper keeps once it is inside the container's mount namespace:
+ * enough to make, own and remove nodes, nothing more (no CAP_SYS_ADMIN:
+ * the namespace is joined already). capset only lowers what it holds.
+ */
+#define HELPER_CAPS                                                         \
+	((1ULL << CAP_MKNOD) | (1ULL << CAP_CHOWN) | (1ULL << CAP_FOWNER) | \
+	 (1ULL << CAP_DAC_OVERRIDE) | (1ULL << CAP_DAC_READ_SEARCH))
+
+static int drop_caps(uint64_t keep, uint64_t *ret)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2] = { { 0 } };
+
+	if (syscall(SYS_capget, &h, d) < 0)
+		return -errno;
+	for (int i = 0; i < 2; i++) {
+		uint32_t k = (uint32_t)(keep >> (32 * i));
+
+		d[i].effective &= k;
+		d[i].permitted &= k;
+		d[i].inheritable = 0;
+	}
+	if (syscall(SYS_capset, &h, d) < 0 || syscall(SYS_capget, &h, d) < 0)
+		return -errno;
+	*ret = d[0].effective | ((uint64_t)d[1].effective << 32);
+	return 0;
+}
+
 static void helper_run(const struct helper_job *job, int pidfd, int rootfd, struct helper_msg *msg)
 {
 	struct node_opts o = { .mode = job->mode, .uid = job->uid, .gid = job->gid };
@@ -246,6 +279,11 @@ static void helper_run(const struct helper_job *job, int pidfd, int rootfd, stru
 
 	if (job->enter && setns(pidfd, CLONE_NEWNS) < 0) {
 		msg->stage = STAGE_SETNS;
+		msg->err = errno;
+		return;
+	}
+	if (drop_caps(HELPER_CAPS, &msg->caps) < 0) {
+		msg->stage = STAGE_CAPS;
 		msg->err = errno;
 		return;
 	}
@@ -482,6 +520,8 @@ static const char *stage_text(int stage)
 		return "cannot confine the node helper with seccomp";
 	case STAGE_SETNS:
 		return "cannot enter the container's mount namespace";
+	case STAGE_CAPS:
+		return "the node helper cannot drop its capabilities";
 	case STAGE_ROOT:
 		return "cannot open the container's root filesystem";
 	case STAGE_DEV:
@@ -597,6 +637,8 @@ static int nodes_apply(const struct target *t, enum helper_op op, const struct n
 		return dg_error_set(err, DG_E_KERNEL, r, "node helper for PID %d failed: %s",
 				    (int)t->pid, r == -ETIMEDOUT ? "timed out" : strerror(-r));
 	memcpy(res, msg.res, n * sizeof(*res));
+	log_debug("node helper for PID %d worked with capabilities %#llx", (int)t->pid,
+		  (unsigned long long)msg.caps);
 	r = check_msg(t, &msg, err);
 	if (r < 0)
 		return r;

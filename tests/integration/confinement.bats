@@ -4,6 +4,8 @@
 
 load helpers
 
+setup_file() { dg_setup_file; }
+teardown_file() { dg_teardown_file; }
 setup() { dg_setup; start_daemon; }
 teardown() { dg_teardown; }
 
@@ -22,6 +24,21 @@ teardown() { dg_teardown; }
 		[ "$(readlink "/proc/$helper/fd/$fd")" = /dev/null ]
 	done
 	[[ "$(readlink "/proc/$helper/fd/3")" == socket:* ]]
+}
+
+@test "inside the container the node helper works without CAP_SYS_ADMIN" {
+	stop_daemon
+	start_daemon -v
+	container c
+	run -0 dg grant --pid "$CPID" --gpu 0
+	caps=$(sed -n 's/.*node helper for PID .* worked with capabilities \(0x[0-9a-f]*\).*/\1/p' \
+		"$DG_TMP/daemon.log" | tail -1)
+	[ -n "$caps" ]
+	# CAP_CHOWN (0), CAP_DAC_OVERRIDE (1), CAP_DAC_READ_SEARCH (2), CAP_FOWNER (3),
+	# CAP_MKNOD (27); not CAP_SYS_ADMIN (21), CAP_SYS_CHROOT (18), CAP_BPF (39).
+	[ "$caps" = "$(printf '%#x' $(((1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 27))))" ]
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
 }
 
 @test "devgated itself keeps only the capabilities it uses" {
