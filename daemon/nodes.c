@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/filter.h>
 #include <linux/capability.h>
 #include <linux/openat2.h>
@@ -54,7 +55,8 @@ struct helper_msg {
 /* What the daemon asks of a helper; pidfd and rootfd travel as SCM_RIGHTS. */
 struct helper_job {
 	int op;
-	int enter; /* join the target's mount namespace */
+	int enter;	/* join the target's mount namespace */
+	int no_openat2; /* tests: walk as on a kernel without openat2 */
 	dev_t host_dev;
 	mode_t mode;
 	uid_t uid;
@@ -80,17 +82,21 @@ static pid_t spent;
 
 static struct sock_fprog helper_filter;
 
+/* DEVGATE_TEST_NO_OPENAT2=1: the fallback walk, for tests on kernels that have openat2. */
+static bool walk_paths;
+
 /* The only syscalls the helper may make once it runs untrusted paths. */
 static const int helper_syscalls[] = {
 	SCMP_SYS(setns),    SCMP_SYS(umask),  SCMP_SYS(openat2),      SCMP_SYS(newfstatat),
 	SCMP_SYS(fstat),    SCMP_SYS(statx),  SCMP_SYS(mknodat),      SCMP_SYS(fchownat),
 	SCMP_SYS(unlinkat), SCMP_SYS(write),  SCMP_SYS(close),	      SCMP_SYS(exit_group),
 	SCMP_SYS(exit),	    SCMP_SYS(getpid), SCMP_SYS(rt_sigreturn), SCMP_SYS(recvmsg),
-	SCMP_SYS(capget),   SCMP_SYS(capset),
+	SCMP_SYS(capget),   SCMP_SYS(capset), SCMP_SYS(openat),
 };
 
 int nodes_init(struct dg_error *err)
 {
+	const char *test = getenv("DEVGATE_TEST_NO_OPENAT2");
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
 	auto_close int fd = -1;
 	struct stat st = { 0 };
@@ -99,6 +105,10 @@ int nodes_init(struct dg_error *err)
 
 	if (!ctx)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "cannot create a seccomp filter");
+	walk_paths = test && strcmp(test, "1") == 0;
+	if (walk_paths)
+		log_warning(
+			"DEVGATE_TEST_NO_OPENAT2=1: container paths are walked without openat2");
 	for (size_t i = 0; i < ARRAY_SIZE(helper_syscalls) && r == 0; i++)
 		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, helper_syscalls[i], 0);
 	/* libseccomp 2.5 exports to an fd only; read the program back. */
@@ -129,14 +139,54 @@ int nodes_init(struct dg_error *err)
 
 /* ---- helper side: runs in the forked child, no allocation, no logging ---- */
 
-static int in_root(int dirfd, const char *path, uint64_t resolve)
+/*
+ * Without openat2 (before 5.6, or filtered out): one component at a time,
+ * O_PATH|O_NOFOLLOW|O_DIRECTORY, so a symlink or a file anywhere on the way
+ * fails (ENOTDIR) and ".." never climbs out. Stricter than RESOLVE_IN_ROOT:
+ * no symlink is followed at all. No allocation: this runs in the helper.
+ */
+static int walk_in_root(int dirfd, const char *path)
+{
+	int cur = -1;
+
+	while (*path) {
+		char comp[NAME_MAX + 1];
+		size_t len = strcspn(path, "/");
+		int next;
+
+		if (len == 0 || (len == 1 && path[0] == '.')) {
+			path += len + (path[len] == '/');
+			continue;
+		}
+		if (len > NAME_MAX || (len == 2 && path[0] == '.' && path[1] == '.')) {
+			if (cur >= 0)
+				close(cur);
+			return len > NAME_MAX ? -ENAMETOOLONG : -EXDEV;
+		}
+		memcpy(comp, path, len);
+		comp[len] = '\0';
+		next = openat(cur >= 0 ? cur : dirfd, comp,
+			      O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+		if (cur >= 0)
+			close(cur);
+		if (next < 0)
+			return -errno;
+		cur = next;
+		path += len + (path[len] == '/');
+	}
+	return cur >= 0 ? cur : openat(dirfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
+static int in_root(int dirfd, const char *path, uint64_t resolve, bool walk)
 {
 	struct open_how how = {
 		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
 		.resolve = resolve | RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
 	};
-	long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+	long fd = walk ? -1 : syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
 
+	if (walk || (fd < 0 && errno == ENOSYS))
+		return walk_in_root(dirfd, path);
 	return fd < 0 ? -errno : (int)fd;
 }
 
@@ -289,14 +339,14 @@ static void helper_run(const struct helper_job *job, int pidfd, int rootfd, stru
 	}
 	umask(0);
 	if (job->root_path[0]) {
-		root = in_root(rootfd, job->root_path, 0);
+		root = in_root(rootfd, job->root_path, 0, job->no_openat2);
 		if (root < 0) {
 			msg->stage = STAGE_ROOT;
 			msg->err = -root;
 			return;
 		}
 	}
-	devfd = in_root(root, "dev", RESOLVE_NO_SYMLINKS);
+	devfd = in_root(root, "dev", RESOLVE_NO_SYMLINKS, job->no_openat2);
 	if (devfd < 0) {
 		msg->stage = STAGE_DEV;
 		msg->err = -devfd;
@@ -612,6 +662,7 @@ static int make_job(const struct target *t, enum helper_op op, const struct node
 				    "honoured only inside a container's own",
 				    (int)t->pid, o->root_path);
 	job->host_dev = host.st_dev;
+	job->no_openat2 = walk_paths;
 	job->mode = o->mode;
 	job->uid = o->uid;
 	job->gid = o->gid;

@@ -102,3 +102,25 @@ plant() {
 	[ "$(stat -c '%s %Y %a' "$DG_TMP/host-marker/file" "$DG_TMP/host-marker"; \
 		ls -a "$DG_TMP/host-marker")" = "$snap" ]
 }
+
+@test "without openat2 (forced): the same refusals, by a component-by-component walk" {
+	stop_daemon
+	DEVGATE_TEST_NO_OPENAT2=1 start_daemon
+	grep -q "walked without openat2" "$DG_TMP/daemon.log"
+	container c
+	dev="/proc/$CPID/root/dev"
+	mkdir "$DG_TMP/host-marker"
+	# A symlink at the node path, and then /dev itself a symlink to a host directory.
+	ln -s "$DG_TMP/host-marker/file" "$dev/nvidia0"
+	run -9 dg grant --pid "$CPID" --gpu 0
+	[ -z "$(ls "$DG_TMP/host-marker")" ]
+	rm "$dev/nvidia0"
+	run -0 dg grant --pid "$CPID" --gpu 0
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+	run -0 dg revoke --pid "$CPID"
+	# A root path may not climb out: the walk refuses "..".
+	run -11 dg grant --pid "$CPID" --gpu 0 --root /../../../tmp
+	[[ "$output" == *"cannot open the container's root filesystem"* ]]
+	[ -z "$(ls "$DG_TMP/host-marker")" ]
+}
