@@ -153,6 +153,15 @@ teardown() { dg_teardown; }
 	run -0 sh -c "printf '{\"v\":1,\"op\":\"grant\",\"args\":{\"pid\":1,\"evil\":1}}\n' |
 		socat -t 2 - UNIX-CONNECT:$DG_SOCK"
 	[ "$(echo "$output" | jq -r .error.message)" = "operation 'grant': unknown field 'evil'" ]
+	# Duplicate keys (json-c keeps the last: this was a grant) and NULs.
+	container c
+	run -0 sh -c "printf '{\"v\":1,\"op\":\"list\",\"op\":\"grant\",\"args\":{\"pid\":$CPID,\"gpus\":\"0\"}}\n' |
+		socat -t 2 - UNIX-CONNECT:$DG_SOCK"
+	[ "$(echo "$output" | jq -r .error.code)" = protocol ]
+	run -0 sh -c "printf '{\"v\":1,\"op\":\"grant\",\"args\":{\"pid\":$CPID,\"gpus\":\"0\",\"container\":\"a\\\\u0000b\"}}\n' |
+		socat -t 2 - UNIX-CONNECT:$DG_SOCK"
+	[ "$(echo "$output" | jq -r .error.code)" = protocol ]
+	[ "$(grant_entries)" = 0 ]
 	run -0 sh -c "printf '{\"v\":9,\"op\":\"list\"}\n' | socat -t 2 - UNIX-CONNECT:$DG_SOCK"
 	[[ "$(echo "$output" | jq -r .error.message)" == "protocol version 9 is not supported"* ]]
 	# Oversized: the daemon says so and drops the client (socat may see EPIPE).
