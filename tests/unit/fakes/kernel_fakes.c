@@ -198,7 +198,8 @@ int nodes_remove(const struct target *t, const struct node_opts *opts, const str
 		for (size_t k = 0; k < fake.n_nodes; k++) {
 			if (strcmp(fake.nodes[k], nodes[i].name) != 0)
 				continue;
-			strcpy(fake.nodes[k], fake.nodes[--fake.n_nodes]);
+			if (k != --fake.n_nodes)
+				strcpy(fake.nodes[k], fake.nodes[fake.n_nodes]);
 			res[i].status = NODE_REMOVED;
 			break;
 		}
