@@ -69,17 +69,22 @@ int view_lease(const struct daemon *d, const struct lease *l, struct dg_lease_in
 {
 	char since[64];
 
+	/*
+	 * Copies, not pointers into l: a revoke frees the lease before its reply
+	 * is encoded.
+	 */
 	format_time_utc(l->since, since, sizeof(since));
 	*out = (struct dg_lease_info){
 		.cgroup_id = l->cgid,
-		.cgroup = l->cgroup,
-		.container = l->container,
+		.cgroup = dg_arena_strdup(a, l->cgroup ? l->cgroup : ""),
+		.container = l->container ? dg_arena_strdup(a, l->container) : NULL,
 		.pid = l->pid,
 		.since = dg_arena_strdup(a, since),
 		.n_gpus = l->n_gpus,
 	};
 	out->gpus = l->n_gpus ? dg_arena_alloc(a, l->n_gpus * sizeof(*out->gpus)) : NULL;
-	if (!out->since || (l->n_gpus && !out->gpus))
+	if (!out->since || !out->cgroup || (l->container && !out->container) ||
+	    (l->n_gpus && !out->gpus))
 		return -ENOMEM;
 	for (size_t i = 0; i < l->n_gpus; i++) {
 		const struct dg_gpu *gpu = inventory_find_uuid(d->inv, l->gpus[i].uuid);
@@ -92,22 +97,12 @@ int view_lease(const struct daemon *d, const struct lease *l, struct dg_lease_in
 			continue;
 		}
 		/* The GPU left the host; keep what the lease knows. */
-		g->gpu.uuid = l->gpus[i].uuid;
+		g->gpu.uuid = dg_arena_strdup(a, l->gpus[i].uuid);
+		if (!g->gpu.uuid)
+			return -ENOMEM;
 		g->gpu.minor = l->gpus[i].minor;
 		g->gpu.problem = "no longer on this host";
 	}
-	return 0;
-}
-
-int view_lease_uuids(const struct lease *l, const char ***ret, struct dg_arena *a)
-{
-	const char **v = l->n_gpus ? dg_arena_alloc(a, l->n_gpus * sizeof(*v)) : NULL;
-
-	if (l->n_gpus && !v)
-		return -ENOMEM;
-	for (size_t i = 0; i < l->n_gpus; i++)
-		v[i] = l->gpus[i].uuid;
-	*ret = v;
 	return 0;
 }
 

@@ -19,8 +19,6 @@ int view_lease(const struct daemon *d, const struct lease *l, struct dg_lease_in
 	       struct dg_arena *a);
 int view_inventory(const struct daemon *d, bool free_only, struct dg_list_reply *out,
 		   struct dg_arena *a);
-/* The UUIDs of a lease's GPUs, in the arena. */
-int view_lease_uuids(const struct lease *l, const char ***ret, struct dg_arena *a);
 /* "rwm" letters of a DG_ACC_* mask. */
 void view_access_str(uint32_t access, char *buf, size_t len);
 
