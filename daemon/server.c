@@ -22,6 +22,11 @@
 
 /* A reply queue beyond this is a client that does not read: it is cut. */
 #define OUT_MAX ((size_t)4 * 1024 * 1024)
+/*
+ * Above this, a client's further requests wait until it reads its replies:
+ * one client pipelining thousands of requests cannot hold the loop.
+ */
+#define OUT_HIGH ((size_t)256 * 1024)
 
 struct client {
 	int fd;
@@ -30,6 +35,7 @@ struct client {
 	char *out; /* queued reply and event lines, not yet written */
 	size_t out_len, out_off, out_cap;
 	uint64_t last_ns;  /* accept, or the last complete request */
+	uint32_t armed;	   /* the epoll events asked for now */
 	enum dg_op stream; /* DG_OP_WATCH or DG_OP_EVENTS once streaming, else DG_OP_MAX */
 	struct client *next;
 };
@@ -176,47 +182,49 @@ void server_close(struct daemon *d)
 	}
 }
 
-static void client_watch_out(struct daemon *d, struct client *c, bool out)
+static size_t pending(const struct client *c)
 {
-	struct epoll_event ev = { .events = EPOLLIN | (out ? EPOLLOUT : 0), .data.ptr = c };
+	return c->out_len - c->out_off;
+}
 
-	(void)epoll_ctl(d->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+/* Reads while its queue is short, writes while it is not empty. */
+static void client_arm(struct daemon *d, struct client *c)
+{
+	uint32_t want = (pending(c) < OUT_HIGH ? EPOLLIN : 0) | (pending(c) ? EPOLLOUT : 0);
+	struct epoll_event ev = { .events = want, .data.ptr = c };
+
+	if (want != c->armed && epoll_ctl(d->epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
+		c->armed = want;
 }
 
 /* Writes what the socket takes now; < 0 when the client is gone. */
-static int client_flush(struct daemon *d, struct client *c)
+static int client_flush(struct client *c)
 {
-	bool was_pending = c->out_off < c->out_len;
-
-	while (c->out_off < c->out_len) {
-		ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (pending(c)) {
+		ssize_t n =
+			send(c->fd, c->out + c->out_off, pending(c), MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			client_watch_out(d, c, true);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return 0;
-		}
 		if (n < 0)
 			return -errno;
 		c->out_off += (size_t)n;
 	}
 	c->out_off = c->out_len = 0;
-	if (was_pending)
-		client_watch_out(d, c, false);
 	return 0;
 }
 
 /* Queues msg as one line; never blocks. < 0: cut the client. */
-static int client_send(struct daemon *d, struct client *c, json_object *msg)
+static int client_send(struct client *c, json_object *msg)
 {
 	const char *s = json_object_to_json_string_ext(msg, JSON_C_TO_STRING_PLAIN);
 	size_t len = strlen(s);
 
-	if (c->out_len - c->out_off + len + 1 > OUT_MAX) {
+	if (pending(c) + len + 1 > OUT_MAX) {
 		log_warning("cut client uid %u pid %d: it stopped reading (%zu bytes queued)",
-			    (unsigned int)c->peer.uid, (int)c->peer.pid, c->out_len - c->out_off);
+			    (unsigned int)c->peer.uid, (int)c->peer.pid, pending(c));
 		return -ENOBUFS;
 	}
 	if (c->out_off && c->out_off == c->out_len)
@@ -226,7 +234,7 @@ static int client_send(struct daemon *d, struct client *c, json_object *msg)
 	memcpy(c->out + c->out_len, s, len);
 	c->out[c->out_len + len] = '\n';
 	c->out_len += len + 1;
-	return client_flush(d, c);
+	return client_flush(c);
 }
 
 static void refuse_peer(int fd, const struct peer *p)
@@ -259,6 +267,7 @@ static void client_add(struct daemon *d, int fd, const struct peer *p)
 	c->peer = *p;
 	c->stream = DG_OP_MAX;
 	c->last_ns = now_mono_ns();
+	c->armed = EPOLLIN;
 	ev.data.ptr = c;
 	if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		close(fd);
@@ -318,7 +327,7 @@ static int handle_line(struct daemon *d, struct client *c, const char *line)
 		log_info("refused a malformed request from uid %u pid %d: %s",
 			 (unsigned int)c->peer.uid, (int)c->peer.pid, err.message);
 		msg = dg_reply_error(&err);
-		return client_send(d, c, msg);
+		return client_send(c, msg);
 	}
 	r = ops_dispatch(d, &peer, &req, &reply, &arena, &err);
 	msg = r < 0 ? dg_reply_error(&err) : dg_reply_encode(req.op, &reply);
@@ -326,7 +335,23 @@ static int handle_line(struct daemon *d, struct client *c, const char *line)
 		c->stream = req.op;
 	dg_request_done(&req);
 	dg_arena_free(&arena);
-	return client_send(d, c, msg);
+	return client_send(c, msg);
+}
+
+/* Serves the buffered requests while the client keeps reading its replies. */
+static int client_lines(struct daemon *d, struct client *c)
+{
+	while (pending(c) < OUT_HIGH) {
+		auto_free char *line = NULL;
+		int r = dg_linebuf_pop(&c->in, &line);
+
+		if (r <= 0)
+			return r;
+		r = handle_line(d, c, line);
+		if (r < 0)
+			return r;
+	}
+	return 0;
 }
 
 static int client_read(struct daemon *d, struct client *c)
@@ -343,21 +368,12 @@ static int client_read(struct daemon *d, struct client *c)
 		dg_error_set(&err, DG_E_PROTOCOL, EMSGSIZE, "request larger than %zu bytes",
 			     DG_MSG_MAX);
 		msg = dg_reply_error(&err);
-		(void)client_send(d, c, msg);
+		(void)client_send(c, msg);
 		return -EMSGSIZE;
 	}
 	if (n <= 0)
 		return -ECONNRESET;
-	for (;;) {
-		auto_free char *line = NULL;
-		int r = dg_linebuf_pop(&c->in, &line);
-
-		if (r <= 0)
-			return r;
-		r = handle_line(d, c, line);
-		if (r < 0)
-			return r;
-	}
+	return client_lines(d, c);
 }
 
 void server_client_event(struct daemon *d, struct client *c, uint32_t events)
@@ -365,13 +381,18 @@ void server_client_event(struct daemon *d, struct client *c, uint32_t events)
 	int r = 0;
 
 	if (events & EPOLLOUT)
-		r = client_flush(d, c);
+		r = client_flush(c);
+	/* Its queue drained: the requests that waited for that come next. */
+	if (r == 0 && events & EPOLLOUT)
+		r = client_lines(d, c);
 	if (r == 0 && events & EPOLLIN)
 		r = client_read(d, c);
-	else if (r == 0 && events & (EPOLLERR | EPOLLHUP))
+	else if (r == 0 && events & (EPOLLERR | EPOLLHUP) && !(events & EPOLLOUT))
 		r = -ECONNRESET;
 	if (r < 0)
 		client_free(d, c);
+	else
+		client_arm(d, c);
 }
 
 void server_tick(struct daemon *d)
@@ -383,9 +404,15 @@ void server_tick(struct daemon *d)
 		next = c->next;
 		/* Streams wait for events as long as they like; requests do not. */
 		if (c->stream == DG_OP_MAX && now - c->last_ns > limit) {
-			log_info("cut client uid %u pid %d: no complete request for %u ms",
-				 (unsigned int)c->peer.uid, (int)c->peer.pid,
-				 d->cfg.client_timeout_ms);
+			if (pending(c))
+				log_info("cut client uid %u pid %d: it stopped reading (%zu bytes "
+					 "queued for %u ms)",
+					 (unsigned int)c->peer.uid, (int)c->peer.pid, pending(c),
+					 d->cfg.client_timeout_ms);
+			else
+				log_info("cut client uid %u pid %d: no complete request for %u ms",
+					 (unsigned int)c->peer.uid, (int)c->peer.pid,
+					 d->cfg.client_timeout_ms);
 			client_free(d, c);
 		}
 	}
@@ -405,7 +432,9 @@ void server_broadcast(struct daemon *d, enum dg_op stream, const union dg_stream
 			continue;
 		if (!msg)
 			msg = dg_event_encode(stream, ev);
-		if (client_send(d, c, msg) < 0)
+		if (client_send(c, msg) < 0)
 			client_free(d, c);
+		else
+			client_arm(d, c);
 	}
 }
