@@ -26,9 +26,15 @@ int keeper_init(struct keeper *k, int cgroot_fd, const char *pin_root)
 	}
 	k->cgroot_fd = cgroot_fd;
 	snprintf(k->dir, sizeof(k->dir), "devgate.keep/%s", name);
-	if (mkdirat(cgroot_fd, "devgate.keep", 0755) < 0 && errno != EEXIST)
+	return 0;
+}
+
+/* Made when first needed, so a devgated that wraps nothing leaves nothing. */
+static int keeper_mkdirs(const struct keeper *k)
+{
+	if (mkdirat(k->cgroot_fd, "devgate.keep", 0755) < 0 && errno != EEXIST)
 		return -errno;
-	if (mkdirat(cgroot_fd, k->dir, 0755) < 0 && errno != EEXIST)
+	if (mkdirat(k->cgroot_fd, k->dir, 0755) < 0 && errno != EEXIST)
 		return -errno;
 	return 0;
 }
@@ -57,12 +63,16 @@ static int held(const struct keeper *k, unsigned int n, uint32_t *ids, uint32_t 
 
 int keeper_hold(const struct keeper *k, int prog_fd, uint32_t prog_id)
 {
+	int r = keeper_mkdirs(k);
+
+	if (r < 0)
+		return r;
 	for (unsigned int n = 0; n < KEEP_CGROUPS; n++) {
 		LIBBPF_OPTS(bpf_prog_attach_opts, opts, .flags = BPF_F_ALLOW_MULTI);
 		uint32_t ids[64], count = 0;
 		auto_close int fd = -1;
 		char path[300];
-		int r = held(k, n, ids, &count, &fd);
+		r = held(k, n, ids, &count, &fd);
 
 		if (r == -ENOENT) {
 			snprintf(path, sizeof(path), "%s/k%u", k->dir, n);
@@ -107,4 +117,6 @@ void keeper_release(const struct keeper *k, uint32_t prog_id)
 			(void)unlinkat(k->cgroot_fd, path, AT_REMOVEDIR);
 		}
 	}
+	/* Gone once empty; a cgroup with children refuses, which is fine. */
+	(void)unlinkat(k->cgroot_fd, k->dir, AT_REMOVEDIR);
 }
