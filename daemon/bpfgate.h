@@ -27,13 +27,6 @@
 
 struct bpfgate;
 
-struct guard_info {
-	unsigned int wrapped;	     /* runtime programs wrapped by this call */
-	unsigned int gates;	     /* devgate gates on the cgroup now */
-	unsigned int ancestor_progs; /* device programs on ancestors (warning) */
-	int tally;		     /* 1 when the tally is attached */
-};
-
 /*
  * Creates devgate's maps under pin_root or adopts them: from their pins, or,
  * with the pins gone, from the gates on leased_cgfds (cgroups the lease
@@ -53,22 +46,8 @@ int bpfgate_grant_del(struct bpfgate *bg, uint64_t cgid, const struct dg_node *n
 /* All grant keys in the map; *ret is malloc'd. */
 int bpfgate_grants_list(struct bpfgate *bg, struct dg_grant_key **ret, size_t *ret_n);
 
-/*
- * Makes cgroup cgfd gated: every runtime program on it is replaced by a gate
- * (atomically, BPF_F_REPLACE), a default gate is attached if it had none,
- * and the tally sits last. Idempotent; re-wraps programs a runtime attached
- * since the last call and forgets gates a runtime removed.
- */
-int bpfgate_guard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *info,
-		  struct dg_error *err);
-/* Puts the runtime programs back and removes devgate's; cgfd -1 if gone. */
-int bpfgate_unguard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *err);
-/* 1 when cgfd carries a device program that devgate has not wrapped. */
-int bpfgate_needs_guard(struct bpfgate *bg, uint64_t cgid, int cgfd);
 /* Loads the next gate ahead of need; call when idle. */
 void bpfgate_prepare(struct bpfgate *bg);
-/* cgroup ids that have a pin directory. */
-int bpfgate_guarded_list(struct bpfgate *bg, uint64_t **ret, size_t *ret_n);
 
 int bpfgate_events_fd(const struct bpfgate *bg);
 /* Denial events lost to a full ring buffer, summed over ncpus (possible CPUs). */

@@ -7,6 +7,7 @@
 
 #include "alloc.h"
 #include "cleanup.h"
+#include "guard.h"
 #include "fault.h"
 #include "grant.h"
 #include "holders.h"
@@ -238,7 +239,7 @@ static void grant_undo(struct daemon *d, const struct target *t, const struct le
 
 	grants_del(d, next->cgid, x->added, x->n_added);
 	if (!old)
-		(void)bpfgate_unguard(d->bg, next->cgid, t->cgfd, &ignore);
+		(void)guard_remove(d->bg, next->cgid, t->cgfd, &ignore);
 	for (size_t i = 0; i < x->n_nodes; i++) {
 		if (x->res[i].status == NODE_CREATED)
 			made[n++] = x->nodes[i];
@@ -290,7 +291,7 @@ static int grant_apply(struct daemon *d, const struct target *t, const struct le
 	r = grants_put(d, next->cgid, x->nodes, x->n_nodes, err);
 	fault_point("grant.grants");
 	if (r == 0)
-		r = bpfgate_guard(d->bg, next->cgid, t->cgfd, &x->guard, err);
+		r = guard_apply(d->bg, next->cgid, t->cgfd, &x->guard, err);
 	x->t_bpf = now_mono_ns() - t0 - x->t_nodes;
 	fault_point("grant.guard");
 	if (r == 0) {
@@ -575,7 +576,7 @@ static void unguard_cgroup(struct daemon *d, uint64_t cgid, const char *who)
 
 	/* A removed cgroup has nothing attached any more: then only the pins go. */
 	(void)cgroup_open_id(&d->cg, cgid, &cgfd);
-	if (bpfgate_unguard(d->bg, cgid, cgfd, &err) < 0)
+	if (guard_remove(d->bg, cgid, cgfd, &err) < 0)
 		log_error("cannot restore the device programs of %s: %s", who, err.message);
 	drop_counters(d, cgid);
 }

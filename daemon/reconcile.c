@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "guard.h"
 #include "fault.h"
 #include "grant.h"
 #include "target.h"
@@ -42,10 +43,10 @@ static void adopt_grants(struct daemon *d, struct lease *l, int cgfd, unsigned i
 			log_error("reconcile: cannot restore grant %u:%u of %s", nodes[i].major,
 				  nodes[i].minor, lease_label(l));
 	}
-	if (bpfgate_needs_guard(d->bg, l->cgid, cgfd) > 0) {
+	if (guard_needed(d->bg, l->cgid, cgfd) > 0) {
 		struct dg_error err = { 0 };
 
-		if (bpfgate_guard(d->bg, l->cgid, cgfd, NULL, &err) < 0)
+		if (guard_apply(d->bg, l->cgid, cgfd, NULL, &err) < 0)
 			log_error("reconcile: cannot re-apply gates to %s: %s", lease_label(l),
 				  err.message);
 		else
@@ -269,7 +270,7 @@ static void reconcile_pins(struct daemon *d, unsigned int *fixes)
 	auto_free uint64_t *ids = NULL;
 	size_t n = 0;
 
-	if (bpfgate_guarded_list(d->bg, &ids, &n) < 0)
+	if (guard_list(d->bg, &ids, &n) < 0)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		struct dg_error err = { 0 };
@@ -278,7 +279,7 @@ static void reconcile_pins(struct daemon *d, unsigned int *fixes)
 		if (lease_table_find(&d->leases, ids[i]))
 			continue;
 		(void)cgroup_open_id(&d->cg, ids[i], &cgfd);
-		if (bpfgate_unguard(d->bg, ids[i], cgfd, &err) < 0)
+		if (guard_remove(d->bg, ids[i], cgfd, &err) < 0)
 			log_error("reconcile: %s", err.message);
 		{
 			struct dg_node nodes[DG_MAX_NODES];

@@ -168,8 +168,8 @@ static int each_file(struct state *s, const char *suffix,
 	struct dirent *de;
 	int r = leases_dir(s, &d);
 
-	if (r < 0)
-		return r;
+	if (r < 0 || !d)
+		return r < 0 ? r : -EIO;
 	while ((de = readdir(d))) {
 		if (de->d_name[0] == '.' || !has_suffix(de->d_name, suffix))
 			continue;
@@ -187,8 +187,8 @@ static int drop_tmp(struct state *s)
 	struct dirent *de;
 	int r = leases_dir(s, &d);
 
-	if (r < 0)
-		return r;
+	if (r < 0 || !d)
+		return r < 0 ? r : -EIO;
 	while ((de = readdir(d))) {
 		if (de->d_name[0] != '.' || !has_suffix(de->d_name, ".tmp"))
 			continue;

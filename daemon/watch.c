@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "guard.h"
 #include "log.h"
 #include "metrics.h"
 #include "util.h"
@@ -145,10 +146,10 @@ static void recheck_guard(struct daemon *d, struct lease *l)
 	int r = cgroup_open_id(&d->cg, l->cgid, &cgfd);
 
 	if (r == 0)
-		r = bpfgate_needs_guard(d->bg, l->cgid, cgfd);
+		r = guard_needed(d->bg, l->cgid, cgfd);
 	if (r <= 0)
 		return;
-	if (bpfgate_guard(d->bg, l->cgid, cgfd, NULL, &err) < 0) {
+	if (guard_apply(d->bg, l->cgid, cgfd, NULL, &err) < 0) {
 		log_error("cannot re-apply gates to %s: %s", lease_label(l), err.message);
 		return;
 	}

@@ -105,6 +105,7 @@ teardown() { dg_teardown; }
 	holder=$(pgrep -f 'sleep 100002')
 	run -0 --separate-stderr dg revoke --pid "$CPID"
 	[[ "$output" == *"still open: PID $holder (sleep) holds /dev/nvidia7"* ]]
+	# shellcheck disable=SC2154 # bats sets stderr with --separate-stderr
 	[[ "$stderr" == *"hint: revoke again with --kill to end them"* ]]
 	kill -0 "$holder"
 	run -0 dg grant --pid "$CPID" --gpu 0

@@ -159,7 +159,7 @@ static void test_first_grant_undo(void **state)
 	first_grant_fails_at("nodes_create", 1, DG_E_KERNEL);
 	first_grant_fails_at("bpfgate_grant_put", 1, DG_E_KERNEL);
 	first_grant_fails_at("bpfgate_grant_put", 3, DG_E_KERNEL);
-	first_grant_fails_at("bpfgate_guard", 1, DG_E_KERNEL);
+	first_grant_fails_at("guard_apply", 1, DG_E_KERNEL);
 	first_grant_fails_at("state_save", 1, DG_E_STATE);
 }
 
@@ -185,7 +185,7 @@ static void test_second_grant_undo(void **state)
 	second_grant_fails_at("nodes_create", 1);
 	second_grant_fails_at("bpfgate_grant_put", 1);
 	second_grant_fails_at("bpfgate_grant_put", 5);
-	second_grant_fails_at("bpfgate_guard", 1);
+	second_grant_fails_at("guard_apply", 1);
 	second_grant_fails_at("state_save", 1);
 }
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "bpfgate.h"
+#include "guard.h"
 #include "cgroup.h"
 #include "holders.h"
 #include "kernel_fakes.h"
@@ -125,8 +126,8 @@ int bpfgate_grant_del(struct bpfgate *bg, uint64_t cgid, const struct dg_node *n
 	return -ENOENT;
 }
 
-int bpfgate_guard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *info,
-		  struct dg_error *err)
+int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *info,
+		struct dg_error *err)
 {
 	int r = injected(__func__);
 
@@ -140,7 +141,7 @@ int bpfgate_guard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info
 	return 0;
 }
 
-int bpfgate_unguard(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *err)
+int guard_remove(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *err)
 {
 	(void)bg;
 	(void)cgfd;

@@ -4,8 +4,8 @@
  * nodes, target, cgroup, watch, state), linked instead of them into unit
  * tests of the lease transactions. They keep a model of what the kernel
  * would hold, so a test checks what a failed transaction left behind, and
- * they fail on request: fake_fail("bpfgate_guard", 1, -EPERM) makes the
- * first bpfgate_guard() call fail.
+ * they fail on request: fake_fail("guard_apply", 1, -EPERM) makes the
+ * first guard_apply() call fail.
  */
 #ifndef DEVGATE_KERNEL_FAKES_H
 #define DEVGATE_KERNEL_FAKES_H

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What bpfgate.c (loading, maps) and guard.c (guarding cgroups) share, and
+ * nothing else includes.
+ */
+#ifndef DEVGATE_BPFGATE_INT_H
+#define DEVGATE_BPFGATE_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <bpf/libbpf.h>
+
+#include "errors.h"
+#include "devgate.skel.h"
+#include "keeper.h"
+
+#define MAX_PROGS 64 /* the kernel's limit per cgroup and attach type */
+
+struct bpfgate {
+	char *pin_root;
+	struct devgate *maps;  /* owns the shared maps; no programs loaded */
+	struct devgate *spare; /* a copy loaded ahead of need (gate for runc's kind) */
+	uint32_t nvidia_major; /* 0: none; set in each copy's read-only data */
+	uint32_t uvm_major;
+	int grants_fd;
+	int counters_fd;
+	int events_fd;
+	int ratelimit_fd;
+	int drops_fd;
+	uint32_t grants_id;
+	bool sweep_due; /* counters released by key; a stray may remain */
+	uint64_t last_sweep_ns;
+	uint32_t counters_id; /* proves a program ours: gate and tally both count in it */
+	struct keeper keeper;
+};
+
+struct attached {
+	uint32_t ids[MAX_PROGS];
+	uint32_t n;
+	uint32_t flags;
+};
+
+/* ROLE_MAPS creates or finds the shared maps; ROLE_PROGS loads gate and tally. */
+enum role {
+	ROLE_MAPS,
+	ROLE_PROGS
+};
+
+static inline void devgate_destroyp(struct devgate **s)
+{
+	devgate__destroy(*s);
+}
+
+/* Opens and loads one copy of the object (see bpfgate.c). */
+int bpfgate_load_copy(const struct bpfgate *bg, enum role role, bool has_runtime,
+		      enum bpf_attach_type gate_eat, struct devgate **ret);
+/* Tells a copy which container it serves, and for which runtime program. */
+int bpfgate_set_self(struct devgate *skel, uint64_t cgid, uint32_t orig_id);
+/* PIN_ROOT/cg/CGID */
+int bpfgate_cg_dir(const struct bpfgate *bg, uint64_t cgid, char *buf, size_t len);
+/* The device programs attached to cgfd (effective: inherited ones too). */
+int bpfgate_query(int cgfd, bool effective, struct attached *ret);
+
+#endif

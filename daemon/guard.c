@@ -1,0 +1,833 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Guarding one cgroup: devgate's gate in place of each runtime program, a
+ * default gate where there was none, the tally last; their pins under
+ * PIN_ROOT/cg/CGID, the keeper for the programs they stand in for, and the
+ * proof from the kernel of which attached programs are devgate's.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "bpfgate_int.h"
+#include "cleanup.h"
+#include "guard.h"
+#include "log.h"
+#include "util.h"
+
+enum pin_kind {
+	PIN_GATE,
+	PIN_DEFAULT,
+	PIN_TALLY
+};
+
+struct pinned {
+	enum pin_kind kind;
+	uint32_t id;	  /* the pinned program's id */
+	uint32_t orig_id; /* PIN_GATE: the runtime program it stands in for */
+};
+
+static bool attached_has(const struct attached *a, uint32_t id)
+{
+	for (uint32_t i = 0; i < a->n; i++) {
+		if (a->ids[i] == id)
+			return true;
+	}
+	return false;
+}
+
+static int prog_id_of(int fd, uint32_t *ret)
+{
+	struct bpf_prog_info info = { 0 };
+	uint32_t len = sizeof(info);
+
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
+		return -errno;
+	*ret = info.id;
+	return 0;
+}
+
+static int pin_path(char *buf, size_t len, const char *dir, const char *name)
+{
+	int n = snprintf(buf, len, "%s/%s", dir, name);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static int parse_pin_name(const char *name, enum pin_kind *kind, uint32_t *orig)
+{
+	if (strcmp(name, "tally") == 0) {
+		*kind = PIN_TALLY;
+		return 0;
+	}
+	if (strcmp(name, "gate-default") == 0) {
+		*kind = PIN_DEFAULT;
+		return 0;
+	}
+	if (startswith(name, "gate-") && parse_u32(name + 5, orig) == 0) {
+		*kind = PIN_GATE;
+		return 0;
+	}
+	return -EINVAL; /* slot-* and strangers */
+}
+
+/* Reads the programs pinned for one cgroup. */
+static int read_pins(const char *dir, struct pinned *out, size_t max, size_t *ret_n)
+{
+	auto_closedir DIR *d = opendir(dir);
+	struct dirent *de;
+	size_t n = 0;
+
+	if (!d)
+		return errno == ENOENT ? (*ret_n = 0, 0) : -errno;
+	while ((de = readdir(d))) {
+		struct pinned p = { 0 };
+		char path[PATH_MAX];
+		auto_close int fd = -1;
+
+		if (parse_pin_name(de->d_name, &p.kind, &p.orig_id) < 0 || n == max)
+			continue;
+		if (pin_path(path, sizeof(path), dir, de->d_name) < 0)
+			continue;
+		fd = bpf_obj_get(path);
+		if (fd < 0 || prog_id_of(fd, &p.id) < 0)
+			continue;
+		out[n++] = p;
+	}
+	*ret_n = n;
+	return 0;
+}
+
+static void unpin(const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+
+	if (pin_path(path, sizeof(path), dir, name) == 0 && unlink(path) < 0 && errno != ENOENT)
+		log_warning_errno(errno, "cannot remove pin %s: %m", path);
+}
+
+static void unpin_one(const char *dir, const struct pinned *p)
+{
+	char name[64];
+
+	switch (p->kind) {
+	case PIN_TALLY:
+		unpin(dir, "tally");
+		break;
+	case PIN_DEFAULT:
+		unpin(dir, "gate-default");
+		break;
+	case PIN_GATE:
+		snprintf(name, sizeof(name), "gate-%u", p->orig_id);
+		unpin(dir, name);
+		snprintf(name, sizeof(name), "slot-%u", p->orig_id);
+		unpin(dir, name);
+		break;
+	}
+}
+
+static int pin_fd(int fd, const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+	int r = pin_path(path, sizeof(path), dir, name);
+
+	if (r < 0)
+		return r;
+	(void)unlink(path); /* a stale pin of a program no longer attached */
+	return bpf_obj_pin(fd, path) < 0 ? -errno : 0;
+}
+
+static int attach(int prog_fd, int cgfd, uint32_t flags, int replace_fd)
+{
+	LIBBPF_OPTS(bpf_prog_attach_opts, opts, .flags = flags);
+
+	if (replace_fd >= 0) {
+		opts.flags |= BPF_F_REPLACE;
+		opts.replace_prog_fd = replace_fd;
+	}
+	return bpf_prog_attach_opts(prog_fd, cgfd, BPF_CGROUP_DEVICE, &opts) < 0 ? -errno : 0;
+}
+
+static int slot_set(struct devgate *skel, int orig_fd)
+{
+	uint32_t key = 0;
+
+	return bpf_map_update_elem(bpf_map__fd(skel->maps.runtime_prog), &key, &orig_fd, BPF_ANY) <
+			       0
+		       ? -errno
+		       : 0;
+}
+
+/*
+ * A copy whose gate holds runtime program orig_fd in its slot: the spare if
+ * it fits, else a fresh load. The prog array accepts orig only if the gate
+ * shares its expected_attach_type: runc, crun and LXC load with 0 (as the
+ * spare is), libbpf-based loaders with BPF_CGROUP_DEVICE.
+ */
+static int copy_for_wrap(struct bpfgate *bg, int orig_fd, struct devgate **ret)
+{
+	static const enum bpf_attach_type eats[] = { 0, BPF_CGROUP_DEVICE };
+	int r = -EINVAL;
+
+	if (bg->spare) {
+		r = slot_set(bg->spare, orig_fd);
+		if (r == 0) {
+			*ret = TAKE_PTR(bg->spare);
+			return 0;
+		}
+		if (r != -EINVAL)
+			return r;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(eats); i++) {
+		auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
+
+		if (eats[i] == 0 && r == -EINVAL && bg->spare)
+			continue; /* the spare just showed 0 does not fit */
+		r = bpfgate_load_copy(bg, ROLE_PROGS, true, eats[i], &skel);
+		if (r < 0)
+			return r;
+		r = slot_set(skel, orig_fd);
+		if (r == 0) {
+			*ret = TAKE_PTR(skel);
+			return 0;
+		}
+		if (r != -EINVAL)
+			return r;
+	}
+	return r;
+}
+
+/* Keeps the first copy loaded for a cgroup: its tally may be needed next. */
+static void keep_for_tally(struct devgate **skel, struct devgate **tally_src)
+{
+	if (!*tally_src)
+		*tally_src = TAKE_PTR(*skel);
+}
+
+static const struct pinned *find_pinned(const struct pinned *pins, size_t n, uint32_t id)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (pins[i].id == id)
+			return &pins[i];
+	}
+	return NULL;
+}
+
+/* What a program attached to a cgroup is, proven from the kernel. */
+enum own_kind {
+	OWN_NONE,   /* a runtime's (or anyone else's) program */
+	OWN_GATE,   /* our gate: named devgate_gate, reading our grants map */
+	OWN_TALLY,  /* our tally */
+	OWN_ORPHAN, /* a devgate program reading another grants map */
+};
+
+struct own_prog {
+	enum own_kind kind;
+	struct dg_self self;
+	uint32_t slot_map_id; /* the gate's runtime_prog array, 0: none */
+	uint32_t slot_prog;   /* what the slot holds now, 0: empty */
+};
+
+static void own_map(int map_id, uint32_t counters_id, struct own_prog *o, bool *ours, bool *theirs)
+{
+	struct bpf_map_info info = { 0 };
+	uint32_t len = sizeof(info), zero = 0;
+	auto_close int fd = bpf_map_get_fd_by_id((uint32_t)map_id);
+
+	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
+		return;
+	if (strcmp(info.name, "dg_counters_v1") == 0) {
+		*ours |= info.id == counters_id;
+		*theirs |= info.id != counters_id;
+	} else if (strcmp(info.name, "self") == 0 && info.value_size >= sizeof(o->self)) {
+		(void)bpf_map_lookup_elem(fd, &zero, &o->self);
+	} else if (info.type == BPF_MAP_TYPE_PROG_ARRAY) {
+		o->slot_map_id = info.id;
+		if (bpf_map_lookup_elem(fd, &zero, &o->slot_prog) < 0)
+			o->slot_prog = 0;
+	}
+}
+
+/* Names alone prove nothing: ours are the programs that use our counters map. */
+static int own_prog(const struct bpfgate *bg, uint32_t id, struct own_prog *o)
+{
+	uint32_t map_ids[16];
+	struct bpf_prog_info info = { 0 };
+	uint32_t len = sizeof(info);
+	auto_close int fd = bpf_prog_get_fd_by_id(id);
+	bool ours = false, theirs = false;
+
+	*o = (struct own_prog){ .kind = OWN_NONE };
+	if (fd < 0)
+		return -errno;
+	info.nr_map_ids = ARRAY_SIZE(map_ids);
+	info.map_ids = (uint64_t)(uintptr_t)map_ids;
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
+		return -errno;
+	if (strcmp(info.name, "devgate_gate") != 0 && strcmp(info.name, "devgate_tally") != 0)
+		return 0;
+	for (uint32_t i = 0; i < info.nr_map_ids && i < ARRAY_SIZE(map_ids); i++)
+		own_map((int)map_ids[i], bg->counters_id, o, &ours, &theirs);
+	if (ours)
+		o->kind = strcmp(info.name, "devgate_gate") == 0 ? OWN_GATE : OWN_TALLY;
+	else if (theirs)
+		o->kind = OWN_ORPHAN;
+	return 0;
+}
+
+/* A gate's slot emptied (its last pin went): the keeper still holds orig. */
+static int refill_slot(const struct own_prog *o)
+{
+	auto_close int map_fd = bpf_map_get_fd_by_id(o->slot_map_id);
+	auto_close int orig_fd = bpf_prog_get_fd_by_id(o->self.orig_id);
+	uint32_t zero = 0;
+
+	if (map_fd < 0 || orig_fd < 0)
+		return -errno;
+	return bpf_map_update_elem(map_fd, &zero, &orig_fd, BPF_ANY) < 0 ? -errno : 0;
+}
+
+/* Pins the attached program id, and its slot map, under the names a guard reads. */
+static int repin_own(const char *dir, uint32_t id, const struct own_prog *o)
+{
+	auto_close int fd = bpf_prog_get_fd_by_id(id);
+	auto_close int map_fd = -1;
+	char name[32];
+	int r;
+
+	if (fd < 0)
+		return -errno;
+	if (o->kind == OWN_TALLY)
+		return pin_fd(fd, dir, "tally");
+	if (!o->self.orig_id)
+		return pin_fd(fd, dir, "gate-default");
+	snprintf(name, sizeof(name), "slot-%u", o->self.orig_id);
+	map_fd = bpf_map_get_fd_by_id(o->slot_map_id);
+	r = map_fd < 0 ? -errno : pin_fd(map_fd, dir, name);
+	snprintf(name, sizeof(name), "gate-%u", o->self.orig_id);
+	return r < 0 ? r : pin_fd(fd, dir, name);
+}
+
+/*
+ * A devgate program of a grants map no longer ours (pins lost with their
+ * maps, and nothing proved them): put its runtime program back in its place,
+ * so our own gate wraps that, never the orphan.
+ */
+static int unwrap_orphan(const struct keeper *k, int cgfd, uint32_t id, const struct own_prog *o,
+			 uint32_t cg_flags)
+{
+	auto_close int fd = bpf_prog_get_fd_by_id(id);
+	auto_close int orig_fd = o->self.orig_id ? bpf_prog_get_fd_by_id(o->self.orig_id) : -1;
+	bool multi = cg_flags & BPF_F_ALLOW_MULTI;
+	int r;
+
+	if (fd < 0)
+		return -errno;
+	if (orig_fd < 0)
+		r = bpf_prog_detach2(fd, cgfd, BPF_CGROUP_DEVICE) < 0 ? -errno : 0;
+	else
+		r = attach(orig_fd, cgfd, multi ? BPF_F_ALLOW_MULTI : cg_flags, multi ? fd : -1);
+	if (r == 0 && o->self.orig_id)
+		keeper_release(k, o->self.orig_id);
+	return r;
+}
+
+/*
+ * Pins are a convenience, not the truth: programs on the cgroup that are
+ * provably ours but not pinned (pins removed, bpffs remounted, devgated
+ * restarted) are pinned again, their empty slots refilled from the keeper;
+ * orphans are replaced by what they wrapped.
+ */
+static int recover_pins(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
+			const struct pinned *pins, size_t n_pins, const struct attached *now)
+{
+	int fixed = 0;
+
+	for (uint32_t i = 0; i < now->n; i++) {
+		struct own_prog o;
+		int r;
+
+		if (find_pinned(pins, n_pins, now->ids[i]) || own_prog(bg, now->ids[i], &o) < 0 ||
+		    o.kind == OWN_NONE)
+			continue;
+		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		if (o.kind == OWN_ORPHAN)
+			r = unwrap_orphan(&bg->keeper, cgfd, now->ids[i], &o, now->flags);
+		else
+			r = repin_own(dir, now->ids[i], &o);
+		if (r < 0)
+			return r;
+		/* After the pin: a prog array's entries go when its last pin or fd does. */
+		if (o.kind == OWN_GATE && o.self.orig_id && !o.slot_prog) {
+			r = refill_slot(&o);
+			if (r < 0)
+				log_error_errno(r,
+						"cgroup %llu: gate %u lost runtime program %u: %m",
+						(unsigned long long)cgid, now->ids[i],
+						o.self.orig_id);
+			else
+				log_notice("cgroup %llu: gate %u holds runtime program %u again",
+					   (unsigned long long)cgid, now->ids[i], o.self.orig_id);
+		}
+		log_notice("cgroup %llu: %s %s program %u", (unsigned long long)cgid,
+			   o.kind == OWN_ORPHAN ? "unwrapped orphaned" : "re-pinned its",
+			   o.kind == OWN_TALLY ? "tally" : "gate", now->ids[i]);
+		fixed++;
+	}
+	return fixed;
+}
+
+/* Replaces runtime program orig_id on cgfd by a gate, atomically. */
+static int wrap(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd, uint32_t orig_id,
+		uint32_t cg_flags, struct devgate **tally_src, struct dg_error *err)
+{
+	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
+	auto_close int orig_fd = -1;
+	char gate_name[32], slot_name[32];
+	bool multi = cg_flags & BPF_F_ALLOW_MULTI;
+	int r;
+
+	orig_fd = bpf_prog_get_fd_by_id(orig_id);
+	if (orig_fd < 0)
+		return dg_error_set(err, DG_E_KERNEL, errno,
+				    "cannot take hold of device program %u: %m", orig_id);
+	r = copy_for_wrap(bg, orig_fd, &skel);
+	if (r == 0 && skel)
+		r = bpfgate_set_self(skel, cgid, orig_id);
+	if (r < 0 || !skel)
+		return dg_error_set(err, DG_E_KERNEL, r < 0 ? r : -EIO,
+				    "cannot load a gate for device program %u: %s", orig_id,
+				    strerror(-r));
+	snprintf(gate_name, sizeof(gate_name), "gate-%u", orig_id);
+	snprintf(slot_name, sizeof(slot_name), "slot-%u", orig_id);
+	r = pin_fd(bpf_map__fd(skel->maps.runtime_prog), dir, slot_name);
+	if (r == 0)
+		r = pin_fd(bpf_program__fd(skel->progs.devgate_gate), dir, gate_name);
+	if (r == 0)
+		r = attach(bpf_program__fd(skel->progs.devgate_gate), cgfd,
+			   multi ? BPF_F_ALLOW_MULTI : cg_flags, multi ? orig_fd : -1);
+	if (r < 0) {
+		unpin(dir, gate_name);
+		unpin(dir, slot_name);
+		return dg_error_set(err, DG_E_KERNEL, r,
+				    "cannot put a gate in place of device program %u: %s", orig_id,
+				    strerror(-r));
+	}
+	/* The gate's slot ends with its pin: the kernel keeps orig for us here. */
+	r = keeper_hold(&bg->keeper, orig_fd, orig_id);
+	if (r < 0)
+		log_warning_errno(r,
+				  "cannot keep device program %u: %m (it lives as long as its pin)",
+				  orig_id);
+	log_debug("cgroup %llu: gate in place of device program %u", (unsigned long long)cgid,
+		  orig_id);
+	keep_for_tally(&skel, tally_src);
+	return 0;
+}
+
+/* Pins prog as name and attaches it last on cgfd. */
+static int attach_last(int prog_fd, const char *dir, int cgfd, const char *name,
+		       struct dg_error *err)
+{
+	int r = pin_fd(prog_fd, dir, name);
+
+	if (r == 0)
+		r = attach(prog_fd, cgfd, BPF_F_ALLOW_MULTI, -1);
+	if (r < 0) {
+		unpin(dir, name);
+		return dg_error_set(err, DG_E_KERNEL, r, "cannot attach devgate's %s program: %s",
+				    name, strerror(-r));
+	}
+	return 0;
+}
+
+/* A cgroup with no device program: the gate with the default policy. */
+static int attach_default(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
+			  struct devgate **tally_src, struct dg_error *err)
+{
+	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
+	int r = bpfgate_load_copy(bg, ROLE_PROGS, false, BPF_CGROUP_DEVICE, &skel);
+
+	if (r == 0)
+		r = bpfgate_set_self(skel, cgid, 0);
+	if (r < 0 || !skel)
+		return dg_error_set(err, DG_E_KERNEL, r < 0 ? r : -EIO,
+				    "cannot load devgate's default gate: %s", strerror(-r));
+	r = attach_last(bpf_program__fd(skel->progs.devgate_gate), dir, cgfd, "gate-default", err);
+	if (r == 0)
+		keep_for_tally(&skel, tally_src);
+	return r;
+}
+
+static int detach_pinned(const char *dir, const char *name, int cgfd)
+{
+	char path[PATH_MAX];
+	auto_close int fd = -1;
+
+	if (pin_path(path, sizeof(path), dir, name) < 0)
+		return -ENAMETOOLONG;
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return -errno;
+	if (bpf_prog_detach2(fd, cgfd, BPF_CGROUP_DEVICE) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+/* The tally must come after every gate to see their verdict. */
+static int place_tally(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
+		       const struct pinned *pins, size_t n_pins, struct devgate **tally_src,
+		       struct dg_error *err)
+{
+	struct attached now = { 0 };
+	const struct pinned *tally = NULL;
+	int r;
+
+	for (size_t i = 0; i < n_pins; i++) {
+		if (pins[i].kind == PIN_TALLY)
+			tally = &pins[i];
+	}
+	r = bpfgate_query(cgfd, false, &now);
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r, "cannot query device programs: %s",
+				    strerror(-r));
+	if (!(now.flags & BPF_F_ALLOW_MULTI))
+		return 0; /* single-program cgroup: no room for a tally */
+	if (tally && now.n && attached_has(&now, tally->id)) {
+		char path[PATH_MAX];
+		auto_close int fd = -1;
+
+		if (now.ids[now.n - 1] == tally->id)
+			return 0;
+		/* A program attached after it: move the tally back to the end. */
+		r = detach_pinned(dir, "tally", cgfd);
+		if (r == 0)
+			r = pin_path(path, sizeof(path), dir, "tally");
+		if (r == 0)
+			fd = bpf_obj_get(path);
+		if (r == 0 && fd < 0)
+			r = -errno;
+		if (r == 0)
+			r = attach(fd, cgfd, BPF_F_ALLOW_MULTI, -1);
+		if (r < 0)
+			return dg_error_set(err, DG_E_KERNEL, r, "cannot move the tally: %s",
+					    strerror(-r));
+		return 0;
+	}
+	if (!*tally_src) {
+		r = bpfgate_load_copy(bg, ROLE_PROGS, true, 0, tally_src);
+		if (r == 0 && *tally_src)
+			r = bpfgate_set_self(*tally_src, cgid, 0);
+		if (r < 0 || !*tally_src)
+			return dg_error_set(err, DG_E_KERNEL, r < 0 ? r : -EIO,
+					    "cannot load devgate's tally: %s", strerror(-r));
+	}
+	return attach_last(bpf_program__fd((*tally_src)->progs.devgate_tally), dir, cgfd, "tally",
+			   err);
+}
+
+/* Nothing to do: every program on the cgroup is ours and ours are all there, tally last. */
+static bool settled(const struct pinned *pins, size_t n_pins, const struct attached *now)
+{
+	const struct pinned *tally = NULL;
+
+	if (now->n == 0)
+		return false;
+	for (uint32_t i = 0; i < now->n; i++) {
+		if (!find_pinned(pins, n_pins, now->ids[i]))
+			return false;
+	}
+	for (size_t i = 0; i < n_pins; i++) {
+		if (!attached_has(now, pins[i].id))
+			return false;
+		if (pins[i].kind == PIN_TALLY)
+			tally = &pins[i];
+	}
+	if (!(now->flags & BPF_F_ALLOW_MULTI))
+		return true;
+	return tally && now->ids[now->n - 1] == tally->id;
+}
+
+static void guard_summary(int cgfd, const struct pinned *pins, size_t n_pins, struct guard_info *gi)
+{
+	struct attached now = { 0 }, eff = { 0 };
+
+	gi->gates = 0;
+	gi->tally = 0;
+	for (size_t i = 0; i < n_pins; i++) {
+		if (pins[i].kind == PIN_TALLY)
+			gi->tally = 1;
+		else
+			gi->gates++;
+	}
+	if (bpfgate_query(cgfd, false, &now) == 0 && bpfgate_query(cgfd, true, &eff) == 0 &&
+	    eff.n > now.n)
+		gi->ancestor_progs = eff.n - now.n;
+}
+
+/* Pins and attached programs of a cgroup, after recovering lost pins. */
+/*
+ * A pinned gate whose slot is empty: the kernel clears a prog array when
+ * its last pin or fd goes, and does it later, from a work queue, so a slot
+ * refilled at once can be emptied again. Checked on every inspection.
+ */
+static void refill_pinned(uint64_t cgid, const char *dir, const struct pinned *pins, size_t n_pins)
+{
+	for (size_t i = 0; i < n_pins; i++) {
+		char path[PATH_MAX], name[32];
+		uint32_t zero = 0, held = 0;
+		auto_close int map_fd = -1, orig_fd = -1;
+
+		if (pins[i].kind != PIN_GATE)
+			continue;
+		snprintf(name, sizeof(name), "slot-%u", pins[i].orig_id);
+		if (pin_path(path, sizeof(path), dir, name) < 0)
+			continue;
+		map_fd = bpf_obj_get(path);
+		if (map_fd < 0 || bpf_map_lookup_elem(map_fd, &zero, &held) == 0)
+			continue;
+		orig_fd = bpf_prog_get_fd_by_id(pins[i].orig_id);
+		if (orig_fd >= 0 && bpf_map_update_elem(map_fd, &zero, &orig_fd, BPF_ANY) == 0)
+			log_notice("cgroup %llu: gate slot held runtime program %u again",
+				   (unsigned long long)cgid, pins[i].orig_id);
+		else
+			log_error_errno(errno, "cgroup %llu: gate slot lost runtime program %u: %m",
+					(unsigned long long)cgid, pins[i].orig_id);
+	}
+}
+
+static int inspect(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
+		   struct pinned *pins, size_t *n_pins, struct attached *now)
+{
+	int r = read_pins(dir, pins, MAX_PROGS, n_pins);
+
+	if (r == 0)
+		refill_pinned(cgid, dir, pins, *n_pins);
+	if (r == 0)
+		r = bpfgate_query(cgfd, false, now);
+	if (r == 0)
+		r = recover_pins(bg, cgid, dir, cgfd, pins, *n_pins, now);
+	if (r > 0) /* something changed: look again */
+		r = read_pins(dir, pins, MAX_PROGS, n_pins);
+	if (r == 0)
+		r = bpfgate_query(cgfd, false, now);
+	return r;
+}
+
+int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *info,
+		struct dg_error *err)
+{
+	auto_cleanup(devgate_destroyp) struct devgate *tally_src = NULL;
+	struct pinned pins[MAX_PROGS];
+	struct attached now = { 0 };
+	char dir[PATH_MAX];
+	size_t n_pins = 0;
+	struct guard_info gi = { 0 };
+	int r;
+
+	r = bpfgate_cg_dir(bg, cgid, dir, sizeof(dir));
+	if (r < 0)
+		return dg_error_set(err, DG_E_INTERNAL, r, "pin path too long");
+	r = inspect(bg, cgid, dir, cgfd, pins, &n_pins, &now);
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r,
+				    "cannot inspect the device programs of "
+				    "cgroup %llu: %s",
+				    (unsigned long long)cgid, strerror(-r));
+	if (settled(pins, n_pins, &now)) { /* the common case: already gated */
+		guard_summary(cgfd, pins, n_pins, &gi);
+		if (info)
+			*info = gi;
+		return 0;
+	}
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return dg_error_set(err, DG_E_KERNEL, errno, "cannot create %s: %m", dir);
+	/* A runtime that replaced or detached our programs leaves stale pins. */
+	for (size_t i = 0; i < n_pins; i++) {
+		if (!attached_has(&now, pins[i].id))
+			unpin_one(dir, &pins[i]);
+	}
+	for (uint32_t i = 0; i < now.n; i++) {
+		if (find_pinned(pins, n_pins, now.ids[i]))
+			continue;
+		r = wrap(bg, cgid, dir, cgfd, now.ids[i], now.flags, &tally_src, err);
+		if (r < 0)
+			return r;
+		gi.wrapped++;
+	}
+	if (now.n == 0) {
+		r = attach_default(bg, cgid, dir, cgfd, &tally_src, err);
+		if (r < 0)
+			return r;
+	}
+	r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);
+	if (r == 0)
+		r = place_tally(bg, cgid, dir, cgfd, pins, n_pins, &tally_src, err);
+	if (r < 0)
+		return r;
+	r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);
+	if (r == 0)
+		guard_summary(cgfd, pins, n_pins, &gi);
+	if (info)
+		*info = gi;
+	return 0;
+}
+
+int guard_needed(struct bpfgate *bg, uint64_t cgid, int cgfd)
+{
+	struct pinned pins[MAX_PROGS];
+	struct attached now = { 0 };
+	char dir[PATH_MAX];
+	size_t n_pins = 0;
+	int r;
+
+	r = bpfgate_cg_dir(bg, cgid, dir, sizeof(dir));
+	if (r == 0)
+		r = inspect(bg, cgid, dir, cgfd, pins, &n_pins, &now);
+	if (r < 0)
+		return r;
+	return !settled(pins, n_pins, &now);
+}
+
+/* Puts runtime program orig back in place of gate pinned as gate-ORIG. */
+static int restore(const char *dir, int cgfd, const struct pinned *p, uint32_t cg_flags)
+{
+	auto_close int orig_fd = -1, gate_fd = -1;
+	char path[PATH_MAX], name[32];
+	bool multi = cg_flags & BPF_F_ALLOW_MULTI;
+	int r;
+
+	snprintf(name, sizeof(name), "gate-%u", p->orig_id);
+	r = pin_path(path, sizeof(path), dir, name);
+	if (r < 0)
+		return r;
+	gate_fd = bpf_obj_get(path);
+	if (gate_fd < 0)
+		return -errno;
+	/* The slot still holds orig, so it cannot have been freed. */
+	orig_fd = bpf_prog_get_fd_by_id(p->orig_id);
+	if (orig_fd < 0)
+		return -errno;
+	return attach(orig_fd, cgfd, multi ? BPF_F_ALLOW_MULTI : cg_flags, multi ? gate_fd : -1);
+}
+
+static int unguard_attached(const char *dir, int cgfd, const struct pinned *pins, size_t n_pins,
+			    uint64_t cgid, struct dg_error *err)
+{
+	struct attached now = { 0 };
+	int r = bpfgate_query(cgfd, false, &now);
+
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r,
+				    "cannot query device programs of cgroup "
+				    "%llu: %s",
+				    (unsigned long long)cgid, strerror(-r));
+	/* Runtime programs first, so the cgroup is never left unfiltered. */
+	for (size_t i = 0; i < n_pins; i++) {
+		if (pins[i].kind != PIN_GATE || !attached_has(&now, pins[i].id))
+			continue;
+		r = restore(dir, cgfd, &pins[i], now.flags);
+		if (r < 0)
+			return dg_error_set(err, DG_E_KERNEL, r,
+					    "cannot put device program %u back "
+					    "on cgroup %llu: %s",
+					    pins[i].orig_id, (unsigned long long)cgid,
+					    strerror(-r));
+	}
+	for (size_t i = 0; i < n_pins; i++) {
+		const char *name = pins[i].kind == PIN_TALLY ? "tally" : "gate-default";
+
+		if (pins[i].kind == PIN_GATE || !attached_has(&now, pins[i].id))
+			continue;
+		r = detach_pinned(dir, name, cgfd);
+		if (r < 0)
+			return dg_error_set(err, DG_E_KERNEL, r,
+					    "cannot detach %s from cgroup "
+					    "%llu: %s",
+					    name, (unsigned long long)cgid, strerror(-r));
+	}
+	return 0;
+}
+
+int guard_remove(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *err)
+{
+	struct pinned pins[MAX_PROGS];
+	char dir[PATH_MAX];
+	size_t n_pins = 0;
+	auto_closedir DIR *d = NULL;
+	struct dirent *de;
+	int r;
+
+	r = bpfgate_cg_dir(bg, cgid, dir, sizeof(dir));
+	if (r == 0 && cgfd >= 0) {
+		struct attached now = { 0 };
+
+		/* Lost pins first: what is ours is found on the cgroup itself. */
+		r = inspect(bg, cgid, dir, cgfd, pins, &n_pins, &now);
+	} else if (r == 0) {
+		r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);
+	}
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r, "cannot read pins of cgroup %llu: %s",
+				    (unsigned long long)cgid, strerror(-r));
+	if (cgfd >= 0) {
+		r = unguard_attached(dir, cgfd, pins, n_pins, cgid, err);
+		if (r < 0)
+			return r;
+	}
+	/* The runtime programs are back on their cgroup, or it is gone: let go. */
+	for (size_t i = 0; i < n_pins; i++) {
+		if (pins[i].kind == PIN_GATE)
+			keeper_release(&bg->keeper, pins[i].orig_id);
+	}
+	d = opendir(dir);
+	while (d && (de = readdir(d))) {
+		if (de->d_name[0] != '.')
+			unpin(dir, de->d_name);
+	}
+	if (rmdir(dir) < 0 && errno != ENOENT)
+		log_warning_errno(errno, "cannot remove %s: %m", dir);
+	return 0;
+}
+
+int guard_list(struct bpfgate *bg, uint64_t **ret, size_t *ret_n)
+{
+	char path[PATH_MAX];
+	auto_closedir DIR *d = NULL;
+	auto_free uint64_t *ids = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+
+	snprintf(path, sizeof(path), "%s/cg", bg->pin_root);
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		uint64_t id;
+
+		if (parse_u64(de->d_name, &id) < 0)
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			uint64_t *nids = realloc(ids, ncap * sizeof(*ids));
+
+			if (!nids)
+				return -ENOMEM;
+			ids = nids;
+			cap = ncap;
+		}
+		ids[n++] = id;
+	}
+	*ret = TAKE_PTR(ids);
+	*ret_n = n;
+	return 0;
+}

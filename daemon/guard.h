@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* devgate's programs on one cgroup: see guard.c and bpfgate.h's pin layout. */
+#ifndef DEVGATE_GUARD_H
+#define DEVGATE_GUARD_H
+
+#include "bpfgate.h"
+
+struct guard_info {
+	unsigned int wrapped;	     /* runtime programs wrapped by this call */
+	unsigned int gates;	     /* devgate gates on the cgroup now */
+	unsigned int ancestor_progs; /* device programs on ancestors (warning) */
+	int tally;		     /* 1 when the tally is attached */
+};
+
+/*
+ * Makes cgroup cgfd gated: every runtime program on it is replaced by a gate
+ * (atomically, BPF_F_REPLACE), a default gate is attached if it had none,
+ * and the tally sits last. Idempotent; re-wraps programs a runtime attached
+ * since the last call and forgets gates a runtime removed.
+ */
+int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *info,
+		struct dg_error *err);
+/* Puts the runtime programs back and removes devgate's; cgfd -1 if gone. */
+int guard_remove(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *err);
+/* 1 when cgfd carries a device program that devgate has not wrapped. */
+int guard_needed(struct bpfgate *bg, uint64_t cgid, int cgfd);
+/* cgroup ids that have a pin directory. */
+int guard_list(struct bpfgate *bg, uint64_t **ret, size_t *ret_n);
+
+#endif
