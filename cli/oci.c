@@ -43,14 +43,14 @@ int oci_state_parse(const char *text, struct oci_state *ret, struct dg_error *er
 {
 	auto_json json_object *o = NULL;
 	struct oci_state s = { 0 };
-	const char *id, *status, *bundle;
+	const char *id, *status, *bundle, *why;
 	int64_t pid = 0;
 
 	if (!*text)
 		return bad_state(err, "it is empty");
-	o = json_parse_object(text);
+	o = json_parse_object_why(text, &why);
 	if (!o)
-		return bad_state(err, "not a JSON object");
+		return bad_state(err, why ? why : "not a JSON object");
 	id = json_get_str(o, "id");
 	status = json_get_str(o, "status");
 	bundle = json_get_str(o, "bundle");
@@ -141,14 +141,14 @@ static int bad_config(struct dg_error *err, const char *bundle, const char *why)
 int oci_config_parse(const char *text, const char *bundle, struct oci_config *ret,
 		     struct dg_error *err)
 {
-	auto_json json_object *o = json_parse_object(text);
+	const char *path, *why;
+	auto_json json_object *o = json_parse_object_why(text, &why);
 	json_object *root = NULL, *process = NULL, *v;
 	struct oci_config c = { 0 };
-	const char *path;
 	int r;
 
 	if (!o)
-		return bad_config(err, bundle, "not a JSON object");
+		return bad_config(err, bundle, why ? why : "not a JSON object");
 	if (!json_object_object_get_ex(o, "root", &root) || !(path = json_get_str(root, "path")) ||
 	    !*path)
 		return bad_config(err, bundle, "no root.path");

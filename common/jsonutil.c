@@ -49,32 +49,50 @@ static size_t text_keys(const char *p, const char *end)
 	return n;
 }
 
-json_object *json_parse_object(const char *text)
+json_object *json_parse_object_why(const char *text, const char **why)
 {
-	struct json_tokener *tok = json_tokener_new_ex(16);
-	size_t len = strlen(text), end;
-	json_object *o;
+	struct json_tokener *tok = json_tokener_new_ex(JSON_MAX_DEPTH);
+	size_t len = strlen(text), end = 0, keys;
+	enum json_tokener_error e;
+	json_object *o = NULL;
+	const char *w = NULL;
 
 	if (!tok)
-		return NULL;
+		goto out;
 	o = json_tokener_parse_ex(tok, text, (int)len);
+	e = json_tokener_get_error(tok);
 	end = json_tokener_get_parse_end(tok);
-	if (o && json_tokener_get_error(tok) == json_tokener_success) {
+	if (o && e == json_tokener_success) {
 		while (end < len && isspace((unsigned char)text[end]))
 			end++;
 	}
+	if (e == json_tokener_error_depth)
+		w = "nested too deep";
+	else if (!o || e != json_tokener_success || end != len ||
+		 !json_object_is_type(o, json_type_object))
+		w = "";
+	else if ((keys = text_keys(text, text + len)) == SIZE_MAX)
+		w = "a string holds \\u0000";
 	/*
 	 * json-c keeps the last of duplicate keys, so {"op":"list","op":"grant"}
 	 * would be a grant: more keys in the text than in the tree is refused.
 	 */
-	if (!o || json_tokener_get_error(tok) != json_tokener_success || end != len ||
-	    !json_object_is_type(o, json_type_object) ||
-	    text_keys(text, text + len) != tree_keys(o)) {
+	else if (keys != tree_keys(o))
+		w = "a key appears twice in one object";
+	if (w) {
 		json_object_put(o);
 		o = NULL;
 	}
 	json_tokener_free(tok);
+out:
+	if (why)
+		*why = w && *w ? w : NULL;
 	return o;
+}
+
+json_object *json_parse_object(const char *text)
+{
+	return json_parse_object_why(text, NULL);
 }
 
 const char *json_get_str(json_object *o, const char *key)

@@ -12,6 +12,12 @@
  * and no \u0000 in any string. NULL otherwise.
  */
 json_object *json_parse_object(const char *text);
+#define JSON_MAX_DEPTH 16
+/*
+ * The same; when the text is refused for a strictness rule (depth, a key
+ * twice, \u0000), *why names the rule in a few words, else it is NULL.
+ */
+json_object *json_parse_object_why(const char *text, const char **why);
 
 /* Typed field access; absent fields and JSON null read as absent. */
 const char *json_get_str(json_object *o, const char *key);

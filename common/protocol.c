@@ -30,10 +30,12 @@ static int check_version(json_object *msg, struct dg_error *err)
 
 json_object *dg_message_parse(const char *line, struct dg_error *err)
 {
-	json_object *o = json_parse_object(line);
+	const char *why;
+	json_object *o = json_parse_object_why(line, &why);
 
 	if (!o) {
-		dg_error_set(err, DG_E_PROTOCOL, EPROTO, "malformed message: not one JSON object");
+		dg_error_set(err, DG_E_PROTOCOL, EPROTO, "malformed message: %s",
+			     why ? why : "not one JSON object");
 		return NULL;
 	}
 	if (check_version(o, err) < 0) {

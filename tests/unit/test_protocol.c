@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "jsonutil.h"
 #include "protocol.h"
 #include "wire.h"
 
@@ -72,16 +73,49 @@ static void test_request_rejects(void **state)
 		    "operation 'grant': 'pid' is out of range");
 	/* json-c would keep the last "op" and cut the label at the NUL. */
 	parse_fails("{\"v\":1,\"op\":\"list\",\"op\":\"grant\"}",
-		    "malformed message: not one JSON object");
+		    "malformed message: a key appears twice in one object");
 	parse_fails("{\"v\":1,\"op\":\"grant\",\"args\":{\"pid\":1,\"a\":{\"x\":1,\"x\":2}}}",
-		    "malformed message: not one JSON object");
+		    "malformed message: a key appears twice in one object");
+	/* The same key spelt two ways is still one key twice. */
+	parse_fails("{\"v\":1,\"op\":\"list\",\"\\u006fp\":\"grant\"}",
+		    "malformed message: a key appears twice in one object");
 	parse_fails("{\"v\":1,\"op\":\"grant\",\"args\":{\"container\":\"a\\u0000b\"}}",
-		    "malformed message: not one JSON object");
+		    "malformed message: a string holds \\u0000");
+	parse_fails("{\"v\":1,\"op\":\"list\",\"a\\u0000\":1}",
+		    "malformed message: a string holds \\u0000");
 	parse_fails("{\"v\":1,\"op\":\"status\",\"args\":{\"free\":true}}",
 		    "operation: unknown field 'free'");
 	parse_fails(
 		"{\"v\":1,\"op\":\"list\",\"args\":{\"a\":[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]}}",
-		"malformed message: not one JSON object");
+		"malformed message: nested too deep");
+}
+
+/* What the strict parse must still take: escapes that only look like its cases. */
+static void test_strict_accepts(void **state)
+{
+	static const char *const ok[] = {
+		"{\"a\":\"\\\\u0000\"}",	   /* a backslash, then u0000 */
+		"{\"a\":\"\\\"b\\\":1\",\"b\":1}", /* a quote and colon in a value */
+		"{\"a\\\"\":1,\"a\":2}",	   /* two keys, one with a quote */
+		"{\"a\":{\"a\":{\"a\":1}}}",	   /* one name, three objects */
+		"{\"a\":[{\"x\":1},{\"x\":2}]}",   /* one name, two objects */
+		"{\"a\":\"\\u0001\", \"b\" : 1 }\n",
+	};
+	const char *why = "unset";
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		json_object *o = json_parse_object_why(ok[i], &why);
+
+		if (!o)
+			fail_msg("refused %s: %s", ok[i], why ? why : "(no reason)");
+		assert_null(why);
+		json_object_put(o);
+	}
+	assert_null(json_parse_object_why("{\"a\":1,\"a\":1}", &why));
+	assert_string_equal(why, "a key appears twice in one object");
+	assert_null(json_parse_object_why("{\"a\":1} x", &why));
+	assert_null(why);
 }
 
 /* A reply goes out and comes back as the same struct, nested arrays included. */
@@ -251,15 +285,11 @@ static void test_send_recv(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_request_roundtrip),
-		cmocka_unit_test(test_request_rejects),
-		cmocka_unit_test(test_reply),
-		cmocka_unit_test(test_reply_roundtrip),
-		cmocka_unit_test(test_reply_schema),
-		cmocka_unit_test(test_codes_stable),
-		cmocka_unit_test(test_linebuf),
-		cmocka_unit_test(test_linebuf_limit),
-		cmocka_unit_test(test_send_recv),
+		cmocka_unit_test(test_request_roundtrip), cmocka_unit_test(test_request_rejects),
+		cmocka_unit_test(test_strict_accepts),	  cmocka_unit_test(test_reply),
+		cmocka_unit_test(test_reply_roundtrip),	  cmocka_unit_test(test_reply_schema),
+		cmocka_unit_test(test_codes_stable),	  cmocka_unit_test(test_linebuf),
+		cmocka_unit_test(test_linebuf_limit),	  cmocka_unit_test(test_send_recv),
 	};
 
 	return cmocka_run_group_tests_name("protocol", tests, NULL, NULL);
