@@ -7,16 +7,20 @@
  *
  *   probe [-n COUNT] [-w] PATH...
  *   probe -C MAJOR:COUNT DIR   make DIR/1..COUNT, char nodes MAJOR:1..COUNT
+ *   probe -X A B               swap A and B with renameat2(RENAME_EXCHANGE)
+ *                              forever (a container racing devgate's node work)
  *
  * -C runs on the host (containers lack CAP_MKNOD): one process for thousands
  * of nodes, where a mknod(1) loop would take seconds.
  */
 #include <errno.h>
+#include <linux/fs.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -47,13 +51,22 @@ static int make_nodes(const char *spec, const char *dir)
 	return 0;
 }
 
+static int exchange_forever(const char *a, const char *b)
+{
+	for (;;)
+		(void)syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int count = 1, flags = O_RDONLY, opt, bad = 0;
 
-	while ((opt = getopt(argc, argv, "n:wC:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:wC:X:")) != -1) {
 		if (opt == 'C')
 			return optind < argc ? make_nodes(optarg, argv[optind]) : 2;
+		if (opt == 'X')
+			return optind < argc ? exchange_forever(optarg, argv[optind]) : 2;
 		if (opt == 'n')
 			count = atoi(optarg);
 		else if (opt == 'w')

@@ -124,3 +124,33 @@ plant() {
 	[[ "$output" == *"cannot open the container's root filesystem"* ]]
 	[ -z "$(ls "$DG_TMP/host-marker")" ]
 }
+
+@test "a container swapping its /dev entries with renameat2 while devgate grants and revokes: the host stays untouched" {
+	local b="$DG_TMP/r" rounds=${DEVGATE_RACE_ROUNDS:-200}
+	dg_bundle "$b" "$DEVGATE_BUILD/probe"
+	mkdir -p "$DG_TMP/vol"
+	echo marker >"$DG_TMP/vol/marker"
+	touch -d '2020-01-01' "$DG_TMP/vol/marker" "$DG_TMP/vol"
+	jq --arg vol "$DG_TMP/vol" '.mounts += [{"destination": "/vol", "type": "bind",
+		"source": $vol, "options": ["rbind", "rw"]}]' "$b/config.json" >"$b/c.json"
+	mv "$b/c.json" "$b/config.json"
+	CID="$DG_ID-r"
+	CPID=$(dg_run "$CID" "$b")
+	DG_CONTAINERS+=("$CID")
+	DG_CGROUPS+=("$DG_CGROOT/$CID")
+	snap=$(stat -c '%s %Y' "$DG_TMP/vol/marker" "$DG_TMP/vol"; ls -a "$DG_TMP/vol")
+	# Symlinks into the host volume, swapped with whatever devgate puts there.
+	dg_runc exec "$CID" ln -s /vol/nvidia0 /dev/.evil0
+	dg_runc exec "$CID" ln -s /vol/nvidiactl /dev/.evilctl
+	dg_runc exec -d "$CID" probe -X /dev/nvidia0 /dev/.evil0
+	dg_runc exec -d "$CID" probe -X /dev/nvidiactl /dev/.evilctl
+	granted=0
+	for _ in $(seq "$rounds"); do
+		if dg grant --pid "$CPID" --gpu 0 >/dev/null 2>&1; then granted=$((granted + 1)); fi
+		dg revoke --pid "$CPID" --missing-ok >/dev/null 2>&1 || true
+	done
+	echo "# $granted of $rounds grants won the race" >&3
+	[ "$(stat -c '%s %Y' "$DG_TMP/vol/marker" "$DG_TMP/vol"; ls -a "$DG_TMP/vol")" = "$snap" ]
+	[ "$(cat "$DG_TMP/vol/marker")" = marker ]
+	run -0 dg list
+}
