@@ -84,8 +84,9 @@ CLI_LIB_OBJ := $(filter-out $(O)/cli/main.o,$(CLI_OBJ))
 HOOK_OBJ := $(addprefix $(O)/cli/,hook_main.o cmd_hook.o oci.o client.o output.o)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 
-SKEL := $(O)/devgate.skel.h
-BINS := $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/probe $(O)/runtime_like.bpf.o
+SKEL := $(O)/devgate.skel.h $(O)/attach_watch.skel.h
+BINS := $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/probe $(O)/displace \
+	$(O)/runtime_like.bpf.o
 
 BENCH_BIN := $(O)/bench/dgload $(O)/bench/floor $(O)/bench/opencost
 
@@ -102,9 +103,18 @@ $(O)/runtime_like.bpf.o: tests/helpers/runtime_like.bpf.c
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
-$(SKEL): $(O)/devgate.bpf.o
+$(O)/attach_watch.bpf.o: bpf/attach_watch.bpf.c bpf/devgate.h
+	$(call msg,BPF,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(O)/devgate.skel.h: $(O)/devgate.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name devgate > $@
+
+$(O)/attach_watch.skel.h: $(O)/attach_watch.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name attach_watch_bpf > $@
 
 $(O)/%.o: %.c
 	$(call msg,CC,$@)
@@ -136,6 +146,11 @@ $(O)/probe: tests/helpers/probe.c
 	$(call msg,CC-STATIC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -static -o $@ $<
+
+$(O)/displace: tests/helpers/displace.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ $< $(PKG_LIBS)
 
 $(O)/tests/test_%: tests/unit/test_%.c $(DAEMON_LIB_OBJ) $(CLI_LIB_OBJ) $(COMMON_LIB)
 	$(call msg,TEST-CC,$@)

@@ -76,6 +76,18 @@ struct dg_self {
 	__u32 pad;
 };
 
+/* attach_watch.bpf.c: someone else changed a cgroup's device programs. */
+#define DG_ATTACH_EVENTS_BYTES (64 * 1024)
+#define DG_ATTACH_ATTACHED 1
+#define DG_ATTACH_DETACHED 2
+
+struct dg_attach_event {
+	__u64 cgroup_id;
+	__u64 ts_ns; /* CLOCK_MONOTONIC */
+	__u32 what;  /* DG_ATTACH_* */
+	__u32 pid;   /* who did it */
+};
+
 struct dg_ratelimit_key {
 	__u64 cgroup_id;
 	__u32 major;

@@ -30,6 +30,7 @@ enum key_type {
 	K_OWNER,   /* node_uid and node_gid */
 	K_MS,	   /* unsigned int, 100 to 3600000 */
 	K_COUNT,   /* unsigned int, 1 to 65536 */
+	K_HEAL_MS, /* unsigned int, 0 (off) to 1000 */
 	K_GROUP,   /* gid_t, a group name or number; empty for none */
 	K_BOOL,	   /* bool */
 	K_LEVEL,   /* int, syslog level */
@@ -56,12 +57,14 @@ static const struct key keys[] = {
 	KEY("node-mode", K_MODE, node_mode),
 	KEY("node-owner", K_OWNER, node_uid),
 	KEY("recheck-ms", K_MS, recheck_ms),
+	KEY("heal-ms", K_HEAL_MS, heal_ms),
 	KEY("max-clients", K_COUNT, max_clients),
 	KEY("client-timeout-ms", K_MS, client_timeout_ms),
 	KEY("socket-group", K_GROUP, socket_gid),
 	KEY("admin-group", K_GROUP, admin_gid),
 	KEY("metrics-listen", K_LISTEN, metrics_listen),
 	KEY("hook-allow-env", K_BOOL, hook_env),
+	KEY("attach-events", K_BOOL, attach_events),
 	KEY("log-level", K_LEVEL, log_level),
 };
 
@@ -146,6 +149,8 @@ int config_init(struct dg_config *c)
 	memset(c, 0, sizeof(*c));
 	c->node_mode = 0666;
 	c->recheck_ms = 1000;
+	c->attach_events = true;
+	c->heal_ms = 10;
 	c->max_clients = 256;
 	c->client_timeout_ms = 5000;
 	c->socket_gid = DG_NO_GID;
@@ -268,6 +273,13 @@ static int set_value(struct dg_config *c, const struct key *k, const char *v, st
 			return dg_error_set(
 				err, DG_E_INVALID, EINVAL,
 				"'%s' is not a number of milliseconds from 100 to 3600000", v);
+		*(unsigned int *)field(c, k) = ms;
+		return 0;
+	case K_HEAL_MS:
+		if (parse_u32(v, &ms) < 0 || ms > 1000)
+			return dg_error_set(
+				err, DG_E_INVALID, EINVAL,
+				"'%s' is not a number of milliseconds from 0 (off) to 1000", v);
 		*(unsigned int *)field(c, k) = ms;
 		return 0;
 	case K_COUNT:
@@ -417,6 +429,7 @@ static void print_key(const struct dg_config *c, const struct key *k, FILE *f)
 		fprintf(f, "%u:%u\n", (unsigned int)c->node_uid, (unsigned int)c->node_gid);
 		break;
 	case K_MS:
+	case K_HEAL_MS:
 	case K_COUNT:
 		fprintf(f, "%u\n", *(const unsigned int *)cfield(c, k));
 		break;

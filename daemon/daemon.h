@@ -27,7 +27,9 @@ struct dg_config {
 	uid_t node_uid;
 	gid_t node_gid;
 	bool hook_env;			/* honour NVIDIA_VISIBLE_DEVICES from images */
+	bool attach_events;		/* heal on attach events, not only at re-checks */
 	unsigned int recheck_ms;	/* period of the guard re-check */
+	unsigned int heal_ms;		/* shortest period of the displaced-gate check; 0: off */
 	unsigned int max_clients;	/* connections served at once */
 	unsigned int client_timeout_ms; /* an idle or half-sent request is cut after */
 	gid_t socket_gid;		/* may read (list, status, ...); DG_NO_GID: none */
@@ -37,6 +39,7 @@ struct dg_config {
 
 #define DG_NO_GID ((gid_t)-1)
 
+struct attach_watch;
 struct client;
 struct daemon;
 struct events;
@@ -71,11 +74,13 @@ struct daemon {
 	struct metrics *metrics;
 	struct metrics_http *http; /* NULL unless metrics-listen is set */
 	struct events *events;
+	struct attach_watch *attach; /* NULL: the periodic re-check alone heals */
 	int epfd;
 	int listen_fd;
 	int signal_fd;
 	int inotify_fd;
 	int timer_fd;
+	int heal_fd;	    /* one-shot timer of the displaced-gate check */
 	size_t tick_cursor; /* next lease the periodic re-check looks at */
 	struct client *clients;
 	size_t n_clients;

@@ -682,7 +682,27 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 	return 0;
 }
 
-int guard_needed(struct bpfgate *bg, uint64_t cgid, int cgfd)
+static uint64_t digest_of(const struct attached *now)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+
+	for (uint32_t i = 0; i < now->n; i++)
+		h = (h ^ now->ids[i]) * 1099511628211ull;
+	return ((h ^ now->flags) * 1099511628211ull) | 1; /* never 0 */
+}
+
+int guard_digest(int cgfd, uint64_t *ret)
+{
+	struct attached now = { 0 };
+	int r = bpfgate_query(cgfd, false, &now);
+
+	if (r < 0)
+		return r;
+	*ret = digest_of(&now);
+	return 0;
+}
+
+int guard_needed(struct bpfgate *bg, uint64_t cgid, int cgfd, uint64_t *digest)
 {
 	struct pinned pins[MAX_PROGS];
 	struct attached now = { 0 };
@@ -695,6 +715,8 @@ int guard_needed(struct bpfgate *bg, uint64_t cgid, int cgfd)
 		r = inspect(bg, cgid, dir, cgfd, pins, &n_pins, &now);
 	if (r < 0)
 		return r;
+	if (digest)
+		*digest = digest_of(&now);
 	return !settled(pins, n_pins, &now);
 }
 

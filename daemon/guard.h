@@ -22,9 +22,18 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 		struct dg_error *err);
 /* Puts the runtime programs back and removes devgate's; cgfd -1 if gone. */
 int guard_remove(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *err);
-/* 1 when cgfd carries a device program that devgate has not wrapped. */
-int guard_needed(struct bpfgate *bg, uint64_t cgid, int cgfd);
+/*
+ * 1 when cgfd carries a device program that devgate has not wrapped. digest
+ * (may be NULL) gets guard_digest() of the very programs it judged.
+ */
+int guard_needed(struct bpfgate *bg, uint64_t cgid, int cgfd, uint64_t *digest);
 /* cgroup ids that have a pin directory. */
 int guard_list(struct bpfgate *bg, uint64_t **ret, size_t *ret_n);
+
+/*
+ * The device programs attached to cgfd now, in one number (their ids in
+ * order and the attach flags; never 0): cheap enough to compare often.
+ */
+int guard_digest(int cgfd, uint64_t *ret);
 
 #endif

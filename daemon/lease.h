@@ -31,6 +31,8 @@ struct lease {
 	size_t n_gpus;
 	/* runtime only, never persisted; no fd: a host may have thousands of leases */
 	int watch;
+	uint64_t progs_digest; /* the cgroup's device programs when last found settled; 0: unknown
+				*/
 };
 
 struct lease_table {

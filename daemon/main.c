@@ -18,6 +18,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "attach_watch.h"
 #include "bpfgate.h"
 #include "cleanup.h"
 #include "config.h"
@@ -56,6 +57,12 @@ static void usage(FILE *f)
 		"      --node-mode MODE    mode of nodes made in containers (default 0666)\n"
 		"      --node-owner U:G    owner of those nodes (default 0:0)\n"
 		"      --recheck-ms MS     how often leased cgroups are re-checked (default 1000)\n"
+		"      --heal-ms MS        how often leased cgroups' device programs are\n"
+		"                          compared with what devgate left there, to put back\n"
+		"                          a displaced gate (default 10; longer with over 40\n"
+		"                          leases, 1 ms per 4; 0: off)\n"
+		"      --no-attach-events  do not heal on attach events where the kernel\n"
+		"                          allows tracing programs (BTF, fexit)\n"
 		"      --socket-group GROUP  members may list, status, watch, events, metrics\n"
 		"                          (socket 0660; default: root only)\n"
 		"      --admin-group GROUP members may also grant and revoke (default: root only)\n"
@@ -94,6 +101,7 @@ enum {
 	OPT_SET = 256, /* a long option named like its configuration key */
 	OPT_CONFIG,
 	OPT_CHECK,
+	OPT_UNSET, /* --no-KEY: the boolean key KEY off */
 };
 
 static int add_set(struct args *a, const char *key, const char *value)
@@ -118,12 +126,14 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "node-mode", required_argument, NULL, OPT_SET },
 		{ "node-owner", required_argument, NULL, OPT_SET },
 		{ "recheck-ms", required_argument, NULL, OPT_SET },
+		{ "heal-ms", required_argument, NULL, OPT_SET },
 		{ "socket-group", required_argument, NULL, OPT_SET },
 		{ "admin-group", required_argument, NULL, OPT_SET },
 		{ "max-clients", required_argument, NULL, OPT_SET },
 		{ "client-timeout-ms", required_argument, NULL, OPT_SET },
 		{ "metrics-listen", required_argument, NULL, OPT_SET },
 		{ "hook-allow-env", no_argument, NULL, OPT_SET },
+		{ "no-attach-events", no_argument, NULL, OPT_UNSET },
 		{ "config", required_argument, NULL, OPT_CONFIG },
 		{ "check-config", no_argument, NULL, OPT_CHECK },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -143,6 +153,9 @@ static int parse_args(int argc, char **argv, struct args *a)
 			break;
 		case OPT_SET:
 			r = add_set(a, opts[li].name, optarg ? optarg : "true");
+			break;
+		case OPT_UNSET:
+			r = add_set(a, opts[li].name + strlen("no-"), "false");
 			break;
 		case OPT_CONFIG:
 			a->config = optarg;
@@ -340,6 +353,22 @@ static void on_denied(struct daemon *d, const struct dg_denied_event *denied)
 	server_broadcast(d, DG_OP_EVENTS, &ev);
 }
 
+/* Optional: without it the heal check finds displaced gates, a little later. */
+static void open_attach_watch(struct daemon *d)
+{
+	int r;
+
+	if (!d->cfg.attach_events)
+		return;
+	r = attach_watch_open(watch_attach_changed, d, &d->attach);
+	if (r == 0)
+		log_info("displaced gates are healed on attach events");
+	else
+		log_info("no attach events (tracing programs: %s): displaced gates are found by "
+			 "a check every %u ms",
+			 strerror(-r), d->cfg.heal_ms);
+}
+
 static int daemon_setup(struct daemon *d, struct dg_error *err)
 {
 	int r;
@@ -377,6 +406,7 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 		r = events_open(d, err);
 	if (r < 0)
 		return r;
+	open_attach_watch(d);
 	r = watch_init(d);
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up inotify or timers: %s",
@@ -401,6 +431,10 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 		r = epoll_tag(d, d->timer_fd, TAG_TIMER);
 	if (r == 0)
 		r = epoll_tag(d, events_fd(d->events), TAG_EVENTS);
+	if (r == 0 && d->attach)
+		r = epoll_tag(d, attach_watch_fd(d->attach), TAG_ATTACH);
+	if (r == 0)
+		r = epoll_tag(d, d->heal_fd, TAG_HEAL);
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up the event loop: %s",
 				    strerror(-r));
@@ -413,6 +447,7 @@ static void daemon_teardown(struct daemon *d)
 	metrics_http_free(d->http);
 	metrics_free(d->metrics);
 	events_free(d->events);
+	attach_watch_free(d->attach);
 	watch_fini(d);
 	lease_table_clear(&d->leases);
 	bpfgate_free(d->bg);
@@ -426,7 +461,8 @@ static void daemon_teardown(struct daemon *d)
 	config_free(&d->cfg);
 }
 
-static void dispatch(struct daemon *d, const struct epoll_event *ev)
+/* False for the heal check's timer: it alone must not keep spares from being made. */
+static bool dispatch(struct daemon *d, const struct epoll_event *ev)
 {
 	switch (ev->data.u64) {
 	case TAG_LISTEN:
@@ -448,10 +484,17 @@ static void dispatch(struct daemon *d, const struct epoll_event *ev)
 	case TAG_METRICS:
 		metrics_http_run(d->http);
 		break;
+	case TAG_ATTACH:
+		(void)attach_watch_consume(d->attach);
+		break;
+	case TAG_HEAL:
+		watch_heal_tick(d);
+		return false;
 	default:
 		server_client_event(d, ev->data.ptr, ev->events);
 		break;
 	}
+	return true;
 }
 
 /*
@@ -474,14 +517,18 @@ static int run(struct daemon *d)
 {
 	struct epoll_event evs[32];
 	bool spares_made = false;
+	uint64_t busy_ns = now_mono_ns();
 
 	notify_ready();
 	log_info("devgated %s serving on %s", DEVGATE_VERSION, d->cfg.socket_path);
 	while (!d->quit) {
 		/* The HTTP endpoint may need a call before any fd is ready. */
 		int http = metrics_http_timeout(d->http);
+		uint64_t idle_ms = (now_mono_ns() - busy_ns) / 1000000;
+		int spare_ms = idle_ms >= SPARE_IDLE_MS ? 0 : SPARE_IDLE_MS - (int)idle_ms;
 		int n = epoll_wait(d->epfd, evs, (int)ARRAY_SIZE(evs),
-				   min_timeout(http, spares_made ? -1 : SPARE_IDLE_MS));
+				   min_timeout(http, spares_made ? -1 : spare_ms));
+		bool busy = false;
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -489,13 +536,14 @@ static int run(struct daemon *d)
 			return log_error_errno(errno, "epoll_wait: %m");
 		}
 		for (int i = 0; i < n && !d->quit; i++)
-			dispatch(d, &evs[i]);
+			busy |= dispatch(d, &evs[i]);
 		/* MHD asks to be run after every wait it gave a timeout for. */
 		if (http >= 0 && !d->quit)
 			metrics_http_run(d->http);
-		if (n > 0) {
+		if (busy) {
 			spares_made = false;
-		} else if (!spares_made) {
+			busy_ns = now_mono_ns();
+		} else if (!spares_made && now_mono_ns() - busy_ns >= SPARE_IDLE_MS * 1000000ull) {
 			nodes_prepare();
 			bpfgate_prepare(d->bg);
 			spares_made = true;
@@ -513,6 +561,7 @@ int main(int argc, char **argv)
 		.signal_fd = -1,
 		.inotify_fd = -1,
 		.timer_fd = -1,
+		.heal_fd = -1,
 		.hooks = {
 			.lease_changed = on_lease_changed,
 			.cgroup_ended = grant_release,

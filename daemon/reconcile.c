@@ -43,7 +43,7 @@ static void adopt_grants(struct daemon *d, struct lease *l, int cgfd, unsigned i
 			log_error("reconcile: cannot restore grant %u:%u of %s", nodes[i].major,
 				  nodes[i].minor, lease_label(l));
 	}
-	if (guard_needed(d->bg, l->cgid, cgfd) > 0) {
+	if (guard_needed(d->bg, l->cgid, cgfd, NULL) > 0) {
 		struct dg_error err = { 0 };
 
 		if (guard_apply(d->bg, l->cgid, cgfd, NULL, &err) < 0)

@@ -15,6 +15,30 @@
 #include "util.h"
 #include "watch.h"
 
+/*
+ * The displaced-gate check. Where tracing programs are allowed, attach
+ * events heal at once (attach_watch.c) and this check stays off; elsewhere
+ * it runs every heal-ms, comparing each leased cgroup's device programs with
+ * what devgate last found settled: one handle open and one query per lease,
+ * the full check only on a difference. A lease costs ~5 us a look (bench/),
+ * so the period grows by HEAL_LEASE_US per lease to stay near 2% of a CPU
+ * with thousands of leases. Not by the time a look took: a query can wait
+ * ms on the cgroup lock while a runtime attaches, and one slow look must
+ * not slow the next heal.
+ */
+#define HEAL_LEASE_US 250
+
+static void heal_arm(struct daemon *d, uint64_t ms)
+{
+	struct itimerspec its = { 0 };
+
+	if (d->heal_fd < 0 || d->cfg.heal_ms == 0 || d->attach)
+		return;
+	its.it_value.tv_sec = (time_t)(ms / 1000);
+	its.it_value.tv_nsec = (long)(ms % 1000) * 1000000L;
+	(void)timerfd_settime(d->heal_fd, 0, &its, NULL);
+}
+
 int watch_init(struct daemon *d)
 {
 	struct itimerspec its = { 0 };
@@ -30,6 +54,10 @@ int watch_init(struct daemon *d)
 	its.it_value = its.it_interval;
 	if (timerfd_settime(d->timer_fd, 0, &its, NULL) < 0)
 		return -errno;
+	d->heal_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (d->heal_fd < 0)
+		return -errno;
+	heal_arm(d, d->cfg.heal_ms);
 	return 0;
 }
 
@@ -37,6 +65,7 @@ void watch_fini(struct daemon *d)
 {
 	d->inotify_fd = safe_close(d->inotify_fd);
 	d->timer_fd = safe_close(d->timer_fd);
+	d->heal_fd = safe_close(d->heal_fd);
 }
 
 int watch_add(struct daemon *d, struct lease *l)
@@ -139,23 +168,69 @@ void watch_handle(struct daemon *d)
 	}
 }
 
-static void recheck_guard(struct daemon *d, struct lease *l)
+/*
+ * Puts the gates back if someone else moved them; true if it had to. Keeps
+ * the digest of the programs only when they were found settled, so a change
+ * made by someone else while devgated looked is never taken for settled.
+ */
+static bool recheck_guard(struct daemon *d, struct lease *l)
 {
 	struct dg_error err = { 0 };
 	auto_close int cgfd = -1;
+	uint64_t digest = 0;
 	int r = cgroup_open_id(&d->cg, l->cgid, &cgfd);
 
 	if (r == 0)
-		r = guard_needed(d->bg, l->cgid, cgfd);
+		r = guard_needed(d->bg, l->cgid, cgfd, &digest);
+	l->progs_digest = r == 0 ? digest : 0;
 	if (r <= 0)
-		return;
+		return false;
 	if (guard_apply(d->bg, l->cgid, cgfd, NULL, &err) < 0) {
 		log_error("cannot re-apply gates to %s: %s", lease_label(l), err.message);
-		return;
+		return false;
 	}
-	log_notice("the runtime changed the device programs of %s; gates re-applied",
-		   lease_label(l));
 	metrics_inc(d->metrics, METRIC_RECONCILE_FIXES, 1);
+	return true;
+}
+
+/* Compares l's device programs with the last found settled. */
+static void heal_check(struct daemon *d, struct lease *l)
+{
+	auto_close int cgfd = -1;
+	uint64_t digest = 0, t0;
+	int r = cgroup_open_id(&d->cg, l->cgid, &cgfd);
+
+	if (r == 0)
+		r = guard_digest(cgfd, &digest);
+	if (r < 0 || digest == l->progs_digest)
+		return; /* a vanished cgroup is for check_ended */
+	/* Our own grants and revokes change it too; the full check tells. */
+	t0 = now_mono_ns();
+	if (recheck_guard(d, l))
+		log_notice("the device programs of %s changed; gates re-applied in %.1f ms",
+			   lease_label(l), (double)(now_mono_ns() - t0) / 1e6);
+}
+
+void watch_heal_tick(struct daemon *d)
+{
+	uint64_t expirations, period_ms = d->leases.n * HEAL_LEASE_US / 1000;
+
+	(void)!read(d->heal_fd, &expirations, sizeof(expirations));
+	for (size_t i = 0; i < d->leases.n; i++)
+		heal_check(d, d->leases.v[i]);
+	heal_arm(d, period_ms > d->cfg.heal_ms ? period_ms : d->cfg.heal_ms);
+}
+
+void watch_attach_changed(void *ctx, uint64_t cgroup_id, uint32_t pid, uint64_t ts_ns)
+{
+	struct daemon *d = ctx;
+	struct lease *l = lease_table_find(&d->leases, cgroup_id);
+	uint64_t now = now_mono_ns();
+
+	if (!l || !recheck_guard(d, l))
+		return;
+	log_notice("PID %u changed the device programs of %s; gates re-applied %.3f ms later", pid,
+		   lease_label(l), now > ts_ns ? (double)(now - ts_ns) / 1e6 : 0.0);
 }
 
 /*
@@ -192,7 +267,9 @@ void watch_tick(struct daemon *d)
 		if (l)
 			check_ended(d, l);
 		l = lease_table_find(&d->leases, ids[i]);
-		if (l)
-			recheck_guard(d, l);
+		if (l && recheck_guard(d, l))
+			log_notice("the device programs of %s changed; gates re-applied at the "
+				   "periodic check",
+				   lease_label(l));
 	}
 }

@@ -18,6 +18,10 @@ void watch_del(struct daemon *d, struct lease *l);
 void watch_handle(struct daemon *d);
 /* Timer fired. */
 void watch_tick(struct daemon *d);
+/* Heal timer fired: compares every lease's device programs with the last seen. */
+void watch_heal_tick(struct daemon *d);
+/* attach_watch_fn: someone else (PID) changed cgroup_id's device programs at ts_ns. */
+void watch_attach_changed(void *ctx, uint64_t cgroup_id, uint32_t pid, uint64_t ts_ns);
 /* Before a grant is refused for want of a GPU: release leases whose container
  * has ended unseen. Returns how many. */
 size_t watch_release_ended(struct daemon *d, uint64_t except_cgid);

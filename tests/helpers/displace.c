@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * displace: does to a leased cgroup what systemd's daemon-reload or a
+ * runtime's update does (attach its own device program, then detach the
+ * ones it did not make, devgate's gate among them) and measures how long
+ * the container goes without its grant.
+ *
+ *   displace [-n ROUNDS] [-t TIMEOUT_MS] CGROUP PROG_PIN GRANTED DENIED
+ *
+ * It moves itself into CGROUP. Each round it attaches the program pinned at
+ * PROG_PIN (ALLOW_MULTI), detaches every devgate_gate attached before, and
+ * opens the node GRANTED until it reaches the driver again (ENXIO, no
+ * driver here): that is the heal time. On every try the node DENIED must
+ * fail with EPERM; anything else is a violation (the device was let
+ * through). Prints "round N heal_us T" per round, then
+ * "heal_us p50 P p99 Q max M"; exit 1 on a violation or a timeout.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+
+#define MAX_PROGS 64
+
+static unsigned long long now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000;
+}
+
+static int open_errno(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	return errno;
+}
+
+static int join_cgroup(const char *cg)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+	f = fopen(path, "w");
+	if (!f)
+		return -errno;
+	fprintf(f, "%d\n", getpid());
+	return fclose(f) == 0 ? 0 : -errno;
+}
+
+/* The fds of the devgate gates attached to cgfd now; how many. */
+static int gates_of(int cgfd, int *fds)
+{
+	__u32 ids[MAX_PROGS], cnt = MAX_PROGS, flags = 0;
+	int n = 0;
+
+	if (bpf_prog_query(cgfd, BPF_CGROUP_DEVICE, 0, &flags, ids, &cnt) < 0)
+		return -errno;
+	for (__u32 i = 0; i < cnt; i++) {
+		struct bpf_prog_info info = { 0 };
+		__u32 len = sizeof(info);
+		int fd = bpf_prog_get_fd_by_id(ids[i]);
+
+		if (fd < 0)
+			continue;
+		if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
+		    strcmp(info.name, "devgate_gate") == 0)
+			fds[n++] = fd;
+		else
+			close(fd);
+	}
+	return n;
+}
+
+static int cmp_ull(const void *a, const void *b)
+{
+	unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* One displacement; the heal time in us, or -1 on a timeout or violation. */
+static long long round_once(int cgfd, int progfd, const char *granted, const char *denied,
+			    unsigned long long timeout_us, unsigned long *violations)
+{
+	int gates[MAX_PROGS], n = gates_of(cgfd, gates), e;
+	unsigned long long t0, t;
+
+	if (n < 0) {
+		fprintf(stderr, "displace: query: %s\n", strerror(-n));
+		return -1;
+	}
+	t0 = now_us();
+	if (bpf_prog_attach(progfd, cgfd, BPF_CGROUP_DEVICE, BPF_F_ALLOW_MULTI) < 0) {
+		fprintf(stderr, "displace: attach: %s\n", strerror(errno));
+		return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		if (bpf_prog_detach2(gates[i], cgfd, BPF_CGROUP_DEVICE) < 0 && errno != ENOENT)
+			fprintf(stderr, "displace: detach: %s\n", strerror(errno));
+		close(gates[i]);
+	}
+	for (;;) {
+		e = open_errno(denied);
+		if (e != EPERM) {
+			fprintf(stderr, "displace: %s gave %s, not EPERM\n", denied, strerror(e));
+			(*violations)++;
+		}
+		t = now_us();
+		if (open_errno(granted) == ENXIO)
+			return (long long)(t - t0);
+		if (t - t0 > timeout_us) {
+			fprintf(stderr, "displace: not healed after %llu ms\n", timeout_us / 1000);
+			return -1;
+		}
+		usleep(50);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	unsigned long rounds = 1, timeout_ms = 5000, violations = 0;
+	unsigned long long *heal;
+	int o, cgfd, progfd, failed = 0;
+
+	while ((o = getopt(argc, argv, "n:t:")) != -1) {
+		if (o == 'n')
+			rounds = strtoul(optarg, NULL, 10);
+		else if (o == 't')
+			timeout_ms = strtoul(optarg, NULL, 10);
+		else
+			return 2;
+	}
+	if (argc - optind != 4 || rounds == 0 || rounds > 100000) {
+		fprintf(stderr, "usage: displace [-n ROUNDS] [-t TIMEOUT_MS] CGROUP PROG_PIN "
+				"GRANTED DENIED\n");
+		return 2;
+	}
+	heal = calloc(rounds, sizeof(*heal));
+	srand((unsigned int)getpid());
+	cgfd = open(argv[optind], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	progfd = bpf_obj_get(argv[optind + 1]);
+	if (!heal || cgfd < 0 || progfd < 0 || join_cgroup(argv[optind]) < 0) {
+		perror("displace: setup");
+		return 2;
+	}
+	for (unsigned long i = 0; i < rounds; i++) {
+		long long us = round_once(cgfd, progfd, argv[optind + 2], argv[optind + 3],
+					  timeout_ms * 1000ull, &violations);
+
+		if (us < 0) {
+			failed = 1;
+			break;
+		}
+		heal[i] = (unsigned long long)us;
+		printf("round %lu heal_us %llu\n", i + 1, heal[i]);
+		/* 2-22 ms apart, so rounds do not fall into step with a periodic check. */
+		usleep(2000 + (useconds_t)(rand() % 20000));
+	}
+	if (!failed) {
+		qsort(heal, rounds, sizeof(*heal), cmp_ull);
+		printf("heal_us p50 %llu p99 %llu max %llu\n", heal[(rounds - 1) / 2],
+		       heal[(rounds * 99 + 99) / 100 - 1], heal[rounds - 1]);
+	}
+	if (violations)
+		printf("violations %lu\n", violations);
+	free(heal);
+	return failed || violations ? 1 : 0;
+}

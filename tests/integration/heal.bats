@@ -1,0 +1,82 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+# A gate displaced by someone else (systemd's daemon-reload, runc update,
+# another agent) is put back at once: on the attach event where the kernel
+# allows tracing programs, else by the heal check (--heal-ms, 10 ms); no
+# denied device is let through meanwhile.
+
+load helpers
+
+setup_file() { dg_setup_file; }
+teardown_file() { dg_teardown_file; }
+setup() { dg_setup; }
+teardown() {
+	rm -f "$DG_PINS-rt"
+	dg_teardown
+}
+
+# displaced ROUNDS: displaces the gate of the leased container c ROUNDS
+# times; figures in $output, the summary line printed for the log.
+displaced() {
+	bpftool prog load "$DEVGATE_BUILD/runtime_like.bpf.o" "$DG_PINS-rt" type cgroup/dev
+	# GPU 0 is granted; GPU 1 is denied by the gate and by runtime_like alike.
+	run "$DEVGATE_BUILD/displace" -n "$1" "$DG_CGROOT/$CID" "$DG_PINS-rt" \
+		"$DG_HOST/dev/nvidia0" "$DG_HOST/dev/nvidia1"
+	echo "# $2: $(echo "$output" | grep '^heal_us')" >&3
+	[ -z "${DEVGATE_HEAL_VERBOSE:-}" ] || echo "$output" | sed 's/^/# /' >&3
+	if [ -n "${DEVGATE_HEAL_RESULTS:-}" ]; then
+		echo "$2 $(echo "$output" | grep '^heal_us')" >>"$DEVGATE_HEAL_RESULTS"
+	fi
+}
+
+@test "a displaced gate is healed at once, every time, no denied device let through" {
+	# An hour between re-checks: only an event or the heal check can heal.
+	start_daemon --recheck-ms 3600000
+	container c
+	run -0 dg grant --pid "$CPID" --gpu 0
+	rounds=${DEVGATE_HEAL_ROUNDS:-100}
+	mode=$(grep -o 'healed on attach events\|found by a check every [0-9]* ms' "$DG_TMP/daemon.log")
+	displaced "$rounds" "$mode, $rounds rounds"
+	[ "$status" = 0 ] || fail "$(tail -3 <<<"$output") $(bpftool cgroup show "$DG_CGROOT/$CID") $(grep -v libbpf "$DG_TMP/daemon.log" | tail -5)"
+	[ "$(echo "$output" | grep -c '^round ')" = "$rounds" ]
+	! echo "$output" | grep -q violations
+	[ "$(grep -c 'device programs of .*; gates re-applied' "$DG_TMP/daemon.log")" -ge "$rounds" ]
+	! grep -q 'at the periodic check' "$DG_TMP/daemon.log"
+	run -1 probe "$CID" /dev/nvidia0 /gpu1
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	[ "$(cg_prog_names "$DG_CGROOT/$CID")" = "devgate_gate devgate_tally" ]
+	# The revoke hands back the program that displaced the gate.
+	run -0 dg revoke --pid "$CPID"
+	[ "$(cg_prog_names "$DG_CGROOT/$CID")" = runtime_like ]
+	run -1 probe "$CID" /gpu1
+	[ "$output" = "/gpu1 EPERM" ]
+}
+
+@test "with the heal check and attach events off, the periodic re-check still heals" {
+	start_daemon --no-attach-events --heal-ms 0 --recheck-ms 200
+	container c
+	run -0 dg grant --pid "$CPID" --gpu 0
+	displaced 5 "periodic re-check every 200 ms, 5 rounds"
+	[ "$status" = 0 ] || fail "$output"
+	! echo "$output" | grep -q violations
+	grep -q 'gates re-applied at the periodic check' "$DG_TMP/daemon.log"
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+}
+
+@test "a program attached to a cgroup without a lease is left alone" {
+	start_daemon --recheck-ms 3600000
+	container d
+	other=$CID
+	container c
+	run -0 dg grant --pid "$CPID" --gpu 0
+	before=$(cg_progs "$DG_CGROOT/$CID")
+	bpftool prog load "$DEVGATE_BUILD/runtime_like.bpf.o" "$DG_PINS-rt" type cgroup/dev
+	# d holds no lease: its new program is left alone.
+	bpftool cgroup attach "$DG_CGROOT/$other" device pinned "$DG_PINS-rt" multi
+	sleep 0.2
+	[ "$(cg_prog_names "$DG_CGROOT/$other" | awk '{print $NF}')" = runtime_like ]
+	[ "$(cg_progs "$DG_CGROOT/$CID")" = "$before" ]
+	! grep -q 'gates re-applied' "$DG_TMP/daemon.log"
+}
