@@ -90,7 +90,7 @@ BINS := $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/probe $(O)/displace
 
 BENCH_BIN := $(O)/bench/dgload $(O)/bench/floor $(O)/bench/opencost
 
-.PHONY: all test unit integration torture fuzz fuzz-smoke check-asan lint format clean demo bench
+.PHONY: all test unit integration integration-no-openat2 torture fuzz fuzz-smoke check-asan lint format clean demo bench
 all: $(BINS)
 
 $(O)/devgate.bpf.o: bpf/devgate.bpf.c bpf/devgate.h
@@ -193,7 +193,14 @@ integration: $(BINS)
 	$(call msg,BATS,tests/integration)
 	$(Q)DEVGATE_BUILD=$(abspath $(O)) $(BATS) tests/integration
 
-test: unit integration fuzz-smoke
+# The node work again with openat2 forced to ENOSYS: the O_PATH walk fallback.
+NODE_BATS := grant revoke attack hook
+integration-no-openat2: $(BINS)
+	$(call msg,BATS,no openat2: $(NODE_BATS))
+	$(Q)DEVGATE_TEST_NO_OPENAT2=1 DEVGATE_BUILD=$(abspath $(O)) \
+		$(BATS) $(NODE_BATS:%=tests/integration/%.bats)
+
+test: unit integration integration-no-openat2 fuzz-smoke
 
 # libFuzzer targets (tests/fuzz), built with clang and ASan/UBSan from the
 # sources themselves. 'make fuzz' runs each for FUZZ_SECONDS on its seed
@@ -231,9 +238,11 @@ fuzz-smoke: $(FUZZ_BIN)
 			"$$(sed -n 's/^stat::number_of_executed_units: *//p' $(O)/fuzz/$$t.log)"; \
 	done
 
-# The crash tests at length: every fault point 50 times.
+# The crash tests at length: every fault point 50 times; the /dev race 1,000.
 torture: $(BINS)
 	$(Q)DEVGATE_FAULT_ROUNDS=50 DEVGATE_BUILD=$(abspath $(O)) $(BATS) tests/integration/faults.bats
+	$(Q)DEVGATE_RACE_ROUNDS=1000 DEVGATE_BUILD=$(abspath $(O)) $(BATS) \
+		-f renameat2 tests/integration/attack.bats
 
 check-asan:
 	$(Q)$(MAKE) --no-print-directory O=build-asan SAN=1 test
