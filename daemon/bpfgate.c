@@ -17,6 +17,7 @@
 #include "bpfgate_int.h"
 #include "keeper.h"
 #include "cleanup.h"
+#include "confine.h"
 #include "devgate.skel.h"
 #include "log.h"
 #include "util.h"
@@ -107,6 +108,12 @@ static int ensure_bpffs(const char *pin_root, struct dg_error *err)
 				     parent);
 			dg_error_hint(err, "mount one with 'mount -t bpf bpf %s'", parent);
 			return -ENOTSUP;
+		}
+		/* The seccomp filter kills devgated at mount(2): refuse first. */
+		if (confine_active()) {
+			log_warning("%s is no longer a bpf filesystem; mount one again", parent);
+			return dg_error_set(err, DG_E_KERNEL, EPERM,
+					    "%s is not on a bpf filesystem", parent);
 		}
 		if (mount("bpf", parent, "bpf", 0, "mode=0700") < 0)
 			return dg_error_set(err, DG_E_KERNEL, errno, "cannot mount bpffs on %s: %m",

@@ -11,6 +11,7 @@
 #include "bpfgate.h"
 #include "cleanup.h"
 #include "config.h"
+#include "confine.h"
 #include "daemon.h"
 #include "log.h"
 #include "metrics_http.h"
@@ -34,6 +35,7 @@ enum key_type {
 	K_GROUP,   /* gid_t, a group name or number; empty for none */
 	K_BOOL,	   /* bool */
 	K_LEVEL,   /* int, syslog level */
+	K_SECCOMP, /* int, enum dg_seccomp_mode */
 };
 
 struct key {
@@ -66,6 +68,7 @@ static const struct key keys[] = {
 	KEY("hook-allow-env", K_BOOL, hook_env),
 	KEY("attach-events", K_BOOL, attach_events),
 	KEY("log-level", K_LEVEL, log_level),
+	KEY("seccomp", K_SECCOMP, seccomp),
 };
 
 static const char *const level_names[] = {
@@ -306,6 +309,11 @@ static int set_value(struct dg_config *c, const struct key *k, const char *v, st
 				"debug)",
 				v);
 		return 0;
+	case K_SECCOMP:
+		if (confine_mode_parse(v, field(c, k)) < 0)
+			return dg_error_set(err, DG_E_INVALID, EINVAL,
+					    "'%s' is not a seccomp mode (on, log, off)", v);
+		return 0;
 	}
 	return -EINVAL;
 }
@@ -441,6 +449,9 @@ static void print_key(const struct dg_config *c, const struct key *k, FILE *f)
 		break;
 	case K_LEVEL:
 		fprintf(f, "%s\n", level_names[c->log_level]);
+		break;
+	case K_SECCOMP:
+		fprintf(f, "%s\n", confine_mode_name(c->seccomp));
 		break;
 	}
 }

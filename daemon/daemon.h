@@ -35,6 +35,7 @@ struct dg_config {
 	gid_t socket_gid;		/* may read (list, status, ...); DG_NO_GID: none */
 	gid_t admin_gid;		/* may also grant and revoke; DG_NO_GID: none */
 	int log_level;
+	int seccomp; /* enum dg_seccomp_mode (confine.h) */
 };
 
 #define DG_NO_GID ((gid_t)-1)

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "fault.h"
@@ -38,4 +40,25 @@ void fault_point(const char *name)
 		return;
 	log_warning("fault point %s: SIGKILL", name);
 	kill(getpid(), SIGKILL);
+}
+
+void fault_seccomp_probe(void)
+{
+	const char *v = getenv("DEVGATE_TEST_SECCOMP_PROBE");
+
+	if (!v || !*v)
+		return;
+	if (strcmp(v, "io_setup") == 0) {
+		long r = syscall(SYS_io_setup, 0, NULL);
+
+		log_warning("seccomp probe: io_setup: %s", r < 0 ? strerrorname_np(errno) : "0");
+	} else if (strcmp(v, "execve") == 0) {
+		char *const argv[] = { (char *)"true", NULL };
+
+		log_warning("seccomp probe: execve /bin/true");
+		execve("/bin/true", argv, argv + 1);
+		log_warning("seccomp probe: execve: %s", strerrorname_np(errno));
+	} else {
+		log_warning("ignoring DEVGATE_TEST_SECCOMP_PROBE='%s': not io_setup or execve", v);
+	}
 }

@@ -13,4 +13,17 @@
 void fault_init(void);
 void fault_point(const char *name);
 
+/*
+ * Test only (tests/integration/confinement.bats): DEVGATE_TEST_SECCOMP_PROBE
+ * makes devgated, right after it installed its seccomp filter, make one call
+ * the filter refuses:
+ *   io_setup  io_setup(0, NULL), a call outside the allow-list, and logs
+ *             "seccomp probe: io_setup: ERRNO". EPERM under the filter;
+ *             EFAULT (or ENOSYS) without it.
+ *   execve    execve("/bin/true"): the filter kills devgated with SIGSYS;
+ *             without it, devgated becomes true(1) and exits 0.
+ * Unset, nothing happens.
+ */
+void fault_seccomp_probe(void);
+
 #endif

@@ -3,7 +3,8 @@
  * devgated: grants GPUs to running containers through cgroup v2 device
  * programs. Start-up order: check privileges, discover GPUs, open the
  * state (lock), create or reuse the BPF maps, load leases, reconcile the
- * kernel with them, then serve.
+ * kernel with them, open the sockets, install the seccomp filter, then
+ * serve.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -22,6 +23,7 @@
 #include "bpfgate.h"
 #include "cleanup.h"
 #include "config.h"
+#include "confine.h"
 #include "daemon.h"
 #include "events.h"
 #include "fault.h"
@@ -71,6 +73,9 @@ static void usage(FILE *f)
 		"                          (default 5000; streams are exempt)\n"
 		"      --metrics-listen ADDR:PORT  serve Prometheus metrics at /metrics (off by\n"
 		"                          default; numeric address, e.g. 127.0.0.1:9400)\n"
+		"      --seccomp MODE      devgated's own syscall filter: on (default; other\n"
+		"                          calls fail with EPERM), log (allowed, logged by\n"
+		"                          the kernel) or off; --no-seccomp is 'off'\n"
 		"      --hook-allow-env    let OCI hooks honour NVIDIA_VISIBLE_DEVICES from\n"
 		"                          container images (off: an image must not grant\n"
 		"                          itself GPUs)\n"
@@ -102,6 +107,7 @@ enum {
 	OPT_CONFIG,
 	OPT_CHECK,
 	OPT_UNSET, /* --no-KEY: the boolean key KEY off */
+	OPT_NO_SECCOMP,
 };
 
 static int add_set(struct args *a, const char *key, const char *value)
@@ -134,6 +140,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "metrics-listen", required_argument, NULL, OPT_SET },
 		{ "hook-allow-env", no_argument, NULL, OPT_SET },
 		{ "no-attach-events", no_argument, NULL, OPT_UNSET },
+		{ "seccomp", required_argument, NULL, OPT_SET },
+		{ "no-seccomp", no_argument, NULL, OPT_NO_SECCOMP },
 		{ "config", required_argument, NULL, OPT_CONFIG },
 		{ "check-config", no_argument, NULL, OPT_CHECK },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -156,6 +164,9 @@ static int parse_args(int argc, char **argv, struct args *a)
 			break;
 		case OPT_UNSET:
 			r = add_set(a, opts[li].name + strlen("no-"), "false");
+			break;
+		case OPT_NO_SECCOMP:
+			r = add_set(a, "seccomp", "off");
 			break;
 		case OPT_CONFIG:
 			a->config = optarg;
@@ -438,7 +449,14 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up the event loop: %s",
 				    strerror(-r));
-	return setup_metrics_http(d, err);
+	r = setup_metrics_http(d, err);
+	if (r < 0)
+		return r;
+	/* Last: everything that needs more than the allow-list is done. */
+	r = confine_daemon(d->cfg.seccomp, err);
+	if (r == 0)
+		fault_seccomp_probe();
+	return r;
 }
 
 static void daemon_teardown(struct daemon *d)

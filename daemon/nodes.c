@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -24,6 +23,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "confine.h"
 #include "log.h"
 #include "nodes.h"
 
@@ -97,44 +97,13 @@ static const int helper_syscalls[] = {
 int nodes_init(struct dg_error *err)
 {
 	const char *test = getenv("DEVGATE_TEST_NO_OPENAT2");
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
-	auto_close int fd = -1;
-	struct stat st = { 0 };
-	void *buf;
-	int r = 0;
 
-	if (!ctx)
-		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "cannot create a seccomp filter");
 	walk_paths = test && strcmp(test, "1") == 0;
 	if (walk_paths)
 		log_warning(
 			"DEVGATE_TEST_NO_OPENAT2=1: container paths are walked without openat2");
-	for (size_t i = 0; i < ARRAY_SIZE(helper_syscalls) && r == 0; i++)
-		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, helper_syscalls[i], 0);
-	/* libseccomp 2.5 exports to an fd only; read the program back. */
-	fd = memfd_create("devgate-seccomp", MFD_CLOEXEC);
-	if (r == 0 && fd < 0)
-		r = -errno;
-	if (r == 0)
-		r = seccomp_export_bpf(ctx, fd);
-	seccomp_release(ctx);
-	if (r == 0 && fstat(fd, &st) < 0)
-		r = -errno;
-	if (r == 0 && (st.st_size <= 0 || st.st_size % (off_t)sizeof(struct sock_filter)))
-		r = -EIO;
-	if (r != 0) /* libseccomp returns 0 or -errno */
-		return dg_error_set(err, DG_E_INTERNAL, r,
-				    "cannot build the node helper's seccomp "
-				    "filter: %s",
-				    strerror(-r));
-	buf = malloc((size_t)st.st_size);
-	if (!buf || pread(fd, buf, (size_t)st.st_size, 0) != st.st_size) {
-		free(buf);
-		return dg_error_set(err, DG_E_INTERNAL, EIO, "cannot read the seccomp filter back");
-	}
-	helper_filter.filter = buf;
-	helper_filter.len = (unsigned short)((size_t)st.st_size / sizeof(struct sock_filter));
-	return 0;
+	return confine_build(SCMP_ACT_ERRNO(EPERM), helper_syscalls, ARRAY_SIZE(helper_syscalls),
+			     NULL, 0, &helper_filter, err);
 }
 
 /* ---- helper side: runs in the forked child, no allocation, no logging ---- */

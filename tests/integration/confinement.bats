@@ -52,6 +52,58 @@ teardown() { dg_teardown; }
 	[ $(((0x$caps >> 27) & 1)) = 1 ]
 }
 
+@test "devgated runs under its seccomp filter; --no-seccomp and seccomp = off run without" {
+	grep -q "^Seccomp:[[:space:]]*2$" "/proc/$DG_DAEMON_PID/status"
+	grep -q "^NoNewPrivs:[[:space:]]*1$" "/proc/$DG_DAEMON_PID/status"
+	stop_daemon
+	start_daemon --no-seccomp
+	grep -q "^Seccomp:[[:space:]]*0$" "/proc/$DG_DAEMON_PID/status"
+	stop_daemon
+	echo "seccomp = off" >"$DG_TMP/devgate.conf"
+	start_daemon --config "$DG_TMP/devgate.conf"
+	grep -q "^Seccomp:[[:space:]]*0$" "/proc/$DG_DAEMON_PID/status"
+	# The command line wins over the file.
+	stop_daemon
+	start_daemon --config "$DG_TMP/devgate.conf" --seccomp=on
+	grep -q "^Seccomp:[[:space:]]*2$" "/proc/$DG_DAEMON_PID/status"
+	run -0 "$DEVGATE_BUILD/devgated" --config "$DG_TMP/devgate.conf" --seccomp log --check-config
+	[[ "$output" == *"seccomp = log"* ]]
+	run -2 "$DEVGATE_BUILD/devgated" --seccomp=maybe --check-config
+	[[ "$output" == *"not a seccomp mode"* ]]
+}
+
+@test "under the filter an unlisted call fails with EPERM; without it, it reaches the kernel" {
+	# Without the filter the kernel answers (EFAULT): the refusal below is
+	# the filter's, not a missing capability's.
+	stop_daemon
+	DEVGATE_TEST_SECCOMP_PROBE=io_setup start_daemon --no-seccomp
+	stop_daemon
+	DEVGATE_TEST_SECCOMP_PROBE=io_setup start_daemon
+	run -0 grep "seccomp probe: io_setup:" "$DG_TMP/daemon.log"
+	[ "${#lines[@]}" = 2 ]
+	[[ "${lines[0]}" != *EPERM* ]]
+	[[ "${lines[1]}" == *": EPERM" ]]
+	# It still serves after the refusal: the call failed, devgated lives.
+	container c
+	run -0 dg grant --pid "$CPID" --gpu 0
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+}
+
+@test "execve from devgated kills it with SIGSYS; without the filter it runs" {
+	stop_daemon
+	[ -d "$DG_HOST" ] || make_host
+	run -159 env DEVGATE_TEST_SECCOMP_PROBE=execve "$DEVGATE_BUILD/devgated" \
+		--socket "$DG_SOCK" --state-dir "$DG_TMP/state" --pin-root "$DG_PINS" \
+		--host-root "$DG_HOST"
+	[[ "$output" == *"seccomp probe: execve /bin/true"* ]]
+	[[ "$output" != *"seccomp probe: execve:"* ]]
+	# The same call without the filter: devgated becomes true(1), exit 0.
+	run -0 env DEVGATE_TEST_SECCOMP_PROBE=execve "$DEVGATE_BUILD/devgated" \
+		--socket "$DG_SOCK" --state-dir "$DG_TMP/state" --pin-root "$DG_PINS" \
+		--host-root "$DG_HOST" --no-seccomp
+}
+
 @test "devgate-hook confines itself before it reads the state, and loads no library" {
 	# Sanitizer builds link dynamically and skip seccomp (their runtime needs
 	# ptrace and clone at exit); the capabilities are dropped all the same.

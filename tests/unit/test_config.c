@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "confine.h"
 #include "daemon.h"
 #include "peer.h"
 
@@ -45,6 +46,7 @@ static void test_defaults(void **state)
 	assert_int_equal(c->recheck_ms, 1000);
 	assert_false(c->hook_env);
 	assert_int_equal(c->log_level, LOG_INFO);
+	assert_int_equal(c->seccomp, DG_SECCOMP_ON);
 }
 
 /* The socket's access and limits: groups by name or number, counts in range. */
@@ -100,6 +102,7 @@ static void test_good_file(void **state)
 				   "recheck-ms = 250\n"
 				   "metrics-listen = [::1]:9400\n"
 				   "hook-allow-env = yes\n"
+				   "seccomp = log\n"
 				   "log-level = debug"; /* no final newline */
 	struct dg_config *c = *state;
 	struct dg_error err = { 0 };
@@ -115,6 +118,7 @@ static void test_good_file(void **state)
 	assert_int_equal(c->recheck_ms, 250);
 	assert_string_equal(c->metrics_listen, "[::1]:9400");
 	assert_true(c->hook_env);
+	assert_int_equal(c->seccomp, DG_SECCOMP_LOG);
 	assert_int_equal(c->log_level, LOG_DEBUG);
 }
 
@@ -152,6 +156,8 @@ static void test_errors_name_file_and_line(void **state)
 	expect_error(c, "hook-allow-env = maybe\n",
 		     "t.conf:1: hook-allow-env: 'maybe' is not a "
 		     "boolean (true or false)");
+	expect_error(c, "seccomp = strict\n",
+		     "t.conf:1: seccomp: 'strict' is not a seccomp mode (on, log, off)");
 	expect_error(c, "log-level = loud\n",
 		     "t.conf:1: log-level: 'loud' is not a log level "
 		     "(error, warning, notice, info, debug)");
@@ -235,7 +241,7 @@ static void test_print_round_trip(void **state)
 
 	assert_int_equal(config_parse(c, "t.conf",
 				      "node-owner = 7:8\nhook-allow-env = true\n"
-				      "metrics-listen = 127.0.0.1:9400\n",
+				      "metrics-listen = 127.0.0.1:9400\nseccomp = off\n",
 				      &err),
 			 0);
 	f = open_memstream(&text, &len);
@@ -247,6 +253,7 @@ static void test_print_round_trip(void **state)
 	assert_int_equal(again.node_uid, 7);
 	assert_int_equal(again.node_gid, 8);
 	assert_true(again.hook_env);
+	assert_int_equal(again.seccomp, DG_SECCOMP_OFF);
 	assert_string_equal(again.metrics_listen, "127.0.0.1:9400");
 	assert_string_equal(again.socket_path, c->socket_path);
 	config_free(&again);
