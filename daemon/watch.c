@@ -70,8 +70,14 @@ void watch_fini(struct daemon *d)
 
 int watch_add(struct daemon *d, struct lease *l)
 {
+	struct itimerspec its;
 	char path[PATH_MAX];
 	int wd;
+
+	/* The heal check sleeps while there is no lease; wake it. */
+	if (d->heal_fd >= 0 && timerfd_gettime(d->heal_fd, &its) == 0 &&
+	    its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+		heal_arm(d, d->cfg.heal_ms);
 
 	snprintf(path, sizeof(path), "%s%s/cgroup.events", d->cg.mount,
 		 strcmp(l->cgroup, "/") == 0 ? "" : l->cgroup);
@@ -218,7 +224,8 @@ void watch_heal_tick(struct daemon *d)
 	(void)!read(d->heal_fd, &expirations, sizeof(expirations));
 	for (size_t i = 0; i < d->leases.n; i++)
 		heal_check(d, d->leases.v[i]);
-	heal_arm(d, period_ms > d->cfg.heal_ms ? period_ms : d->cfg.heal_ms);
+	if (d->leases.n > 0) /* else asleep until watch_add() */
+		heal_arm(d, period_ms > d->cfg.heal_ms ? period_ms : d->cfg.heal_ms);
 }
 
 void watch_attach_changed(void *ctx, uint64_t cgroup_id, uint32_t pid, uint64_t ts_ns)
