@@ -595,11 +595,23 @@ static const char *stage_text(int stage)
 	}
 }
 
+static int target_gone(const struct target *t, struct dg_error *err)
+{
+	dg_error_set(err, DG_E_NO_TARGET, ESRCH,
+		     "PID %d exited before devgate could reach its /dev", (int)t->pid);
+	dg_error_hint(err, "its PID may belong to another process by now: ask again for a "
+			   "container that runs");
+	return -ESRCH;
+}
+
 static int check_msg(const struct target *t, const char *root_path, const struct helper_msg *msg,
 		     struct dg_error *err)
 {
 	if (msg->stage == STAGE_OK)
 		return 0;
+	/* setns() on the pidfd of a process that has exited. */
+	if (msg->stage == STAGE_SETNS && msg->err == ESRCH)
+		return target_gone(t, err);
 	if (msg->stage == STAGE_HOST_DEV)
 		return dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EXDEV, "PID %d: %s", (int)t->pid,
 				    stage_text(msg->stage));
@@ -673,6 +685,13 @@ static int make_job(const struct target *t, enum helper_op op, const struct node
 	memset(job, 0, sizeof(*job));
 	job->op = op;
 	job->enter = !same_mntns(t->pid);
+	/*
+	 * same_mntns() read /proc/PID: that was the target only if it still
+	 * runs now. Once it has exited its PID may be another process's, and
+	 * its old root a directory on the host.
+	 */
+	if (pidfd_alive(t->pidfd) < 0)
+		return target_gone(t, err);
 	/*
 	 * A root path names the container's rootfs inside its own mount
 	 * namespace; in devgated's it would be any host directory.
