@@ -153,3 +153,33 @@ PY
 	[ "${lines[0]}" = "devgatectl: devgated did not answer within 1 s" ]
 	run -2 dg -t 0 list
 }
+
+pidfds_of_daemon() {
+	ls -l "/proc/$DG_DAEMON_PID/fd" | grep -c 'anon_inode:\[pidfd\]' || true
+}
+
+@test "devgated holds each client's pidfd while it is connected, and logs a PID that exited" {
+	start_daemon --client-timeout-ms 300 --recheck-ms 100
+	[ "$(pidfds_of_daemon)" = 0 ]
+	hold 2
+	wait_until 2 test "$(pidfds_of_daemon)" = 2
+	kill "$HOLDER"
+	HOLDER=
+	wait_until 2 test "$(pidfds_of_daemon)" = 0
+	# The process that connected exits; a child keeps the connection open.
+	python3 - "$DG_SOCK" "$DG_TMP/connector" <<'PY'
+import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+open(sys.argv[2], "w").write(str(os.getpid()))
+if os.fork() == 0:
+    time.sleep(3)
+    os._exit(0)
+PY
+	connector=$(cat "$DG_TMP/connector")
+	wait_until 5 grep -q "cut client uid 0 pid $connector (exited): no complete request" \
+		"$DG_TMP/daemon.log"
+	wait_until 5 test "$(pidfds_of_daemon)" = 0
+	run -0 dg list
+	[ "$(pidfds_of_daemon)" = 0 ]
+}
