@@ -155,7 +155,11 @@ PY
 }
 
 pidfds_of_daemon() {
-	ls -l "/proc/$DG_DAEMON_PID/fd" | grep -c 'anon_inode:\[pidfd\]' || true
+	local f n=0
+	for f in "/proc/$DG_DAEMON_PID"/fd/*; do
+		[ "$(readlink "$f" 2>/dev/null)" = "anon_inode:[pidfd]" ] && n=$((n + 1))
+	done
+	echo "$n"
 }
 
 @test "devgated holds each client's pidfd while it is connected, and logs a PID that exited" {

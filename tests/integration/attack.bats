@@ -181,7 +181,7 @@ take_pid() {
 	DEVGATE_FAULT=grant.pending:pause=3000 start_daemon
 	plain_container t
 	tpid=$CPID
-	nv_before=$(ls /dev | grep nvidia || true)
+	nv_before=$(echo /dev/nvidia*)
 	dg grant --pid "$tpid" --gpu 0 >"$DG_TMP/grant.out" 2>&1 &
 	grant=$!
 	# devgated holds the target's pidfd and pauses before the node step.
@@ -198,7 +198,7 @@ take_pid() {
 	[[ "$output" == *"PID $tpid exited before devgate could reach its /dev"* ]] || fail "grant said: $output"
 	# No node in the host's /dev (the reuser's mount namespace) nor in the
 	# dead target's root, which is a host directory now; no grant anywhere.
-	[ "$(ls /dev | grep nvidia || true)" = "$nv_before" ]
+	[ "$(echo /dev/nvidia*)" = "$nv_before" ]
 	[ -z "$(ls -A "$DG_TMP/t/rootfs/dev")" ]
 	no_leases
 	[ "$(grant_entries)" = 0 ]
