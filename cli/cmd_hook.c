@@ -59,7 +59,7 @@ static const int hook_syscalls[] = {
 	SCMP_SYS(madvise),	 SCMP_SYS(connect),	 SCMP_SYS(sendmsg),    SCMP_SYS(sendto),
 	SCMP_SYS(recvfrom),	 SCMP_SYS(recvmsg),	 SCMP_SYS(setsockopt), SCMP_SYS(exit),
 	SCMP_SYS(exit_group),	 SCMP_SYS(rt_sigreturn), SCMP_SYS(futex),      SCMP_SYS(getrandom),
-	SCMP_SYS(clock_gettime),
+	SCMP_SYS(clock_gettime), SCMP_SYS(openat2),
 };
 
 static int confine_seccomp(void)
@@ -223,6 +223,12 @@ static int hook_create(struct cli *cli, const struct oci_state *s, const char *c
 		return 0;
 	snprintf(source, sizeof(source), "hook/%s", stage);
 	grant_args(s, &cfg, &req, source, &grant);
+	/* devgated checks that the state's PID holds this very rootfs. */
+	r = oci_root_identity(s->bundle, &cfg, &grant.u.grant.root_id.dev,
+			      &grant.u.grant.root_id.ino, err);
+	if (r < 0)
+		return r;
+	grant.u.grant.has_root_id = true;
 	return call(cli, &grant, &reply, err);
 }
 

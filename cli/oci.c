@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -154,10 +157,11 @@ int oci_config_parse(const char *text, const char *bundle, struct oci_config *re
 		return bad_config(err, bundle, "no root.path");
 	if (has_dotdot(path) || !printable(path, 4096))
 		return bad_config(err, bundle, "root.path must not contain '..'");
-	if (path[0] == '/')
-		r = asprintf(&c.root, "%s", path);
-	else
+	c.root_in_bundle = path[0] != '/';
+	if (c.root_in_bundle)
 		r = asprintf(&c.root, "%s/%s", bundle, path);
+	else
+		r = asprintf(&c.root, "%s", path);
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	if (json_object_object_get_ex(o, "annotations", &v) && v) {
@@ -199,6 +203,41 @@ int oci_config_load(const char *bundle, struct oci_config *ret, struct dg_error 
 		return dg_error_set(err, DG_E_HOOK, r, "cannot read %s/config.json: %s", bundle,
 				    strerror(-r));
 	return oci_config_parse(text, bundle, ret, err);
+}
+
+int oci_root_identity(const char *bundle, const struct oci_config *cfg, uint64_t *ret_dev,
+		      uint64_t *ret_ino, struct dg_error *err)
+{
+	struct open_how how = {
+		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+		.resolve = RESOLVE_NO_MAGICLINKS,
+	};
+	auto_close int dfd = -1, fd = -1;
+	const char *path = cfg->root;
+	struct stat st;
+
+	if (cfg->root_in_bundle) {
+		dfd = open(bundle, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0)
+			return dg_error_set(err, DG_E_HOOK, errno, "cannot open bundle %s: %m",
+					    bundle);
+		path = cfg->root + strlen(bundle) + 1;
+		how.resolve |= RESOLVE_IN_ROOT;
+	}
+	fd = (int)syscall(SYS_openat2, dfd >= 0 ? dfd : AT_FDCWD, path, &how, sizeof(how));
+	/* Without openat2 ('..' is refused already): no symlink at all. */
+	if (fd < 0 && errno == ENOSYS)
+		fd = openat(dfd >= 0 ? dfd : AT_FDCWD, path,
+			    O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return dg_error_set(err, DG_E_HOOK, errno, "cannot open the rootfs %s: %m",
+				    cfg->root);
+	if (fstat(fd, &st) < 0)
+		return dg_error_set(err, DG_E_HOOK, errno, "cannot stat the rootfs %s: %m",
+				    cfg->root);
+	*ret_dev = (uint64_t)st.st_dev;
+	*ret_ino = (uint64_t)st.st_ino;
+	return 0;
 }
 
 void oci_request_done(struct oci_request *r)

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <json-c/json.h>
 
@@ -41,6 +42,7 @@ struct oci_state {
 
 struct oci_config {
 	char *root;		  /* absolute rootfs path (bundle-relative resolved) */
+	bool root_in_bundle;	  /* root.path was relative to the bundle */
 	json_object *annotations; /* object or NULL */
 	json_object *env;	  /* process.env array or NULL */
 };
@@ -74,6 +76,14 @@ int oci_config_parse(const char *text, const char *bundle, struct oci_config *re
 /* Reads BUNDLE/config.json without following a symlink at its name. */
 int oci_config_load(const char *bundle, struct oci_config *ret, struct dg_error *err);
 void oci_config_done(struct oci_config *c);
+
+/*
+ * Opens the rootfs as the runtime sees it and returns its identity. A
+ * relative root.path resolves inside the bundle (symlinks never lead out);
+ * an absolute one as the runtime resolves it.
+ */
+int oci_root_identity(const char *bundle, const struct oci_config *cfg, uint64_t *ret_dev,
+		      uint64_t *ret_ino, struct dg_error *err);
 
 /*
  * The request, by trust: a CDI selector from the hook's own arguments, else

@@ -21,6 +21,13 @@ static const struct dg_field list_req_fields[] = {
 	DG_BOOL("free", struct dg_list_req, free),
 };
 
+static const struct dg_field root_id_fields[] = {
+	DG_ID("dev", struct dg_root_id, dev),
+	DG_ID("ino", struct dg_root_id, ino),
+};
+static const struct dg_schema root_id_schema =
+	DG_SCHEMA("root_id", struct dg_root_id, root_id_fields);
+
 static const struct dg_field grant_req_fields[] = {
 	DG_EMBED(struct dg_grant_req, target, &target_schema),
 	DG_STR_OPT("gpus", struct dg_grant_req, gpus),
@@ -30,6 +37,7 @@ static const struct dg_field grant_req_fields[] = {
 	DG_STR_OPT("product", struct dg_grant_req, product),
 	DG_BOOL("shared", struct dg_grant_req, shared),
 	DG_STR_OPT("root", struct dg_grant_req, root),
+	DG_OBJ_OPT("root_id", struct dg_grant_req, root_id, has_root_id, &root_id_schema),
 	DG_BOOL("from_image", struct dg_grant_req, from_image),
 };
 

@@ -29,6 +29,15 @@ struct dg_list_req {
 	bool free;
 };
 
+/*
+ * What the hook found at the bundle's rootfs (st_dev, st_ino): devgated
+ * makes nodes only if the target's mount namespace holds that directory.
+ */
+struct dg_root_id {
+	uint64_t dev;
+	uint64_t ino;
+};
+
 struct dg_grant_req {
 	struct dg_target_args target;
 	const char *gpus; /* selectors: "0,2", "all", UUIDs */
@@ -39,7 +48,9 @@ struct dg_grant_req {
 	const char *product;
 	bool shared;
 	const char *root; /* the container's root when the PID is not in it yet */
-	bool from_image;  /* asked for by the image's environment */
+	struct dg_root_id root_id;
+	bool has_root_id;
+	bool from_image; /* asked for by the image's environment */
 };
 
 struct dg_revoke_req {

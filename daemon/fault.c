@@ -4,14 +4,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fault.h"
 #include "log.h"
 #include "util.h"
 
+#define FAULT_PAUSE_MAX_MS 60000
+
 static char armed[64];
 static unsigned int countdown;
+static uint32_t pause_ms; /* 0: kill; else pause this long at every pass */
 
 void fault_init(void)
 {
@@ -19,24 +23,53 @@ void fault_init(void)
 	const char *colon;
 	uint32_t n = 1;
 	size_t len;
+	bool ok;
 
 	if (!v || !*v)
 		return;
 	colon = strchr(v, ':');
 	len = colon ? (size_t)(colon - v) : strlen(v);
-	if (len == 0 || len >= sizeof(armed) || (colon && (parse_u32(colon + 1, &n) < 0 || !n))) {
-		log_warning("ignoring DEVGATE_FAULT='%s': not NAME[:N]", v);
+	if (colon && strncmp(colon + 1, "pause=", 6) == 0)
+		ok = parse_u32(colon + 7, &pause_ms) == 0 && pause_ms > 0 &&
+		     pause_ms <= FAULT_PAUSE_MAX_MS;
+	else
+		ok = !colon || (parse_u32(colon + 1, &n) == 0 && n);
+	if (len == 0 || len >= sizeof(armed) || !ok) {
+		log_warning("ignoring DEVGATE_FAULT='%s': not NAME[:N] or NAME:pause=MS", v);
+		pause_ms = 0;
 		return;
 	}
 	memcpy(armed, v, len);
 	armed[len] = '\0';
 	countdown = n;
-	log_warning("fault point %s armed: devgated kills itself the %u. time it passes", armed, n);
+	if (pause_ms)
+		log_warning("fault point %s armed: devgated pauses %u ms every time it passes",
+			    armed, pause_ms);
+	else
+		log_warning("fault point %s armed: devgated kills itself the %u. time it passes",
+			    armed, n);
+}
+
+static void fault_pause(const char *name)
+{
+	struct timespec ts = { .tv_sec = pause_ms / 1000,
+			       .tv_nsec = (long)(pause_ms % 1000) * 1000000L };
+
+	log_warning("fault point %s: pausing %u ms", name, pause_ms);
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		continue;
+	log_warning("fault point %s: going on", name);
 }
 
 void fault_point(const char *name)
 {
-	if (!armed[0] || strcmp(name, armed) != 0 || --countdown > 0)
+	if (!armed[0] || strcmp(name, armed) != 0)
+		return;
+	if (pause_ms) {
+		fault_pause(name);
+		return;
+	}
+	if (--countdown > 0)
 		return;
 	log_warning("fault point %s: SIGKILL", name);
 	kill(getpid(), SIGKILL);

@@ -261,14 +261,17 @@ static int record_error(struct daemon *d, int r, const char *what, struct dg_err
  * is rolled back at the next start, and the record is the commit.
  */
 static int grant_apply(struct daemon *d, const struct target *t, const struct lease *old,
-		       struct lease *next, const char *root, struct grant_txn *x,
+		       struct lease *next, const struct dg_grant_req *g, struct grant_txn *x,
 		       struct dg_error *err)
 {
 	struct node_opts nopts = {
 		.mode = d->cfg.node_mode,
 		.uid = d->cfg.node_uid,
 		.gid = d->cfg.node_gid,
-		.root_path = root,
+		.root_path = g->root,
+		.check_root = g->has_root_id,
+		.root_dev = (dev_t)g->root_id.dev,
+		.root_ino = (ino_t)g->root_id.ino,
 	};
 	struct dg_node old_nodes[DG_MAX_NODES];
 	size_t n_old = old ? lease_nodes(old, d->inv, old_nodes, DG_MAX_NODES) : 0;
@@ -352,6 +355,10 @@ static int grant_check(struct daemon *d, const struct dg_grant_req *g, struct al
 		r = label_check(g->target.container, err);
 	if (r < 0)
 		return r;
+	if (g->has_root_id && !g->root)
+		return dg_error_set(
+			err, DG_E_INVALID, EINVAL,
+			"a root_id names the identity of a root path: give the root too");
 	/* An image asking for GPUs through its env is honoured only if the admin said so. */
 	if (g->from_image && !d->cfg.hook_env) {
 		dg_error_set(err, DG_E_PERM, EPERM,
@@ -415,7 +422,7 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_gran
 	next = next_lease(old, &t, g->target.container);
 	if (!next || add_picked(d, next, picked, req.shared, out, a) < 0)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
-	r = grant_apply(d, &t, old, next, g->root, &x, err);
+	r = grant_apply(d, &t, old, next, g, &x, err);
 	if (r < 0)
 		return r;
 	if (grant_reply(d, next, &x, out, a) < 0)

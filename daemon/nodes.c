@@ -40,6 +40,7 @@ enum helper_stage {
 	STAGE_SETNS,
 	STAGE_CAPS,
 	STAGE_ROOT,
+	STAGE_ROOT_ID,
 	STAGE_DEV,
 	STAGE_HOST_DEV,
 	STAGE_NODES,
@@ -57,6 +58,9 @@ struct helper_job {
 	int op;
 	int enter;	/* join the target's mount namespace */
 	int no_openat2; /* tests: walk as on a kernel without openat2 */
+	int check_root; /* root_path must be root_dev/root_ino */
+	dev_t root_dev;
+	ino_t root_ino;
 	dev_t host_dev;
 	mode_t mode;
 	uid_t uid;
@@ -314,6 +318,13 @@ static void helper_run(const struct helper_job *job, int pidfd, int rootfd, stru
 			msg->err = -root;
 			return;
 		}
+		/* Another container may have made the same path inside itself. */
+		if (job->check_root && (fstat(root, &st) < 0 || st.st_dev != job->root_dev ||
+					st.st_ino != job->root_ino)) {
+			msg->stage = STAGE_ROOT_ID;
+			msg->err = EXDEV;
+			return;
+		}
 	}
 	devfd = in_root(root, "dev", RESOLVE_NO_SYMLINKS, job->no_openat2);
 	if (devfd < 0) {
@@ -553,13 +564,35 @@ static const char *stage_text(int stage)
 	}
 }
 
-static int check_msg(const struct target *t, const struct helper_msg *msg, struct dg_error *err)
+static int target_gone(const struct target *t, struct dg_error *err)
+{
+	dg_error_set(err, DG_E_NO_TARGET, ESRCH,
+		     "PID %d exited before devgate could reach its /dev", (int)t->pid);
+	dg_error_hint(err, "its PID may belong to another process by now: ask again for a "
+			   "container that runs");
+	return -ESRCH;
+}
+
+static int check_msg(const struct target *t, const char *root_path, const struct helper_msg *msg,
+		     struct dg_error *err)
 {
 	if (msg->stage == STAGE_OK)
 		return 0;
+	/* setns() on the pidfd of a process that has exited. */
+	if (msg->stage == STAGE_SETNS && msg->err == ESRCH)
+		return target_gone(t, err);
 	if (msg->stage == STAGE_HOST_DEV)
 		return dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EXDEV, "PID %d: %s", (int)t->pid,
 				    stage_text(msg->stage));
+	if (msg->stage == STAGE_ROOT_ID) {
+		dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EXDEV,
+			     "the mount namespace of PID %d does not hold the bundle's rootfs: %s "
+			     "there is another directory than the one the hook opened",
+			     (int)t->pid, root_path);
+		dg_error_hint(err, "the OCI state's pid must be the container's own, at "
+				   "createRuntime or prestart");
+		return -EXDEV;
+	}
 	return dg_error_set(err, msg->stage == STAGE_DEV ? DG_E_NODE_CONFLICT : DG_E_KERNEL,
 			    msg->err, "%s (PID %d): %s", stage_text(msg->stage), (int)t->pid,
 			    strerror(msg->err));
@@ -622,6 +655,13 @@ static int make_job(const struct target *t, enum helper_op op, const struct node
 	job->op = op;
 	job->enter = !same_mntns(t->pid);
 	/*
+	 * same_mntns() read /proc/PID: that was the target only if it still
+	 * runs now. Once it has exited its PID may be another process's, and
+	 * its old root a directory on the host.
+	 */
+	if (pidfd_alive(t->pidfd) < 0)
+		return target_gone(t, err);
+	/*
 	 * A root path names the container's rootfs inside its own mount
 	 * namespace; in devgated's it would be any host directory.
 	 */
@@ -632,6 +672,9 @@ static int make_job(const struct target *t, enum helper_op op, const struct node
 				    (int)t->pid, o->root_path);
 	job->host_dev = host.st_dev;
 	job->no_openat2 = walk_paths;
+	job->check_root = o->root_path && o->check_root;
+	job->root_dev = o->root_dev;
+	job->root_ino = o->root_ino;
 	job->mode = o->mode;
 	job->uid = o->uid;
 	job->gid = o->gid;
@@ -659,7 +702,7 @@ static int nodes_apply(const struct target *t, enum helper_op op, const struct n
 	memcpy(res, msg.res, n * sizeof(*res));
 	log_debug("node helper for PID %d worked with capabilities %#llx", (int)t->pid,
 		  (unsigned long long)msg.caps);
-	r = check_msg(t, &msg, err);
+	r = check_msg(t, o->root_path, &msg, err);
 	if (r < 0)
 		return r;
 	return op == OP_CREATE ? node_error(t, nodes, n, res, err) : 0;

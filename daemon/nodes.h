@@ -10,6 +10,7 @@
 #ifndef DEVGATE_NODES_H
 #define DEVGATE_NODES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -40,6 +41,9 @@ struct node_opts {
 	uid_t uid;
 	gid_t gid;
 	const char *root_path; /* rootfs inside the target's mount ns; NULL: its root */
+	bool check_root;       /* root_path must be this (dev, ino): the hook's rootfs */
+	dev_t root_dev;
+	ino_t root_ino;
 };
 
 /* Builds the helper's seccomp filter once, at daemon start. */

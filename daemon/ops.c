@@ -8,6 +8,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "ops.h"
+#include "peer.h"
 #include "util.h"
 #include "version.h"
 #include "view.h"
@@ -155,9 +156,9 @@ static void account(struct daemon *d, const struct ops_peer *peer, const struct 
 	if (r < 0) {
 		metrics_request_failed(d->metrics, req->op,
 				       dg_error_is_set(err) ? err->code : DG_E_INTERNAL);
-		log_info("refused %s from uid %u pid %d%s%s: %s", op, (unsigned int)peer->uid,
-			 (int)peer->pid, source ? " via " : "", source ? source : "",
-			 dg_error_is_set(err) ? err->message : strerror(-r));
+		log_info("refused %s from uid %u pid %d%s%s%s: %s", op, (unsigned int)peer->uid,
+			 (int)peer->pid, peer_pid_note(peer->pidfd), source ? " via " : "",
+			 source ? source : "", dg_error_is_set(err) ? err->message : strerror(-r));
 	} else if (req->op == DG_OP_GRANT) {
 		metrics_inc(d->metrics, METRIC_GRANTS, 1);
 	} else if (req->op == DG_OP_REVOKE) {

@@ -14,6 +14,7 @@
 struct ops_peer {
 	uid_t uid;
 	pid_t pid;
+	int pidfd;  /* the peer's, or -1: tells whether pid still names it */
 	bool admin; /* may change leases (root or admin-group) */
 };
 

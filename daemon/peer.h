@@ -4,6 +4,10 @@
  * root and admin-group members may change leases; socket-group members
  * may only read. Decided once, at accept, from the kernel's record of the
  * peer (SO_PEERCRED, SO_PEERGROUPS), never from anything the peer says.
+ *
+ * Where the kernel has SO_PEERPIDFD (6.5+) the peer also holds a pidfd of
+ * the process that connected: its PID, logged later, is then known to be
+ * that process's still, or marked "(exited)" once it is not.
  */
 #ifndef DEVGATE_PEER_H
 #define DEVGATE_PEER_H
@@ -21,11 +25,18 @@ struct peer {
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
+	int pidfd; /* the connecting process, or -1 where the kernel gives none */
 	enum peer_authority authority;
 };
 
 /* Reads fd's peer and decides its authority under the configured groups. */
 int peer_identify(int fd, gid_t socket_gid, gid_t admin_gid, struct peer *ret);
+/* Closes what peer_identify opened; call once per peer it filled. */
+void peer_done(struct peer *p);
+/* Whether the process behind pidfd has exited (false without a pidfd). */
+bool peer_exited(int pidfd);
+/* " (exited)" when the peer's PID no longer names the process that connected. */
+const char *peer_pid_note(int pidfd);
 /* Whether uid/gid/groups put a peer in group gid (pure, unit-tested). */
 bool peer_in_group(gid_t gid, gid_t primary, const gid_t *groups, size_t n);
 

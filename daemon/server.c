@@ -165,6 +165,7 @@ static void client_free(struct daemon *d, struct client *c)
 	}
 	(void)epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
+	peer_done(&c->peer);
 	dg_linebuf_free(&c->in);
 	free(c->out);
 	free(c);
@@ -223,8 +224,9 @@ static int client_send(struct client *c, json_object *msg)
 	size_t len = strlen(s);
 
 	if (pending(c) + len + 1 > OUT_MAX) {
-		log_warning("cut client uid %u pid %d: it stopped reading (%zu bytes queued)",
-			    (unsigned int)c->peer.uid, (int)c->peer.pid, pending(c));
+		log_warning("cut client uid %u pid %d%s: it stopped reading (%zu bytes queued)",
+			    (unsigned int)c->peer.uid, (int)c->peer.pid,
+			    peer_pid_note(c->peer.pidfd), pending(c));
 		return -ENOBUFS;
 	}
 	if (c->out_off && c->out_off == c->out_len)
@@ -254,23 +256,27 @@ static void refuse_peer(int fd, const struct peer *p)
 	(void)send(fd, "\n", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-static void client_add(struct daemon *d, int fd, const struct peer *p)
+/* Takes fd and the peer's pidfd. */
+static void client_add(struct daemon *d, int fd, struct peer *p)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
 	struct client *c = calloc(1, sizeof(*c));
 
 	if (!c) {
 		close(fd);
+		peer_done(p);
 		return;
 	}
 	c->fd = fd;
 	c->peer = *p;
+	p->pidfd = -1;
 	c->stream = DG_OP_MAX;
 	c->last_ns = now_mono_ns();
 	c->armed = EPOLLIN;
 	ev.data.ptr = c;
 	if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		close(fd);
+		peer_done(&c->peer);
 		free(c);
 		return;
 	}
@@ -298,6 +304,7 @@ void server_accept(struct daemon *d)
 		    p.authority == PEER_NONE) {
 			refuse_peer(fd, &p);
 			close(fd);
+			peer_done(&p);
 			continue;
 		}
 		client_add(d, fd, &p);
@@ -310,6 +317,7 @@ static int handle_line(struct daemon *d, struct client *c, const char *line)
 {
 	struct ops_peer peer = { .uid = c->peer.uid,
 				 .pid = c->peer.pid,
+				 .pidfd = c->peer.pidfd,
 				 .admin = c->peer.authority == PEER_ADMIN };
 	struct dg_request req;
 	struct dg_error err = { 0 };
@@ -324,8 +332,9 @@ static int handle_line(struct daemon *d, struct client *c, const char *line)
 	r = dg_request_decode(line, &req, &err);
 	if (r < 0) {
 		metrics_request_failed(d->metrics, DG_OP_MAX, err.code);
-		log_info("refused a malformed request from uid %u pid %d: %s",
-			 (unsigned int)c->peer.uid, (int)c->peer.pid, err.message);
+		log_info("refused a malformed request from uid %u pid %d%s: %s",
+			 (unsigned int)c->peer.uid, (int)c->peer.pid, peer_pid_note(c->peer.pidfd),
+			 err.message);
 		msg = dg_reply_error(&err);
 		return client_send(c, msg);
 	}
@@ -405,14 +414,17 @@ void server_tick(struct daemon *d)
 		/* Streams wait for events as long as they like; requests do not. */
 		if (c->stream == DG_OP_MAX && now - c->last_ns > limit) {
 			if (pending(c))
-				log_info("cut client uid %u pid %d: it stopped reading (%zu bytes "
-					 "queued for %u ms)",
-					 (unsigned int)c->peer.uid, (int)c->peer.pid, pending(c),
-					 d->cfg.client_timeout_ms);
+				log_info(
+					"cut client uid %u pid %d%s: it stopped reading (%zu bytes "
+					"queued for %u ms)",
+					(unsigned int)c->peer.uid, (int)c->peer.pid,
+					peer_pid_note(c->peer.pidfd), pending(c),
+					d->cfg.client_timeout_ms);
 			else
-				log_info("cut client uid %u pid %d: no complete request for %u ms",
-					 (unsigned int)c->peer.uid, (int)c->peer.pid,
-					 d->cfg.client_timeout_ms);
+				log_info(
+					"cut client uid %u pid %d%s: no complete request for %u ms",
+					(unsigned int)c->peer.uid, (int)c->peer.pid,
+					peer_pid_note(c->peer.pidfd), d->cfg.client_timeout_ms);
 			client_free(d, c);
 		}
 	}

@@ -153,3 +153,40 @@ PY
 	[ "${lines[0]}" = "devgatectl: devgated did not answer within 1 s" ]
 	run -2 dg -t 0 list
 }
+
+pidfds_of_daemon() {
+	local f n=0
+	for f in "/proc/$DG_DAEMON_PID"/fd/*; do
+		[ "$(readlink "$f" 2>/dev/null)" = "anon_inode:[pidfd]" ] && n=$((n + 1))
+	done
+	echo "$n"
+}
+
+has_pidfds() { [ "$(pidfds_of_daemon)" = "$1" ]; }
+
+@test "devgated holds each client's pidfd while it is connected, and logs a PID that exited" {
+	# Idle clients are cut after 3 s: long enough to count them first.
+	start_daemon --client-timeout-ms 3000 --recheck-ms 100
+	has_pidfds 0
+	hold 2
+	wait_until 2 has_pidfds 2 || fail "devgated holds $(pidfds_of_daemon) pidfds"
+	kill "$HOLDER"
+	HOLDER=
+	wait_until 2 has_pidfds 0
+	# The process that connected exits; a child keeps the connection open.
+	python3 - "$DG_SOCK" "$DG_TMP/connector" <<'PY'
+import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+open(sys.argv[2], "w").write(str(os.getpid()))
+if os.fork() == 0:
+    time.sleep(10)
+    os._exit(0)
+PY
+	connector=$(cat "$DG_TMP/connector")
+	wait_until 8 grep -q "cut client uid 0 pid $connector (exited): no complete request" \
+		"$DG_TMP/daemon.log"
+	wait_until 2 has_pidfds 0
+	run -0 dg list
+	wait_until 2 has_pidfds 0
+}

@@ -154,3 +154,55 @@ plant() {
 	[ "$(cat "$DG_TMP/vol/marker")" = marker ]
 	run -0 dg list
 }
+
+# take_pid PID CGROUP: starts 'sleep 100' as a host process with PID PID,
+# in CGROUP (made here), by setting ns_last_pid just before the fork; a
+# few tries in case another process takes the PID first. Sets REUSER.
+take_pid() {
+	local want=$1 cg=$2 p
+	mkdir -p "$cg"
+	DG_CGROUPS+=("$cg")
+	REUSER=
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		echo $((want - 1)) >/proc/sys/kernel/ns_last_pid
+		sh -c 'echo $$ >"$1/cgroup.procs" && exec sleep 100' _ "$cg" </dev/null >/dev/null 2>&1 &
+		p=$!
+		if [ "$p" = "$want" ]; then
+			REUSER=$p
+			return 0
+		fi
+		kill "$p" 2>/dev/null || true
+	done
+	fail "PID $want was taken by others 10 times"
+}
+
+@test "the target exits and a host process takes its PID during a grant: no such target, no node, no grant" {
+	stop_daemon
+	DEVGATE_FAULT=grant.pending:pause=3000 start_daemon
+	plain_container t
+	tpid=$CPID
+	nv_before=$(echo /dev/nvidia*)
+	dg grant --pid "$tpid" --gpu 0 >"$DG_TMP/grant.out" 2>&1 &
+	grant=$!
+	# devgated holds the target's pidfd and pauses before the node step.
+	wait_until 5 grep -q "fault point grant.pending: pausing" "$DG_TMP/daemon.log"
+	kill -KILL "$tpid"
+	wait_until 2 test ! -e "/proc/$tpid"
+	take_pid "$tpid" "$DG_CGROOT/$DG_ID-reuser"
+	[ "$(readlink /proc/"$REUSER"/ns/mnt)" = "$(readlink /proc/self/ns/mnt)" ]
+	wait_until 2 grep -q "^0::/$DG_ID-reuser$" "/proc/$REUSER/cgroup"
+	rc=0
+	wait "$grant" || rc=$?
+	output=$(cat "$DG_TMP/grant.out")
+	[ "$rc" = 5 ] || fail "grant exited $rc: $output"
+	[[ "$output" == *"PID $tpid exited before devgate could reach its /dev"* ]] || fail "grant said: $output"
+	# No node in the host's /dev (the reuser's mount namespace) nor in the
+	# dead target's root, which is a host directory now; no grant anywhere.
+	[ "$(echo /dev/nvidia*)" = "$nv_before" ]
+	[ -z "$(ls -A "$DG_TMP/t/rootfs/dev")" ]
+	no_leases
+	[ "$(grant_entries)" = 0 ]
+	[ "$(grants_of "$DG_CGROOT/$DG_ID-reuser")" = 0 ]
+	[ -z "$(cg_progs "$DG_CGROOT/$DG_ID-reuser")" ]
+	[ -z "$(ls "$DG_PINS/cg")" ]
+}

@@ -314,3 +314,30 @@ cdi_spec() {
 	[[ "$output" == *"leaving GPU 1 out: host node /dev/nvidia1 is not character device 195:1"* ]]
 	[ "$(jq -r '[.devices[].name] | length' "$DG_TMP/spec.json")" = 3 ]
 }
+
+@test "hook: a state naming another container's pid is refused, nothing granted there" {
+	requires runc
+	container c1
+	c1=$CID
+	c1pid=$CPID
+	progs=$(cg_progs "$DG_CGROOT/$c1")
+	dg_bundle "$DG_TMP/b2" "$DEVGATE_BUILD/probe"
+	jq '.annotations = {"devgate.io/gpus": "0"}' "$DG_TMP/b2/config.json" >"$DG_TMP/b2/c.json"
+	mv "$DG_TMP/b2/c.json" "$DG_TMP/b2/config.json"
+	# C1's owner makes bundle 2's rootfs path, with a /dev, inside C1.
+	dg_runc exec "$c1" busybox mkdir -p "$DG_TMP/b2/rootfs/dev"
+	run -6 hk createRuntime <<<"$(state_json "$DG_ID-b2" creating "$DG_TMP/b2" "$c1pid")"
+	[[ "$output" == *"the mount namespace of PID $c1pid does not hold the bundle's rootfs"* ]]
+	run -0 dg list --json
+	[ "$(echo "$output" | jq '[.gpus[].holders[]] | length')" = 0 ]
+	no_leases
+	[ "$(grant_entries)" = 0 ]
+	run -0 dg_runc exec "$c1" ls -A "$DG_TMP/b2/rootfs/dev"
+	[ -z "$output" ]
+	[ -z "$(ls -A "$DG_TMP/b2/rootfs/dev" 2>/dev/null)" ]
+	[ "$(cg_progs "$DG_CGROOT/$c1")" = "$progs" ]
+	# A hooked container of its own still gets the GPU: the identities match.
+	hooked_bundle b3 '.annotations = {"devgate.io/gpus": "0"} | .process.args = ["probe", "/dev/nvidia0"]'
+	run -1 run_bundle b3
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+}

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "oci.h"
 
@@ -230,13 +232,61 @@ static void request_annotations(void **st)
 	oci_config_done(&c);
 }
 
+/* The rootfs the hook reports: inside the bundle, whatever a symlink says. */
+static void root_identity(void **state)
+{
+	char bundle[] = "/tmp/devgate-oci.XXXXXX", path[256];
+	struct oci_config cfg = { 0 };
+	struct dg_error err = { 0 };
+	struct stat st;
+	uint64_t dev = 0, ino = 0;
+
+	(void)state;
+	assert_non_null(mkdtemp(bundle));
+	snprintf(path, sizeof(path), "%s/rootfs", bundle);
+	assert_int_equal(mkdir(path, 0755), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(oci_config_parse("{\"root\":{\"path\":\"rootfs\"}}", bundle, &cfg, &err),
+			 0);
+	assert_true(cfg.root_in_bundle);
+	assert_int_equal(oci_root_identity(bundle, &cfg, &dev, &ino, &err), 0);
+	assert_true(dev == (uint64_t)st.st_dev && ino == (uint64_t)st.st_ino);
+	oci_config_done(&cfg);
+	/* A symlink to "/" resolves to the bundle itself, never the host's root. */
+	snprintf(path, sizeof(path), "%s/link", bundle);
+	assert_int_equal(symlink("/", path), 0);
+	assert_int_equal(oci_config_parse("{\"root\":{\"path\":\"link\"}}", bundle, &cfg, &err), 0);
+	assert_int_equal(oci_root_identity(bundle, &cfg, &dev, &ino, &err), 0);
+	assert_int_equal(stat(bundle, &st), 0);
+	assert_true(dev == (uint64_t)st.st_dev && ino == (uint64_t)st.st_ino);
+	oci_config_done(&cfg);
+	/* Absolute, and missing: a hook error naming the path. */
+	assert_int_equal(oci_config_parse("{\"root\":{\"path\":\"/nonexistent/rootfs\"}}", bundle,
+					  &cfg, &err),
+			 0);
+	assert_false(cfg.root_in_bundle);
+	assert_int_equal(oci_root_identity(bundle, &cfg, &dev, &ino, &err), -ENOENT);
+	assert_int_equal(err.code, DG_E_HOOK);
+	assert_non_null(strstr(err.message, "cannot open the rootfs /nonexistent/rootfs"));
+	oci_config_done(&cfg);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/rootfs", bundle);
+	rmdir(path);
+	rmdir(bundle);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(state_ok),	  cmocka_unit_test(state_rejects),
-		cmocka_unit_test(stages),	  cmocka_unit_test(config_ok),
-		cmocka_unit_test(config_rejects), cmocka_unit_test(requests),
-		cmocka_unit_test(request_env),	  cmocka_unit_test(request_annotations),
+		cmocka_unit_test(state_ok),
+		cmocka_unit_test(state_rejects),
+		cmocka_unit_test(stages),
+		cmocka_unit_test(config_ok),
+		cmocka_unit_test(config_rejects),
+		cmocka_unit_test(requests),
+		cmocka_unit_test(request_env),
+		cmocka_unit_test(root_identity),
+		cmocka_unit_test(request_annotations),
 	};
 
 	return cmocka_run_group_tests_name("oci", tests, NULL, NULL);

@@ -34,6 +34,34 @@ static void test_request_roundtrip(void **state)
 	assert_true(back.u.grant.shared);
 	assert_false(back.u.grant.has_count);
 	assert_null(back.u.grant.target.cgroup);
+	assert_false(back.u.grant.has_root_id);
+	dg_request_done(&back);
+}
+
+/* The rootfs identity the hook saw: 64-bit values survive as decimal strings. */
+static void test_request_root_id(void **state)
+{
+	struct dg_request req = { .op = DG_OP_GRANT }, back;
+	auto_json json_object *o = NULL;
+	struct dg_error err = { 0 };
+	json_object *args, *id;
+
+	(void)state;
+	req.u.grant.target.pid = 42;
+	req.u.grant.target.has_pid = true;
+	req.u.grant.root = "/run/b/rootfs";
+	req.u.grant.root_id.dev = 0xfd00000000000003ULL;
+	req.u.grant.root_id.ino = 18446744073709551615ULL;
+	req.u.grant.has_root_id = true;
+	o = dg_request_encode(&req);
+	assert_true(json_object_object_get_ex(o, "args", &args));
+	assert_true(json_object_object_get_ex(args, "root_id", &id));
+	assert_string_equal(json_get_str(id, "ino"), "18446744073709551615");
+	assert_int_equal(dg_request_decode(json_object_to_json_string(o), &back, &err), 0);
+	assert_true(back.u.grant.has_root_id);
+	assert_true(back.u.grant.root_id.dev == 0xfd00000000000003ULL);
+	assert_true(back.u.grant.root_id.ino == 18446744073709551615ULL);
+	assert_string_equal(back.u.grant.root, "/run/b/rootfs");
 	dg_request_done(&back);
 }
 
@@ -83,6 +111,16 @@ static void test_request_rejects(void **state)
 		    "malformed message: a string holds \\u0000");
 	parse_fails("{\"v\":1,\"op\":\"list\",\"a\\u0000\":1}",
 		    "malformed message: a string holds \\u0000");
+	parse_fails("{\"v\":1,\"op\":\"grant\",\"args\":{\"root_id\":{\"dev\":\"1\"}}}",
+		    "operation 'grant': root_id: 'ino' is missing");
+	parse_fails("{\"v\":1,\"op\":\"grant\",\"args\":{\"root_id\":{\"dev\":1,\"ino\":\"2\"}}}",
+		    "operation 'grant': root_id: 'dev' must be a decimal string");
+	parse_fails(
+		"{\"v\":1,\"op\":\"grant\",\"args\":{\"root_id\":{\"dev\":\"1\",\"ino\":\"-2\"}}}",
+		"operation 'grant': root_id: 'ino' must be a decimal string");
+	parse_fails(
+		"{\"v\":1,\"op\":\"grant\",\"args\":{\"root_id\":{\"dev\":\"1\",\"ino\":\"2\",\"x\":1}}}",
+		"operation 'grant': root_id: unknown field 'x'");
 	parse_fails("{\"v\":1,\"op\":\"status\",\"args\":{\"free\":true}}",
 		    "operation: unknown field 'free'");
 	parse_fails(
@@ -285,11 +323,17 @@ static void test_send_recv(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_request_roundtrip), cmocka_unit_test(test_request_rejects),
-		cmocka_unit_test(test_strict_accepts),	  cmocka_unit_test(test_reply),
-		cmocka_unit_test(test_reply_roundtrip),	  cmocka_unit_test(test_reply_schema),
-		cmocka_unit_test(test_codes_stable),	  cmocka_unit_test(test_linebuf),
-		cmocka_unit_test(test_linebuf_limit),	  cmocka_unit_test(test_send_recv),
+		cmocka_unit_test(test_request_roundtrip),
+		cmocka_unit_test(test_request_root_id),
+		cmocka_unit_test(test_request_rejects),
+		cmocka_unit_test(test_strict_accepts),
+		cmocka_unit_test(test_reply),
+		cmocka_unit_test(test_reply_roundtrip),
+		cmocka_unit_test(test_reply_schema),
+		cmocka_unit_test(test_codes_stable),
+		cmocka_unit_test(test_linebuf),
+		cmocka_unit_test(test_linebuf_limit),
+		cmocka_unit_test(test_send_recv),
 	};
 
 	return cmocka_run_group_tests_name("protocol", tests, NULL, NULL);
