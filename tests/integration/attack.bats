@@ -206,3 +206,36 @@ take_pid() {
 	[ -z "$(cg_progs "$DG_CGROOT/$DG_ID-reuser")" ]
 	[ -z "$(ls "$DG_PINS/cg")" ]
 }
+
+@test "a hostile /proc inside the container: devgate reads none of it" {
+	local b="$DG_TMP/p"
+	dg_bundle "$b" "$DEVGATE_BUILD/probe"
+	for a in mount mkdir; do ln -sf busybox "$b/rootfs/bin/$a"; done
+	mkdir -p "$DG_TMP/vol"
+	echo marker >"$DG_TMP/vol/marker"
+	jq --arg vol "$DG_TMP/vol" '.mounts += [{"destination": "/vol", "type": "bind",
+		"source": $vol, "options": ["rbind", "rw"]}]' "$b/config.json" >"$b/c.json"
+	mv "$b/c.json" "$b/config.json"
+	CID="$DG_ID-p"
+	CPID=$(dg_run "$CID" "$b")
+	DG_CONTAINERS+=("$CID")
+	DG_CGROUPS+=("$DG_CGROOT/$CID")
+	# What a container that may mount can do: its /proc becomes a tmpfs whose
+	# self/root and 1/root lead to the host volume, with a /dev in it. A
+	# helper that looked anything up in /proc after entering would land there.
+	nsenter -t "$CPID" -m -- /bin/sh -c 'mount -t tmpfs fake /proc &&
+		mkdir -p /proc/self /proc/1 /vol/dev &&
+		ln -s /vol /proc/self/root && ln -s /vol /proc/1/root &&
+		echo "fake / tmpfs rw 0 0" >/proc/mounts'
+	snap=$(ls -la "$DG_TMP/vol" "$DG_TMP/vol/dev")
+	run -0 dg grant --pid "$CPID" --gpu 0
+	[ "$(ls -la "$DG_TMP/vol" "$DG_TMP/vol/dev")" = "$snap" ]
+	# The nodes are in the container's own /dev (seen through the host's /proc).
+	[ "$(stat -c '%F %t:%T' "/proc/$CPID/root/dev/nvidia0")" = "character special file c3:0" ]
+	run -1 in_cgroup "$DG_CGROOT/$CID" "$CPID" /bin/probe /dev/nvidia0 /gpu1
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	run -0 dg revoke --pid "$CPID"
+	[ ! -e "/proc/$CPID/root/dev/nvidia0" ]
+	[ "$(ls -la "$DG_TMP/vol" "$DG_TMP/vol/dev")" = "$snap" ]
+}

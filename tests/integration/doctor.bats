@@ -130,8 +130,8 @@ check_of() {
 
 @test "a device program devgate has not wrapped on a leased cgroup: warning" {
 	make_host --dev-char
-	# No periodic re-check during the test, so the foreign program stays.
-	start_daemon --recheck-ms 3600000
+	# No heal check and no periodic re-check, so the foreign program stays.
+	start_daemon --recheck-ms 3600000 --heal-ms 0 --no-attach-events
 	plain_container p
 	run -0 dg grant --pid "$CPID" --gpu 0 --container doc-p
 	run -0 doctor --json
