@@ -26,6 +26,7 @@
 #include "confine.h"
 #include "log.h"
 #include "nodes.h"
+#include "zygote.h"
 
 #define HELPER_TIMEOUT_MS 5000
 
@@ -76,13 +77,10 @@ struct helper_job {
  * daemon is idle, not while a grant waits. It serves one job and exits, so
  * no state carries from one container to the next.
  */
-static struct {
-	pid_t pid;
-	int sock;
-} spare = { 0, -1 };
+static struct child spare = { .sock = -1, .pidfd = -1 };
 
-/* A helper that has replied and is exiting: reaped later, off the request's path. */
-static pid_t spent;
+/* A helper that has replied and is exiting: ended later, off the request's path. */
+static struct child spent = { .sock = -1, .pidfd = -1 };
 
 static struct sock_fprog helper_filter;
 
@@ -98,16 +96,26 @@ static const int helper_syscalls[] = {
 	SCMP_SYS(capget),   SCMP_SYS(capset), SCMP_SYS(openat),
 };
 
+static void spare_main(int sock);
+
 int nodes_init(struct dg_error *err)
 {
 	const char *test = getenv("DEVGATE_TEST_NO_OPENAT2");
+	int r;
 
 	walk_paths = test && strcmp(test, "1") == 0;
 	if (walk_paths)
 		log_warning(
 			"DEVGATE_TEST_NO_OPENAT2=1: container paths are walked without openat2");
-	return confine_build(SCMP_ACT_ERRNO(EPERM), helper_syscalls, ARRAY_SIZE(helper_syscalls),
-			     NULL, 0, &helper_filter, err);
+	r = confine_build(SCMP_ACT_ERRNO(EPERM), helper_syscalls, ARRAY_SIZE(helper_syscalls), NULL,
+			  0, &helper_filter, err);
+	if (r < 0)
+		return r;
+	r = zygote_start(spare_main);
+	if (r < 0)
+		log_warning_errno(r, "cannot start the node helper zygote (%m); devgated forks "
+				     "helpers itself");
+	return 0;
 }
 
 /* ---- helper side: runs in the forked child, no allocation, no logging ---- */
@@ -384,6 +392,7 @@ static void spare_main(int sock)
 	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0)
 		_exit(1);
 	close_range(4, ~0U, 0);
+	(void)prctl(PR_SET_NAME, "devgated-node", 0, 0, 0);
 	confined = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
 		   syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &helper_filter) == 0;
 	if (!confined)
@@ -411,91 +420,60 @@ static bool same_mntns(pid_t pid)
 	       self.st_dev == other.st_dev && self.st_ino == other.st_ino;
 }
 
-static int read_reply(int fd, pid_t child, struct helper_msg *msg)
+static int read_reply(struct child *c, struct helper_msg *msg)
 {
-	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct pollfd p = { .fd = c->sock, .events = POLLIN };
 	ssize_t got = -1;
-	int status, r;
+	int r;
 
 	for (;;) {
 		r = poll(&p, 1, HELPER_TIMEOUT_MS);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0) {
-			kill(child, SIGKILL);
-			(void)waitpid(child, &status, 0);
-			return r < 0 ? -errno : -ETIMEDOUT;
+			r = r < 0 ? -errno : -ETIMEDOUT;
+			child_end(c);
+			return r;
 		}
-		got = read(fd, msg, sizeof(*msg));
+		got = read(c->sock, msg, sizeof(*msg));
 		if (got < 0 && errno == EINTR)
 			continue;
 		break;
 	}
 	/* The reply is the helper's last act; a helper killed before it sends none. */
 	if (got != (ssize_t)sizeof(*msg)) {
-		kill(child, SIGKILL);
-		(void)waitpid(child, &status, 0);
+		child_end(c);
 		return -ECHILD;
 	}
-	spent = child;
+	c->sock = safe_close(c->sock);
+	spent = *c;
+	*c = (struct child){ .sock = -1, .pidfd = -1 };
 	return 0;
 }
 
 static void reap_spent(void)
 {
-	int status;
-
-	if (spent <= 0)
-		return;
 	/* It has replied, so nothing is lost if one that lingers is killed. */
-	if (waitpid(spent, &status, WNOHANG) == 0) {
-		kill(spent, SIGKILL);
-		(void)waitpid(spent, &status, 0);
-	}
-	spent = 0;
+	child_end(&spent);
 }
 
 static void spare_drop(void)
 {
-	int status;
-
-	if (spare.pid <= 0)
-		return;
-	spare.sock = safe_close(spare.sock); /* the spare sees EOF and exits */
-	(void)waitpid(spare.pid, &status, 0);
-	spare.pid = 0;
+	child_end(&spare);
 }
 
 static int spare_spawn(void)
 {
-	int sv[2];
-	pid_t pid;
-
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-		return -errno;
-	pid = fork();
-	if (pid < 0) {
-		int r = -errno;
-
-		close(sv[0]);
-		close(sv[1]);
-		return r;
-	}
-	if (pid == 0) {
-		close(sv[0]);
-		spare_main(sv[1]);
-	}
-	close(sv[1]);
-	spare.pid = pid;
-	spare.sock = sv[0];
-	return 0;
+	return child_spawn(&spare);
 }
 
 void nodes_prepare(void)
 {
 	reap_spent();
-	if (spare.pid <= 0 && spare_spawn() < 0)
-		log_debug_errno(errno, "cannot fork a spare node helper yet: %m");
+	int r;
+
+	if (spare.pid <= 0 && (r = spare_spawn()) < 0)
+		log_debug_errno(r, "cannot fork a spare node helper yet: %m");
 }
 
 static int send_job(const struct helper_job *job, int pidfd, int rootfd)
@@ -537,10 +515,7 @@ static int run_helper(const struct target *t, const struct helper_job *job, stru
 	}
 	if (r < 0)
 		return r;
-	r = read_reply(spare.sock, spare.pid, msg);
-	spare.sock = safe_close(spare.sock);
-	spare.pid = 0;
-	return r;
+	return read_reply(&spare, msg);
 }
 
 static const char *stage_text(int stage)
@@ -724,6 +699,7 @@ void nodes_fini(void)
 {
 	reap_spent();
 	spare_drop();
+	zygote_stop();
 	free(helper_filter.filter);
 	helper_filter.filter = NULL;
 	helper_filter.len = 0;

@@ -9,13 +9,19 @@ teardown_file() { dg_teardown_file; }
 setup() { dg_setup; start_daemon; }
 teardown() { dg_teardown; }
 
-@test "the node helper waits confined: seccomp filter, none of the daemon's fds" {
+# The zygote (devgated's child) and the spare node helper it forked.
+zygote_and_helper() {
 	for _ in $(seq 100); do
-		helper=$(pgrep -P "$DG_DAEMON_PID" | head -1)
-		[ -n "$helper" ] && break
+		zygote=$(pgrep -P "$DG_DAEMON_PID" -x devgated-zygote || true)
+		helper=$( [ -z "$zygote" ] || pgrep -P "$zygote" -x devgated-node | head -1)
+		[ -n "$helper" ] && return 0
 		sleep 0.05
 	done
-	[ -n "$helper" ]
+	fail "no zygote ($zygote) or no spare helper"
+}
+
+@test "the node helper waits confined: seccomp filter, none of the daemon's fds" {
+	zygote_and_helper
 	grep -q "^Seccomp:[[:space:]]*2$" "/proc/$helper/status"
 	grep -q "^NoNewPrivs:[[:space:]]*1$" "/proc/$helper/status"
 	run -0 ls "/proc/$helper/fd"
@@ -24,6 +30,31 @@ teardown() { dg_teardown; }
 		[ "$(readlink "/proc/$helper/fd/$fd")" = /dev/null ]
 	done
 	[[ "$(readlink "/proc/$helper/fd/3")" == socket:* ]]
+}
+
+@test "helpers come from a zygote that holds nothing of devgated's; without it devgated forks them" {
+	zygote_and_helper
+	run -0 ls "/proc/$zygote/fd"
+	[ "$(echo "$output" | tr '\n' ' ')" = "0 1 2 3 " ]
+	[[ "$(readlink "/proc/$zygote/fd/3")" == socket:* ]]
+	# Forked before devgated loaded its BPF objects: no map or program fd, and smaller.
+	rss() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
+	[ "$(rss "$zygote")" -lt "$(rss "$DG_DAEMON_PID")" ]
+	container c
+	run -0 dg grant --pid "$CPID" --gpu 0
+	run -0 dg revoke --pid "$CPID"
+	# devgated forked no helper itself: its only child is the zygote.
+	[ "$(pgrep -P "$DG_DAEMON_PID" | tr '\n' ' ')" = "$zygote " ]
+	kill -KILL "$zygote"
+	# The spare it made serves this grant; the next spare devgated forks itself.
+	run -0 dg grant --pid "$CPID" --gpu 0
+	wait_until 5 grep -q "the node helper zygote is gone" "$DG_TMP/daemon.log"
+	wait_until 5 pgrep -P "$DG_DAEMON_PID" -x devgated-node
+	run -0 dg revoke --pid "$CPID"
+	run -0 dg grant --pid "$CPID" --gpu 0
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+	run -0 dg revoke --pid "$CPID"
 }
 
 @test "inside the container the node helper works without CAP_SYS_ADMIN" {
