@@ -409,9 +409,10 @@ int cmd_grant(struct cli *cli, int argc, char **argv)
 	bool done;
 	int r = grant_parse(cli, argc, argv, &req, &done);
 
-	if (r < 0 || done)
-		return r;
-	return cmd_call(cli, &req, render_grant);
+	if (r == 0 && !done)
+		r = cmd_call(cli, &req, render_grant);
+	dg_arena_free(&req.arena); /* the --device list */
+	return r;
 }
 
 /* Devices are checked at open(): a descriptor opened before keeps working. */
@@ -545,9 +546,10 @@ int cmd_revoke(struct cli *cli, int argc, char **argv)
 	bool done;
 	int r = revoke_parse(cli, argc, argv, &req, &done);
 
-	if (r < 0 || done)
-		return r;
-	return cmd_call(cli, &req, render_revoke);
+	if (r == 0 && !done)
+		r = cmd_call(cli, &req, render_revoke);
+	dg_arena_free(&req.arena); /* the --device list */
+	return r;
 }
 
 /* ---- status ---- */
