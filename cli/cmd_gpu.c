@@ -362,8 +362,7 @@ static void describe_devices(const struct dg_lease_info *l, const char *const *o
 	for (size_t i = 0; i < n && off < len; i++) {
 		const char *path = only ? only[i] : l->devices[i].path;
 
-		off += (size_t)snprintf(buf + off, len - off, "%sdevice %s", off ? ", " : "",
-					path);
+		off += (size_t)snprintf(buf + off, len - off, "%sdevice %s", off ? ", " : "", path);
 	}
 }
 

@@ -40,7 +40,7 @@ struct dg_root_id {
 
 struct dg_grant_req {
 	struct dg_target_args target;
-	const char *gpus; /* selectors: "0,2", "all", UUIDs */
+	const char *gpus;     /* selectors: "0,2", "all", UUIDs */
 	const char **devices; /* host character devices: "HOST[:PATH]", one each */
 	size_t n_devices;
 	int64_t count;

@@ -385,8 +385,8 @@ int bpfgate_open(const char *pin_root, const struct dg_majors *majors, int cgroo
  */
 void bpfgate_repin(struct bpfgate *bg)
 {
-	const int fds[SHARED_MAPS] = { bg->grants_fd, bg->counters_fd, bg->events_fd,
-				       bg->ratelimit_fd, bg->drops_fd, bg->devgrants_fd };
+	const int fds[SHARED_MAPS] = { bg->grants_fd,	 bg->counters_fd, bg->events_fd,
+				       bg->ratelimit_fd, bg->drops_fd,	  bg->devgrants_fd };
 	char path[PATH_MAX];
 
 	if (access(bg->pin_root, F_OK) == 0 &&

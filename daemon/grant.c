@@ -235,7 +235,8 @@ static int add_devices(struct daemon *d, struct lease *next, const struct dg_gra
 		       struct dg_grant_reply *out, struct dg_arena *a, struct dg_error *err)
 {
 	out->granted_devices =
-		g->n_devices ? dg_arena_alloc(a, g->n_devices * sizeof(*out->granted_devices)) : NULL;
+		g->n_devices ? dg_arena_alloc(a, g->n_devices * sizeof(*out->granted_devices))
+			     : NULL;
 	if (g->n_devices && !out->granted_devices)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	for (size_t i = 0; i < g->n_devices; i++) {
@@ -858,6 +859,7 @@ int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_re
 	struct dg_node gone_nodes[DG_MAX_NODES];
 	size_t n_gone = 0;
 	struct lease *old;
+	char note[40];
 	int r;
 
 	old = find_lease(d, &req->target, err);
@@ -886,8 +888,8 @@ int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_re
 	if (view_lease(d, next, &out->lease, a) < 0 ||
 	    node_statuses(gone_nodes, res, n_gone, &out->nodes, &out->n_nodes, a) < 0)
 		log_error("out of memory describing the revoke from %s", lease_label(old));
-	log_info("revoked %zu GPU(s) and %zu device(s) from %s", out->n_revoked,
-		 out->n_revoked_devices, lease_label(old));
+	log_info("revoked %zu GPU(s)%s from %s", out->n_revoked,
+		 lease_devices_note(out->n_revoked_devices, note, sizeof(note)), lease_label(old));
 	emit(d, lease_holds(next) ? "revoked" : "released", next, out->revoked, out->n_revoked);
 	if (!lease_holds(next)) {
 		watch_del(d, old);
@@ -903,6 +905,7 @@ void grant_release(struct daemon *d, uint64_t cgid, const char *why)
 	struct lease *l = lease_table_find(&d->leases, cgid);
 	struct dg_node nodes[DG_MAX_NODES];
 	const char *gpus[DG_MAX_GPUS];
+	char note[40];
 	size_t n;
 	int r;
 
@@ -916,8 +919,8 @@ void grant_release(struct daemon *d, uint64_t cgid, const char *why)
 	grants_del(d, cgid, nodes, n);
 	fault_point("release.grants");
 	unguard_lease(d, l);
-	log_info("released %zu GPU(s) and %zu device(s) of %s: %s", l->n_gpus, l->n_devices,
-		 lease_label(l), why);
+	log_info("released %zu GPU(s)%s of %s: %s", l->n_gpus,
+		 lease_devices_note(l->n_devices, note, sizeof(note)), lease_label(l), why);
 	metrics_inc(d->metrics, METRIC_RELEASES, 1);
 	for (size_t i = 0; i < l->n_gpus && i < DG_MAX_GPUS; i++)
 		gpus[i] = l->gpus[i].uuid;
@@ -941,6 +944,7 @@ void grant_finish_revoke(struct daemon *d, const struct lease *gone)
 	auto_cleanup(lease_freep) struct lease *next = was ? lease_copy(was) : NULL;
 	struct node_result res[DG_MAX_NODES] = { 0 };
 	struct dg_node nodes[DG_MAX_NODES];
+	char note[40];
 	size_t n = 0;
 
 	if (!was || !next)
@@ -960,7 +964,8 @@ void grant_finish_revoke(struct daemon *d, const struct lease *gone)
 		lease_free(lease_table_take(&d->leases, gone->cgid));
 	else if (committed)
 		commit_lease(d, committed, TAKE_PTR(next));
-	log_notice("reconcile: finished the revoke of %zu GPU(s) and %zu device(s) from %s that a "
-		   "crash interrupted",
-		   gone->n_gpus, gone->n_devices, lease_label(gone));
+	log_notice(
+		"reconcile: finished the revoke of %zu GPU(s)%s from %s that a crash interrupted",
+		gone->n_gpus, lease_devices_note(gone->n_devices, note, sizeof(note)),
+		lease_label(gone));
 }

@@ -70,13 +70,13 @@ int hostdev_parse(const char *spec, const struct dg_majors *majors, struct lease
 		return -ENOTSUP;
 	}
 	if (!S_ISCHR(st.st_mode)) {
-		dg_error_set(err, DG_E_INVALID, ENODEV, "'%s' is not a character device",
-			     dev.host);
+		dg_error_set(err, DG_E_INVALID, ENODEV, "'%s' is not a character device", dev.host);
 		dg_error_hint(err, "name a character device node on the host, e.g. /dev/full");
 		return -ENODEV;
 	}
 	maj = major(st.st_rdev);
-	if ((majors->has_nvidia && maj == majors->nvidia) || (majors->has_uvm && maj == majors->uvm)) {
+	if ((majors->has_nvidia && maj == majors->nvidia) ||
+	    (majors->has_uvm && maj == majors->uvm)) {
 		dg_error_set(err, DG_E_INVALID, EINVAL,
 			     "device '%s' (%u:%u) is a GPU-class device devgate manages", dev.host,
 			     maj, minor(st.st_rdev));

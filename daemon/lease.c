@@ -273,6 +273,14 @@ size_t lease_nodes(const struct lease *l, const struct dg_inventory *inv, struct
 	return device_nodes(l, out, n, max);
 }
 
+const char *lease_devices_note(size_t n, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (n)
+		snprintf(buf, len, " and %zu device(s)", n);
+	return buf;
+}
+
 char *lease_label_from_cgroup(const char *cgroup)
 {
 	static const char *const prefixes[] = { "docker-", "libpod-", "crio-", "cri-containerd-" };

@@ -95,6 +95,9 @@ int lease_from_json(json_object *o, struct lease **ret, char *why, size_t why_le
  */
 char *lease_label_from_cgroup(const char *cgroup);
 
+/* For log lines: "" for 0, " and N device(s)" otherwise (GPU counts stay as they were). */
+const char *lease_devices_note(size_t n, char *buf, size_t len);
+
 /* Short display label: the container label or the cgroup path. */
 const char *lease_label(const struct lease *l);
 

@@ -186,7 +186,8 @@ int ops_dispatch(struct daemon *d, const struct ops_peer *peer, const struct dg_
 		r = -EACCES;
 	} else if (req->op == DG_OP_GRANT && req->u.grant.n_devices && peer->uid != 0) {
 		/* Any host character device (/dev/mem, /dev/kmsg): root's alone to hand out. */
-		dg_error_set(err, DG_E_PERM, EACCES, "granting host devices (--device) is for root only");
+		dg_error_set(err, DG_E_PERM, EACCES,
+			     "granting host devices (--device) is for root only");
 		dg_error_hint(err, "admin-group may grant GPUs; ask root for --device");
 		r = -EACCES;
 	} else {

@@ -141,6 +141,7 @@ static void reconcile_leases(struct daemon *d, unsigned int *fixes)
 		struct lease *l = lease_table_find(&d->leases, ids[i]);
 		auto_close int cgfd = -1;
 		int r = cgroup_open_id(&d->cg, l->cgid, &cgfd);
+		char note[40];
 
 		if (!lease_holds(l) || r < 0 || cgroup_populated(cgfd) <= 0) {
 			grant_release(d, l->cgid,
@@ -154,8 +155,8 @@ static void reconcile_leases(struct daemon *d, unsigned int *fixes)
 		adopt_path(d, l, cgfd, fixes);
 		adopt_grants(d, l, cgfd, fixes);
 		watch_add(d, l);
-		log_info("reconcile: adopted lease of %s (%zu GPU(s), %zu device(s))",
-			 lease_label(l), l->n_gpus, l->n_devices);
+		log_info("reconcile: adopted lease of %s (%zu GPU(s)%s)", lease_label(l), l->n_gpus,
+			 lease_devices_note(l->n_devices, note, sizeof(note)));
 	}
 }
 

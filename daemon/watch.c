@@ -75,8 +75,8 @@ int watch_add(struct daemon *d, struct lease *l)
 	int wd;
 
 	/* The heal check sleeps while there is no lease; wake it. */
-	if (d->heal_fd >= 0 && timerfd_gettime(d->heal_fd, &its) == 0 &&
-	    its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+	if (d->heal_fd >= 0 && timerfd_gettime(d->heal_fd, &its) == 0 && its.it_value.tv_sec == 0 &&
+	    its.it_value.tv_nsec == 0)
 		heal_arm(d, d->cfg.heal_ms);
 
 	snprintf(path, sizeof(path), "%s%s/cgroup.events", d->cg.mount,

@@ -173,8 +173,8 @@ static void test_devices(void **state)
 	dg_arena_free(&req.arena);
 	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "--pid", "42", NULL),
 			 -EINVAL);
-	assert_int_equal(parse(revoke_parse, &cli, &req, &done, "revoke", "--pid", "42",
-			       "--device", "/dev/myfull", "--device", "/dev/zero", NULL),
+	assert_int_equal(parse(revoke_parse, &cli, &req, &done, "revoke", "--pid", "42", "--device",
+			       "/dev/myfull", "--device", "/dev/zero", NULL),
 			 0);
 	assert_int_equal(req.u.revoke.n_devices, 2);
 	assert_string_equal(req.u.revoke.devices[0], "/dev/myfull");

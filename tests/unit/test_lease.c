@@ -43,10 +43,9 @@ static void test_devices_roundtrip(void **state)
 {
 	struct lease *l = lease_new(77), *back = NULL;
 	struct lease_device full = { .name = "myfull", .host = "/dev/full", .major = 1, .minor = 7 };
-	struct lease_device lc = { .name = "loop-control",
-				   .host = "/dev/loop-control",
-				   .major = 10,
-				   .minor = 237 };
+	struct lease_device lc = {
+		.name = "loop-control", .host = "/dev/loop-control", .major = 10, .minor = 237
+	};
 	struct lease_device clash = full;
 	struct dg_inventory inv = { 0 };
 	struct dg_node nodes[DG_MAX_NODES];
@@ -112,7 +111,7 @@ static void test_rejects(void **state)
 	bad("{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,\"pid\":1,"
 	    "\"since\":0,\"gpus\":[{\"uuid\":\"GPU-1\",\"minor\":1}]}",
 	    "missing field 'shared'");
-#define HEAD                                                                                   \
+#define HEAD                                                                                 \
 	"{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,\"pid\":1," \
 	"\"since\":0,\"gpus\":[],"
 	bad(HEAD "\"devices\":{}}", "field 'devices' must be a array");
@@ -173,10 +172,8 @@ static void test_table_ids(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_roundtrip),
-		cmocka_unit_test(test_devices_roundtrip),
-		cmocka_unit_test(test_rejects),
-		cmocka_unit_test(test_labels),
+		cmocka_unit_test(test_roundtrip), cmocka_unit_test(test_devices_roundtrip),
+		cmocka_unit_test(test_rejects),	  cmocka_unit_test(test_labels),
 		cmocka_unit_test(test_table_ids),
 	};
 
