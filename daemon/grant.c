@@ -729,7 +729,7 @@ static int revoke_plan(struct daemon *d, const struct lease *old, const struct d
 		       struct lease **next, struct dg_revoke_reply *out, struct dg_arena *a,
 		       struct dg_error *err)
 {
-	bool drop[DG_MAX_GPUS], drop_dev[DG_MAX_DEVICES];
+	bool drop[DG_MAX_GPUS], drop_dev[DG_MAX_DEVICES] = { 0 };
 	int r = revoke_select(d, old, req->gpus, req->n_devices > 0, drop, err);
 
 	if (r == 0)
@@ -740,8 +740,10 @@ static int revoke_plan(struct daemon *d, const struct lease *old, const struct d
 	out->revoked = dg_arena_alloc(a, old->n_gpus * sizeof(*out->revoked) + 1);
 	out->revoked_devices =
 		dg_arena_alloc(a, old->n_devices * sizeof(*out->revoked_devices) + 1);
-	if (!*next || !out->revoked || !out->revoked_devices)
-		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	if (!*next || !out->revoked || !out->revoked_devices) {
+		dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+		return -ENOMEM;
+	}
 	for (size_t i = 0; i < old->n_devices; i++) {
 		char path[40];
 
