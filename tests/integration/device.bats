@@ -218,3 +218,44 @@ devflag() {
 	[ "$output" = "$LC EPERM" ]
 	[ "$(devflag)" = 0 ]
 }
+
+# crash_at POINT CMD...: devgated armed to die at POINT runs CMD.
+crash_at() {
+	local point=$1
+	shift
+	stop_daemon
+	DEVGATE_FAULT=$point start_daemon
+	"$@" >/dev/null 2>&1 || true
+	wait_until 5 sh -c "! kill -0 $DG_DAEMON_PID 2>/dev/null" ||
+		fail "devgated did not die at fault point $point"
+	wait "$DG_DAEMON_PID" 2>/dev/null || true
+	DG_DAEMON_PID=
+}
+
+@test "a crash mid-grant of a device is rolled back, mid-revoke finished; the flag follows" {
+	container c
+	crash_at grant.grants dg grant --pid "$CPID" --device $LC
+	# Died after the grant went in: the flag was set before it.
+	[ "$(devflag)" = 1 ]
+	start_daemon
+	no_leases
+	[ "$(grants_of "$DG_CGROOT/$CID")" = 0 ]
+	[ "$(devflag)" = 0 ]
+	run -1 probe "$CID" $LC
+	[ "$output" = "$LC ENOENT" ]
+
+	run -0 dg grant --pid "$CPID" --device $LC --device /dev/full:/dev/myfull
+	crash_at revoke.grants dg revoke --pid "$CPID" --device $LC
+	[ "$(grants_of "$DG_CGROOT/$CID")" = 1 ]
+	start_daemon
+	run -0 dg --json status
+	[ "$(echo "$output" | jq -c '[.leases[0].devices[].path]')" = '["/dev/myfull"]' ]
+	run -1 probe "$CID" $LC
+	[ "$output" = "$LC ENOENT" ]
+	[ "$(devflag)" = 1 ]
+	crash_at revoke.record dg revoke --pid "$CPID"
+	start_daemon
+	no_leases
+	[ "$(devflag)" = 0 ]
+	[ "$(grants_of "$DG_CGROOT/$CID")" = 0 ]
+}
