@@ -259,3 +259,18 @@ crash_at() {
 	[ "$(devflag)" = 0 ]
 	[ "$(grants_of "$DG_CGROOT/$CID")" = 0 ]
 }
+
+@test "admin-group may grant GPUs but not host devices: root only" {
+	container c
+	stop_daemon
+	chmod 0711 "$DG_TMP" # nobody must reach the socket's directory
+	DG_SOCK="$DG_TMP/run/sock"
+	start_daemon --socket-group 4242 --admin-group 4343
+	run -4 setpriv --reuid 65534 --regid 65534 --groups 4242,4343 \
+		"$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" grant --pid "$CPID" --device $LC
+	[[ "${lines[0]}" == *"granting host devices (--device) is for root only"* ]]
+	[ "$(grants_of "$DG_CGROOT/$CID")" = 0 ]
+	no_leases
+	run -0 setpriv --reuid 65534 --regid 65534 --groups 4242,4343 \
+		"$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" grant --pid "$CPID" --gpu 0
+}
