@@ -7,6 +7,8 @@
  *        the runtime's original program with a tail call, so the runtime's
  *        policy is kept exactly. Without a runtime program it applies the
  *        default: GPU-class majors denied unless granted, all else allowed.
+ *        Other devices are looked up only while dg_devgrants_v1 says that
+ *        some grant --device exists on the host.
  * tally: attached after the gates; never denies. It reads the verdict the
  *        programs before it reached (bpf_get_retval) and counts GPU-class
  *        accesses allowed and denied, emitting rate-limited denial events.
@@ -73,6 +75,19 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } dg_ratelim_v1 SEC(".maps");
 
+/*
+ * Non-zero while any grant of a non-GPU device (grant --device) exists on
+ * the host. Only then does the gate look such a device up in the grants
+ * map: a host without device grants pays one array lookup, no hash.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} dg_devgrants_v1 SEC(".maps");
+
 /* Denial events the ring buffer had no room for: user space lagged behind. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -113,6 +128,25 @@ static __always_inline struct dg_count_val *counter(struct bpf_cgroup_dev_ctx *c
 	return bpf_map_lookup_elem(&dg_counters_v1, &key);
 }
 
+/* A granted non-GPU character device (grant --device); never counted. */
+static __always_inline int device_granted(struct bpf_cgroup_dev_ctx *ctx, __u32 access)
+{
+	struct dg_grant_key key = {
+		.type = DG_DEV_CHAR,
+		.major = ctx->major,
+		.minor = ctx->minor,
+	};
+	struct dg_grant_val *grant;
+	__u32 zero = 0;
+	__u32 *any = bpf_map_lookup_elem(&dg_devgrants_v1, &zero);
+
+	if (!any || !*any || (ctx->access_type & 0xffff) != DG_DEV_CHAR)
+		return 0;
+	key.cgroup_id = my_cgroup();
+	grant = bpf_map_lookup_elem(&dg_grants_v1, &key);
+	return grant && (access & ~grant->access) == 0;
+}
+
 static __always_inline int is_gpu(struct bpf_cgroup_dev_ctx *ctx)
 {
 	__u32 major = ctx->major;
@@ -133,8 +167,10 @@ int devgate_gate(struct bpf_cgroup_dev_ctx *ctx)
 	struct dg_grant_val *grant;
 	struct dg_count_val *cnt;
 
-	/* Not a GPU: grants never cover it; the runtime alone decides. */
+	/* Not a GPU: a device grant, if the host has any; else the runtime decides. */
 	if (!is_gpu(ctx)) {
+		if (device_granted(ctx, access))
+			return 1;
 		if (has_runtime)
 			bpf_tail_call(ctx, &runtime_prog, 0);
 		return has_runtime ? 0 : 1;

@@ -140,12 +140,14 @@ static const char grant_help[] =
 	"TARGET (one of):\n"
 	"  -p, --pid PID          a process of the container (host PID)\n"
 	"  -c, --cgroup PATH      the container's cgroup, relative to the cgroup v2 root\n"
-	"REQUEST (one of):\n"
+	"REQUEST (GPUs by one of --gpu or --gpus; --device with either, or alone):\n"
 	"  -g, --gpu SEL[,SEL..]  index, UUID or unique UUID prefix, PCI bus id, or 'all'\n"
 	"  -N, --gpus N           N GPUs in total, lowest free indices first, optionally\n"
 	"      --model STR        ... whose model contains STR\n"
 	"      --arch NAME        ... of this architecture (e.g. hopper, ampere)\n"
 	"      --product V:D      ... with this PCI vendor:device id (e.g. 10de:2330)\n"
+	"  -d, --device HOST[:PATH]  a host character device (root only; repeatable):\n"
+	"                         node PATH (default HOST, /dev/NAME) in the container\n"
 	"OPTIONS:\n"
 	"  -n, --container LABEL  name to show for the container (e.g. its runtime id)\n"
 	"  -S, --shared           share the GPUs (time slicing) instead of holding them\n"
@@ -153,18 +155,20 @@ static const char grant_help[] =
 	"                         containers that have not pivoted yet (OCI hooks)\n";
 
 static const char revoke_help[] =
-	"Usage: devgatectl revoke TARGET [--gpu SEL[,SEL..]] [--missing-ok] [--kill[=SIGNAL]]\n"
+	"Usage: devgatectl revoke TARGET [--gpu SEL[,SEL..]] [--device PATH].. [--missing-ok]\n"
+	"                         [--kill[=SIGNAL]]\n"
 	"\n"
-	"Takes GPUs back: the grant is removed from the container's device programs first\n"
-	"(its next open() fails with EPERM), then the nodes are removed. Without --gpu,\n"
-	"every GPU the container holds. When it holds none, the runtime's device programs\n"
-	"are put back exactly as they were.\n"
+	"Takes GPUs and devices back: the grant is removed from the container's device\n"
+	"programs first (its next open() fails with EPERM), then the nodes are removed.\n"
+	"Without --gpu and --device, everything the container holds. When it holds\n"
+	"nothing, the runtime's device programs are put back exactly as they were.\n"
 	"\n"
 	"TARGET (one of):\n"
 	"  -p, --pid PID          a process of the container (host PID)\n"
 	"  -c, --cgroup PATH      the container's cgroup, relative to the cgroup v2 root\n"
 	"  -n, --container LABEL  the label given at grant time\n"
 	"  -g, --gpu SEL[,SEL..]  only these GPUs\n"
+	"  -d, --device PATH      only this device, by container or host path (repeatable)\n"
 	"      --missing-ok       succeed when the container holds no GPU\n"
 	"      --kill[=SIGNAL]    end processes that still hold a revoked device open\n"
 	"                         (opened before the revoke); KILL unless SIGNAL is given\n";
@@ -231,9 +235,30 @@ static int target_opt(struct cli *cli, const char *cmd, int o, struct dg_target_
 	}
 }
 
-static int grant_opt(struct cli *cli, int o, struct dg_grant_req *g, bool *done)
+/* --device, repeatable: the strings go as they are; devgated parses and checks them. */
+static int add_device(struct cli *cli, const char *cmd, struct dg_arena *a, const char *spec,
+		      const char ***devices, size_t *n)
 {
+	if (!*spec)
+		return cli_usage(cli, cmd, "--device wants a path");
+	if (*n == DG_MAX_DEVICES)
+		return cli_usage(cli, cmd, "at most %d --device options", DG_MAX_DEVICES);
+	if (!*devices) {
+		*devices = dg_arena_alloc(a, DG_MAX_DEVICES * sizeof(**devices));
+		if (!*devices)
+			return cli_usage(cli, cmd, "out of memory");
+	}
+	(*devices)[(*n)++] = spec;
+	return 0;
+}
+
+static int grant_opt(struct cli *cli, int o, struct dg_request *req, bool *done)
+{
+	struct dg_grant_req *g = &req->u.grant;
+
 	switch (o) {
+	case 'd':
+		return add_device(cli, "grant", &req->arena, optarg, &g->devices, &g->n_devices);
 	case 'N':
 		return parse_count(cli, g, optarg);
 	case OPT_MODEL:
@@ -272,6 +297,7 @@ int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, 
 		{ "container", required_argument, NULL, 'n' },
 		{ "gpu", required_argument, NULL, 'g' },
 		{ "gpus", required_argument, NULL, 'N' },
+		{ "device", required_argument, NULL, 'd' },
 		{ "model", required_argument, NULL, OPT_MODEL },
 		{ "arch", required_argument, NULL, OPT_ARCH },
 		{ "product", required_argument, NULL, OPT_PRODUCT },
@@ -288,20 +314,22 @@ int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, 
 	g->target.source = "cli";
 	*done = false;
 	while (r == 0 && !*done &&
-	       (o = getopt_long(argc, argv, "p:c:n:g:N:sSjh", opts, NULL)) != -1) {
+	       (o = getopt_long(argc, argv, "p:c:n:g:N:d:sSjh", opts, NULL)) != -1) {
 		bool handled;
 
 		r = target_opt(cli, "grant", o, &g->target, &g->gpus, &handled);
 		if (!handled)
-			r = grant_opt(cli, o, g, done);
+			r = grant_opt(cli, o, req, done);
 	}
 	if (r < 0 || *done)
 		return r;
 	r = cmd_no_more_args(cli, "grant", argc, argv);
 	if (r == 0 && !g->target.has_pid && !g->target.cgroup)
 		r = cli_usage(cli, "grant", "name the container with --pid or --cgroup");
-	if (r == 0 && !g->gpus && !g->has_count)
-		r = cli_usage(cli, "grant", "ask for GPUs with --gpu SEL or --gpus N");
+	if (r == 0 && !g->gpus && !g->has_count && !g->n_devices)
+		r = cli_usage(cli, "grant",
+			      "ask for GPUs with --gpu SEL or --gpus N, or for a device with "
+			      "--device HOST[:PATH]");
 	return r;
 }
 
@@ -324,6 +352,20 @@ static void describe_gpus(const struct dg_lease_info *l, const char *const *only
 	}
 }
 
+/* ", device /dev/a, device /dev/b" for only (or all of l's devices when only is NULL). */
+static void describe_devices(const struct dg_lease_info *l, const char *const *only, size_t n_only,
+			     char *buf, size_t len)
+{
+	size_t off = strlen(buf);
+	size_t n = only ? n_only : l->n_devices;
+
+	for (size_t i = 0; i < n && off < len; i++) {
+		const char *path = only ? only[i] : l->devices[i].path;
+
+		off += (size_t)snprintf(buf + off, len - off, "%sdevice %s", off ? ", " : "", path);
+	}
+}
+
 static void print_nodes(const struct dg_node_status *nodes, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -341,12 +383,17 @@ static void render_grant(const struct cli *cli, const union dg_reply *reply)
 	char text[2048];
 
 	(void)cli;
-	if (r->n_granted == 0) {
+	if (r->n_granted == 0 && r->n_granted_devices == 0) {
 		describe_gpus(&r->lease, NULL, 0, text, sizeof(text));
+		describe_devices(&r->lease, NULL, 0, text, sizeof(text));
 		printf("%s already holds what was asked (%s); nothing new granted\n",
 		       who(&r->lease), text);
 	} else {
-		describe_gpus(&r->lease, r->granted, r->n_granted, text, sizeof(text));
+		text[0] = '\0';
+		if (r->n_granted)
+			describe_gpus(&r->lease, r->granted, r->n_granted, text, sizeof(text));
+		describe_devices(&r->lease, r->granted_devices, r->n_granted_devices, text,
+				 sizeof(text));
 		printf("granted %s to %s (cgroup %s, PID %lld)\n", text, who(&r->lease),
 		       r->lease.cgroup, (long long)r->lease.pid);
 	}
@@ -361,9 +408,10 @@ int cmd_grant(struct cli *cli, int argc, char **argv)
 	bool done;
 	int r = grant_parse(cli, argc, argv, &req, &done);
 
-	if (r < 0 || done)
-		return r;
-	return cmd_call(cli, &req, render_grant);
+	if (r == 0 && !done)
+		r = cmd_call(cli, &req, render_grant);
+	dg_arena_free(&req.arena); /* the --device list */
+	return r;
 }
 
 /* Devices are checked at open(): a descriptor opened before keeps working. */
@@ -395,9 +443,18 @@ static void render_revoke(const struct cli *cli, const union dg_reply *reply)
 	for (size_t i = 0; i < r->n_revoked; i++)
 		printf(" %s", r->revoked[i]);
 	printf("\n");
+	if (r->n_revoked_devices) {
+		printf("revoked %zu device%s from %s:", r->n_revoked_devices,
+		       r->n_revoked_devices == 1 ? "" : "s", who(&r->lease));
+		for (size_t i = 0; i < r->n_revoked_devices; i++)
+			printf(" %s", r->revoked_devices[i]);
+		printf("\n");
+	}
 	print_nodes(r->nodes, r->n_nodes);
-	if (r->lease.n_gpus == 0)
+	if (r->lease.n_gpus == 0 && r->lease.n_devices == 0)
 		printf("%s holds no GPU now; its device programs are restored\n", who(&r->lease));
+	else if (r->lease.n_gpus == 0)
+		printf("%s holds no GPU now\n", who(&r->lease));
 	print_holders(r);
 }
 
@@ -439,6 +496,7 @@ int revoke_parse(struct cli *cli, int argc, char **argv, struct dg_request *req,
 		{ "cgroup", required_argument, NULL, 'c' },
 		{ "container", required_argument, NULL, 'n' },
 		{ "gpu", required_argument, NULL, 'g' },
+		{ "device", required_argument, NULL, 'd' },
 		{ "missing-ok", no_argument, NULL, OPT_MISSING_OK },
 		{ "kill", optional_argument, NULL, OPT_KILL },
 		{ "json", no_argument, NULL, 'j' },
@@ -451,13 +509,16 @@ int revoke_parse(struct cli *cli, int argc, char **argv, struct dg_request *req,
 	*req = (struct dg_request){ .op = DG_OP_REVOKE };
 	v->target.source = "cli";
 	*done = false;
-	while (r == 0 && (o = getopt_long(argc, argv, "p:c:n:g:jh", opts, NULL)) != -1) {
+	while (r == 0 && (o = getopt_long(argc, argv, "p:c:n:g:d:jh", opts, NULL)) != -1) {
 		bool handled;
 
 		r = target_opt(cli, "revoke", o, &v->target, &v->gpus, &handled);
 		if (handled)
 			continue;
-		if (o == OPT_MISSING_OK) {
+		if (o == 'd') {
+			r = add_device(cli, "revoke", &req->arena, optarg, &v->devices,
+				       &v->n_devices);
+		} else if (o == OPT_MISSING_OK) {
 			v->missing_ok = true;
 		} else if (o == OPT_KILL) {
 			r = parse_signal(cli, optarg, v);
@@ -484,23 +545,26 @@ int cmd_revoke(struct cli *cli, int argc, char **argv)
 	bool done;
 	int r = revoke_parse(cli, argc, argv, &req, &done);
 
-	if (r < 0 || done)
-		return r;
-	return cmd_call(cli, &req, render_revoke);
+	if (r == 0 && !done)
+		r = cmd_call(cli, &req, render_revoke);
+	dg_arena_free(&req.arena); /* the --device list */
+	return r;
 }
 
 /* ---- status ---- */
 
 static const char status_help[] = "Usage: devgatectl status [--json]\n"
 				  "\n"
-				  "Lists leases: which container holds which GPUs, since when, "
-				  "shared or exclusive.\n";
+				  "Lists leases: which container holds which GPUs and host "
+				  "devices, since when, shared or exclusive.\n";
 
 /* exclusive, shared, or mixed when the lease holds both kinds. */
 static const char *lease_mode(const struct dg_lease_info *l)
 {
 	size_t shared = 0;
 
+	if (l->n_gpus == 0)
+		return "-"; /* host devices only: never exclusive */
 	for (size_t i = 0; i < l->n_gpus; i++)
 		shared += l->gpus[i].shared;
 	if (shared == 0)
@@ -510,7 +574,8 @@ static const char *lease_mode(const struct dg_lease_info *l)
 
 static void render_status(const struct cli *cli, const union dg_reply *reply)
 {
-	static const char *const head[] = { "CONTAINER", "CGROUP", "PID", "SINCE", "MODE", "GPUS" };
+	static const char *const head[] = { "CONTAINER", "CGROUP", "PID",
+					    "SINCE",	 "MODE",   "GPUS/DEVICES" };
 	const struct dg_status_reply *r = &reply->status;
 	struct table *t = table_new(ARRAY_SIZE(head), head);
 
@@ -522,6 +587,7 @@ static void render_status(const struct cli *cli, const union dg_reply *reply)
 
 		snprintf(pid, sizeof(pid), "%lld", (long long)l->pid);
 		describe_gpus(l, NULL, 0, list, sizeof(list));
+		describe_devices(l, NULL, 0, list, sizeof(list));
 		cells[0] = l->container;
 		cells[1] = l->cgroup;
 		cells[2] = pid;

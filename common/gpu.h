@@ -17,8 +17,10 @@
 #define DG_UVM_MINOR 0
 #define DG_UVM_TOOLS_MINOR 1
 #define DG_MAX_GPUS 64
-/* Nodes one lease may need: every GPU and the three control nodes. */
-#define DG_MAX_NODES (DG_MAX_GPUS + 3)
+/* Other host character devices one lease may hold (grant --device). */
+#define DG_MAX_DEVICES 16
+/* Nodes one lease may need: every GPU, the three control nodes, its devices. */
+#define DG_MAX_NODES (DG_MAX_GPUS + 3 + DG_MAX_DEVICES)
 
 /* A character device node under the container's /dev. */
 struct dg_node {

@@ -376,6 +376,9 @@ static void encode_fields(const struct dg_schema *s, const void *in, json_object
 		}
 		if (f->has_off != DG_NO_FLAG && !*CAT(in, f->has_off, bool))
 			continue;
+		if ((f->type == DG_F_STRS || f->type == DG_F_OBJS) && !f->required &&
+		    *CAT(in, f->n_off, size_t) == 0)
+			continue;
 		v = encode_field(f, in);
 		if (v)
 			json_object_object_add(o, f->name, v);

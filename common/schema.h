@@ -101,6 +101,15 @@ struct dg_schema {
 	{                                                                                        \
 		(key), DG_F_STRS, true, offsetof(st, m), DG_NO_FLAG, offsetof(st, n), NULL, 0, 0 \
 	}
+/* Optional arrays: left out of the JSON when empty (older peers never see them). */
+#define DG_STRS_OPT(key, st, m, n)                                                                \
+	{                                                                                         \
+		(key), DG_F_STRS, false, offsetof(st, m), DG_NO_FLAG, offsetof(st, n), NULL, 0, 0 \
+	}
+#define DG_OBJS_OPT(key, st, m, n, s)                                                            \
+	{                                                                                        \
+		(key), DG_F_OBJS, false, offsetof(st, m), DG_NO_FLAG, offsetof(st, n), (s), 0, 0 \
+	}
 #define DG_OBJ(key, st, m, s)                                                    \
 	{                                                                        \
 		(key), DG_F_OBJ, true, offsetof(st, m), DG_NO_FLAG, 0, (s), 0, 0 \

@@ -31,6 +31,7 @@ static const struct dg_schema root_id_schema =
 static const struct dg_field grant_req_fields[] = {
 	DG_EMBED(struct dg_grant_req, target, &target_schema),
 	DG_STR_OPT("gpus", struct dg_grant_req, gpus),
+	DG_STRS_OPT("devices", struct dg_grant_req, devices, n_devices),
 	DG_INT_OPT("count", struct dg_grant_req, count, has_count, 1, DG_MAX_GPUS),
 	DG_STR_OPT("model", struct dg_grant_req, model),
 	DG_STR_OPT("arch", struct dg_grant_req, arch),
@@ -44,6 +45,7 @@ static const struct dg_field grant_req_fields[] = {
 static const struct dg_field revoke_req_fields[] = {
 	DG_EMBED(struct dg_revoke_req, target, &target_schema),
 	DG_STR_OPT("gpus", struct dg_revoke_req, gpus),
+	DG_STRS_OPT("devices", struct dg_revoke_req, devices, n_devices),
 	DG_BOOL("missing_ok", struct dg_revoke_req, missing_ok),
 	DG_INT_OPT("kill", struct dg_revoke_req, kill, has_kill, 1, 64),
 };
@@ -130,6 +132,16 @@ static const struct dg_field lease_gpu_fields[] = {
 static const struct dg_schema lease_gpu_schema =
 	DG_SCHEMA("GPU", struct dg_lease_gpu, lease_gpu_fields);
 
+static const struct dg_field lease_device_fields[] = {
+	DG_STR("path", struct dg_lease_device, path),
+	DG_STR("host", struct dg_lease_device, host),
+	DG_STR("type", struct dg_lease_device, type),
+	DG_INT("major", struct dg_lease_device, major),
+	DG_INT("minor", struct dg_lease_device, minor),
+};
+static const struct dg_schema lease_device_schema =
+	DG_SCHEMA("device", struct dg_lease_device, lease_device_fields);
+
 static const struct dg_field lease_fields[] = {
 	DG_ID("cgroup_id", struct dg_lease_info, cgroup_id),
 	DG_STR("cgroup", struct dg_lease_info, cgroup),
@@ -137,6 +149,7 @@ static const struct dg_field lease_fields[] = {
 	DG_INT("pid", struct dg_lease_info, pid),
 	DG_STR("since", struct dg_lease_info, since),
 	DG_OBJS("gpus", struct dg_lease_info, gpus, n_gpus, &lease_gpu_schema),
+	DG_OBJS_OPT("devices", struct dg_lease_info, devices, n_devices, &lease_device_schema),
 };
 const struct dg_schema dg_lease_schema = DG_SCHEMA("lease", struct dg_lease_info, lease_fields);
 
@@ -150,6 +163,7 @@ static const struct dg_schema node_status_schema =
 static const struct dg_field grant_fields[] = {
 	DG_EMBED(struct dg_grant_reply, lease, &dg_lease_schema),
 	DG_STRS("granted", struct dg_grant_reply, granted, n_granted),
+	DG_STRS_OPT("granted_devices", struct dg_grant_reply, granted_devices, n_granted_devices),
 	DG_OBJS("nodes", struct dg_grant_reply, nodes, n_nodes, &node_status_schema),
 	DG_STRS("warnings", struct dg_grant_reply, warnings, n_warnings),
 };
@@ -165,6 +179,7 @@ static const struct dg_schema holder_proc_schema =
 static const struct dg_field revoke_fields[] = {
 	DG_EMBED_OPT(struct dg_revoke_reply, lease, has_lease, &dg_lease_schema),
 	DG_STRS("revoked", struct dg_revoke_reply, revoked, n_revoked),
+	DG_STRS_OPT("revoked_devices", struct dg_revoke_reply, revoked_devices, n_revoked_devices),
 	DG_OBJS("nodes", struct dg_revoke_reply, nodes, n_nodes, &node_status_schema),
 	DG_OBJS("holders", struct dg_revoke_reply, holders, n_holders, &holder_proc_schema),
 	DG_INT("killed", struct dg_revoke_reply, killed),

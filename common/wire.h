@@ -40,7 +40,9 @@ struct dg_root_id {
 
 struct dg_grant_req {
 	struct dg_target_args target;
-	const char *gpus; /* selectors: "0,2", "all", UUIDs */
+	const char *gpus;     /* selectors: "0,2", "all", UUIDs */
+	const char **devices; /* host character devices: "HOST[:PATH]", one each */
+	size_t n_devices;
 	int64_t count;
 	bool has_count;
 	const char *model;
@@ -56,6 +58,8 @@ struct dg_grant_req {
 struct dg_revoke_req {
 	struct dg_target_args target;
 	const char *gpus;
+	const char **devices; /* container or host paths of granted devices */
+	size_t n_devices;
 	bool missing_ok;
 	int64_t kill; /* signal for processes still holding a revoked device */
 	bool has_kill;
@@ -135,6 +139,14 @@ struct dg_lease_gpu {
 	bool shared;
 };
 
+/* A host character device a lease holds (grant --device). */
+struct dg_lease_device {
+	const char *path; /* in the container: /dev/NAME */
+	const char *host; /* on the host, as granted */
+	const char *type; /* "c" */
+	int64_t major, minor;
+};
+
 struct dg_lease_info {
 	uint64_t cgroup_id;
 	const char *cgroup;
@@ -143,6 +155,8 @@ struct dg_lease_info {
 	const char *since;
 	struct dg_lease_gpu *gpus;
 	size_t n_gpus;
+	struct dg_lease_device *devices;
+	size_t n_devices;
 };
 
 struct dg_node_status {
@@ -154,6 +168,8 @@ struct dg_grant_reply {
 	struct dg_lease_info lease;
 	const char **granted; /* UUIDs new in this grant */
 	size_t n_granted;
+	const char **granted_devices; /* container paths new in this grant */
+	size_t n_granted_devices;
 	struct dg_node_status *nodes;
 	size_t n_nodes;
 	const char **warnings;
@@ -172,6 +188,8 @@ struct dg_revoke_reply {
 	bool has_lease;
 	const char **revoked;
 	size_t n_revoked;
+	const char **revoked_devices; /* container paths */
+	size_t n_revoked_devices;
 	struct dg_node_status *nodes;
 	size_t n_nodes;
 	struct dg_holder_proc *holders;

@@ -145,6 +145,7 @@ static int reuse_shared(struct devgate *skel, const struct devgate *from)
 		{ skel->maps.dg_events_v1, from->maps.dg_events_v1 },
 		{ skel->maps.dg_ratelim_v1, from->maps.dg_ratelim_v1 },
 		{ skel->maps.dg_event_drops_v1, from->maps.dg_event_drops_v1 },
+		{ skel->maps.dg_devgrants_v1, from->maps.dg_devgrants_v1 },
 	};
 	int r = 0;
 
@@ -163,9 +164,10 @@ static int reuse_shared(struct devgate *skel, const struct devgate *from)
  * that copy's maps, so all of them see the same grants, counters and events.
  * The gate's expected_attach_type must match the program it may wrap.
  */
-#define SHARED_MAPS 5
+#define SHARED_MAPS 6
 static const char *const shared_names[SHARED_MAPS] = {
-	"dg_grants_v1", "dg_counters_v1", "dg_events_v1", "dg_ratelim_v1", "dg_event_drops_v1",
+	"dg_grants_v1",	 "dg_counters_v1",    "dg_events_v1",
+	"dg_ratelim_v1", "dg_event_drops_v1", "dg_devgrants_v1",
 };
 
 /* The maps a live copy uses, so a new one adopts them instead of new ones. */
@@ -173,7 +175,7 @@ static int adopt_shared(struct devgate *skel, const int *fds)
 {
 	struct bpf_map *maps[SHARED_MAPS] = {
 		skel->maps.dg_grants_v1,  skel->maps.dg_counters_v1,	skel->maps.dg_events_v1,
-		skel->maps.dg_ratelim_v1, skel->maps.dg_event_drops_v1,
+		skel->maps.dg_ratelim_v1, skel->maps.dg_event_drops_v1, skel->maps.dg_devgrants_v1,
 	};
 	int r = 0;
 
@@ -323,7 +325,7 @@ int bpfgate_open(const char *pin_root, const struct dg_majors *majors, int cgroo
 		 const int *leased_cgfds, size_t n_leased, struct bpfgate **ret,
 		 struct dg_error *err)
 {
-	int adopt[SHARED_MAPS] = { -1, -1, -1, -1, -1 };
+	int adopt[SHARED_MAPS] = { -1, -1, -1, -1, -1, -1 };
 	struct bpf_map_info mi = { 0 };
 	uint32_t mlen = sizeof(mi);
 	struct bpfgate *bg;
@@ -366,6 +368,7 @@ int bpfgate_open(const char *pin_root, const struct dg_majors *majors, int cgroo
 	bg->events_fd = bpf_map__fd(bg->maps->maps.dg_events_v1);
 	bg->ratelimit_fd = bpf_map__fd(bg->maps->maps.dg_ratelim_v1);
 	bg->drops_fd = bpf_map__fd(bg->maps->maps.dg_event_drops_v1);
+	bg->devgrants_fd = bpf_map__fd(bg->maps->maps.dg_devgrants_v1);
 	if (bpf_obj_get_info_by_fd(bg->grants_fd, &mi, &mlen) == 0)
 		bg->grants_id = mi.id;
 	mi = (struct bpf_map_info){ 0 };
@@ -382,8 +385,8 @@ int bpfgate_open(const char *pin_root, const struct dg_majors *majors, int cgroo
  */
 void bpfgate_repin(struct bpfgate *bg)
 {
-	const int fds[SHARED_MAPS] = { bg->grants_fd, bg->counters_fd, bg->events_fd,
-				       bg->ratelimit_fd, bg->drops_fd };
+	const int fds[SHARED_MAPS] = { bg->grants_fd,	 bg->counters_fd, bg->events_fd,
+				       bg->ratelimit_fd, bg->drops_fd,	  bg->devgrants_fd };
 	char path[PATH_MAX];
 
 	if (access(bg->pin_root, F_OK) == 0 &&
@@ -436,6 +439,33 @@ int bpfgate_grant_del(struct bpfgate *bg, uint64_t cgid, const struct dg_node *n
 	if (bpf_map_delete_elem(bg->grants_fd, &key) < 0 && errno != ENOENT)
 		return -errno;
 	return 0;
+}
+
+int bpfgate_devgrants_set(struct bpfgate *bg, bool any)
+{
+	uint32_t zero = 0, val = any;
+
+	return bpf_map_update_elem(bg->devgrants_fd, &zero, &val, BPF_ANY) < 0 ? -errno : 0;
+}
+
+bool bpfgate_is_gpu_major(const struct bpfgate *bg, uint32_t major)
+{
+	return major && (major == bg->nvidia_major || major == bg->uvm_major);
+}
+
+int bpfgate_devgrants_sync(struct bpfgate *bg)
+{
+	auto_free struct dg_grant_key *keys = NULL;
+	bool any = false;
+	size_t n = 0;
+	int r = bpfgate_grants_list(bg, &keys, &n);
+
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n && !any; i++)
+		any = !bpfgate_is_gpu_major(bg, keys[i].major);
+	r = bpfgate_devgrants_set(bg, any);
+	return r < 0 ? r : any;
 }
 
 int bpfgate_grants_list(struct bpfgate *bg, struct dg_grant_key **ret, size_t *ret_n)

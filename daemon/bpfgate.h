@@ -3,7 +3,8 @@
  * devgate's BPF side: the shared maps, and the "guard" of one cgroup, i.e.
  * devgate's programs on it. Pins live under PIN_ROOT:
  *
- *   PIN_ROOT/dg_*_v1            shared maps (grants, counters, events, ...)
+ *   PIN_ROOT/dg_*_v1            shared maps (grants, counters, events,
+ *                               devgrants: the flag for non-GPU grants, ...)
  *   PIN_ROOT/cg/CGID/gate-ORIG  gate standing in for runtime program ORIG
  *   PIN_ROOT/cg/CGID/slot-ORIG  its prog array holding ORIG
  *   PIN_ROOT/cg/CGID/gate-default  gate on a cgroup that had no program
@@ -43,6 +44,14 @@ const char *bpfgate_pin_root(const struct bpfgate *bg);
 int bpfgate_grant_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *node,
 		      uint32_t access);
 int bpfgate_grant_del(struct bpfgate *bg, uint64_t cgid, const struct dg_node *node);
+/*
+ * The gate looks non-GPU devices up in the grants map only while this flag
+ * is set: set it before the first grant --device goes in.
+ */
+int bpfgate_devgrants_set(struct bpfgate *bg, bool any);
+/* Sets the flag from the grants map (any non-GPU major); returns it (0 or 1). */
+int bpfgate_devgrants_sync(struct bpfgate *bg);
+bool bpfgate_is_gpu_major(const struct bpfgate *bg, uint32_t major);
 /* All grant keys in the map; *ret is malloc'd. */
 int bpfgate_grants_list(struct bpfgate *bg, struct dg_grant_key **ret, size_t *ret_n);
 

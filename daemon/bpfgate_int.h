@@ -27,6 +27,7 @@ struct bpfgate {
 	int events_fd;
 	int ratelimit_fd;
 	int drops_fd;
+	int devgrants_fd; /* dg_devgrants_v1: any non-GPU device granted on the host */
 	uint32_t grants_id;
 	bool sweep_due; /* counters released by key; a stray may remain */
 	uint64_t last_sweep_ns;

@@ -11,6 +11,7 @@
 #include "fault.h"
 #include "grant.h"
 #include "holders.h"
+#include "hostdev.h"
 #include "log.h"
 #include "metrics.h"
 #include "nodes.h"
@@ -87,6 +88,20 @@ static size_t node_diff(const struct dg_node *from, size_t n_from, const struct 
 	return n;
 }
 
+/* After device grants went: the gate's flag off again once none is left on the host. */
+static void devgrants_sync(struct daemon *d, const struct dg_node *nodes, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (!bpfgate_is_gpu_major(d->bg, nodes[i].major)) {
+			int r = bpfgate_devgrants_sync(d->bg);
+
+			if (r < 0)
+				log_warning_errno(r, "cannot update the device grant flag: %m");
+			return;
+		}
+	}
+}
+
 static void grants_del(struct daemon *d, uint64_t cgid, const struct dg_node *nodes, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -97,11 +112,24 @@ static void grants_del(struct daemon *d, uint64_t cgid, const struct dg_node *no
 			log_warning_errno(r, "cannot delete grant of %u:%u for cgroup %llu: %m",
 					  nodes[i].major, nodes[i].minor, (unsigned long long)cgid);
 	}
+	devgrants_sync(d, nodes, n);
 }
 
 static int grants_put(struct daemon *d, uint64_t cgid, const struct dg_node *nodes, size_t n,
 		      struct dg_error *err)
 {
+	/* The flag before the grant: a crash in between costs lookups, never an open. */
+	for (size_t i = 0; i < n; i++) {
+		int r;
+
+		if (bpfgate_is_gpu_major(d->bg, nodes[i].major))
+			continue;
+		r = bpfgate_devgrants_set(d->bg, true);
+		if (r < 0)
+			return dg_error_set(err, DG_E_KERNEL, r,
+					    "cannot set the device grant flag: %s", strerror(-r));
+		break;
+	}
 	for (size_t i = 0; i < n; i++) {
 		int r = bpfgate_grant_put(d->bg, cgid, &nodes[i], GRANT_ACCESS);
 
@@ -129,6 +157,12 @@ static int resolve_target(struct daemon *d, const struct dg_target_args *ta, str
 		return target_from_pid(&d->cg, d->self_cgroup, (pid_t)pid, t, err);
 	}
 	return target_from_cgroup(&d->cg, d->self_cgroup, cgroup, t, err);
+}
+
+/* Whether a grant asks for GPUs; one with only --device does not. */
+static bool wants_gpus(const struct dg_grant_req *g)
+{
+	return g->gpus || g->has_count || g->model || g->arch || g->product || g->n_devices == 0;
 }
 
 static int alloc_request_from(const struct dg_grant_req *g, struct alloc_request *req,
@@ -192,6 +226,46 @@ static int add_picked(struct daemon *d, struct lease *next, const bool *picked, 
 		if (lease_add_gpu(next, &d->inv->gpus[i], shared) < 0)
 			return -ENOMEM;
 		out->granted[out->n_granted++] = d->inv->gpus[i].uuid;
+	}
+	return 0;
+}
+
+/* Adds the request's host devices to next and their paths to the reply. */
+static int add_devices(struct daemon *d, struct lease *next, const struct dg_grant_req *g,
+		       struct dg_grant_reply *out, struct dg_arena *a, struct dg_error *err)
+{
+	out->granted_devices =
+		g->n_devices ? dg_arena_alloc(a, g->n_devices * sizeof(*out->granted_devices))
+			     : NULL;
+	if (g->n_devices && !out->granted_devices)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	for (size_t i = 0; i < g->n_devices; i++) {
+		struct lease_device dev;
+		char path[40];
+		int r = hostdev_parse(g->devices[i], &d->inv->majors, &dev, err);
+
+		if (r < 0)
+			return r;
+		r = lease_add_device(next, &dev);
+		if (r == -EEXIST) {
+			dg_error_set(err, DG_E_INVALID, EEXIST,
+				     "device '%s' as /dev/%s: the container holds that device or "
+				     "that node name already",
+				     dev.host, dev.name);
+			dg_error_hint(err, "'devgatectl status' shows what each container holds");
+			return -EEXIST;
+		}
+		if (r == -E2BIG)
+			return dg_error_set(err, DG_E_INVALID, E2BIG,
+					    "at most %d devices in one lease", DG_MAX_DEVICES);
+		if (r < 0)
+			return dg_error_set(err, DG_E_INTERNAL, -r, "out of memory");
+		if (r == 0)
+			continue;
+		snprintf(path, sizeof(path), "/dev/%s", dev.name);
+		out->granted_devices[out->n_granted_devices] = dg_arena_strdup(a, path);
+		if (!out->granted_devices[out->n_granted_devices++])
+			return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	}
 	return 0;
 }
@@ -349,8 +423,11 @@ static int pick_gpus(struct daemon *d, uint64_t cgid, const struct alloc_request
 static int grant_check(struct daemon *d, const struct dg_grant_req *g, struct alloc_request *req,
 		       struct dg_error *err)
 {
-	int r = alloc_request_from(g, req, err);
+	int r = wants_gpus(g) ? alloc_request_from(g, req, err) : 0;
 
+	if (r == 0 && g->n_devices > DG_MAX_DEVICES)
+		r = dg_error_set(err, DG_E_INVALID, E2BIG, "at most %d devices in one lease",
+				 DG_MAX_DEVICES);
 	if (r == 0)
 		r = label_check(g->target.container, err);
 	if (r < 0)
@@ -407,21 +484,27 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_gran
 		r = resolve_target(d, &g->target, &t, err);
 	if (r < 0)
 		return r;
-	r = pick_gpus(d, t.cgid, &req, picked, err);
-	/* A holder may have ended a moment ago, before the watch could say so. */
-	if (r == -EBUSY && watch_release_ended(d, t.cgid) > 0) {
-		*err = (struct dg_error){ 0 };
+	memset(picked, 0, sizeof(picked));
+	if (wants_gpus(g)) {
 		r = pick_gpus(d, t.cgid, &req, picked, err);
+		/* A holder may have ended a moment ago, before the watch could say so. */
+		if (r == -EBUSY && watch_release_ended(d, t.cgid) > 0) {
+			*err = (struct dg_error){ 0 };
+			r = pick_gpus(d, t.cgid, &req, picked, err);
+		}
+		if (r < 0)
+			return r;
+		if (d->inv->ctl_problem[0])
+			return dg_error_set(err, DG_E_UNAVAILABLE, EIO, "cannot grant: %s",
+					    d->inv->ctl_problem);
 	}
-	if (r < 0)
-		return r;
-	if (d->inv->ctl_problem[0])
-		return dg_error_set(err, DG_E_UNAVAILABLE, EIO, "cannot grant: %s",
-				    d->inv->ctl_problem);
 	old = lease_table_find(&d->leases, t.cgid);
 	next = next_lease(old, &t, g->target.container);
 	if (!next || add_picked(d, next, picked, req.shared, out, a) < 0)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	r = add_devices(d, next, g, out, a, err);
+	if (r < 0)
+		return r;
 	r = grant_apply(d, &t, old, next, g, &x, err);
 	if (r < 0)
 		return r;
@@ -432,6 +515,9 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_gran
 		  (unsigned long long)x.t_state / 1000);
 	if (out->n_granted)
 		log_info("granted %zu GPU(s) to %s (cgroup %s, PID %d)", out->n_granted,
+			 lease_label(next), next->cgroup, (int)next->pid);
+	for (size_t i = 0; i < out->n_granted_devices; i++)
+		log_info("granted device %s to %s (cgroup %s, PID %d)", out->granted_devices[i],
 			 lease_label(next), next->cgroup, (int)next->pid);
 	emit(d, "granted", next, out->granted, out->n_granted);
 	commit_lease(d, old, TAKE_PTR(next));
@@ -512,16 +598,21 @@ static struct lease *find_lease(struct daemon *d, const struct dg_target_args *t
 	return l;
 }
 
-/* Marks in drop[] the lease GPUs named by the selector (all if NULL). */
-static int revoke_select(struct daemon *d, const struct lease *l, const char *spec, bool *drop,
-			 struct dg_error *err)
+/*
+ * Marks in drop[] the lease GPUs named by the selector: all if "all", or
+ * if NULL when only_devices is false (a revoke that names nothing takes
+ * everything).
+ */
+static int revoke_select(struct daemon *d, const struct lease *l, const char *spec,
+			 bool only_devices, bool *drop, struct dg_error *err)
 {
 	bool sel[DG_MAX_GPUS];
+	bool all = spec ? strcmp(spec, "all") == 0 : !only_devices;
 	int r;
 
 	for (size_t i = 0; i < l->n_gpus; i++)
-		drop[i] = !spec || strcmp(spec, "all") == 0;
-	if (!spec || strcmp(spec, "all") == 0)
+		drop[i] = all;
+	if (!spec || all)
 		return 0;
 	r = select_gpus(d->inv, spec, sel, err);
 	if (r < 0)
@@ -612,20 +703,56 @@ void grant_rollback(struct daemon *d, const struct lease *pending)
 		   lease_label(pending), n_x);
 }
 
-/* next: old without the GPUs the request names; their UUIDs go to the reply. */
-static int revoke_plan(struct daemon *d, const struct lease *old, const char *spec,
+/* Marks in drop[] the lease devices the request names (all on a full revoke). */
+static int revoke_select_devices(const struct lease *l, const struct dg_revoke_req *req, bool *drop,
+				 struct dg_error *err)
+{
+	for (size_t i = 0; i < l->n_devices; i++)
+		drop[i] = !req->gpus && req->n_devices == 0;
+	for (size_t k = 0; k < req->n_devices; k++) {
+		const struct lease_device *dev = lease_find_device(l, req->devices[k]);
+
+		if (!dev) {
+			dg_error_set(err, DG_E_NOT_GRANTED, ENOENT, "%s does not hold device '%s'",
+				     lease_label(l), req->devices[k]);
+			dg_error_hint(err, "name a device by its container path or host path; "
+					   "'devgatectl status' lists them");
+			return -ENOENT;
+		}
+		drop[dev - l->devices] = true;
+	}
+	return 0;
+}
+
+/* next: old without what the request names; their UUIDs and paths go to the reply. */
+static int revoke_plan(struct daemon *d, const struct lease *old, const struct dg_revoke_req *req,
 		       struct lease **next, struct dg_revoke_reply *out, struct dg_arena *a,
 		       struct dg_error *err)
 {
-	bool drop[DG_MAX_GPUS];
-	int r = revoke_select(d, old, spec, drop, err);
+	bool drop[DG_MAX_GPUS], drop_dev[DG_MAX_DEVICES] = { 0 };
+	int r = revoke_select(d, old, req->gpus, req->n_devices > 0, drop, err);
 
+	if (r == 0)
+		r = revoke_select_devices(old, req, drop_dev, err);
 	if (r < 0)
 		return r;
 	*next = lease_copy(old);
 	out->revoked = dg_arena_alloc(a, old->n_gpus * sizeof(*out->revoked) + 1);
-	if (!*next || !out->revoked)
-		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	out->revoked_devices =
+		dg_arena_alloc(a, old->n_devices * sizeof(*out->revoked_devices) + 1);
+	if (!*next || !out->revoked || !out->revoked_devices) {
+		dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < old->n_devices; i++) {
+		char path[40];
+
+		if (!drop_dev[i])
+			continue;
+		snprintf(path, sizeof(path), "/dev/%s", old->devices[i].name);
+		out->revoked_devices[out->n_revoked_devices++] = dg_arena_strdup(a, path);
+		lease_del_device(*next, old->devices[i].name);
+	}
 	for (size_t i = 0; i < old->n_gpus; i++) {
 		if (!drop[i])
 			continue;
@@ -643,6 +770,13 @@ static struct lease *gone_lease(const struct lease *old, const struct lease *nex
 	for (size_t i = 0; g && i < old->n_gpus; i++) {
 		if (lease_find_gpu(next, old->gpus[i].uuid))
 			lease_del_gpu(g, old->gpus[i].uuid);
+	}
+	for (size_t i = 0; g && i < old->n_devices; i++) {
+		char path[40];
+
+		snprintf(path, sizeof(path), "/dev/%s", old->devices[i].name);
+		if (lease_find_device(next, path))
+			lease_del_device(g, old->devices[i].name);
 	}
 	return g;
 }
@@ -664,14 +798,14 @@ static void revoke_steps(struct daemon *d, const struct lease *old, const struct
 	*n_gone = node_diff(old_nodes, n_old, new_nodes, n_new, gone);
 	grants_del(d, old->cgid, gone, *n_gone);
 	fault_point("revoke.grants");
-	r = next->n_gpus ? state_save(d->state, next) : state_remove(d->state, next->cgid);
+	r = lease_holds(next) ? state_save(d->state, next) : state_remove(d->state, next->cgid);
 	if (r < 0)
 		log_error_errno(r, "cannot record the revoke from %s: %m (the journal keeps it)",
 				lease_label(old));
 	fault_point("revoke.record");
 	remove_nodes(d, old, gone, *n_gone, res);
 	fault_point("revoke.nodes");
-	if (next->n_gpus == 0)
+	if (!lease_holds(next))
 		unguard_cgroup(d, old->cgid, lease_label(old));
 	if (r == 0)
 		(void)state_revoking_clear(d->state, old->cgid);
@@ -727,6 +861,7 @@ int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_re
 	struct dg_node gone_nodes[DG_MAX_NODES];
 	size_t n_gone = 0;
 	struct lease *old;
+	char note[40];
 	int r;
 
 	old = find_lease(d, &req->target, err);
@@ -738,7 +873,7 @@ int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_re
 	}
 	if (!old)
 		return -(err->errnum ? err->errnum : EINVAL);
-	r = revoke_plan(d, old, req->gpus, &next, out, a, err);
+	r = revoke_plan(d, old, req, &next, out, a, err);
 	if (r == 0 && !(gone = gone_lease(old, next)))
 		r = dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	if (r < 0)
@@ -755,9 +890,10 @@ int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_re
 	if (view_lease(d, next, &out->lease, a) < 0 ||
 	    node_statuses(gone_nodes, res, n_gone, &out->nodes, &out->n_nodes, a) < 0)
 		log_error("out of memory describing the revoke from %s", lease_label(old));
-	log_info("revoked %zu GPU(s) from %s", out->n_revoked, lease_label(old));
-	emit(d, next->n_gpus ? "revoked" : "released", next, out->revoked, out->n_revoked);
-	if (next->n_gpus == 0) {
+	log_info("revoked %zu GPU(s)%s from %s", out->n_revoked,
+		 lease_devices_note(out->n_revoked_devices, note, sizeof(note)), lease_label(old));
+	emit(d, lease_holds(next) ? "revoked" : "released", next, out->revoked, out->n_revoked);
+	if (!lease_holds(next)) {
 		watch_del(d, old);
 		lease_free(lease_table_take(&d->leases, old->cgid));
 		return 0;
@@ -771,6 +907,7 @@ void grant_release(struct daemon *d, uint64_t cgid, const char *why)
 	struct lease *l = lease_table_find(&d->leases, cgid);
 	struct dg_node nodes[DG_MAX_NODES];
 	const char *gpus[DG_MAX_GPUS];
+	char note[40];
 	size_t n;
 	int r;
 
@@ -784,7 +921,8 @@ void grant_release(struct daemon *d, uint64_t cgid, const char *why)
 	grants_del(d, cgid, nodes, n);
 	fault_point("release.grants");
 	unguard_lease(d, l);
-	log_info("released %zu GPU(s) of %s: %s", l->n_gpus, lease_label(l), why);
+	log_info("released %zu GPU(s)%s of %s: %s", l->n_gpus,
+		 lease_devices_note(l->n_devices, note, sizeof(note)), lease_label(l), why);
 	metrics_inc(d->metrics, METRIC_RELEASES, 1);
 	for (size_t i = 0; i < l->n_gpus && i < DG_MAX_GPUS; i++)
 		gpus[i] = l->gpus[i].uuid;
@@ -808,6 +946,7 @@ void grant_finish_revoke(struct daemon *d, const struct lease *gone)
 	auto_cleanup(lease_freep) struct lease *next = was ? lease_copy(was) : NULL;
 	struct node_result res[DG_MAX_NODES] = { 0 };
 	struct dg_node nodes[DG_MAX_NODES];
+	char note[40];
 	size_t n = 0;
 
 	if (!was || !next)
@@ -818,11 +957,17 @@ void grant_finish_revoke(struct daemon *d, const struct lease *gone)
 			(void)add_lease_gpu(was, &gone->gpus[i]);
 		lease_del_gpu(next, gone->gpus[i].uuid);
 	}
+	for (size_t i = 0; i < gone->n_devices; i++) {
+		(void)lease_add_device(was, &gone->devices[i]);
+		lease_del_device(next, gone->devices[i].name);
+	}
 	revoke_steps(d, was, next, res, nodes, &n);
-	if (committed && next->n_gpus == 0)
+	if (committed && !lease_holds(next))
 		lease_free(lease_table_take(&d->leases, gone->cgid));
 	else if (committed)
 		commit_lease(d, committed, TAKE_PTR(next));
-	log_notice("reconcile: finished the revoke of %zu GPU(s) from %s that a crash interrupted",
-		   gone->n_gpus, lease_label(gone));
+	log_notice(
+		"reconcile: finished the revoke of %zu GPU(s)%s from %s that a crash interrupted",
+		gone->n_gpus, lease_devices_note(gone->n_devices, note, sizeof(note)),
+		lease_label(gone));
 }

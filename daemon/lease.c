@@ -28,6 +28,7 @@ void lease_free(struct lease *l)
 	if (!l)
 		return;
 	free(l->gpus);
+	free(l->devices);
 	free(l->cgroup);
 	free(l->container);
 	free(l);
@@ -58,6 +59,15 @@ struct lease *lease_copy(const struct lease *l)
 		}
 		memcpy(c->gpus, l->gpus, l->n_gpus * sizeof(*c->gpus));
 		c->n_gpus = l->n_gpus;
+	}
+	if (l->n_devices) {
+		c->devices = malloc(l->n_devices * sizeof(*c->devices));
+		if (!c->devices) {
+			lease_free(c);
+			return NULL;
+		}
+		memcpy(c->devices, l->devices, l->n_devices * sizeof(*c->devices));
+		c->n_devices = l->n_devices;
 	}
 	if (dup_str(l->cgroup, &c->cgroup) < 0 || dup_str(l->container, &c->container) < 0) {
 		lease_free(c);
@@ -178,6 +188,72 @@ void lease_del_gpu(struct lease *l, const char *uuid)
 	}
 }
 
+bool lease_holds(const struct lease *l)
+{
+	return l->n_gpus > 0 || l->n_devices > 0;
+}
+
+const struct lease_device *lease_find_device(const struct lease *l, const char *path)
+{
+	const char *name = strncmp(path, "/dev/", 5) == 0 ? path + 5 : NULL;
+
+	for (size_t i = 0; i < l->n_devices; i++) {
+		if ((name && strcmp(l->devices[i].name, name) == 0) ||
+		    strcmp(l->devices[i].host, path) == 0)
+			return &l->devices[i];
+	}
+	return NULL;
+}
+
+int lease_add_device(struct lease *l, const struct lease_device *dev)
+{
+	struct lease_device *v;
+
+	for (size_t i = 0; i < l->n_devices; i++) {
+		const struct lease_device *o = &l->devices[i];
+		bool same_name = strcmp(o->name, dev->name) == 0;
+		bool same_dev = o->major == dev->major && o->minor == dev->minor;
+
+		if (same_name && same_dev)
+			return 0;
+		if (same_name || same_dev)
+			return -EEXIST;
+	}
+	if (l->n_devices == DG_MAX_DEVICES)
+		return -E2BIG;
+	v = realloc(l->devices, (l->n_devices + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	l->devices = v;
+	l->devices[l->n_devices++] = *dev;
+	return 1;
+}
+
+void lease_del_device(struct lease *l, const char *name)
+{
+	for (size_t i = 0; i < l->n_devices; i++) {
+		if (strcmp(l->devices[i].name, name) == 0) {
+			/* Keep the order: the records and replies list them as granted. */
+			memmove(&l->devices[i], &l->devices[i + 1],
+				(l->n_devices - i - 1) * sizeof(*l->devices));
+			l->n_devices--;
+			return;
+		}
+	}
+}
+
+static size_t device_nodes(const struct lease *l, struct dg_node *out, size_t n, size_t max)
+{
+	for (size_t i = 0; i < l->n_devices && n < max; i++) {
+		struct dg_node *node = &out[n++];
+
+		snprintf(node->name, sizeof(node->name), "%s", l->devices[i].name);
+		node->major = l->devices[i].major;
+		node->minor = l->devices[i].minor;
+	}
+	return n;
+}
+
 size_t lease_nodes(const struct lease *l, const struct dg_inventory *inv, struct dg_node *out,
 		   size_t max)
 {
@@ -190,11 +266,19 @@ size_t lease_nodes(const struct lease *l, const struct dg_inventory *inv, struct
 		node->major = inv->majors.nvidia;
 		node->minor = l->gpus[i].minor;
 	}
-	if (l->n_gpus == 0)
-		return 0;
-	for (size_t i = 0; i < inv->n_ctl && n < max; i++)
-		out[n++] = inv->ctl[i];
-	return n;
+	if (l->n_gpus > 0) {
+		for (size_t i = 0; i < inv->n_ctl && n < max; i++)
+			out[n++] = inv->ctl[i];
+	}
+	return device_nodes(l, out, n, max);
+}
+
+const char *lease_devices_note(size_t n, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (n)
+		snprintf(buf, len, " and %zu device(s)", n);
+	return buf;
 }
 
 char *lease_label_from_cgroup(const char *cgroup)
@@ -245,6 +329,27 @@ json_object *lease_to_json(const struct lease *l)
 		json_object_array_add(gpus, g);
 	}
 	json_object_object_add(o, "gpus", gpus);
+	/* Left out when empty: a record without devices reads the same as before. */
+	if (l->n_devices) {
+		json_object *devs = json_object_new_array();
+
+		for (size_t i = 0; i < l->n_devices; i++) {
+			json_object *dv = json_object_new_object();
+			char path[40];
+
+			snprintf(path, sizeof(path), "/dev/%s", l->devices[i].name);
+			json_object_object_add(dv, "path", json_object_new_string(path));
+			json_object_object_add(dv, "host",
+					       json_object_new_string(l->devices[i].host));
+			json_object_object_add(dv, "type", json_object_new_string("c"));
+			json_object_object_add(dv, "major",
+					       json_object_new_int64(l->devices[i].major));
+			json_object_object_add(dv, "minor",
+					       json_object_new_int64(l->devices[i].minor));
+			json_object_array_add(devs, dv);
+		}
+		json_object_object_add(o, "devices", devs);
+	}
 	return o;
 }
 
@@ -312,6 +417,88 @@ static int gpus_from_json(json_object *arr, struct lease *l, char *why, size_t l
 	return 0;
 }
 
+static int want_u32(json_object *o, const char *key, uint32_t max, uint32_t *ret, char *why,
+		    size_t len)
+{
+	json_object *v;
+	int64_t x;
+
+	if (want(o, key, json_type_int, false, &v, why, len) < 0)
+		return -EINVAL;
+	x = json_object_get_int64(v);
+	if (x < 0 || x > max) {
+		snprintf(why, len, "device %s %lld out of range", key, (long long)x);
+		return -EINVAL;
+	}
+	*ret = (uint32_t)x;
+	return 0;
+}
+
+/* The same rules a grant applies to a container path (grant.c): /dev/NAME. */
+static bool device_name_ok(const char *name)
+{
+	size_t n = strlen(name);
+
+	return n > 0 && n < sizeof(((struct lease_device *)0)->name) && !strchr(name, '/') &&
+	       strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+}
+
+static int devices_from_json(json_object *arr, struct lease *l, char *why, size_t len)
+{
+	size_t n = json_object_array_length(arr);
+
+	if (n > DG_MAX_DEVICES) {
+		snprintf(why, len, "too many devices");
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_object *dv = json_object_array_get_idx(arr, i), *v;
+		struct lease_device dev = { 0 };
+		const char *s;
+		int r;
+
+		if (!json_object_is_type(dv, json_type_object)) {
+			snprintf(why, len, "a device must be an object");
+			return -EINVAL;
+		}
+		if (want(dv, "path", json_type_string, false, &v, why, len) < 0)
+			return -EINVAL;
+		s = json_object_get_string(v);
+		if (strncmp(s, "/dev/", 5) != 0 || !device_name_ok(s + 5)) {
+			snprintf(why, len, "device path '%s' is not /dev/NAME", s);
+			return -EINVAL;
+		}
+		snprintf(dev.name, sizeof(dev.name), "%s", s + 5);
+		if (want(dv, "host", json_type_string, false, &v, why, len) < 0)
+			return -EINVAL;
+		s = json_object_get_string(v);
+		if (s[0] != '/' || strlen(s) >= sizeof(dev.host)) {
+			snprintf(why, len, "device host path is not an absolute path");
+			return -EINVAL;
+		}
+		snprintf(dev.host, sizeof(dev.host), "%s", s);
+		if (want(dv, "type", json_type_string, false, &v, why, len) < 0)
+			return -EINVAL;
+		if (strcmp(json_object_get_string(v), "c") != 0) {
+			snprintf(why, len, "device type must be \"c\"");
+			return -EINVAL;
+		}
+		if (want_u32(dv, "major", 4095, &dev.major, why, len) < 0 ||
+		    want_u32(dv, "minor", 1048575, &dev.minor, why, len) < 0)
+			return -EINVAL;
+		r = lease_add_device(l, &dev);
+		if (r == -ENOMEM) {
+			snprintf(why, len, "out of memory");
+			return r;
+		}
+		if (r <= 0) {
+			snprintf(why, len, "device /dev/%s listed twice", dev.name);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 int lease_from_json(json_object *o, struct lease **ret, char *why, size_t len)
 {
 	struct lease *l = NULL;
@@ -352,6 +539,11 @@ int lease_from_json(json_object *o, struct lease **ret, char *why, size_t len)
 	l->since = json_object_get_int64(v);
 	if (want(o, "gpus", json_type_array, false, &v, why, len) < 0 ||
 	    gpus_from_json(v, l, why, len) < 0)
+		goto fail;
+	/* Optional: records written before grant --device have none. */
+	if (json_object_object_get_ex(o, "devices", NULL) &&
+	    (want(o, "devices", json_type_array, false, &v, why, len) < 0 ||
+	     devices_from_json(v, l, why, len) < 0))
 		goto fail;
 	*ret = l;
 	return 0;

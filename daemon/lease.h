@@ -21,6 +21,14 @@ struct lease_gpu {
 	bool shared;
 };
 
+/* A host character device granted by path (grant --device), not a GPU. */
+struct lease_device {
+	char name[32];	/* the node in the container: /dev/NAME, one component */
+	char host[256]; /* the host path it was granted from, for display and revoke */
+	uint32_t major;
+	uint32_t minor;
+};
+
 struct lease {
 	uint64_t cgid;
 	char *cgroup;	 /* v2 path, for display */
@@ -29,6 +37,8 @@ struct lease {
 	int64_t since;
 	struct lease_gpu *gpus; /* n_gpus of them; a lease holds few, a host has many leases */
 	size_t n_gpus;
+	struct lease_device *devices; /* n_devices of them, at most DG_MAX_DEVICES */
+	size_t n_devices;
 	/* runtime only, never persisted; no fd: a host may have thousands of leases */
 	int watch;
 	uint64_t progs_digest; /* the cgroup's device programs when last found settled; 0: unknown
@@ -60,7 +70,17 @@ const struct lease_gpu *lease_find_gpu(const struct lease *l, const char *uuid);
 int lease_add_gpu(struct lease *l, const struct dg_gpu *gpu, bool shared);
 void lease_del_gpu(struct lease *l, const char *uuid);
 
-/* Device nodes the lease grants: its GPUs, plus control nodes if any GPU. */
+/* Whether the lease holds anything: a lease with devices only is a lease. */
+bool lease_holds(const struct lease *l);
+
+/* By container path ("/dev/NAME") or host path; NULL if none. */
+const struct lease_device *lease_find_device(const struct lease *l, const char *path);
+/* 1 added, 0 already held (same node and numbers), -EEXIST name or numbers
+ * taken by another of its devices, -E2BIG full, -ENOMEM. */
+int lease_add_device(struct lease *l, const struct lease_device *dev);
+void lease_del_device(struct lease *l, const char *name);
+
+/* Device nodes the lease grants: its GPUs, control nodes if any GPU, its devices. */
 size_t lease_nodes(const struct lease *l, const struct dg_inventory *inv, struct dg_node *out,
 		   size_t max);
 
@@ -74,6 +94,9 @@ int lease_from_json(json_object *o, struct lease **ret, char *why, size_t why_le
  * Returns a new string, or NULL for "/".
  */
 char *lease_label_from_cgroup(const char *cgroup);
+
+/* For log lines: "" for 0, " and N device(s)" otherwise (GPU counts stay as they were). */
+const char *lease_devices_note(size_t n, char *buf, size_t len);
 
 /* Short display label: the container label or the cgroup path. */
 const char *lease_label(const struct lease *l);

@@ -184,6 +184,12 @@ int ops_dispatch(struct daemon *d, const struct ops_peer *peer, const struct dg_
 			     dg_op_info(req->op)->name);
 		dg_error_hint(err, "run it as root, or ask the admin to add you to admin-group");
 		r = -EACCES;
+	} else if (req->op == DG_OP_GRANT && req->u.grant.n_devices && peer->uid != 0) {
+		/* Any host character device (/dev/mem, /dev/kmsg): root's alone to hand out. */
+		dg_error_set(err, DG_E_PERM, EACCES,
+			     "granting host devices (--device) is for root only");
+		dg_error_hint(err, "admin-group may grant GPUs; ask root for --device");
+		r = -EACCES;
 	} else {
 		r = handlers[req->op](d, req, reply, a, err);
 	}

@@ -120,7 +120,7 @@ static void reconcile_double_bookings(struct daemon *d, unsigned int *fixes)
 			lease_del_gpu(young, uuid);
 			/* Its grant goes now, or the rebuild below would prove it again. */
 			(void)bpfgate_grant_del(d->bg, young->cgid, &node);
-			if (young->n_gpus)
+			if (lease_holds(young))
 				(void)state_save(d->state, young);
 			(*fixes)++;
 			if (young == l)
@@ -141,8 +141,9 @@ static void reconcile_leases(struct daemon *d, unsigned int *fixes)
 		struct lease *l = lease_table_find(&d->leases, ids[i]);
 		auto_close int cgfd = -1;
 		int r = cgroup_open_id(&d->cg, l->cgid, &cgfd);
+		char note[40];
 
-		if (l->n_gpus == 0 || r < 0 || cgroup_populated(cgfd) <= 0) {
+		if (!lease_holds(l) || r < 0 || cgroup_populated(cgfd) <= 0) {
 			grant_release(d, l->cgid,
 				      r < 0 ? "reconcile: cgroup gone while devgated was "
 					      "down"
@@ -154,7 +155,8 @@ static void reconcile_leases(struct daemon *d, unsigned int *fixes)
 		adopt_path(d, l, cgfd, fixes);
 		adopt_grants(d, l, cgfd, fixes);
 		watch_add(d, l);
-		log_info("reconcile: adopted lease of %s (%zu GPU(s))", lease_label(l), l->n_gpus);
+		log_info("reconcile: adopted lease of %s (%zu GPU(s)%s)", lease_label(l), l->n_gpus,
+			 lease_devices_note(l->n_devices, note, sizeof(note)));
 	}
 }
 
@@ -321,6 +323,9 @@ int reconcile(struct daemon *d)
 	reconcile_grants(d, &fixes);
 	reconcile_pins(d, &fixes);
 	reconcile_counters(d, &fixes);
+	/* The gate's flag for device grants, from the grants that are left. */
+	if (bpfgate_devgrants_sync(d->bg) < 0)
+		log_error("reconcile: cannot set the device grant flag");
 	if (fixes)
 		log_notice("reconcile: %u correction(s)", fixes);
 	metrics_inc(d->metrics, METRIC_RECONCILE_FIXES, fixes);

@@ -64,6 +64,31 @@ int view_gpu(const struct dg_inventory *inv, const struct dg_gpu *gpu, struct dg
 	return 0;
 }
 
+static int view_devices(const struct lease *l, struct dg_lease_info *out, struct dg_arena *a)
+{
+	out->devices = l->n_devices ? dg_arena_alloc(a, l->n_devices * sizeof(*out->devices))
+				    : NULL;
+	if (l->n_devices && !out->devices)
+		return -ENOMEM;
+	for (size_t i = 0; i < l->n_devices; i++) {
+		struct dg_lease_device *v = &out->devices[i];
+		char path[40];
+
+		snprintf(path, sizeof(path), "/dev/%s", l->devices[i].name);
+		*v = (struct dg_lease_device){
+			.path = dg_arena_strdup(a, path),
+			.host = dg_arena_strdup(a, l->devices[i].host),
+			.type = "c",
+			.major = l->devices[i].major,
+			.minor = l->devices[i].minor,
+		};
+		if (!v->path || !v->host)
+			return -ENOMEM;
+	}
+	out->n_devices = l->n_devices;
+	return 0;
+}
+
 int view_lease(const struct daemon *d, const struct lease *l, struct dg_lease_info *out,
 	       struct dg_arena *a)
 {
@@ -103,7 +128,7 @@ int view_lease(const struct daemon *d, const struct lease *l, struct dg_lease_in
 		g->gpu.minor = l->gpus[i].minor;
 		g->gpu.problem = "no longer on this host";
 	}
-	return 0;
+	return view_devices(l, out, a);
 }
 
 static int holders(const struct daemon *d, const struct dg_gpu *gpu, struct dg_list_gpu *out,

@@ -142,7 +142,7 @@ size_t watch_release_ended(struct daemon *d, uint64_t except_cgid)
 	for (size_t i = 0; i < n; i++) {
 		struct lease *l = lease_table_find(&d->leases, ids[i]);
 
-		if (l && l->cgid != except_cgid && l->n_gpus > 0 && check_ended(d, l))
+		if (l && l->cgid != except_cgid && lease_holds(l) && check_ended(d, l))
 			released++;
 	}
 	return released;

@@ -142,6 +142,47 @@ static void test_revoke_and_list(void **state)
 	assert_int_equal(parse(list_parse, &cli, &req, &done, "list", "x", NULL), -EINVAL);
 }
 
+/* --device is repeatable, combines with --gpu, and alone is a request. */
+static void test_devices(void **state)
+{
+	struct cli cli;
+	struct dg_request req;
+	bool done;
+
+	(void)state;
+	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "--pid", "42", "--device",
+			       "/dev/full", "-d", "/dev/char/1:7:/dev/myfull", "--gpu", "0", NULL),
+			 0);
+	assert_int_equal(req.u.grant.n_devices, 2);
+	assert_string_equal(req.u.grant.devices[0], "/dev/full");
+	assert_string_equal(req.u.grant.devices[1], "/dev/char/1:7:/dev/myfull");
+	assert_string_equal(req.u.grant.gpus, "0");
+	dg_arena_free(&req.arena);
+	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "--pid", "42", "--device",
+			       "/dev/full", NULL),
+			 0);
+	assert_int_equal(req.u.grant.n_devices, 1);
+	assert_null(req.u.grant.gpus);
+	assert_false(req.u.grant.has_count);
+	dg_arena_free(&req.arena);
+	/* Usage errors: an empty path, no request at all. */
+	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "--pid", "42", "--device",
+			       "", NULL),
+			 -EINVAL);
+	assert_int_equal(cli.err.code, DG_E_INVALID);
+	dg_arena_free(&req.arena);
+	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "--pid", "42", NULL),
+			 -EINVAL);
+	assert_int_equal(parse(revoke_parse, &cli, &req, &done, "revoke", "--pid", "42", "--device",
+			       "/dev/myfull", "--device", "/dev/zero", NULL),
+			 0);
+	assert_int_equal(req.u.revoke.n_devices, 2);
+	assert_string_equal(req.u.revoke.devices[0], "/dev/myfull");
+	assert_string_equal(req.u.revoke.devices[1], "/dev/zero");
+	assert_null(req.u.revoke.gpus);
+	dg_arena_free(&req.arena);
+}
+
 /* Exit codes are made in cli_exit() alone, from the error's code. */
 static void test_exit_codes(void **state)
 {
@@ -164,6 +205,7 @@ int main(void)
 		cmocka_unit_test(test_grant_rejects),
 		cmocka_unit_test(test_help_is_not_an_error),
 		cmocka_unit_test(test_revoke_and_list),
+		cmocka_unit_test(test_devices),
 		cmocka_unit_test(test_exit_codes),
 	};
 

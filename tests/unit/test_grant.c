@@ -271,6 +271,45 @@ static void test_busy_gpu_refused(void **state)
 	assert_holds_gpu0();
 }
 
+/* A lease with host devices only is a lease: granted, flagged, revoked in full. */
+static void test_devices_only(void **state)
+{
+	const char *devs[] = { "/dev/full:/dev/myfull" };
+	struct dg_grant_req req = {
+		.target = { .pid = 4242, .has_pid = true, .container = "job" },
+		.devices = devs,
+		.n_devices = 1,
+	};
+	struct dg_grant_reply out = { 0 };
+	struct dg_error err = { 0 };
+	struct dg_arena a = { 0 };
+
+	(void)state;
+	assert_int_equal(grant_request(&d, &req, &out, &a, &err), 0);
+	assert_int_equal(out.n_granted, 0);
+	assert_int_equal(out.n_granted_devices, 1);
+	assert_string_equal(out.granted_devices[0], "/dev/myfull");
+	dg_arena_free(&a);
+	assert_true(fake_has_grant(CGID, 1, 7));
+	assert_int_equal(fake.n_grants, 1);
+	assert_true(fake.devgrants);
+	assert_true(fake_has_node("myfull"));
+	assert_true(fake_is_guarded(CGID));
+	assert_true(fake_is_saved(CGID));
+	assert_int_equal(d.leases.n, 1);
+	assert_int_equal(fake.watched, 1);
+	/* A GPU-class host node is refused; nothing changes. */
+	devs[0] = "/dev/full:/dev/nvidia0";
+	assert_int_equal(grant_request(&d, &req, &out, &a, &err), -EINVAL);
+	dg_arena_free(&a);
+	assert_int_equal(fake.n_grants, 1);
+	assert_int_equal(revoke(NULL, &err), 0);
+	assert_int_equal(fake.n_grants, 0);
+	assert_false(fake.devgrants);
+	assert_false(fake_is_guarded(CGID));
+	assert_int_equal(d.leases.n, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -280,6 +319,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_revoke_journal_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_revoke_partial_then_all, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_devices_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_busy_gpu_refused, setup, teardown),
 	};
 

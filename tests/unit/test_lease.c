@@ -39,6 +39,52 @@ static void test_roundtrip(void **state)
 	lease_free(back);
 }
 
+static void test_devices_roundtrip(void **state)
+{
+	struct lease *l = lease_new(77), *back = NULL;
+	struct lease_device full = { .name = "myfull", .host = "/dev/full", .major = 1, .minor = 7 };
+	struct lease_device lc = {
+		.name = "loop-control", .host = "/dev/loop-control", .major = 10, .minor = 237
+	};
+	struct lease_device clash = full;
+	struct dg_inventory inv = { 0 };
+	struct dg_node nodes[DG_MAX_NODES];
+	auto_json json_object *o = NULL;
+	char why[128] = "";
+
+	(void)state;
+	l->cgroup = strdup("/c");
+	assert_int_equal(lease_add_device(l, &full), 1);
+	assert_int_equal(lease_add_device(l, &full), 0);
+	snprintf(clash.name, sizeof(clash.name), "other");
+	assert_int_equal(lease_add_device(l, &clash), -EEXIST);
+	assert_int_equal(lease_add_device(l, &lc), 1);
+	/* A lease with devices only holds something; its nodes are the devices. */
+	assert_true(lease_holds(l));
+	assert_int_equal(lease_nodes(l, &inv, nodes, DG_MAX_NODES), 2);
+	assert_string_equal(nodes[0].name, "myfull");
+	assert_int_equal(nodes[1].minor, 237);
+	o = lease_to_json(l);
+	assert_int_equal(lease_from_json(o, &back, why, sizeof(why)), 0);
+	assert_int_equal(back->n_gpus, 0);
+	assert_int_equal(back->n_devices, 2);
+	assert_string_equal(back->devices[0].name, "myfull");
+	assert_string_equal(back->devices[0].host, "/dev/full");
+	assert_int_equal(back->devices[0].major, 1);
+	assert_int_equal(back->devices[0].minor, 7);
+	assert_string_equal(back->devices[1].name, "loop-control");
+	assert_non_null(lease_find_device(back, "/dev/myfull"));
+	assert_non_null(lease_find_device(back, "/dev/full"));
+	assert_null(lease_find_device(back, "/dev/zero"));
+	lease_del_device(back, "myfull");
+	assert_int_equal(back->n_devices, 1);
+	assert_string_equal(back->devices[0].name, "loop-control");
+	lease_del_device(back, "loop-control");
+	assert_false(lease_holds(back));
+	lease_free(l);
+	lease_free(back);
+}
+
 static void bad(const char *text, const char *why_want)
 {
 	auto_json json_object *o = json_parse_object(text);
@@ -65,6 +111,20 @@ static void test_rejects(void **state)
 	bad("{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,\"pid\":1,"
 	    "\"since\":0,\"gpus\":[{\"uuid\":\"GPU-1\",\"minor\":1}]}",
 	    "missing field 'shared'");
+#define HEAD                                                                                 \
+	"{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,\"pid\":1," \
+	"\"since\":0,\"gpus\":[],"
+	bad(HEAD "\"devices\":{}}", "field 'devices' must be a array");
+	bad(HEAD "\"devices\":[{\"path\":\"/dev/a/b\",\"host\":\"/dev/full\",\"type\":\"c\","
+		 "\"major\":1,\"minor\":7}]}",
+	    "device path '/dev/a/b' is not /dev/NAME");
+	bad(HEAD "\"devices\":[{\"path\":\"/dev/x\",\"host\":\"/dev/full\",\"type\":\"b\","
+		 "\"major\":1,\"minor\":7}]}",
+	    "device type must be \"c\"");
+	bad(HEAD "\"devices\":[{\"path\":\"/dev/x\",\"host\":\"/dev/full\",\"type\":\"c\","
+		 "\"major\":1}]}",
+	    "missing field 'minor'");
+#undef HEAD
 }
 
 static void label(const char *cgroup, const char *want)
@@ -112,9 +172,8 @@ static void test_table_ids(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_roundtrip),
-		cmocka_unit_test(test_rejects),
-		cmocka_unit_test(test_labels),
+		cmocka_unit_test(test_roundtrip), cmocka_unit_test(test_devices_roundtrip),
+		cmocka_unit_test(test_rejects),	  cmocka_unit_test(test_labels),
 		cmocka_unit_test(test_table_ids),
 	};
 

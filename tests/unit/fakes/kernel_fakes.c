@@ -150,6 +150,29 @@ int guard_remove(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *e
 	return 0;
 }
 
+int bpfgate_devgrants_set(struct bpfgate *bg, bool any)
+{
+	(void)bg;
+	fake.devgrants = any;
+	return 0;
+}
+
+bool bpfgate_is_gpu_major(const struct bpfgate *bg, uint32_t major)
+{
+	(void)bg;
+	return major == 195 || major == 510;
+}
+
+int bpfgate_devgrants_sync(struct bpfgate *bg)
+{
+	fake.devgrants = false;
+	for (size_t i = 0; i < fake.n_grants; i++) {
+		if (!bpfgate_is_gpu_major(bg, fake.grants[i].major))
+			fake.devgrants = true;
+	}
+	return fake.devgrants;
+}
+
 int bpfgate_counters_drop(struct bpfgate *bg, uint64_t cgid, const struct dg_node *nodes, size_t n)
 {
 	(void)bg;

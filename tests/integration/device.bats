@@ -1,0 +1,276 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+# grant --device: any host character device, live, into a runc container.
+#
+# The device that opens for real is /dev/loop-control (10:237): runc's
+# default rules deny it, and open() needs no driver state. /dev/full (1:7)
+# is on runc's own allow list (and in its /dev), so it cannot show a grant
+# making a difference.
+
+load helpers
+
+setup_file() { dg_setup_file; }
+teardown_file() { dg_teardown_file; }
+setup() { dg_setup; start_daemon; }
+teardown() { dg_teardown; }
+
+LC=/dev/loop-control
+
+# The gate's flag for device grants (dg_devgrants_v1, index 0).
+devflag() {
+	bpftool -j map dump pinned "$DG_PINS/dg_devgrants_v1" | jq '.[0].formatted.value'
+}
+
+@test "grant --device: the denied device opens, revoke denies it again" {
+	container c
+	mknod -m 666 "$DG_TMP/c/rootfs/lc" c 10 237
+	original=$(cg_progs "$DG_CGROOT/$CID")
+	run -1 probe "$CID" /lc $LC
+	[ "${lines[0]}" = "/lc EPERM" ]
+	[ "${lines[1]}" = "$LC ENOENT" ]
+	[ "$(devflag)" = 0 ]
+
+	run -0 dg grant --pid "$CPID" --device $LC
+	[[ "$output" == "granted device $LC to $CID (cgroup /$CID, PID $CPID)"* ]]
+	[[ "$output" == *"$LC"*"created"* ]]
+	[ "$(devflag)" = 1 ]
+	[ "$(grants_of "$DG_CGROOT/$CID")" = 1 ]
+	run -0 probe "$CID" /lc $LC /dev/null
+	[ "${lines[0]}" = "/lc ok" ]
+	[ "${lines[1]}" = "$LC ok" ]
+	run -0 dg_runc exec "$CID" stat -c '%F %t:%T %a' $LC
+	[ "$output" = "character special file a:ed 666" ]
+	run -1 probe "$CID" /mem /gpu1
+	[ "${lines[0]}" = "/mem EPERM" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	run -0 dg --json status
+	[ "$(echo "$output" | jq -c '.leases[0].devices')" = \
+		'[{"path":"/dev/loop-control","host":"/dev/loop-control","type":"c","major":10,"minor":237}]' ]
+	[ "$(echo "$output" | jq '.leases[0].gpus | length')" = 0 ]
+	run -0 dg status
+	[[ "$output" == *"device $LC"* ]]
+
+	run -0 dg revoke --pid "$CPID"
+	[[ "$output" == *"revoked 1 device from $CID: $LC"* ]]
+	[[ "$output" == *"$LC"*"removed"* ]]
+	run -1 probe "$CID" /lc $LC
+	[ "${lines[0]}" = "/lc EPERM" ]
+	[ "${lines[1]}" = "$LC ENOENT" ]
+	run -0 probe "$CID" /dev/null /dev/zero /dev/full
+	[ "$(grants_of "$DG_CGROOT/$CID")" = 0 ]
+	[ "$(cg_progs "$DG_CGROOT/$CID")" = "$original" ]
+	[ "$(devflag)" = 0 ]
+	no_leases
+}
+
+@test "revoke reports a process holding a revoked --device; --kill ends it" {
+	container c
+	run -0 dg grant --pid "$CPID" --device $LC
+	dg_runc exec -d "$CID" sh -c "exec 3<$LC; exec sleep 100003"
+	wait_until 5 pgrep -f 'sleep 100003'
+	holder=$(pgrep -f 'sleep 100003')
+	run -0 --separate-stderr dg revoke --pid "$CPID" --device $LC
+	[[ "$output" == *"still open: PID $holder (sleep) holds $LC"* ]]
+	# shellcheck disable=SC2154 # bats sets stderr with --separate-stderr
+	[[ "$stderr" == *"hint: revoke again with --kill to end them"* ]]
+	kill -0 "$holder"
+	run -0 dg grant --pid "$CPID" --device $LC
+	run -0 dg --json revoke --pid "$CPID" --device $LC --kill=TERM
+	[ "$(echo "$output" | jq '.holders[0].pid')" = "$holder" ]
+	[ "$(echo "$output" | jq -r '.holders[0].node')" = "$LC" ]
+	[ "$(echo "$output" | jq -r '.revoked_devices[0]')" = "$LC" ]
+	[ "$(echo "$output" | jq '.killed')" = 1 ]
+	wait_until 5 sh -c "! kill -0 $holder 2>/dev/null"
+}
+
+@test "HOST:PATH names the node; revoke by container or host path; with --gpu" {
+	container c
+	run -0 dg grant --pid "$CPID" --device $LC:/dev/myloop --device /dev/full:/dev/myfull \
+		--gpu 0
+	[[ "$output" == "granted GPU 0 ("*"), device /dev/myloop, device /dev/myfull to $CID"* ]]
+	run -1 probe "$CID" /dev/myloop /dev/myfull /dev/nvidia0 $LC
+	[ "${lines[0]}" = "/dev/myloop ok" ]
+	[ "${lines[1]}" = "/dev/myfull ok" ]
+	[ "${lines[2]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[3]}" = "$LC ENOENT" ]
+	run -0 dg_runc exec "$CID" stat -c '%F %t:%T' /dev/myloop /dev/myfull
+	[ "${lines[0]}" = "character special file a:ed" ]
+	[ "${lines[1]}" = "character special file 1:7" ]
+	# Again: nothing new.
+	run -0 dg grant --pid "$CPID" --device $LC:/dev/myloop
+	[[ "$output" == *"already holds what was asked"* ]]
+	# The same device under a second name is refused.
+	run -2 dg grant --pid "$CPID" --device $LC:/dev/other
+	[[ "$output" == *"holds that device or that node name already"* ]]
+
+	run -0 dg revoke --pid "$CPID" --device /dev/myloop
+	run -1 probe "$CID" /dev/myloop /dev/myfull /dev/nvidia0
+	[ "${lines[0]}" = "/dev/myloop ENOENT" ]
+	[ "${lines[1]}" = "/dev/myfull ok" ]
+	[ "${lines[2]}" = "/dev/nvidia0 ENXIO" ]
+	run -0 dg revoke --pid "$CPID" --gpu 0
+	[[ "$output" == *"holds no GPU now"* ]]
+	[[ "$output" != *"device programs are restored"* ]]
+	run -0 dg --json status
+	[ "$(echo "$output" | jq -r '.leases[0].devices[0].path')" = /dev/myfull ]
+	run -10 dg revoke --pid "$CPID" --device /dev/myloop
+	[[ "$output" == *"does not hold device '/dev/myloop'"* ]]
+	# By its host path.
+	run -0 dg revoke --pid "$CPID" --device /dev/full
+	[[ "$output" == *"device programs are restored"* ]]
+	no_leases
+	[ "$(devflag)" = 0 ]
+}
+
+@test "refused: block device, regular file, GPU node, bad PATH, missing HOST" {
+	container c
+	mknod "$DG_TMP/blk" b 7 0
+	touch "$DG_TMP/file"
+	ln -s "$DG_TMP/file" "$DG_TMP/filelink"
+	mknod "$DG_TMP/gpu" c 195 0
+	run -2 dg grant --pid "$CPID" --device "$DG_TMP/blk:/dev/blk"
+	[[ "$output" == *"is a block device"* ]]
+	[[ "$output" == *"hint: devgate grants character devices only"* ]]
+	run -2 dg grant --pid "$CPID" --device "$DG_TMP/file:/dev/file"
+	[[ "$output" == *"'$DG_TMP/file' is not a character device"* ]]
+	run -2 dg grant --pid "$CPID" --device "$DG_TMP/filelink:/dev/file"
+	[[ "$output" == *"is not a character device"* ]]
+	run -2 dg grant --pid "$CPID" --device "$DG_TMP/gpu:/dev/gpu"
+	[[ "$output" == *"(195:0) is a GPU-class device devgate manages"* ]]
+	[[ "$output" == *"hint: grant GPUs with --gpu"* ]]
+	run -2 dg grant --pid "$CPID" --device $LC:/dev/a/b
+	[[ "$output" == *"container path '/dev/a/b' is not /dev/NAME with a single name"* ]]
+	run -2 dg grant --pid "$CPID" --device $LC:/dev/..
+	run -2 dg grant --pid "$CPID" --device $LC:/dev/../etc/x
+	run -2 dg grant --pid "$CPID" --device $LC:/tmp/x
+	[[ "$output" == *"is not under /dev"* ]]
+	run -2 dg grant --pid "$CPID" --device $LC:/dev/nvidia9
+	[[ "$output" == *"is a GPU node's name"* ]]
+	# A HOST outside /dev needs a PATH; the default PATH is HOST.
+	ln -s $LC "$DG_TMP/lclink"
+	run -2 dg grant --pid "$CPID" --device "$DG_TMP/lclink"
+	[[ "$output" == *"is not under /dev"* ]]
+	run -2 dg grant --pid "$CPID" --device /dev/no-such-device
+	[[ "$output" == *"'/dev/no-such-device': No such file or directory"* ]]
+	run -2 dg grant --pid "$CPID" --device dev/full
+	[[ "$output" == *"the host path must be absolute"* ]]
+	# One bad device spoils the whole request, GPUs included.
+	run -2 dg grant --pid "$CPID" --gpu 0 --device $LC --device "$DG_TMP/blk:/dev/blk"
+	[ "$(grants_of "$DG_CGROOT/$CID")" = 0 ]
+	no_leases
+	run -1 probe "$CID" /dev/blk /dev/nvidia0
+	[ "${lines[0]}" = "/dev/blk ENOENT" ]
+	[ "${lines[1]}" = "/dev/nvidia0 ENOENT" ]
+	[ "$(devflag)" = 0 ]
+	# Usage errors send nothing.
+	run -2 dg grant --pid "$CPID" --device ''
+	[[ "$output" == *"--device wants a path"* ]]
+}
+
+@test "a symlink HOST is resolved: the device it names is granted" {
+	container c
+	ln -s $LC "$DG_TMP/lclink"
+	run -0 dg grant --pid "$CPID" --device "$DG_TMP/lclink:/dev/viaLink"
+	run -0 probe "$CID" /dev/viaLink
+	run -0 dg_runc exec "$CID" stat -c '%t:%T' /dev/viaLink
+	[ "$output" = "a:ed" ]
+	run -0 dg --json status
+	[ "$(echo "$output" | jq -r '.leases[0].devices[0].host')" = "$DG_TMP/lclink" ]
+}
+
+@test "restart keeps a device lease; the flag is recomputed at start" {
+	container c
+	run -0 dg grant --pid "$CPID" --device $LC
+	record=$(ls "$DG_TMP/state/leases/"*.json)
+	[ "$(jq -c '.devices' "$record")" = \
+		'[{"path":"/dev/loop-control","host":"/dev/loop-control","type":"c","major":10,"minor":237}]' ]
+	stop_daemon
+	# devgated down: the grant holds (kernel objects outlive it).
+	run -0 probe "$CID" $LC
+	# A wrong flag is put right at start.
+	bpftool map update pinned "$DG_PINS/dg_devgrants_v1" key 0 0 0 0 value 0 0 0 0
+	[ "$(devflag)" = 0 ]
+	start_daemon
+	[ "$(devflag)" = 1 ]
+	run -0 probe "$CID" $LC
+	run -0 dg --json status
+	[ "$(echo "$output" | jq -r '.leases[0].devices[0].path')" = $LC ]
+	run -0 dg revoke --pid "$CPID"
+	[ "$(devflag)" = 0 ]
+	stop_daemon
+	bpftool map update pinned "$DG_PINS/dg_devgrants_v1" key 0 0 0 0 value 1 0 0 0
+	start_daemon
+	[ "$(devflag)" = 0 ]
+}
+
+@test "a record with a malformed devices field goes to leases/broken/" {
+	container c
+	run -0 dg grant --pid "$CPID" --device $LC
+	record=$(ls "$DG_TMP/state/leases/"*.json)
+	stop_daemon
+	jq '.devices[0].path = "/dev/a/b"' "$record" >"$record.new"
+	mv "$record.new" "$record"
+	start_daemon
+	[ -f "$DG_TMP/state/leases/broken/${record##*/}" ]
+	# Not provable from the grants map alone (no path): the grant goes.
+	[ "$(grants_of "$DG_CGROOT/$CID")" = 0 ]
+	run -1 probe "$CID" $LC
+	[ "$output" = "$LC EPERM" ]
+	[ "$(devflag)" = 0 ]
+}
+
+# crash_at POINT CMD...: devgated armed to die at POINT runs CMD.
+crash_at() {
+	local point=$1
+	shift
+	stop_daemon
+	DEVGATE_FAULT=$point start_daemon
+	"$@" >/dev/null 2>&1 || true
+	wait_until 5 sh -c "! kill -0 $DG_DAEMON_PID 2>/dev/null" ||
+		fail "devgated did not die at fault point $point"
+	wait "$DG_DAEMON_PID" 2>/dev/null || true
+	DG_DAEMON_PID=
+}
+
+@test "a crash mid-grant of a device is rolled back, mid-revoke finished; the flag follows" {
+	container c
+	crash_at grant.grants dg grant --pid "$CPID" --device $LC
+	# Died after the grant went in: the flag was set before it.
+	[ "$(devflag)" = 1 ]
+	start_daemon
+	no_leases
+	[ "$(grants_of "$DG_CGROOT/$CID")" = 0 ]
+	[ "$(devflag)" = 0 ]
+	run -1 probe "$CID" $LC
+	[ "$output" = "$LC ENOENT" ]
+
+	run -0 dg grant --pid "$CPID" --device $LC --device /dev/full:/dev/myfull
+	crash_at revoke.grants dg revoke --pid "$CPID" --device $LC
+	[ "$(grants_of "$DG_CGROOT/$CID")" = 1 ]
+	start_daemon
+	run -0 dg --json status
+	[ "$(echo "$output" | jq -c '[.leases[0].devices[].path]')" = '["/dev/myfull"]' ]
+	run -1 probe "$CID" $LC
+	[ "$output" = "$LC ENOENT" ]
+	[ "$(devflag)" = 1 ]
+	crash_at revoke.record dg revoke --pid "$CPID"
+	start_daemon
+	no_leases
+	[ "$(devflag)" = 0 ]
+	[ "$(grants_of "$DG_CGROOT/$CID")" = 0 ]
+}
+
+@test "admin-group may grant GPUs but not host devices: root only" {
+	container c
+	stop_daemon
+	chmod 0711 "$DG_TMP" # nobody must reach the socket's directory
+	DG_SOCK="$DG_TMP/run/sock"
+	start_daemon --socket-group 4242 --admin-group 4343
+	run -4 setpriv --reuid 65534 --regid 65534 --groups 4242,4343 \
+		"$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" grant --pid "$CPID" --device $LC
+	[[ "${lines[0]}" == *"granting host devices (--device) is for root only"* ]]
+	[ "$(grants_of "$DG_CGROOT/$CID")" = 0 ]
+	no_leases
+	run -0 setpriv --reuid 65534 --regid 65534 --groups 4242,4343 \
+		"$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" grant --pid "$CPID" --gpu 0
+}
