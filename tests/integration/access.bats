@@ -154,10 +154,13 @@ PY
 	run -2 dg -t 0 list
 }
 
+# pidfds devgated holds for clients: not the one of its spare node helper.
 pidfds_of_daemon() {
-	local f n=0
+	local f pid n=0
 	for f in "/proc/$DG_DAEMON_PID"/fd/*; do
-		[ "$(readlink "$f" 2>/dev/null)" = "anon_inode:[pidfd]" ] && n=$((n + 1))
+		[ "$(readlink "$f" 2>/dev/null)" = "anon_inode:[pidfd]" ] || continue
+		pid=$(awk '/^Pid:/ { print $2 }' "/proc/$DG_DAEMON_PID/fdinfo/${f##*/}" 2>/dev/null)
+		[ "$(cat "/proc/$pid/comm" 2>/dev/null)" = devgated-node ] || n=$((n + 1))
 	done
 	echo "$n"
 }
