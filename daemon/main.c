@@ -26,6 +26,7 @@
 #include "events.h"
 #include "fault.h"
 #include "grant.h"
+#include "guard.h"
 #include "log.h"
 #include "metrics.h"
 #include "metrics_http.h"
@@ -360,7 +361,7 @@ static void open_attach_watch(struct daemon *d)
 
 	if (!d->cfg.attach_events)
 		return;
-	r = attach_watch_open(watch_attach_changed, d, &d->attach);
+	r = attach_watch_open(watch_attach_changed, watch_attach_replaced, d, &d->attach);
 	if (r == 0)
 		log_info("displaced gates are healed on attach events");
 	else
@@ -546,6 +547,7 @@ static int run(struct daemon *d)
 		} else if (!spares_made && now_mono_ns() - busy_ns >= SPARE_IDLE_MS * 1000000ull) {
 			nodes_prepare();
 			bpfgate_prepare(d->bg);
+			guard_find_owners(d->bg);
 			spares_made = true;
 		}
 	}
