@@ -591,8 +591,7 @@ static bool prog_gone(uint32_t id)
 	return fd < 0 && errno == ENOENT;
 }
 
-static bool asked_replace(const struct bpfgate *bg, uint64_t cgid, uint32_t old_id,
-			  uint32_t new_id)
+static bool asked_replace(const struct bpfgate *bg, uint64_t cgid, uint32_t old_id, uint32_t new_id)
 {
 	for (size_t i = 0; i < MAX_REPLACES; i++) {
 		const struct replace_ask *a = &bg->replaces[i];
@@ -659,8 +658,7 @@ static bool same_runtime_newer(uint32_t old_id, uint32_t new_id)
  */
 static bool superseded(const struct bpfgate *bg, uint64_t cgid, uint32_t old_id, uint32_t new_id)
 {
-	if (!asked_replace(bg, cgid, old_id, new_id) &&
-	    !owner_moved_on(bg, cgid, old_id, new_id))
+	if (!asked_replace(bg, cgid, old_id, new_id) && !owner_moved_on(bg, cgid, old_id, new_id))
 		return false;
 	return same_runtime_newer(old_id, new_id);
 }
@@ -685,8 +683,8 @@ static const struct pinned *find_superseded(const struct bpfgate *bg, uint64_t c
 }
 
 /* An ask is kept while old's gate stands and new may still be attached. */
-static void prune_asks(struct bpfgate *bg, uint64_t cgid, const struct pinned *pins,
-		       size_t n_pins, const struct attached *now)
+static void prune_asks(struct bpfgate *bg, uint64_t cgid, const struct pinned *pins, size_t n_pins,
+		       const struct attached *now)
 {
 	for (size_t i = 0; i < MAX_REPLACES; i++) {
 		struct replace_ask *a = &bg->replaces[i];
@@ -695,7 +693,7 @@ static void prune_asks(struct bpfgate *bg, uint64_t cgid, const struct pinned *p
 
 		if (a->cgid != cgid)
 			continue;
-		if (old && attached_has(now, old->id) && !(new && attached_has(now, new->id)) &&
+		if (old && attached_has(now, old->id) && !(new &&attached_has(now, new->id)) &&
 		    !prog_gone(a->new_id))
 			continue;
 		*a = (struct replace_ask){ 0 };
@@ -868,8 +866,9 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 				    "cannot inspect the device programs of "
 				    "cgroup %llu: %s",
 				    (unsigned long long)cgid, strerror(-r));
+	/* The common case: already gated, and no runtime program superseded. */
 	if (settled(pins, n_pins, &now) && !replace_pending(bg, cgid) &&
-	    !find_superseded(bg, cgid, pins, n_pins, &now, &(uint32_t){ 0 })) { /* the common case */
+	    !find_superseded(bg, cgid, pins, n_pins, &now, &(uint32_t){ 0 })) {
 		guard_summary(cgfd, pins, n_pins, &gi);
 		if (info)
 			*info = gi;
