@@ -393,10 +393,15 @@ static int recover_pins(struct bpfgate *bg, uint64_t cgid, const char *dir, int 
  */
 static void note_owner(struct bpfgate *bg, uint64_t cgid, uint32_t id)
 {
-	bg->owners[bg->owners_next++ % MAX_OWNERS] = (struct prog_owner){
-		.cgid = cgid,
-		.prog_id = id,
-	};
+	size_t slot = bg->owners_next++ % MAX_OWNERS; /* the oldest, if none is free */
+
+	for (size_t i = 0; i < MAX_OWNERS; i++) {
+		if (!bg->owners[i].cgid) {
+			slot = i;
+			break;
+		}
+	}
+	bg->owners[slot] = (struct prog_owner){ .cgid = cgid, .prog_id = id };
 }
 
 /* Replaces runtime program orig_id on cgfd by a gate, atomically. */
@@ -688,13 +693,13 @@ static void prune_asks(struct bpfgate *bg, uint64_t cgid, const struct pinned *p
 {
 	for (size_t i = 0; i < MAX_REPLACES; i++) {
 		struct replace_ask *a = &bg->replaces[i];
-		const struct pinned *old = gate_for(pins, n_pins, a->old_id);
-		const struct pinned *new = gate_for(pins, n_pins, a->new_id);
+		const struct pinned *old_gate = gate_for(pins, n_pins, a->old_id);
+		const struct pinned *new_gate = gate_for(pins, n_pins, a->new_id);
 
 		if (a->cgid != cgid)
 			continue;
-		if (old && attached_has(now, old->id) && !(new &&attached_has(now, new->id)) &&
-		    !prog_gone(a->new_id))
+		if (old_gate && attached_has(now, old_gate->id) &&
+		    !(new_gate && attached_has(now, new_gate->id)) && !prog_gone(a->new_id))
 			continue;
 		*a = (struct replace_ask){ 0 };
 	}
