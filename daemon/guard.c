@@ -607,13 +607,32 @@ static bool asked_replace(const struct bpfgate *bg, uint64_t cgid, uint32_t old_
 	return false;
 }
 
-void guard_find_owners(struct bpfgate *bg)
-{
-	for (size_t i = 0; i < MAX_OWNERS; i++) {
-		struct prog_owner *o = &bg->owners[i];
+/* A heal storm wraps a program every few ms: one pass a second is enough. */
+#define OWNERS_SCAN_NS 1000000000ull
 
+void guard_find_owners(struct bpfgate *bg, uint64_t now_ns)
+{
+	uint32_t ids[MAX_OWNERS];
+	struct progfd_proc found[MAX_OWNERS];
+	size_t idx[MAX_OWNERS], n = 0;
+
+	if (bg->owners_scan_ns && now_ns - bg->owners_scan_ns < OWNERS_SCAN_NS)
+		return;
+	for (size_t i = 0; i < MAX_OWNERS; i++) {
+		if (bg->owners[i].cgid && !bg->owners[i].proc.pid) {
+			idx[n] = i;
+			ids[n++] = bg->owners[i].prog_id;
+		}
+	}
+	if (n == 0 || progfd_find(ids, n, found) < 0)
+		return;
+	bg->owners_scan_ns = now_ns;
+	for (size_t k = 0; k < n; k++) {
+		struct prog_owner *o = &bg->owners[idx[k]];
+
+		o->proc = found[k];
 		/* Nobody (runc keeps nothing open): nothing to learn from later. */
-		if (o->cgid && !o->proc.pid && progfd_holder(o->prog_id, &o->proc) != 1)
+		if (!o->proc.pid)
 			*o = (struct prog_owner){ 0 };
 	}
 }

@@ -547,7 +547,7 @@ static int run(struct daemon *d)
 		} else if (!spares_made && now_mono_ns() - busy_ns >= SPARE_IDLE_MS * 1000000ull) {
 			nodes_prepare();
 			bpfgate_prepare(d->bg);
-			guard_find_owners(d->bg);
+			guard_find_owners(d->bg, now_mono_ns());
 			spares_made = true;
 		}
 	}

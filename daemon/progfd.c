@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <dirent.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -30,8 +31,8 @@ static int start_time(int piddir, uint64_t *ret)
 	return 0;
 }
 
-/* Whether descriptor name of piddir is a BPF program with id prog_id. */
-static bool fd_is_prog(int piddir, const char *name, uint32_t prog_id)
+/* The id of the BPF program behind descriptor name of piddir; 0: not one. */
+static uint32_t fd_prog_id(int piddir, const char *name)
 {
 	char path[300], link[32], line[128];
 	ssize_t n;
@@ -42,25 +43,26 @@ static bool fd_is_prog(int piddir, const char *name, uint32_t prog_id)
 	snprintf(path, sizeof(path), "fd/%s", name);
 	n = readlinkat(piddir, path, link, sizeof(link) - 1);
 	if (n <= 0)
-		return false;
+		return 0;
 	link[n] = '\0';
 	if (strcmp(link, "anon_inode:bpf-prog") != 0)
-		return false;
+		return 0;
 	snprintf(path, sizeof(path), "fdinfo/%s", name);
 	fd = openat(piddir, path, O_RDONLY | O_CLOEXEC);
 	f = fd < 0 ? NULL : fdopen(fd, "re");
 	if (!f) {
 		safe_close(fd);
-		return false;
+		return 0;
 	}
 	while (fgets(line, sizeof(line), f)) {
 		if (sscanf(line, "prog_id: %u", &id) == 1)
-			return id == prog_id;
+			return id;
 	}
-	return false;
+	return 0;
 }
 
-static int holds_in(int piddir, uint32_t prog_id)
+/* Sets held[i] where piddir holds program ids[i] open; -ESRCH if unreadable. */
+static int scan_fds(int piddir, const uint32_t *ids, size_t n, bool *held)
 {
 	int fd = openat(piddir, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	auto_closedir DIR *d = fd < 0 ? NULL : fdopendir(fd);
@@ -71,13 +73,15 @@ static int holds_in(int piddir, uint32_t prog_id)
 		return -ESRCH;
 	}
 	while ((de = readdir(d))) {
-		if (de->d_name[0] != '.' && fd_is_prog(piddir, de->d_name, prog_id))
-			return 1;
+		uint32_t id = de->d_name[0] == '.' ? 0 : fd_prog_id(piddir, de->d_name);
+
+		for (size_t i = 0; id && i < n; i++)
+			held[i] |= ids[i] == id;
 	}
 	return 0;
 }
 
-int progfd_holder(uint32_t prog_id, struct progfd_proc *ret)
+int progfd_find(const uint32_t *ids, size_t n, struct progfd_proc *ret)
 {
 	auto_closedir DIR *d = opendir("/proc");
 	struct dirent *de;
@@ -85,17 +89,25 @@ int progfd_holder(uint32_t prog_id, struct progfd_proc *ret)
 
 	if (!d)
 		return -errno;
+	for (size_t i = 0; i < n; i++)
+		ret[i] = (struct progfd_proc){ 0 };
 	while ((de = readdir(d))) {
 		auto_close int piddir = -1;
+		bool held[PROGFD_MAX] = { false };
+		uint64_t start = 0;
 		uint32_t pid;
 
 		if (parse_u32(de->d_name, &pid) < 0 || pid == 0 || (pid_t)pid == self)
 			continue;
 		piddir = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (piddir < 0 || holds_in(piddir, prog_id) != 1)
+		if (piddir < 0 ||
+		    scan_fds(piddir, ids, n < PROGFD_MAX ? n : PROGFD_MAX, held) < 0 ||
+		    start_time(piddir, &start) < 0)
 			continue;
-		ret->pid = (pid_t)pid;
-		return start_time(piddir, &ret->start) == 0 ? 1 : 0;
+		for (size_t i = 0; i < n && i < PROGFD_MAX; i++) {
+			if (held[i] && !ret[i].pid)
+				ret[i] = (struct progfd_proc){ .pid = (pid_t)pid, .start = start };
+		}
 	}
 	return 0;
 }
@@ -105,10 +117,14 @@ int progfd_holds(const struct progfd_proc *p, uint32_t prog_id)
 	char path[32];
 	uint64_t start;
 	auto_close int piddir = -1;
+	int r;
 
 	snprintf(path, sizeof(path), "/proc/%d", (int)p->pid);
 	piddir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	bool held = false;
+
 	if (piddir < 0 || start_time(piddir, &start) < 0 || start != p->start)
 		return -ESRCH;
-	return holds_in(piddir, prog_id);
+	r = scan_fds(piddir, &prog_id, 1, &held);
+	return r < 0 ? r : held;
 }

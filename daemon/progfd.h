@@ -8,6 +8,7 @@
 #ifndef DEVGATE_PROGFD_H
 #define DEVGATE_PROGFD_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -17,8 +18,13 @@ struct progfd_proc {
 	uint64_t start; /* /proc/PID/stat field 22 */
 };
 
-/* A process other than this one with a descriptor of prog_id: 1 found, 0 none. */
-int progfd_holder(uint32_t prog_id, struct progfd_proc *ret);
+#define PROGFD_MAX 64 /* ids looked for in one pass */
+
+/*
+ * One pass over every process but this one: ret[i] gets a process with a
+ * descriptor of program ids[i], pid 0 where none has one. -errno.
+ */
+int progfd_find(const uint32_t *ids, size_t n, struct progfd_proc *ret);
 /* 1 when p holds a descriptor of prog_id, 0 when not, -ESRCH when p is gone. */
 int progfd_holds(const struct progfd_proc *p, uint32_t prog_id);
 
