@@ -17,7 +17,7 @@
 
 #define MAX_PROGS 64 /* the kernel's limit per cgroup and attach type */
 #define MAX_REPLACES 16
-#define MAX_OWNERS PROGFD_MAX
+#define MAX_OWNERS 64
 
 /* The process that kept a runtime program open when devgate wrapped it. */
 struct prog_owner {
@@ -53,7 +53,6 @@ struct bpfgate {
 	unsigned int replaces_next;
 	struct prog_owner owners[MAX_OWNERS]; /* a ring, like replaces */
 	unsigned int owners_next;
-	uint64_t owners_scan_ns; /* the last look for owners (CLOCK_MONOTONIC) */
 };
 
 struct attached {

@@ -386,22 +386,21 @@ static int recover_pins(struct bpfgate *bg, uint64_t cgid, const char *dir, int 
 	return fixed;
 }
 
-/*
- * Remembers to look for who keeps runtime program id open. Looking reads
- * every process's descriptors (ms), so guard_find_owners does it once
- * devgated is idle, not while a grant waits.
- */
-static void note_owner(struct bpfgate *bg, uint64_t cgid, uint32_t id)
+/* Remembers who keeps runtime program id open, if anyone (runc keeps nothing). */
+static void note_owner(struct bpfgate *bg, uint64_t cgid, int cgfd, uint32_t id)
 {
+	struct prog_owner o = { .cgid = cgid, .prog_id = id };
 	size_t slot = bg->owners_next++ % MAX_OWNERS; /* the oldest, if none is free */
 
+	if (progfd_owner(cgfd, id, &o.proc) != 1)
+		return;
 	for (size_t i = 0; i < MAX_OWNERS; i++) {
 		if (!bg->owners[i].cgid) {
 			slot = i;
 			break;
 		}
 	}
-	bg->owners[slot] = (struct prog_owner){ .cgid = cgid, .prog_id = id };
+	bg->owners[slot] = o;
 }
 
 /* Replaces runtime program orig_id on cgfd by a gate, atomically. */
@@ -446,7 +445,7 @@ static int wrap(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd, ui
 		log_warning_errno(r,
 				  "cannot keep device program %u: %m (it lives as long as its pin)",
 				  orig_id);
-	note_owner(bg, cgid, orig_id);
+	note_owner(bg, cgid, cgfd, orig_id);
 	log_debug("cgroup %llu: gate in place of device program %u", (unsigned long long)cgid,
 		  orig_id);
 	keep_for_tally(&skel, tally_src);
@@ -605,36 +604,6 @@ static bool asked_replace(const struct bpfgate *bg, uint64_t cgid, uint32_t old_
 			return true;
 	}
 	return false;
-}
-
-/* A heal storm wraps a program every few ms: one pass a second is enough. */
-#define OWNERS_SCAN_NS 1000000000ull
-
-void guard_find_owners(struct bpfgate *bg, uint64_t now_ns)
-{
-	uint32_t ids[MAX_OWNERS];
-	struct progfd_proc found[MAX_OWNERS];
-	size_t idx[MAX_OWNERS], n = 0;
-
-	if (bg->owners_scan_ns && now_ns - bg->owners_scan_ns < OWNERS_SCAN_NS)
-		return;
-	for (size_t i = 0; i < MAX_OWNERS; i++) {
-		if (bg->owners[i].cgid && !bg->owners[i].proc.pid) {
-			idx[n] = i;
-			ids[n++] = bg->owners[i].prog_id;
-		}
-	}
-	if (n == 0 || progfd_find(ids, n, found) < 0)
-		return;
-	bg->owners_scan_ns = now_ns;
-	for (size_t k = 0; k < n; k++) {
-		struct prog_owner *o = &bg->owners[idx[k]];
-
-		o->proc = found[k];
-		/* Nobody (runc keeps nothing open): nothing to learn from later. */
-		if (!o->proc.pid)
-			*o = (struct prog_owner){ 0 };
-	}
 }
 
 static void forget_owners(struct bpfgate *bg, uint64_t cgid, uint32_t id)

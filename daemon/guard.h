@@ -34,13 +34,6 @@ int guard_needed(struct bpfgate *bg, uint64_t cgid, int cgfd, uint64_t *digest);
  * the next guard_apply drops old_id's gate, as the replace meant.
  */
 void guard_note_replace(struct bpfgate *bg, uint64_t cgid, uint32_t old_id, uint32_t new_id);
-/*
- * Finds which process keeps each newly wrapped runtime program open (LXC's
- * monitor does; runc keeps nothing). Call when idle: it reads every
- * process's descriptors, in one pass, at most once a second. A runtime that later keeps a newer
- * program open instead has replaced the older one: see drop_superseded in guard.c.
- */
-void guard_find_owners(struct bpfgate *bg, uint64_t now_ns);
 /* cgroup ids that have a pin directory. */
 int guard_list(struct bpfgate *bg, uint64_t **ret, size_t *ret_n);
 

@@ -26,7 +26,6 @@
 #include "events.h"
 #include "fault.h"
 #include "grant.h"
-#include "guard.h"
 #include "log.h"
 #include "metrics.h"
 #include "metrics_http.h"
@@ -547,7 +546,6 @@ static int run(struct daemon *d)
 		} else if (!spares_made && now_mono_ns() - busy_ns >= SPARE_IDLE_MS * 1000000ull) {
 			nodes_prepare();
 			bpfgate_prepare(d->bg);
-			guard_find_owners(d->bg, now_mono_ns());
 			spares_made = true;
 		}
 	}

@@ -61,8 +61,8 @@ static uint32_t fd_prog_id(int piddir, const char *name)
 	return 0;
 }
 
-/* Sets held[i] where piddir holds program ids[i] open; -ESRCH if unreadable. */
-static int scan_fds(int piddir, const uint32_t *ids, size_t n, bool *held)
+/* 1 when piddir holds program prog_id open, 0 when not, -ESRCH if unreadable. */
+static int holds_in(int piddir, uint32_t prog_id)
 {
 	int fd = openat(piddir, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	auto_closedir DIR *d = fd < 0 ? NULL : fdopendir(fd);
@@ -73,41 +73,79 @@ static int scan_fds(int piddir, const uint32_t *ids, size_t n, bool *held)
 		return -ESRCH;
 	}
 	while ((de = readdir(d))) {
-		uint32_t id = de->d_name[0] == '.' ? 0 : fd_prog_id(piddir, de->d_name);
-
-		for (size_t i = 0; id && i < n; i++)
-			held[i] |= ids[i] == id;
+		if (de->d_name[0] != '.' && fd_prog_id(piddir, de->d_name) == prog_id)
+			return 1;
 	}
 	return 0;
 }
 
-int progfd_find(const uint32_t *ids, size_t n, struct progfd_proc *ret)
+static int parent_of(pid_t pid, pid_t *ret)
 {
-	auto_closedir DIR *d = opendir("/proc");
-	struct dirent *de;
-	pid_t self = getpid();
+	char path[64], buf[512];
+	auto_close int fd = -1;
+	ssize_t n;
+	const char *p;
+	int ppid;
 
-	if (!d)
-		return -errno;
-	for (size_t i = 0; i < n; i++)
-		ret[i] = (struct progfd_proc){ 0 };
-	while ((de = readdir(d))) {
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return -ESRCH;
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* then " S PPID" */
+	if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1)
+		return -EINVAL;
+	*ret = ppid;
+	return 0;
+}
+
+/* The distinct parents of the first PROGFD_PROCS processes of cgfd. */
+static size_t parents(int cgfd, pid_t *out, size_t max)
+{
+	int fd = openat(cgfd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+	auto_fclose FILE *f = fd < 0 ? NULL : fdopen(fd, "re");
+	size_t n = 0;
+	int pid;
+
+	if (!f) {
+		safe_close(fd);
+		return 0;
+	}
+	for (size_t seen = 0; seen < PROGFD_PROCS && n < max && fscanf(f, "%d", &pid) == 1;
+	     seen++) {
+		pid_t ppid;
+		bool dup = false;
+
+		if (parent_of(pid, &ppid) < 0 || ppid <= 0)
+			continue;
+		for (size_t i = 0; i < n; i++)
+			dup |= out[i] == ppid;
+		if (!dup)
+			out[n++] = ppid;
+	}
+	return n;
+}
+
+int progfd_owner(int cgfd, uint32_t prog_id, struct progfd_proc *ret)
+{
+	pid_t cand[PROGFD_PROCS];
+	size_t n = parents(cgfd, cand, ARRAY_SIZE(cand));
+
+	for (size_t i = 0; i < n; i++) {
+		struct progfd_proc p = { .pid = cand[i] };
+		char path[32];
 		auto_close int piddir = -1;
-		bool held[PROGFD_MAX] = { false };
-		uint64_t start = 0;
-		uint32_t pid;
 
-		if (parse_u32(de->d_name, &pid) < 0 || pid == 0 || (pid_t)pid == self)
+		if (p.pid == getpid())
 			continue;
-		piddir = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (piddir < 0 ||
-		    scan_fds(piddir, ids, n < PROGFD_MAX ? n : PROGFD_MAX, held) < 0 ||
-		    start_time(piddir, &start) < 0)
+		snprintf(path, sizeof(path), "/proc/%d", (int)p.pid);
+		piddir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (piddir < 0 || start_time(piddir, &p.start) < 0 ||
+		    holds_in(piddir, prog_id) != 1)
 			continue;
-		for (size_t i = 0; i < n && i < PROGFD_MAX; i++) {
-			if (held[i] && !ret[i].pid)
-				ret[i] = (struct progfd_proc){ .pid = (pid_t)pid, .start = start };
-		}
+		*ret = p;
+		return 1;
 	}
 	return 0;
 }
@@ -117,14 +155,10 @@ int progfd_holds(const struct progfd_proc *p, uint32_t prog_id)
 	char path[32];
 	uint64_t start;
 	auto_close int piddir = -1;
-	int r;
 
 	snprintf(path, sizeof(path), "/proc/%d", (int)p->pid);
 	piddir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	bool held = false;
-
 	if (piddir < 0 || start_time(piddir, &start) < 0 || start != p->start)
 		return -ESRCH;
-	r = scan_fds(piddir, &prog_id, 1, &held);
-	return r < 0 ? r : held;
+	return holds_in(piddir, prog_id);
 }

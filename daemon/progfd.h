@@ -18,13 +18,14 @@ struct progfd_proc {
 	uint64_t start; /* /proc/PID/stat field 22 */
 };
 
-#define PROGFD_MAX 64 /* ids looked for in one pass */
+#define PROGFD_PROCS 256 /* processes of a cgroup whose parents are looked at */
 
 /*
- * One pass over every process but this one: ret[i] gets a process with a
- * descriptor of program ids[i], pid 0 where none has one. -errno.
+ * The process that keeps program prog_id open among the parents of cgfd's
+ * processes: a runtime's monitor is the parent of the container's init
+ * (LXC's lxc-start). 1 found, 0 none. Reads a few /proc entries, not all.
  */
-int progfd_find(const uint32_t *ids, size_t n, struct progfd_proc *ret);
+int progfd_owner(int cgfd, uint32_t prog_id, struct progfd_proc *ret);
 /* 1 when p holds a descriptor of prog_id, 0 when not, -ESRCH when p is gone. */
 int progfd_holds(const struct progfd_proc *p, uint32_t prog_id);
 
