@@ -83,9 +83,11 @@ struct dg_self {
 
 struct dg_attach_event {
 	__u64 cgroup_id;
-	__u64 ts_ns; /* CLOCK_MONOTONIC */
-	__u32 what;  /* DG_ATTACH_* */
-	__u32 pid;   /* who did it */
+	__u64 ts_ns;	  /* CLOCK_MONOTONIC */
+	__u32 what;	  /* DG_ATTACH_* */
+	__u32 pid;	  /* who did it */
+	__u32 prog_id;	  /* the program attached or detached; 0: unknown */
+	__u32 replace_id; /* attach: the program it was to replace (BPF_F_REPLACE), or 0 */
 };
 
 struct dg_ratelimit_key {

@@ -18,6 +18,7 @@ struct attach_watch {
 	struct attach_watch_bpf *skel;
 	struct ring_buffer *rb;
 	attach_watch_fn fn;
+	attach_watch_replace_fn replaced;
 	void *ctx;
 	size_t n;
 	struct {
@@ -35,6 +36,8 @@ static int on_sample(void *ctx, void *data, size_t size)
 	if (size < sizeof(ev))
 		return 0;
 	memcpy(&ev, data, sizeof(ev));
+	if (ev.what == DG_ATTACH_ATTACHED && ev.replace_id && w->replaced)
+		w->replaced(w->ctx, ev.cgroup_id, ev.replace_id, ev.prog_id);
 	for (size_t i = 0; i < w->n; i++) {
 		if (w->batch[i].cgroup_id == ev.cgroup_id)
 			return 0; /* the first of a burst dates it */
@@ -48,7 +51,8 @@ static int on_sample(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-int attach_watch_open(attach_watch_fn fn, void *ctx, struct attach_watch **ret)
+int attach_watch_open(attach_watch_fn fn, attach_watch_replace_fn replaced, void *ctx,
+		      struct attach_watch **ret)
 {
 	struct attach_watch *w = calloc(1, sizeof(*w));
 	int r;
@@ -56,6 +60,7 @@ int attach_watch_open(attach_watch_fn fn, void *ctx, struct attach_watch **ret)
 	if (!w)
 		return -ENOMEM;
 	w->fn = fn;
+	w->replaced = replaced;
 	w->ctx = ctx;
 	w->skel = attach_watch_bpf__open();
 	if (!w->skel) {

@@ -15,8 +15,16 @@ struct attach_watch;
 /* Called once per cgroup changed, after the ring is drained. */
 typedef void (*attach_watch_fn)(void *ctx, uint64_t cgroup_id, uint32_t pid, uint64_t ts_ns);
 
-/* Loads and attaches the tracing programs; -errno. */
-int attach_watch_open(attach_watch_fn fn, void *ctx, struct attach_watch **ret);
+/*
+ * Called at once, in order, for each attach that asked to replace old_id by
+ * new_id (BPF_F_REPLACE), whether or not it succeeded: before fn for the burst.
+ */
+typedef void (*attach_watch_replace_fn)(void *ctx, uint64_t cgroup_id, uint32_t old_id,
+					uint32_t new_id);
+
+/* Loads and attaches the tracing programs; -errno. replaced may be NULL. */
+int attach_watch_open(attach_watch_fn fn, attach_watch_replace_fn replaced, void *ctx,
+		      struct attach_watch **ret);
 void attach_watch_free(struct attach_watch *w);
 /* Readable when events wait (for epoll). */
 int attach_watch_fd(const struct attach_watch *w);

@@ -13,8 +13,25 @@
 #include "errors.h"
 #include "devgate.skel.h"
 #include "keeper.h"
+#include "progfd.h"
 
 #define MAX_PROGS 64 /* the kernel's limit per cgroup and attach type */
+#define MAX_REPLACES 16
+#define MAX_OWNERS 64
+
+/* The process that kept a runtime program open when devgate wrapped it. */
+struct prog_owner {
+	uint64_t cgid; /* 0: a free entry */
+	uint32_t prog_id;
+	struct progfd_proc proc;
+};
+
+/* An attach that asked to replace old_id by new_id (guard_note_replace). */
+struct replace_ask {
+	uint64_t cgid; /* 0: a free entry */
+	uint32_t old_id;
+	uint32_t new_id;
+};
 
 struct bpfgate {
 	char *pin_root;
@@ -33,6 +50,10 @@ struct bpfgate {
 	uint64_t last_sweep_ns;
 	uint32_t counters_id; /* proves a program ours: gate and tally both count in it */
 	struct keeper keeper;
+	struct replace_ask replaces[MAX_REPLACES]; /* a ring: the oldest is overwritten */
+	unsigned int replaces_next;
+	struct prog_owner owners[MAX_OWNERS]; /* a ring, like replaces */
+	unsigned int owners_next;
 };
 
 struct attached {

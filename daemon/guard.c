@@ -386,6 +386,23 @@ static int recover_pins(struct bpfgate *bg, uint64_t cgid, const char *dir, int 
 	return fixed;
 }
 
+/* Remembers who keeps runtime program id open, if anyone (runc keeps nothing). */
+static void note_owner(struct bpfgate *bg, uint64_t cgid, int cgfd, uint32_t id)
+{
+	struct prog_owner o = { .cgid = cgid, .prog_id = id };
+	size_t slot = bg->owners_next++ % MAX_OWNERS; /* the oldest, if none is free */
+
+	if (progfd_owner(cgfd, id, &o.proc) != 1)
+		return;
+	for (size_t i = 0; i < MAX_OWNERS; i++) {
+		if (!bg->owners[i].cgid) {
+			slot = i;
+			break;
+		}
+	}
+	bg->owners[slot] = o;
+}
+
 /* Replaces runtime program orig_id on cgfd by a gate, atomically. */
 static int wrap(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd, uint32_t orig_id,
 		uint32_t cg_flags, struct devgate **tally_src, struct dg_error *err)
@@ -428,6 +445,7 @@ static int wrap(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd, ui
 		log_warning_errno(r,
 				  "cannot keep device program %u: %m (it lives as long as its pin)",
 				  orig_id);
+	note_owner(bg, cgid, cgfd, orig_id);
 	log_debug("cgroup %llu: gate in place of device program %u", (unsigned long long)cgid,
 		  orig_id);
 	keep_for_tally(&skel, tally_src);
@@ -533,6 +551,204 @@ static int place_tally(struct bpfgate *bg, uint64_t cgid, const char *dir, int c
 	}
 	return attach_last(bpf_program__fd((*tally_src)->progs.devgate_tally), dir, cgfd, "tally",
 			   err);
+}
+
+void guard_note_replace(struct bpfgate *bg, uint64_t cgid, uint32_t old_id, uint32_t new_id)
+{
+	bg->replaces[bg->replaces_next++ % MAX_REPLACES] = (struct replace_ask){
+		.cgid = cgid,
+		.old_id = old_id,
+		.new_id = new_id,
+	};
+}
+
+static bool replace_pending(const struct bpfgate *bg, uint64_t cgid)
+{
+	for (size_t i = 0; i < MAX_REPLACES; i++) {
+		if (bg->replaces[i].cgid == cgid)
+			return true;
+	}
+	return false;
+}
+
+static void forget_replaces(struct bpfgate *bg, uint64_t cgid)
+{
+	for (size_t i = 0; i < MAX_REPLACES; i++) {
+		if (bg->replaces[i].cgid == cgid)
+			bg->replaces[i] = (struct replace_ask){ 0 };
+	}
+}
+
+static const struct pinned *gate_for(const struct pinned *pins, size_t n, uint32_t orig_id)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (pins[i].kind == PIN_GATE && pins[i].orig_id == orig_id)
+			return &pins[i];
+	}
+	return NULL;
+}
+
+static bool prog_gone(uint32_t id)
+{
+	auto_close int fd = bpf_prog_get_fd_by_id(id);
+
+	return fd < 0 && errno == ENOENT;
+}
+
+static bool asked_replace(const struct bpfgate *bg, uint64_t cgid, uint32_t old_id, uint32_t new_id)
+{
+	for (size_t i = 0; i < MAX_REPLACES; i++) {
+		const struct replace_ask *a = &bg->replaces[i];
+
+		if (a->cgid == cgid && a->old_id == old_id && a->new_id == new_id)
+			return true;
+	}
+	return false;
+}
+
+static void forget_owners(struct bpfgate *bg, uint64_t cgid, uint32_t id)
+{
+	for (size_t i = 0; i < MAX_OWNERS; i++) {
+		if (bg->owners[i].cgid == cgid && (!id || bg->owners[i].prog_id == id))
+			bg->owners[i] = (struct prog_owner){ 0 };
+	}
+}
+
+/* The process that kept old open when it was wrapped now keeps new, not old. */
+static bool owner_moved_on(const struct bpfgate *bg, uint64_t cgid, uint32_t old_id,
+			   uint32_t new_id)
+{
+	for (size_t i = 0; i < MAX_OWNERS; i++) {
+		const struct prog_owner *o = &bg->owners[i];
+
+		if (o->cgid == cgid && o->prog_id == old_id)
+			return progfd_holds(&o->proc, old_id) == 0 &&
+			       progfd_holds(&o->proc, new_id) == 1;
+	}
+	return false;
+}
+
+/* Same type, same creator, new loaded no earlier than old. */
+static bool same_runtime_newer(uint32_t old_id, uint32_t new_id)
+{
+	struct bpf_prog_info a = { 0 }, b = { 0 };
+	uint32_t la = sizeof(a), lb = sizeof(b);
+	auto_close int old_fd = bpf_prog_get_fd_by_id(old_id);
+	auto_close int new_fd = bpf_prog_get_fd_by_id(new_id);
+
+	if (old_fd < 0 || new_fd < 0 || bpf_obj_get_info_by_fd(old_fd, &a, &la) < 0 ||
+	    bpf_obj_get_info_by_fd(new_fd, &b, &lb) < 0)
+		return false;
+	return a.type == b.type && a.created_by_uid == b.created_by_uid &&
+	       b.load_time >= a.load_time;
+}
+
+/*
+ * Whether the runtime moved from old to new. Its own word is needed: an
+ * attach that asked to replace old by new (attach events), or the process
+ * that kept old open now keeping new instead (LXC's monitor). A program
+ * merely attached later proves nothing: it may be meant to add to old.
+ */
+static bool superseded(const struct bpfgate *bg, uint64_t cgid, uint32_t old_id, uint32_t new_id)
+{
+	if (!asked_replace(bg, cgid, old_id, new_id) && !owner_moved_on(bg, cgid, old_id, new_id))
+		return false;
+	return same_runtime_newer(old_id, new_id);
+}
+
+/* The first attached gate whose runtime program another attached gate's supersedes. */
+static const struct pinned *find_superseded(const struct bpfgate *bg, uint64_t cgid,
+					    const struct pinned *pins, size_t n_pins,
+					    const struct attached *now, uint32_t *new_id)
+{
+	for (size_t i = 0; i < n_pins; i++) {
+		if (pins[i].kind != PIN_GATE || !attached_has(now, pins[i].id))
+			continue;
+		for (size_t j = 0; j < n_pins; j++) {
+			if (j == i || pins[j].kind != PIN_GATE || !attached_has(now, pins[j].id) ||
+			    !superseded(bg, cgid, pins[i].orig_id, pins[j].orig_id))
+				continue;
+			*new_id = pins[j].orig_id;
+			return &pins[i];
+		}
+	}
+	return NULL;
+}
+
+/* An ask is kept while old's gate stands and new may still be attached. */
+static void prune_asks(struct bpfgate *bg, uint64_t cgid, const struct pinned *pins, size_t n_pins,
+		       const struct attached *now)
+{
+	for (size_t i = 0; i < MAX_REPLACES; i++) {
+		struct replace_ask *a = &bg->replaces[i];
+		const struct pinned *old_gate = gate_for(pins, n_pins, a->old_id);
+		const struct pinned *new_gate = gate_for(pins, n_pins, a->new_id);
+
+		if (a->cgid != cgid)
+			continue;
+		if (old_gate && attached_has(now, old_gate->id) &&
+		    !(new_gate && attached_has(now, new_gate->id)) && !prog_gone(a->new_id))
+			continue;
+		*a = (struct replace_ask){ 0 };
+	}
+}
+
+/* Detaches the gate standing in for old and lets old go. */
+static int drop_gate(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
+		     const struct pinned *old, uint32_t new_id, struct dg_error *err)
+{
+	char name[32];
+	int r;
+
+	snprintf(name, sizeof(name), "gate-%u", old->orig_id);
+	r = detach_pinned(dir, name, cgfd);
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r,
+				    "cannot detach the gate for device program %u: %s",
+				    old->orig_id, strerror(-r));
+	unpin_one(dir, old);
+	keeper_release(&bg->keeper, old->orig_id);
+	forget_owners(bg, cgid, old->orig_id);
+	log_notice("cgroup %llu: the runtime replaced device program %u by %u; "
+		   "the gate for %u is removed",
+		   (unsigned long long)cgid, old->orig_id, new_id, old->orig_id);
+	return 0;
+}
+
+/*
+ * A runtime that replaces its program (BPF_F_REPLACE) finds a gate in its
+ * place and is refused; LXC then attaches the new one beside it and tries
+ * to detach the old. Left alone, the old program would go on denying what
+ * the new one allows, while granted and after the revoke. Once the new one
+ * has its own gate, the old one's goes, as the replace meant.
+ */
+static int drop_superseded(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
+			   struct dg_error *err)
+{
+	struct pinned pins[MAX_PROGS];
+	struct attached now = { 0 };
+	size_t n_pins = 0;
+	int r;
+
+	for (;;) {
+		const struct pinned *old;
+		uint32_t new_id = 0;
+
+		r = read_pins(dir, pins, MAX_PROGS, &n_pins);
+		if (r == 0)
+			r = bpfgate_query(cgfd, false, &now);
+		if (r < 0)
+			return dg_error_set(err, DG_E_KERNEL, r, "cannot inspect cgroup %llu: %s",
+					    (unsigned long long)cgid, strerror(-r));
+		old = find_superseded(bg, cgid, pins, n_pins, &now, &new_id);
+		if (!old)
+			break;
+		r = drop_gate(bg, cgid, dir, cgfd, old, new_id, err);
+		if (r < 0)
+			return r;
+	}
+	prune_asks(bg, cgid, pins, n_pins, &now);
+	return 0;
 }
 
 /* Nothing to do: every program on the cgroup is ours and ours are all there, tally last. */
@@ -643,7 +859,9 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 				    "cannot inspect the device programs of "
 				    "cgroup %llu: %s",
 				    (unsigned long long)cgid, strerror(-r));
-	if (settled(pins, n_pins, &now)) { /* the common case: already gated */
+	/* The common case: already gated, and no runtime program superseded. */
+	if (settled(pins, n_pins, &now) && !replace_pending(bg, cgid) &&
+	    !find_superseded(bg, cgid, pins, n_pins, &now, &(uint32_t){ 0 })) {
 		guard_summary(cgfd, pins, n_pins, &gi);
 		if (info)
 			*info = gi;
@@ -664,6 +882,9 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 			return r;
 		gi.wrapped++;
 	}
+	r = drop_superseded(bg, cgid, dir, cgfd, err);
+	if (r < 0)
+		return r;
 	if (now.n == 0) {
 		r = attach_default(bg, cgid, dir, cgfd, &tally_src, err);
 		if (r < 0)
@@ -717,7 +938,9 @@ int guard_needed(struct bpfgate *bg, uint64_t cgid, int cgfd, uint64_t *digest)
 		return r;
 	if (digest)
 		*digest = digest_of(&now);
-	return !settled(pins, n_pins, &now);
+	if (!settled(pins, n_pins, &now) || replace_pending(bg, cgid))
+		return 1;
+	return find_superseded(bg, cgid, pins, n_pins, &now, &(uint32_t){ 0 }) != NULL;
 }
 
 /* Puts runtime program orig back in place of gate pinned as gate-ORIG. */
@@ -806,6 +1029,8 @@ int guard_remove(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *e
 		if (r < 0)
 			return r;
 	}
+	forget_replaces(bg, cgid);
+	forget_owners(bg, cgid, 0);
 	/* The runtime programs are back on their cgroup, or it is gone: let go. */
 	for (size_t i = 0; i < n_pins; i++) {
 		if (pins[i].kind == PIN_GATE)

@@ -27,6 +27,13 @@ int guard_remove(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *e
  * (may be NULL) gets guard_digest() of the very programs it judged.
  */
 int guard_needed(struct bpfgate *bg, uint64_t cgid, int cgfd, uint64_t *digest);
+/*
+ * An attach on cgid asked to replace runtime program old_id by new_id
+ * (attach_watch). Where old_id is behind a gate the kernel refused it; if
+ * the runtime then attaches new_id anyway (LXC falls back to appending),
+ * the next guard_apply drops old_id's gate, as the replace meant.
+ */
+void guard_note_replace(struct bpfgate *bg, uint64_t cgid, uint32_t old_id, uint32_t new_id);
 /* cgroup ids that have a pin directory. */
 int guard_list(struct bpfgate *bg, uint64_t **ret, size_t *ret_n);
 

@@ -371,7 +371,7 @@ static void open_attach_watch(struct daemon *d)
 
 	if (!d->cfg.attach_events)
 		return;
-	r = attach_watch_open(watch_attach_changed, d, &d->attach);
+	r = attach_watch_open(watch_attach_changed, watch_attach_replaced, d, &d->attach);
 	if (r == 0)
 		log_info("displaced gates are healed on attach events");
 	else

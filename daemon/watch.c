@@ -241,6 +241,21 @@ void watch_attach_changed(void *ctx, uint64_t cgroup_id, uint32_t pid, uint64_t 
 }
 
 /*
+ * Only a leased cgroup has gates that a runtime could have meant to replace
+ * through; guard_apply decides what the attempt proves.
+ */
+void watch_attach_replaced(void *ctx, uint64_t cgroup_id, uint32_t old_id, uint32_t new_id)
+{
+	struct daemon *d = ctx;
+
+	if (!lease_table_find(&d->leases, cgroup_id))
+		return;
+	log_debug("cgroup %llu: an attach asked to replace device program %u by %u",
+		  (unsigned long long)cgroup_id, old_id, new_id);
+	guard_note_replace(d->bg, cgroup_id, old_id, new_id);
+}
+
+/*
  * Leases re-checked per tick. inotify already reports ended containers, so
  * the tick is a safety net; bounding it keeps one tick from holding up
  * requests (at ~50 us a lease) on a host with thousands of containers.

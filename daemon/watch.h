@@ -22,6 +22,8 @@ void watch_tick(struct daemon *d);
 void watch_heal_tick(struct daemon *d);
 /* attach_watch_fn: someone else (PID) changed cgroup_id's device programs at ts_ns. */
 void watch_attach_changed(void *ctx, uint64_t cgroup_id, uint32_t pid, uint64_t ts_ns);
+/* attach_watch_replace_fn: someone asked to replace old_id by new_id on cgroup_id. */
+void watch_attach_replaced(void *ctx, uint64_t cgroup_id, uint32_t old_id, uint32_t new_id);
 /* Before a grant is refused for want of a GPU: release leases whose container
  * has ended unseen. Returns how many. */
 size_t watch_release_ended(struct daemon *d, uint64_t except_cgid);

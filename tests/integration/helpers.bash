@@ -11,6 +11,8 @@ DG_ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 DEVGATE_BUILD=${DEVGATE_BUILD:-$DG_ROOT/build}
 # shellcheck source=../lib/runc.sh
 . "$DG_ROOT/tests/lib/runc.sh"
+# shellcheck source=../lib/lxc.sh
+. "$DG_ROOT/tests/lib/lxc.sh"
 
 fail() {
 	echo "FAIL: $*" >&2
@@ -36,6 +38,10 @@ requires() {
 		bpf) [ -d /sys/fs/bpf ] || missing "needs /sys/fs/bpf" ;;
 		runc) command -v runc >/dev/null || missing "needs runc" ;;
 		podman) command -v podman >/dev/null || missing "needs podman" ;;
+		lxc)
+			command -v lxc-start >/dev/null && "$DG_LXC_PY" -c 'import lxc' 2>/dev/null ||
+				missing "needs lxc and python3-lxc"
+			;;
 		promtool) command -v promtool >/dev/null || missing "needs promtool" ;;
 		prometheus) command -v prometheus >/dev/null || missing "needs prometheus" ;;
 		scdoc) command -v scdoc >/dev/null || missing "needs scdoc" ;;
@@ -48,7 +54,7 @@ requires() {
 # Per-file: one mount namespace for runc.
 dg_setup_file() {
 	export DG_NSDIR="/run/devgate-test.$$.${BATS_TEST_FILENAME##*/}"
-	if [ "$(id -u)" = 0 ] && command -v runc >/dev/null; then
+	if [ "$(id -u)" = 0 ] && { command -v runc || command -v lxc-start; } >/dev/null; then
 		dg_ns_setup
 	fi
 }
@@ -68,6 +74,7 @@ dg_setup() {
 	DG_HOST="$DG_TMP/host"
 	DG_CGROOT=$(dg_cgroot)
 	DG_CONTAINERS=()
+	DG_LXCS=()
 	DG_CGROUPS=()
 	DG_DAEMON_PID=
 }
@@ -75,6 +82,7 @@ dg_setup() {
 dg_teardown() {
 	local c status=0
 	for c in "${DG_CONTAINERS[@]}"; do dg_rm "$c"; done
+	for c in "${DG_LXCS[@]}"; do dg_lxc_rm "$c"; done
 	stop_daemon TERM || status=1
 	# Sanitizer builds report into the daemon's log; any report fails the test.
 	if [ -f "${DG_TMP:-}/daemon.log" ] &&
@@ -170,6 +178,26 @@ container() {
 	DG_CONTAINERS+=("$CID")
 	DG_CGROUPS+=("$DG_CGROOT/$CID")
 	[ -n "$CPID" ] && [ "$CPID" != null ]
+}
+
+# lxc_container NAME: starts an LXC container (dg_lxc_create); sets CPID,
+# CID (its LXC name) and CG (its cgroup).
+lxc_container() {
+	requires lxc
+	CID="$DG_ID-$1"
+	DG_LXCS+=("$CID")
+	DG_CGROUPS+=("$DG_CGROOT/lxc.payload.$CID" "$DG_CGROOT/lxc.monitor.$CID")
+	dg_lxc_create "$CID" "$DEVGATE_BUILD/probe"
+	CPID=$(dg_lxc_start "$CID")
+	CG="$DG_CGROOT/lxc.payload.$CID"
+	[ -n "$CPID" ] && [ -n "$(cg_progs "$CG")" ]
+}
+
+# lxc_probe CID PATH...: probe inside an LXC container.
+lxc_probe() {
+	local cid=$1
+	shift
+	dg_lxc lxc-attach -n "$cid" -- /bin/probe "$@"
 }
 
 # probe CID PATH...: open(2) from inside the container, one result per line.
