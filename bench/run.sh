@@ -353,7 +353,7 @@ t0=$(ticks)
 sleep 10
 heal_cpu=$(awk -v a="$t0" -v b="$(ticks)" -v hz="$(getconf CLK_TCK)" \
 	'BEGIN { printf "%.2f", (b - a) / hz / 10 * 100 }')
-heal_period=$(awk -v n="$heal_leases" 'BEGIN { p = n * 0.25; print (p > 10) ? p : 10 }')
+heal_period=$(awk -v n="$heal_leases" 'BEGIN { p = n * 0.5; print (p > 10) ? p : 10 }')
 heal_per_lease=$(awk -v c="$heal_cpu" -v n="$heal_leases" -v p="$heal_period" \
 	'BEGIN { printf "%.1f", c / 100 * p * 1000 / n }')
 dg grant --pid "$PID" --gpu 0 --shared >/dev/null

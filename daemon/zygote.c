@@ -24,7 +24,8 @@ static struct {
 	zygote_child_fn fn;
 } zygote = { 0, -1, NULL };
 
-static int child_fork(struct child *ret)
+/* fork() with a socket between the two; *sock is this side's end. 0 in the child. */
+static pid_t fork_paired(int *sock)
 {
 	int sv[2];
 	pid_t pid;
@@ -39,13 +40,23 @@ static int child_fork(struct child *ret)
 		close(sv[1]);
 		return r;
 	}
+	close(sv[pid == 0 ? 0 : 1]);
+	*sock = sv[pid == 0 ? 1 : 0];
+	return pid;
+}
+
+static int child_fork(struct child *ret)
+{
+	int sock = -1;
+	pid_t pid = fork_paired(&sock);
+
+	if (pid < 0)
+		return pid;
 	if (pid == 0) {
-		close(sv[0]);
-		zygote.fn(sv[1]);
+		zygote.fn(sock);
 		_exit(1);
 	}
-	close(sv[1]);
-	*ret = (struct child){ .pid = pid, .sock = sv[0], .pidfd = pidfd_open_pid(pid) };
+	*ret = (struct child){ .pid = pid, .sock = sock, .pidfd = pidfd_open_pid(pid) };
 	if (ret->pidfd < 0)
 		ret->pidfd = -1;
 	return 0;
@@ -103,26 +114,17 @@ static void zygote_main(int sock, pid_t parent)
 
 int zygote_start(zygote_child_fn fn)
 {
-	pid_t parent = getpid();
-	int sv[2];
-	pid_t pid;
+	pid_t parent = getpid(), pid;
+	int sock = -1;
 
 	zygote.fn = fn;
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-		return -errno;
-	pid = fork();
-	if (pid < 0) {
-		int r = -errno;
-
-		close(sv[0]);
-		close(sv[1]);
-		return r;
-	}
+	pid = fork_paired(&sock);
+	if (pid < 0)
+		return pid;
 	if (pid == 0)
-		zygote_main(sv[1], parent);
-	close(sv[1]);
+		zygote_main(sock, parent);
 	zygote.pid = pid;
-	zygote.sock = sv[0];
+	zygote.sock = sock;
 	return 0;
 }
 

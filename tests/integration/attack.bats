@@ -125,19 +125,28 @@ plant() {
 	[ -z "$(ls "$DG_TMP/host-marker")" ]
 }
 
-@test "a container swapping its /dev entries with renameat2 while devgate grants and revokes: the host stays untouched" {
-	local b="$DG_TMP/r" rounds=${DEVGATE_RACE_ROUNDS:-200}
+# vol_container NAME [APPLET...]: a runc container with the host directory
+# $DG_TMP/vol (a marker in it) bind-mounted on /vol, and busybox APPLETs.
+# Sets CID and CPID.
+vol_container() {
+	local b="$DG_TMP/$1" a
 	dg_bundle "$b" "$DEVGATE_BUILD/probe"
+	for a in "${@:2}"; do ln -sf busybox "$b/rootfs/bin/$a"; done
 	mkdir -p "$DG_TMP/vol"
 	echo marker >"$DG_TMP/vol/marker"
 	touch -d '2020-01-01' "$DG_TMP/vol/marker" "$DG_TMP/vol"
 	jq --arg vol "$DG_TMP/vol" '.mounts += [{"destination": "/vol", "type": "bind",
 		"source": $vol, "options": ["rbind", "rw"]}]' "$b/config.json" >"$b/c.json"
 	mv "$b/c.json" "$b/config.json"
-	CID="$DG_ID-r"
+	CID="$DG_ID-$1"
 	CPID=$(dg_run "$CID" "$b")
 	DG_CONTAINERS+=("$CID")
 	DG_CGROUPS+=("$DG_CGROOT/$CID")
+}
+
+@test "a container swapping its /dev entries with renameat2 while devgate grants and revokes: the host stays untouched" {
+	local rounds=${DEVGATE_RACE_ROUNDS:-200}
+	vol_container r
 	snap=$(stat -c '%s %Y' "$DG_TMP/vol/marker" "$DG_TMP/vol"; ls -a "$DG_TMP/vol")
 	# Symlinks into the host volume, swapped with whatever devgate puts there.
 	dg_runc exec "$CID" ln -s /vol/nvidia0 /dev/.evil0
@@ -208,18 +217,7 @@ take_pid() {
 }
 
 @test "a hostile /proc inside the container: devgate reads none of it" {
-	local b="$DG_TMP/p"
-	dg_bundle "$b" "$DEVGATE_BUILD/probe"
-	for a in mount mkdir; do ln -sf busybox "$b/rootfs/bin/$a"; done
-	mkdir -p "$DG_TMP/vol"
-	echo marker >"$DG_TMP/vol/marker"
-	jq --arg vol "$DG_TMP/vol" '.mounts += [{"destination": "/vol", "type": "bind",
-		"source": $vol, "options": ["rbind", "rw"]}]' "$b/config.json" >"$b/c.json"
-	mv "$b/c.json" "$b/config.json"
-	CID="$DG_ID-p"
-	CPID=$(dg_run "$CID" "$b")
-	DG_CONTAINERS+=("$CID")
-	DG_CGROUPS+=("$DG_CGROOT/$CID")
+	vol_container p mount mkdir
 	# What a container that may mount can do: its /proc becomes a tmpfs whose
 	# self/root and 1/root lead to the host volume, with a /dev in it. A
 	# helper that looked anything up in /proc after entering would land there.
