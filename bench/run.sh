@@ -547,6 +547,8 @@ for root), so the heal check (\`--heal-ms\`, 10 ms) finds the change.
 
 Goal p99 <= 50 ms with one lease: ${heal_p99} ms, $(verdict "$heal_p99" 50). Violations
 (a denied GPU let through) in all rounds: $(grep -c violations "$OUT/heal-scale.txt" "$OUT/heal.tap" | awk -F: '{ s += $2 } END { print s + 0 }').
+With many leases each displacement comes a few ms after the previous heal,
+so it waits nearly a whole period: the second row is the worst case.
 The check's cost with $heal_leases leases held and idle: $heal_cpu% of a CPU,
 ~$heal_per_lease us per lease and look.
 EOF
