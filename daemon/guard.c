@@ -1018,9 +1018,15 @@ int guard_remove(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *e
 
 		/* Lost pins first: what is ours is found on the cgroup itself. */
 		r = inspect(bg, cgid, dir, cgfd, pins, &n_pins, &now);
-	} else if (r == 0) {
-		r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);
+		/* Removed since it was opened (a container that just ended): nothing
+		 * is attached any more, so only the pins go. */
+		if (r == -ENOENT) {
+			cgfd = -1;
+			r = 0;
+		}
 	}
+	if (r == 0 && cgfd < 0)
+		r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);
 	if (r < 0)
 		return dg_error_set(err, DG_E_KERNEL, r, "cannot read pins of cgroup %llu: %s",
 				    (unsigned long long)cgid, strerror(-r));
