@@ -324,7 +324,7 @@ static json_object *encode_array(const struct dg_field *f, const void *in)
 {
 	json_object *a = json_object_new_array();
 	size_t n = *CAT(in, f->n_off, size_t);
-	const char *items = *CAT(in, f->off, const char *);
+	const char *items = *CAT(in, f->off, char *);
 
 	for (size_t i = 0; i < n; i++) {
 		if (f->type == DG_F_STRS) {
@@ -349,7 +349,7 @@ static json_object *encode_field(const struct dg_field *f, const void *in)
 	case DG_F_INT:
 		return json_object_new_int64(*CAT(in, f->off, int64_t));
 	case DG_F_STR:
-		s = *CAT(in, f->off, const char *);
+		s = *CAT(in, f->off, char *);
 		return s ? json_object_new_string(s) : NULL;
 	case DG_F_ID:
 		snprintf(id, sizeof(id), "%llu", (unsigned long long)*CAT(in, f->off, uint64_t));

@@ -22,9 +22,9 @@
  * what devgate last found settled: one handle open and one query per lease,
  * the full check only on a difference. A lease costs ~12 us a look
  * (bench/results.md, 2 cores), so the period grows by HEAL_LEASE_US per
- * lease to stay near 2.5% of a CPU with thousands of leases. Not by the time a look took: a query can wait
- * ms on the cgroup lock while a runtime attaches, and one slow look must
- * not slow the next heal.
+ * lease to stay near 2.5% of a CPU with thousands of leases. Not by the time a look took: a query
+ * can wait ms on the cgroup lock while a runtime attaches, and one slow look must not slow the next
+ * heal.
  */
 #define HEAL_LEASE_US 500
 
