@@ -24,6 +24,7 @@
 
 #include "cleanup.h"
 #include "confine.h"
+#include "fdpass.h"
 #include "log.h"
 #include "nodes.h"
 #include "zygote.h"
@@ -356,24 +357,10 @@ static void helper_run(const struct helper_job *job, int pidfd, int rootfd, stru
 }
 
 /* Receives the job and its two fds; false when the daemon hung up. */
-static bool spare_receive(int sock, struct helper_job *job, int fds[2])
+static bool spare_receive(int sock, struct helper_job *job, int fds[FDPASS_MAX])
 {
-	char control[CMSG_SPACE(2 * sizeof(int))];
-	struct iovec iov = { .iov_base = job, .iov_len = sizeof(*job) };
-	struct msghdr mh = {
-		.msg_iov = &iov,
-		.msg_iovlen = 1,
-		.msg_control = control,
-		.msg_controllen = sizeof(control),
-	};
-	struct cmsghdr *c;
-
-	if (recvmsg(sock, &mh, 0) != (ssize_t)sizeof(*job) || job->n > DG_MAX_NODES)
+	if (fds_recv(sock, job, sizeof(*job), fds) != 2 || job->n > DG_MAX_NODES)
 		return false;
-	c = CMSG_FIRSTHDR(&mh);
-	if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(2 * sizeof(int)))
-		return false;
-	memcpy(fds, CMSG_DATA(c), 2 * sizeof(int));
 	job->root_path[sizeof(job->root_path) - 1] = '\0';
 	return true;
 }
@@ -383,7 +370,7 @@ static void spare_main(int sock)
 {
 	struct helper_job job;
 	struct helper_msg msg = { 0 };
-	int fds[2], devnull, confined;
+	int fds[FDPASS_MAX], devnull, confined;
 
 	/* Keep nothing of the daemon's: not its sockets, maps or log. */
 	if (dup2(sock, 3) < 0)
@@ -469,31 +456,18 @@ static int spare_spawn(void)
 
 void nodes_prepare(void)
 {
-	reap_spent();
 	int r;
 
+	reap_spent();
 	if (spare.pid <= 0 && (r = spare_spawn()) < 0)
 		log_debug_errno(r, "cannot fork a spare node helper yet: %m");
 }
 
 static int send_job(const struct helper_job *job, int pidfd, int rootfd)
 {
-	char control[CMSG_SPACE(2 * sizeof(int))] = { 0 };
-	struct iovec iov = { .iov_base = (void *)job, .iov_len = sizeof(*job) };
-	struct msghdr mh = {
-		.msg_iov = &iov,
-		.msg_iovlen = 1,
-		.msg_control = control,
-		.msg_controllen = sizeof(control),
-	};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-	int fds[2] = { pidfd, rootfd };
+	const int fds[2] = { pidfd, rootfd };
 
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(fds));
-	memcpy(CMSG_DATA(c), fds, sizeof(fds));
-	return sendmsg(spare.sock, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(*job) ? 0 : -errno;
+	return fds_send(spare.sock, job, sizeof(*job), fds, 2);
 }
 
 static int run_helper(const struct target *t, const struct helper_job *job, struct helper_msg *msg)

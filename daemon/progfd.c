@@ -10,26 +10,8 @@
 
 #include "cleanup.h"
 #include "progfd.h"
+#include "target.h"
 #include "util.h"
-
-static int start_time(int piddir, uint64_t *ret)
-{
-	char buf[1024];
-	auto_close int fd = openat(piddir, "stat", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-	const char *p;
-
-	if (n <= 0)
-		return -ESRCH;
-	buf[n] = '\0';
-	/* comm may hold spaces and ')': fields count from the last ')'. */
-	p = strrchr(buf, ')');
-	for (int field = 2; p && field < 22; field++)
-		p = strchr(p + 1, ' ');
-	if (!p || sscanf(p + 1, "%llu", (unsigned long long *)ret) != 1)
-		return -EINVAL;
-	return 0;
-}
 
 /* The id of the BPF program behind descriptor name of piddir; 0: not one. */
 static uint32_t fd_prog_id(int piddir, const char *name)
@@ -81,23 +63,10 @@ static int holds_in(int piddir, uint32_t prog_id)
 
 static int parent_of(pid_t pid, pid_t *ret)
 {
-	char path[64], buf[512];
-	auto_close int fd = -1;
-	ssize_t n;
-	const char *p;
-	int ppid;
+	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-	if (n <= 0)
-		return -ESRCH;
-	buf[n] = '\0';
-	p = strrchr(buf, ')'); /* then " S PPID" */
-	if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1)
-		return -EINVAL;
-	*ret = ppid;
-	return 0;
+	return proc_stat(AT_FDCWD, path, ret, NULL);
 }
 
 /* The distinct parents of the first PROGFD_PROCS processes of cgfd. */
@@ -141,7 +110,7 @@ int progfd_owner(int cgfd, uint32_t prog_id, struct progfd_proc *ret)
 			continue;
 		snprintf(path, sizeof(path), "/proc/%d", (int)p.pid);
 		piddir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (piddir < 0 || start_time(piddir, &p.start) < 0 ||
+		if (piddir < 0 || proc_stat(piddir, "stat", NULL, &p.start) < 0 ||
 		    holds_in(piddir, prog_id) != 1)
 			continue;
 		*ret = p;
@@ -158,7 +127,7 @@ int progfd_holds(const struct progfd_proc *p, uint32_t prog_id)
 
 	snprintf(path, sizeof(path), "/proc/%d", (int)p->pid);
 	piddir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (piddir < 0 || start_time(piddir, &start) < 0 || start != p->start)
+	if (piddir < 0 || proc_stat(piddir, "stat", NULL, &start) < 0 || start != p->start)
 		return -ESRCH;
 	return holds_in(piddir, prog_id);
 }

@@ -85,25 +85,37 @@ static int open_cgroup(const struct cgroot *root, struct target *t, const char *
 	return 0;
 }
 
-/* When pid started, in clock ticks since boot; 0 when it is gone. */
-static unsigned long long start_time(pid_t pid)
+int proc_stat(int dirfd, const char *path, pid_t *ppid, uint64_t *start)
 {
 	auto_free char *text = NULL;
-	unsigned long long start = 0;
-	char path[64];
+	unsigned long long st;
 	const char *p;
+	int parent;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (read_file_at(AT_FDCWD, path, 4096, &text, NULL) < 0)
-		return 0;
+	if (read_file_at(dirfd, path, 4096, &text, NULL) < 0)
+		return -ESRCH;
 	/* After the command name, which may hold spaces and parentheses. */
 	p = strrchr(text, ')');
 	if (!p || sscanf(p + 2,
-			 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+			 "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
 			 "%*d %*d %*d %llu",
-			 &start) != 1)
-		return 0;
-	return start;
+			 &parent, &st) != 2)
+		return -EINVAL;
+	if (ppid)
+		*ppid = parent;
+	if (start)
+		*start = st;
+	return 0;
+}
+
+/* When pid started, in clock ticks since boot; 0 when it is gone. */
+static uint64_t start_time(pid_t pid)
+{
+	uint64_t start = 0;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	return proc_stat(AT_FDCWD, path, NULL, &start) < 0 ? 0 : start;
 }
 
 /*
@@ -114,7 +126,7 @@ static unsigned long long start_time(pid_t pid)
 static int oldest_pid(int cgfd, pid_t *ret)
 {
 	auto_free char *text = NULL;
-	unsigned long long best = 0;
+	uint64_t best = 0;
 	char *save = NULL;
 	int r = read_file_at(cgfd, "cgroup.procs", (size_t)1024 * 1024, &text, NULL);
 
@@ -123,7 +135,7 @@ static int oldest_pid(int cgfd, pid_t *ret)
 	*ret = 0;
 	for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
 		pid_t pid;
-		unsigned long long st;
+		uint64_t st;
 
 		if (parse_pid(l, &pid) < 0 || !(st = start_time(pid)))
 			continue;

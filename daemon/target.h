@@ -37,6 +37,13 @@ int target_from_cgroup(const struct cgroot *root, const char *self_cgroup, const
 		       struct target *ret, struct dg_error *err);
 void target_done(struct target *t);
 
+/*
+ * From a /proc/PID/stat file (path relative to dirfd): the parent and the
+ * start time in clock ticks since boot; either may be NULL. -ESRCH when
+ * the process is gone.
+ */
+int proc_stat(int dirfd, const char *path, pid_t *ppid, uint64_t *start);
+
 int pidfd_open_pid(pid_t pid);
 /* 0 while the process behind pidfd runs, -ESRCH once it has exited. */
 int pidfd_alive(int pidfd);

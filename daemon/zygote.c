@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "fdpass.h"
 #include "log.h"
 #include "target.h"
 #include "zygote.h"
@@ -65,19 +66,9 @@ static int child_fork(struct child *ret)
 /* Sends the child's pid, socket and pidfd to devgated. */
 static int zygote_send(const struct child *c)
 {
-	char control[CMSG_SPACE(2 * sizeof(int))] = { 0 };
-	struct iovec iov = { .iov_base = (void *)&c->pid, .iov_len = sizeof(c->pid) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control };
-	struct cmsghdr *cm;
-	int fds[2] = { c->sock, c->pidfd };
+	const int fds[2] = { c->sock, c->pidfd };
 
-	mh.msg_controllen = c->pidfd >= 0 ? CMSG_SPACE(2 * sizeof(int)) : CMSG_SPACE(sizeof(int));
-	cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = c->pidfd >= 0 ? CMSG_LEN(2 * sizeof(int)) : CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), fds, c->pidfd >= 0 ? 2 * sizeof(int) : sizeof(int));
-	return sendmsg(ZYGOTE_FD, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(c->pid) ? 0 : -errno;
+	return fds_send(ZYGOTE_FD, &c->pid, sizeof(c->pid), fds, c->pidfd >= 0 ? 2 : 1);
 }
 
 /* The zygote's whole life; never returns. */
@@ -142,29 +133,18 @@ void zygote_stop(void)
 /* The zygote's reply: the child's pid, socket and (if any) pidfd. */
 static int zygote_receive(struct child *ret)
 {
-	char control[CMSG_SPACE(2 * sizeof(int))];
 	struct pollfd p = { .fd = zygote.sock, .events = POLLIN };
+	int fds[FDPASS_MAX] = { -1, -1 };
 	pid_t pid = 0;
-	struct iovec iov = { .iov_base = &pid, .iov_len = sizeof(pid) };
-	struct msghdr mh = {
-		.msg_iov = &iov,
-		.msg_iovlen = 1,
-		.msg_control = control,
-		.msg_controllen = sizeof(control),
-	};
-	struct cmsghdr *c;
-	int fds[2] = { -1, -1 };
-	size_t n;
+	int n;
 
 	if (poll(&p, 1, ZYGOTE_TIMEOUT_MS) != 1)
 		return -ETIMEDOUT;
-	if (recvmsg(zygote.sock, &mh, MSG_CMSG_CLOEXEC) != (ssize_t)sizeof(pid))
-		return -EPIPE;
-	c = CMSG_FIRSTHDR(&mh);
-	if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(sizeof(int)))
+	n = fds_recv(zygote.sock, &pid, sizeof(pid), fds);
+	if (n < 0)
+		return n;
+	if (n == 0)
 		return -EPROTO;
-	n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-	memcpy(fds, CMSG_DATA(c), (n > 2 ? 2 : n) * sizeof(int));
 	*ret = (struct child){ .pid = pid, .sock = fds[0], .pidfd = n > 1 ? fds[1] : -1 };
 	return 0;
 }
