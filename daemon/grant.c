@@ -88,18 +88,26 @@ static size_t node_diff(const struct dg_node *from, size_t n_from, const struct 
 	return n;
 }
 
+/* Whether nodes hold a host device (--device), not only GPU-class nodes. */
+static bool has_host_device(struct daemon *d, const struct dg_node *nodes, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (!bpfgate_is_gpu_major(d->bg, nodes[i].major))
+			return true;
+	}
+	return false;
+}
+
 /* After device grants went: the gate's flag off again once none is left on the host. */
 static void devgrants_sync(struct daemon *d, const struct dg_node *nodes, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		if (!bpfgate_is_gpu_major(d->bg, nodes[i].major)) {
-			int r = bpfgate_devgrants_sync(d->bg);
+	int r;
 
-			if (r < 0)
-				log_warning_errno(r, "cannot update the device grant flag: %m");
-			return;
-		}
-	}
+	if (!has_host_device(d, nodes, n))
+		return;
+	r = bpfgate_devgrants_sync(d->bg);
+	if (r < 0)
+		log_warning_errno(r, "cannot update the device grant flag: %m");
 }
 
 static void grants_del(struct daemon *d, uint64_t cgid, const struct dg_node *nodes, size_t n)
@@ -119,16 +127,12 @@ static int grants_put(struct daemon *d, uint64_t cgid, const struct dg_node *nod
 		      struct dg_error *err)
 {
 	/* The flag before the grant: a crash in between costs lookups, never an open. */
-	for (size_t i = 0; i < n; i++) {
-		int r;
+	if (has_host_device(d, nodes, n)) {
+		int r = bpfgate_devgrants_set(d->bg, true);
 
-		if (bpfgate_is_gpu_major(d->bg, nodes[i].major))
-			continue;
-		r = bpfgate_devgrants_set(d->bg, true);
 		if (r < 0)
 			return dg_error_set(err, DG_E_KERNEL, r,
 					    "cannot set the device grant flag: %s", strerror(-r));
-		break;
 	}
 	for (size_t i = 0; i < n; i++) {
 		int r = bpfgate_grant_put(d->bg, cgid, &nodes[i], GRANT_ACCESS);

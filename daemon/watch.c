@@ -22,9 +22,9 @@
  * what devgate last found settled: one handle open and one query per lease,
  * the full check only on a difference. A lease costs ~12 us a look
  * (bench/results.md, 2 cores), so the period grows by HEAL_LEASE_US per
- * lease to stay near 2.5% of a CPU with thousands of leases. Not by the time a look took: a query
- * can wait ms on the cgroup lock while a runtime attaches, and one slow look must not slow the next
- * heal.
+ * lease to stay near 2.5% of a CPU with thousands of leases. Not by the
+ * time a look took: a query can wait ms on the cgroup lock while a runtime
+ * attaches, and one slow look must not slow the next heal.
  */
 #define HEAL_LEASE_US 500
 
@@ -179,15 +179,12 @@ void watch_handle(struct daemon *d)
  * the digest of the programs only when they were found settled, so a change
  * made by someone else while devgated looked is never taken for settled.
  */
-static bool recheck_guard(struct daemon *d, struct lease *l)
+static bool recheck_guard_at(struct daemon *d, struct lease *l, int cgfd)
 {
 	struct dg_error err = { 0 };
-	auto_close int cgfd = -1;
 	uint64_t digest = 0;
-	int r = cgroup_open_id(&d->cg, l->cgid, &cgfd);
+	int r = guard_needed(d->bg, l->cgid, cgfd, &digest);
 
-	if (r == 0)
-		r = guard_needed(d->bg, l->cgid, cgfd, &digest);
 	l->progs_digest = r == 0 ? digest : 0;
 	if (r <= 0)
 		return false;
@@ -197,6 +194,17 @@ static bool recheck_guard(struct daemon *d, struct lease *l)
 	}
 	metrics_inc(d->metrics, METRIC_RECONCILE_FIXES, 1);
 	return true;
+}
+
+static bool recheck_guard(struct daemon *d, struct lease *l)
+{
+	auto_close int cgfd = -1;
+
+	if (cgroup_open_id(&d->cg, l->cgid, &cgfd) < 0) {
+		l->progs_digest = 0;
+		return false;
+	}
+	return recheck_guard_at(d, l, cgfd);
 }
 
 /* Compares l's device programs with the last found settled. */
@@ -212,7 +220,7 @@ static void heal_check(struct daemon *d, struct lease *l)
 		return; /* a vanished cgroup is for check_ended */
 	/* Our own grants and revokes change it too; the full check tells. */
 	t0 = now_mono_ns();
-	if (recheck_guard(d, l))
+	if (recheck_guard_at(d, l, cgfd))
 		log_notice("the device programs of %s changed; gates re-applied in %.1f ms",
 			   lease_label(l), (double)(now_mono_ns() - t0) / 1e6);
 }
@@ -232,10 +240,11 @@ void watch_attach_changed(void *ctx, uint64_t cgroup_id, uint32_t pid, uint64_t 
 {
 	struct daemon *d = ctx;
 	struct lease *l = lease_table_find(&d->leases, cgroup_id);
-	uint64_t now = now_mono_ns();
+	uint64_t now;
 
 	if (!l || !recheck_guard(d, l))
 		return;
+	now = now_mono_ns(); /* when the gates are back */
 	log_notice("PID %u changed the device programs of %s; gates re-applied %.3f ms later", pid,
 		   lease_label(l), now > ts_ns ? (double)(now - ts_ns) / 1e6 : 0.0);
 }
