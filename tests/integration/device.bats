@@ -219,17 +219,10 @@ devflag() {
 	[ "$(devflag)" = 0 ]
 }
 
-# crash_at POINT CMD...: devgated armed to die at POINT runs CMD.
+# crash_at POINT CMD...: the running devgated replaced by one armed to die at POINT.
 crash_at() {
-	local point=$1
-	shift
 	stop_daemon
-	DEVGATE_FAULT=$point start_daemon
-	"$@" >/dev/null 2>&1 || true
-	wait_until 5 sh -c "! kill -0 $DG_DAEMON_PID 2>/dev/null" ||
-		fail "devgated did not die at fault point $point"
-	wait "$DG_DAEMON_PID" 2>/dev/null || true
-	DG_DAEMON_PID=
+	crash_with "$@"
 }
 
 @test "a crash mid-grant of a device is rolled back, mid-revoke finished; the flag follows" {

@@ -18,18 +18,6 @@ teardown() { dg_teardown; }
 
 ROUNDS=${DEVGATE_FAULT_ROUNDS:-5}
 
-# crash_with POINT CMD...: a devgated armed at POINT; CMD must make it die.
-crash_with() {
-	local point=$1
-	shift
-	DEVGATE_FAULT=$point start_daemon
-	"$@" >/dev/null 2>&1 || true
-	wait_until 5 sh -c "! kill -0 $DG_DAEMON_PID 2>/dev/null" ||
-		fail "devgated did not die at fault point $point"
-	wait "$DG_DAEMON_PID" 2>/dev/null || true
-	DG_DAEMON_PID=
-}
-
 # crash_starting POINT: a devgated that dies at POINT while it starts.
 crash_starting() {
 	DEVGATE_FAULT=$1 "$DEVGATE_BUILD/devgated" --socket "$DG_SOCK" --state-dir "$DG_TMP/state" \

@@ -251,6 +251,18 @@ grants_of() {
 		jq "[.[] | select(.formatted.key.cgroup_id == $id)] | length"
 }
 
+# crash_with POINT CMD...: a devgated armed at POINT; CMD must make it die.
+crash_with() {
+	local point=$1
+	shift
+	DEVGATE_FAULT=$point start_daemon
+	"$@" >/dev/null 2>&1 || true
+	wait_until 5 sh -c "! kill -0 $DG_DAEMON_PID 2>/dev/null" ||
+		fail "devgated did not die at fault point $point"
+	wait "$DG_DAEMON_PID" 2>/dev/null || true
+	DG_DAEMON_PID=
+}
+
 # wait_until SECONDS CMD...: polls CMD every 20 ms; fails after SECONDS.
 wait_until() {
 	local ms end
