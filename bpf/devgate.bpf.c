@@ -13,11 +13,22 @@
  *        programs before it reached (bpf_get_retval) and counts GPU-class
  *        accesses allowed and denied, emitting rate-limited denial events.
  *
- * Each container gets its own copy of both programs: the host's GPU majors
- * in read-only data, so an open() of any other device costs two compares
- * and the tail call with no map access; and the container's cgroup id in
- * the copy's own "self" map, which devgated fills before it attaches the
- * copy, so copies can be loaded ahead of need.
+ * Shared (the rule): gate and tally are loaded and verified once, at start,
+ * and attached to every guarded cgroup. What differs per container lives
+ * in the cgroup's dg_cgstate_v1 storage (one value per cgroup, shared by
+ * every program of ours attached there): its cgroup id, and for each set of
+ * gates the index of the runtime program it stands in for in that set's
+ * prog array (dg_slots<SET>_v1). A first grant is a storage write, a slot
+ * update and one BPF_F_REPLACE attach; the verifier never runs after start.
+ * A set exists per expected_attach_type, because a prog array takes only
+ * programs of its owner's (see bpfgate.c).
+ *
+ * Copies (the exception: a second runtime program on one cgroup, a cgroup
+ * without BPF_F_ALLOW_MULTI): a program loaded for that one cgroup, its
+ * cgroup id in its own "self" map and its runtime program in slot 0.
+ *
+ * Either way the host's GPU majors are in read-only data, so an open() of
+ * any other device costs two compares before the runtime's program.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -26,7 +37,9 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-const volatile __u32 has_runtime = 0;
+const volatile __u32 shared = 0;       /* state in dg_cgstate_v1, not in "self" */
+const volatile __u32 gate_set = 0;     /* shared: which slot of dg_cgstate is this gate's */
+const volatile __u32 has_runtime = 0;  /* copies: slot 0 holds a runtime program */
 const volatile __u32 nvidia_major = 0; /* 0: no such driver */
 const volatile __u32 uvm_major = 0;
 
@@ -37,13 +50,23 @@ struct {
 	__type(value, struct dg_self);
 } self SEC(".maps");
 
-/* Per gate: slot 0 holds the runtime program this gate stands in for. */
+/*
+ * The runtime programs gates stand in for. A copy's own array, slot 0; for
+ * shared gates, user space puts its set's pinned dg_slots<SET>_v1 here.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u32);
 } runtime_prog SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_CGROUP_STORAGE);
+	__type(key, __u64); /* the cgroup id: one value per cgroup, for all our programs */
+	__type(value, struct dg_cgstate);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} dg_cgstate_v1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -97,13 +120,31 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } dg_event_drops_v1 SEC(".maps");
 
-/* The container this copy serves; 0 (matching no grant) until it is set. */
+/* The container this program serves; 0 (matching no grant) until it is set. */
 static __always_inline __u64 my_cgroup(void)
 {
 	__u32 zero = 0;
-	struct dg_self *s = bpf_map_lookup_elem(&self, &zero);
+	struct dg_self *s;
 
+	if (shared) {
+		struct dg_cgstate *st = bpf_get_local_storage(&dg_cgstate_v1, 0);
+
+		return st->cgroup_id;
+	}
+	s = bpf_map_lookup_elem(&self, &zero);
 	return s ? s->cgroup_id : 0;
+}
+
+/* Where in runtime_prog this gate's runtime program is; -1: none (default policy). */
+static __always_inline int runtime_slot(void)
+{
+	if (shared) {
+		struct dg_cgstate *st = bpf_get_local_storage(&dg_cgstate_v1, 0);
+		__u32 slot = st->slot[gate_set & (DG_GATE_SETS - 1)];
+
+		return slot ? (int)slot : -1;
+	}
+	return has_runtime ? 0 : -1;
 }
 
 static __always_inline struct dg_count_val *counter(struct bpf_cgroup_dev_ctx *ctx, __u64 cgid)
@@ -166,14 +207,17 @@ int devgate_gate(struct bpf_cgroup_dev_ctx *ctx)
 	};
 	struct dg_grant_val *grant;
 	struct dg_count_val *cnt;
+	int slot;
 
 	/* Not a GPU: a device grant, if the host has any; else the runtime decides. */
 	if (!is_gpu(ctx)) {
 		if (device_granted(ctx, access))
 			return 1;
-		if (has_runtime)
-			bpf_tail_call(ctx, &runtime_prog, 0);
-		return has_runtime ? 0 : 1;
+		slot = runtime_slot();
+		if (slot < 0)
+			return 1;
+		bpf_tail_call(ctx, &runtime_prog, slot);
+		return 0;
 	}
 	key.cgroup_id = my_cgroup();
 	grant = bpf_map_lookup_elem(&dg_grants_v1, &key);
@@ -183,11 +227,12 @@ int devgate_gate(struct bpf_cgroup_dev_ctx *ctx)
 			__sync_fetch_and_add(&cnt->granted, 1);
 		return 1;
 	}
-	if (has_runtime) {
+	slot = runtime_slot();
+	if (slot >= 0) {
 		cnt = counter(ctx, key.cgroup_id);
 		if (cnt)
 			__sync_fetch_and_add(&cnt->passed, 1);
-		bpf_tail_call(ctx, &runtime_prog, 0);
+		bpf_tail_call(ctx, &runtime_prog, slot);
 		/* Slot empty: fail closed rather than widen the runtime's policy. */
 		return 0;
 	}
@@ -232,6 +277,8 @@ int devgate_tally(struct bpf_cgroup_dev_ctx *ctx)
 	if (!is_gpu(ctx))
 		return 1;
 	cgid = my_cgroup();
+	if (!cgid)
+		return 1; /* attached a moment before devgated names the cgroup */
 	cnt = counter(ctx, cgid);
 	if (bpf_get_retval()) {
 		if (cnt)

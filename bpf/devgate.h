@@ -63,7 +63,6 @@ struct dg_event {
 	__u32 access;
 };
 
-/* A copy's own one-entry map: the container it serves, set before attach. */
 /*
  * A copy's own state, in its "self" map: the container it serves and the
  * runtime program its gate stands in for (0: none). The map lives as long
@@ -74,6 +73,21 @@ struct dg_self {
 	__u64 cgroup_id;
 	__u32 orig_id;
 	__u32 pad;
+};
+
+/*
+ * Shared programs: one set of gates per expected_attach_type a runtime
+ * loads with (0: runc, crun, LXC; 1: BPF_CGROUP_DEVICE, libbpf loaders).
+ * DG_MAX_SLOTS runtime programs per set; slot 0 means none.
+ */
+#define DG_GATE_SETS 2
+#define DG_MAX_SLOTS 65536
+
+/* Per cgroup (dg_cgstate_v1, cgroup storage keyed by cgroup id). */
+struct dg_cgstate {
+	__u64 cgroup_id;	  /* 0 until devgated names the cgroup */
+	__u32 slot[DG_GATE_SETS]; /* set N's gate: its runtime program's slot, 0: none */
+	__u32 orig[DG_GATE_SETS]; /* and that program's id, to refill an emptied slot */
 };
 
 /* attach_watch.bpf.c: someone else changed a cgroup's device programs. */

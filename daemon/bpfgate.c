@@ -146,6 +146,7 @@ static int reuse_shared(struct devgate *skel, const struct devgate *from)
 		{ skel->maps.dg_ratelim_v1, from->maps.dg_ratelim_v1 },
 		{ skel->maps.dg_event_drops_v1, from->maps.dg_event_drops_v1 },
 		{ skel->maps.dg_devgrants_v1, from->maps.dg_devgrants_v1 },
+		{ skel->maps.dg_cgstate_v1, from->maps.dg_cgstate_v1 },
 	};
 	int r = 0;
 
@@ -164,10 +165,10 @@ static int reuse_shared(struct devgate *skel, const struct devgate *from)
  * that copy's maps, so all of them see the same grants, counters and events.
  * The gate's expected_attach_type must match the program it may wrap.
  */
-#define SHARED_MAPS 6
+#define SHARED_MAPS 7
 static const char *const shared_names[SHARED_MAPS] = {
-	"dg_grants_v1",	 "dg_counters_v1",    "dg_events_v1",
-	"dg_ratelim_v1", "dg_event_drops_v1", "dg_devgrants_v1",
+	"dg_grants_v1",	     "dg_counters_v1",	"dg_events_v1",	 "dg_ratelim_v1",
+	"dg_event_drops_v1", "dg_devgrants_v1", "dg_cgstate_v1",
 };
 
 /* The maps a live copy uses, so a new one adopts them instead of new ones. */
@@ -176,6 +177,7 @@ static int adopt_shared(struct devgate *skel, const int *fds)
 	struct bpf_map *maps[SHARED_MAPS] = {
 		skel->maps.dg_grants_v1,  skel->maps.dg_counters_v1,	skel->maps.dg_events_v1,
 		skel->maps.dg_ratelim_v1, skel->maps.dg_event_drops_v1, skel->maps.dg_devgrants_v1,
+		skel->maps.dg_cgstate_v1,
 	};
 	int r = 0;
 
@@ -224,6 +226,34 @@ static int load_copy_adopting(const struct bpfgate *bg, enum role role, bool has
 	return 0;
 }
 
+int bpfgate_load_shared(const struct bpfgate *bg, uint32_t set, enum bpf_attach_type gate_eat,
+			bool gate, bool tally, struct devgate **ret)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .pin_root_path = bg->pin_root);
+	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
+	int r;
+
+	skel = devgate__open_opts(&opts);
+	if (!skel)
+		return errno > 0 ? -errno : -ENOMEM;
+	skel->rodata->shared = 1;
+	skel->rodata->gate_set = set;
+	skel->rodata->nvidia_major = bg->nvidia_major;
+	skel->rodata->uvm_major = bg->uvm_major;
+	bpf_program__set_autoload(skel->progs.devgate_gate, gate);
+	bpf_program__set_autoload(skel->progs.devgate_tally, tally);
+	bpf_program__set_expected_attach_type(skel->progs.devgate_gate, gate_eat);
+	r = reuse_shared(skel, bg->maps);
+	if (r == 0)
+		r = bpf_map__reuse_fd(skel->maps.runtime_prog, bg->slots_fd[set]);
+	if (r == 0)
+		r = devgate__load(skel);
+	if (r != 0)
+		return r < 0 ? r : -EIO;
+	*ret = TAKE_PTR(skel);
+	return 0;
+}
+
 /* Tells a copy which container it serves, and for which runtime program. */
 int bpfgate_set_self(struct devgate *skel, uint64_t cgid, uint32_t orig_id)
 {
@@ -238,8 +268,8 @@ void bpfgate_prepare(struct bpfgate *bg)
 {
 	int r;
 
-	if (bg->spare)
-		return;
+	if (bg->spare || bg->gate_fd[0] >= 0)
+		return; /* the shared gates serve every cgroup: no spare needed */
 	/* runc, crun and LXC load their programs with expected_attach_type 0. */
 	r = bpfgate_load_copy(bg, ROLE_PROGS, true, 0, &bg->spare);
 	if (r < 0)
@@ -325,7 +355,7 @@ int bpfgate_open(const char *pin_root, const struct dg_majors *majors, int cgroo
 		 const int *leased_cgfds, size_t n_leased, struct bpfgate **ret,
 		 struct dg_error *err)
 {
-	int adopt[SHARED_MAPS] = { -1, -1, -1, -1, -1, -1 };
+	int adopt[SHARED_MAPS] = { -1, -1, -1, -1, -1, -1, -1 };
 	struct bpf_map_info mi = { 0 };
 	uint32_t mlen = sizeof(mi);
 	struct bpfgate *bg;
@@ -338,6 +368,9 @@ int bpfgate_open(const char *pin_root, const struct dg_majors *majors, int cgroo
 	bg = calloc(1, sizeof(*bg));
 	if (!bg)
 		return -ENOMEM;
+	bg->tally_fd = bg->cgstate_fd = -1;
+	for (size_t e = 0; e < DG_GATE_SETS; e++)
+		bg->gate_fd[e] = bg->slots_fd[e] = -1;
 	bg->pin_root = strdup(pin_root);
 	bg->nvidia_major = majors->has_nvidia ? majors->nvidia : 0;
 	bg->uvm_major = majors->has_uvm ? majors->uvm : 0;
@@ -386,7 +419,8 @@ int bpfgate_open(const char *pin_root, const struct dg_majors *majors, int cgroo
 void bpfgate_repin(struct bpfgate *bg)
 {
 	const int fds[SHARED_MAPS] = { bg->grants_fd,	 bg->counters_fd, bg->events_fd,
-				       bg->ratelimit_fd, bg->drops_fd,	  bg->devgrants_fd };
+				       bg->ratelimit_fd, bg->drops_fd,	  bg->devgrants_fd,
+				       bg->cgstate_fd };
 	char path[PATH_MAX];
 
 	if (access(bg->pin_root, F_OK) == 0 &&
@@ -407,6 +441,8 @@ void bpfgate_free(struct bpfgate *bg)
 {
 	if (!bg)
 		return;
+	for (unsigned int i = 0; i < bg->n_pending; i++)
+		safe_close(bg->pending[i].cgfd);
 	devgate__destroy(bg->spare);
 	devgate__destroy(bg->maps);
 	free(bg->pin_root);

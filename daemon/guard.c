@@ -29,10 +29,16 @@ enum pin_kind {
 	PIN_TALLY
 };
 
+/*
+ * One of devgate's programs on a cgroup: a copy found by its pin, or a
+ * shared program found attached (shared; its slot read from the storage).
+ */
 struct pinned {
 	enum pin_kind kind;
-	uint32_t id;	  /* the pinned program's id */
+	uint32_t id;	  /* the program's id */
 	uint32_t orig_id; /* PIN_GATE: the runtime program it stands in for */
+	bool shared;
+	uint32_t set, slot; /* shared PIN_GATE: where orig is */
 };
 
 static bool attached_has(const struct attached *a, uint32_t id)
@@ -80,7 +86,7 @@ static int parse_pin_name(const char *name, enum pin_kind *kind, uint32_t *orig)
 }
 
 /* Reads the programs pinned for one cgroup. */
-static int read_pins(const char *dir, struct pinned *out, size_t max, size_t *ret_n)
+static int read_pin_dir(const char *dir, struct pinned *out, size_t max, size_t *ret_n)
 {
 	auto_closedir DIR *d = opendir(dir);
 	struct dirent *de;
@@ -106,6 +112,51 @@ static int read_pins(const char *dir, struct pinned *out, size_t max, size_t *re
 	return 0;
 }
 
+/* The shared programs attached to cgfd, described from the kernel. */
+static int read_shared(const struct bpfgate *bg, uint64_t cgid, int cgfd, struct pinned *out,
+		       size_t max, size_t *n)
+{
+	struct attached now = { 0 };
+	struct dg_cgstate st;
+	bool have_st = false;
+	int r;
+
+	if (cgfd < 0 || bg->tally_fd < 0)
+		return 0;
+	r = bpfgate_query(cgfd, false, &now);
+	if (r < 0)
+		return r;
+	for (uint32_t i = 0; i < now.n && *n < max; i++) {
+		int set = onegate_set_of(bg, now.ids[i]);
+		struct pinned p = { .id = now.ids[i], .shared = true };
+
+		if (now.ids[i] == bg->tally_id) {
+			p.kind = PIN_TALLY;
+		} else if (set >= 0) {
+			if (!have_st && onegate_state_get(bg, cgid, &st) < 0)
+				st = (struct dg_cgstate){ 0 };
+			have_st = true;
+			p.set = (uint32_t)set;
+			p.slot = st.slot[set];
+			p.orig_id = st.orig[set];
+			p.kind = p.slot ? PIN_GATE : PIN_DEFAULT;
+		} else {
+			continue;
+		}
+		out[(*n)++] = p;
+	}
+	return 0;
+}
+
+/* devgate's programs on a cgroup: pinned copies, then shared programs attached. */
+static int read_pins(const struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
+		     struct pinned *out, size_t max, size_t *ret_n)
+{
+	int r = read_pin_dir(dir, out, max, ret_n);
+
+	return r < 0 ? r : read_shared(bg, cgid, cgfd, out, max, ret_n);
+}
+
 static void unpin(const char *dir, const char *name)
 {
 	char path[PATH_MAX];
@@ -114,10 +165,27 @@ static void unpin(const char *dir, const char *name)
 		log_warning_errno(errno, "cannot remove pin %s: %m", path);
 }
 
+/* A shared gate's slot and storage entry go: its runtime program is back, or gone. */
+static void release_slot(struct bpfgate *bg, uint64_t cgid, const struct pinned *p)
+{
+	struct dg_cgstate st;
+
+	if (!p->shared || p->kind != PIN_GATE)
+		return;
+	if (onegate_state_get(bg, cgid, &st) == 0 && st.slot[p->set] == p->slot) {
+		st.slot[p->set] = 0;
+		st.orig[p->set] = 0;
+		(void)onegate_state_put(bg, cgid, &st);
+	}
+	onegate_slot_drop(bg, p->set, p->slot);
+}
+
 static void unpin_one(const char *dir, const struct pinned *p)
 {
 	char name[64];
 
+	if (p->shared)
+		return;
 	switch (p->kind) {
 	case PIN_TALLY:
 		unpin(dir, "tally");
@@ -234,6 +302,7 @@ struct own_prog {
 	struct dg_self self;
 	uint32_t slot_map_id; /* the gate's runtime_prog array, 0: none */
 	uint32_t slot_prog;   /* what the slot holds now, 0: empty */
+	int shared_set;	      /* a shared gate's set (its array is dg_slots<SET>_v1), or -1 */
 };
 
 static void own_map(int map_id, uint32_t counters_id, struct own_prog *o, bool *ours, bool *theirs)
@@ -249,6 +318,8 @@ static void own_map(int map_id, uint32_t counters_id, struct own_prog *o, bool *
 		*theirs |= info.id != counters_id;
 	} else if (strcmp(info.name, "self") == 0 && info.value_size >= sizeof(o->self)) {
 		(void)bpf_map_lookup_elem(fd, &zero, &o->self);
+	} else if (info.type == BPF_MAP_TYPE_PROG_ARRAY && startswith(info.name, "dg_slots")) {
+		o->shared_set = info.name[8] == '1';
 	} else if (info.type == BPF_MAP_TYPE_PROG_ARRAY) {
 		o->slot_map_id = info.id;
 		if (bpf_map_lookup_elem(fd, &zero, &o->slot_prog) < 0)
@@ -265,7 +336,7 @@ static int own_prog(const struct bpfgate *bg, uint32_t id, struct own_prog *o)
 	auto_close int fd = bpf_prog_get_fd_by_id(id);
 	bool ours = false, theirs = false;
 
-	*o = (struct own_prog){ .kind = OWN_NONE };
+	*o = (struct own_prog){ .kind = OWN_NONE, .shared_set = -1 };
 	if (fd < 0)
 		return -errno;
 	info.nr_map_ids = ARRAY_SIZE(map_ids);
@@ -341,6 +412,34 @@ static int unwrap_orphan(const struct keeper *k, int cgfd, uint32_t id, const st
 }
 
 /*
+ * A shared gate of ours, but not the one loaded now (its majors changed
+ * between two devgated runs): its runtime program, named in the storage,
+ * goes back in its place and its slot is let go; the current gate then
+ * wraps that program like any other.
+ */
+static int unwrap_old_shared(struct bpfgate *bg, uint64_t cgid, int cgfd,
+			     const struct attached *now, uint32_t i, struct own_prog *o)
+{
+	struct dg_cgstate st;
+	uint32_t set = (uint32_t)o->shared_set;
+	int r;
+
+	if (onegate_state_get(bg, cgid, &st) == 0)
+		o->self.orig_id = st.orig[set];
+	r = unwrap_orphan(&bg->keeper, cgfd, now->ids[i], o, now->flags);
+	if (r < 0)
+		return r;
+	if (st.slot[set]) {
+		onegate_slot_drop(bg, set, st.slot[set]);
+		st.slot[set] = st.orig[set] = 0;
+		(void)onegate_state_put(bg, cgid, &st);
+	}
+	log_notice("cgroup %llu: unwrapped an earlier shared gate (program %u)",
+		   (unsigned long long)cgid, now->ids[i]);
+	return 1;
+}
+
+/*
  * Pins are a convenience, not the truth: programs on the cgroup that are
  * provably ours but not pinned (pins removed, bpffs remounted, devgated
  * restarted) are pinned again, their empty slots refilled from the keeper;
@@ -358,6 +457,13 @@ static int recover_pins(struct bpfgate *bg, uint64_t cgid, const char *dir, int 
 		if (find_pinned(pins, n_pins, now->ids[i]) || own_prog(bg, now->ids[i], &o) < 0 ||
 		    o.kind == OWN_NONE)
 			continue;
+		if (o.shared_set >= 0) {
+			r = o.kind == OWN_GATE ? unwrap_old_shared(bg, cgid, cgfd, now, i, &o) : 0;
+			if (r < 0)
+				return r;
+			fixed += r;
+			continue;
+		}
 		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 			return -errno;
 		if (o.kind == OWN_ORPHAN)
@@ -387,7 +493,7 @@ static int recover_pins(struct bpfgate *bg, uint64_t cgid, const char *dir, int 
 }
 
 /* Remembers who keeps runtime program id open, if anyone (runc keeps nothing). */
-static void note_owner(struct bpfgate *bg, uint64_t cgid, int cgfd, uint32_t id)
+static void find_owner(struct bpfgate *bg, uint64_t cgid, int cgfd, uint32_t id)
 {
 	struct prog_owner o = { .cgid = cgid, .prog_id = id };
 	size_t slot = bg->owners_next++ % MAX_OWNERS; /* the oldest, if none is free */
@@ -401,6 +507,177 @@ static void note_owner(struct bpfgate *bg, uint64_t cgid, int cgfd, uint32_t id)
 		}
 	}
 	bg->owners[slot] = o;
+}
+
+/* Looks for the owners of the programs wrapped since the last call (of cgid; 0: all). */
+static void find_pending(struct bpfgate *bg, uint64_t cgid, bool drop)
+{
+	unsigned int k = 0;
+
+	for (unsigned int i = 0; i < bg->n_pending; i++) {
+		struct pending_owner *p = &bg->pending[i];
+
+		if (cgid && p->cgid != cgid) {
+			bg->pending[k++] = *p;
+			continue;
+		}
+		if (!drop)
+			find_owner(bg, p->cgid, p->cgfd, p->prog_id);
+		safe_close(p->cgfd);
+	}
+	bg->n_pending = k;
+}
+
+/*
+ * The look (the parents' open fds in /proc) costs more than the rest of a
+ * first grant, and only a runtime that moves to a new program (LXC) needs
+ * its answer: it is done when devgated is idle, or before a guard of the
+ * same cgroup judges such a move.
+ */
+static void note_owner(struct bpfgate *bg, uint64_t cgid, int cgfd, uint32_t id)
+{
+	int fd;
+
+	if (bg->n_pending == MAX_PENDING)
+		find_pending(bg, 0, false);
+	fd = fcntl(cgfd, F_DUPFD_CLOEXEC, 3);
+	if (fd < 0) {
+		find_owner(bg, cgid, cgfd, id);
+		return;
+	}
+	bg->pending[bg->n_pending++] =
+		(struct pending_owner){ .cgid = cgid, .prog_id = id, .cgfd = fd };
+}
+
+void guard_idle(struct bpfgate *bg)
+{
+	find_pending(bg, 0, false);
+}
+
+void guard_init(struct bpfgate *bg, const int *leased_cgfds, size_t n_leased)
+{
+	int r = onegate_open(bg, leased_cgfds, n_leased);
+
+	if (r == 0)
+		return;
+	/* Per-cgroup copies still work, at the old cost. */
+	log_warning_errno(
+		r, "cannot load devgate's shared programs: %m; each cgroup gets its own copy");
+	onegate_close(bg);
+}
+
+void guard_repin(struct bpfgate *bg)
+{
+	onegate_repin(bg);
+}
+
+void guard_fini(struct bpfgate *bg)
+{
+	if (bg)
+		onegate_close(bg);
+}
+
+/* The set whose shared gate is the default gate: BPF_CGROUP_DEVICE, like a copy's. */
+#define DEFAULT_SET 1
+
+/* Names cgid in its storage, which exists once a shared program is attached. */
+static int name_cgroup(const struct bpfgate *bg, uint64_t cgid)
+{
+	struct dg_cgstate st;
+
+	if (onegate_state_get(bg, cgid, &st) == 0 && st.cgroup_id == cgid)
+		return 0;
+	st.cgroup_id = cgid;
+	return onegate_state_put(bg, cgid, &st);
+}
+
+static int attach_shared_tally(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *err)
+{
+	int r = attach(bg->tally_fd, cgfd, BPF_F_ALLOW_MULTI, -1);
+
+	if (r == 0)
+		r = name_cgroup(bg, cgid);
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r, "cannot attach devgate's tally: %s",
+				    strerror(-r));
+	return 0;
+}
+
+/* Points set's field of cgid's storage at slot (0: none), dropping a slot it replaces. */
+static int storage_point(struct bpfgate *bg, uint64_t cgid, uint32_t set, uint32_t slot,
+			 uint32_t orig_id)
+{
+	struct dg_cgstate st;
+	int r = onegate_state_get(bg, cgid, &st);
+
+	if (r < 0)
+		return r;
+	if (st.slot[set] && st.slot[set] != slot && st.slot[set] < DG_MAX_SLOTS &&
+	    bg->slot_cg[set][st.slot[set]] == cgid)
+		onegate_slot_drop(bg, set, st.slot[set]);
+	st.cgroup_id = cgid;
+	st.slot[set] = slot;
+	st.orig[set] = orig_id;
+	return onegate_state_put(bg, cgid, &st);
+}
+
+/*
+ * The shared gate in place of orig: slot, storage, one BPF_F_REPLACE. The
+ * tally goes first where it is missing: attaching it makes the cgroup's
+ * storage, so the gate finds its slot from its first run. 1: done; 0: this
+ * cgroup needs a copy (no multi-program mode, or the set's gate already
+ * stands in for another program here); <0: failed.
+ */
+static int wrap_shared(struct bpfgate *bg, uint64_t cgid, int cgfd, int orig_fd, uint32_t orig_id,
+		       struct dg_error *err)
+{
+	struct attached now = { 0 };
+	uint32_t set = 0, slot = 0;
+	int r;
+
+	if (bg->tally_fd < 0)
+		return 0;
+	r = bpfgate_query(cgfd, false, &now);
+	if (r < 0 || !(now.flags & BPF_F_ALLOW_MULTI))
+		return 0;
+	r = onegate_slot_take(bg, cgid, orig_fd, &set, &slot);
+	if (r == -EINVAL || r == -ENOSPC)
+		return 0;
+	if (r == 0 && attached_has(&now, bg->gate_id[set])) {
+		onegate_slot_drop(bg, set, slot);
+		return 0;
+	}
+	if (r == 0 && !attached_has(&now, bg->tally_id))
+		r = attach(bg->tally_fd, cgfd, BPF_F_ALLOW_MULTI, -1);
+	if (r == 0)
+		r = storage_point(bg, cgid, set, slot, orig_id);
+	if (r == 0)
+		r = attach(bg->gate_fd[set], cgfd, BPF_F_ALLOW_MULTI, orig_fd);
+	if (r < 0) {
+		if (slot) {
+			(void)storage_point(bg, cgid, set, 0, 0);
+			onegate_slot_drop(bg, set, slot);
+		}
+		return dg_error_set(err, DG_E_KERNEL, r,
+				    "cannot put devgate's gate in place of device program %u: %s",
+				    orig_id, strerror(-r));
+	}
+	return 1;
+}
+
+/* What every wrap does last: keep orig alive, remember who holds it. */
+static void wrapped(struct bpfgate *bg, uint64_t cgid, int cgfd, int orig_fd, uint32_t orig_id)
+{
+	/* A slot empties with its map's last pin: the kernel keeps orig for us here. */
+	int r = keeper_hold(&bg->keeper, orig_fd, orig_id);
+
+	if (r < 0)
+		log_warning_errno(
+			r, "cannot keep device program %u: %m (it lives as long as its slot)",
+			orig_id);
+	note_owner(bg, cgid, cgfd, orig_id);
+	log_debug("cgroup %llu: gate in place of device program %u", (unsigned long long)cgid,
+		  orig_id);
 }
 
 /* Replaces runtime program orig_id on cgfd by a gate, atomically. */
@@ -417,6 +694,14 @@ static int wrap(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd, ui
 	if (orig_fd < 0)
 		return dg_error_set(err, DG_E_KERNEL, errno,
 				    "cannot take hold of device program %u: %m", orig_id);
+	r = wrap_shared(bg, cgid, cgfd, orig_fd, orig_id, err);
+	if (r != 0) {
+		if (r > 0)
+			wrapped(bg, cgid, cgfd, orig_fd, orig_id);
+		return r < 0 ? r : 0;
+	}
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return dg_error_set(err, DG_E_KERNEL, errno, "cannot create %s: %m", dir);
 	r = copy_for_wrap(bg, orig_fd, &skel);
 	if (r == 0 && skel)
 		r = bpfgate_set_self(skel, cgid, orig_id);
@@ -439,15 +724,7 @@ static int wrap(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd, ui
 				    "cannot put a gate in place of device program %u: %s", orig_id,
 				    strerror(-r));
 	}
-	/* The gate's slot ends with its pin: the kernel keeps orig for us here. */
-	r = keeper_hold(&bg->keeper, orig_fd, orig_id);
-	if (r < 0)
-		log_warning_errno(r,
-				  "cannot keep device program %u: %m (it lives as long as its pin)",
-				  orig_id);
-	note_owner(bg, cgid, cgfd, orig_id);
-	log_debug("cgroup %llu: gate in place of device program %u", (unsigned long long)cgid,
-		  orig_id);
+	wrapped(bg, cgid, cgfd, orig_fd, orig_id);
 	keep_for_tally(&skel, tally_src);
 	return 0;
 }
@@ -473,8 +750,25 @@ static int attach_default(struct bpfgate *bg, uint64_t cgid, const char *dir, in
 			  struct devgate **tally_src, struct dg_error *err)
 {
 	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
-	int r = bpfgate_load_copy(bg, ROLE_PROGS, false, BPF_CGROUP_DEVICE, &skel);
+	struct dg_cgstate st;
+	int r;
 
+	if (bg->gate_fd[DEFAULT_SET] >= 0) {
+		/* A storage left from before must not point the new gate at a slot. */
+		if (onegate_state_get(bg, cgid, &st) == 0 && st.slot[DEFAULT_SET])
+			(void)storage_point(bg, cgid, DEFAULT_SET, 0, 0);
+		r = attach(bg->gate_fd[DEFAULT_SET], cgfd, BPF_F_ALLOW_MULTI, -1);
+		if (r == 0)
+			r = name_cgroup(bg, cgid);
+		if (r < 0)
+			return dg_error_set(err, DG_E_KERNEL, r,
+					    "cannot attach devgate's default gate: %s",
+					    strerror(-r));
+		return 0;
+	}
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return dg_error_set(err, DG_E_KERNEL, errno, "cannot create %s: %m", dir);
+	r = bpfgate_load_copy(bg, ROLE_PROGS, false, BPF_CGROUP_DEVICE, &skel);
 	if (r == 0)
 		r = bpfgate_set_self(skel, cgid, 0);
 	if (r < 0 || !skel)
@@ -486,14 +780,10 @@ static int attach_default(struct bpfgate *bg, uint64_t cgid, const char *dir, in
 	return r;
 }
 
-static int detach_pinned(const char *dir, const char *name, int cgfd)
+static int detach_pinned(const struct pinned *p, int cgfd)
 {
-	char path[PATH_MAX];
-	auto_close int fd = -1;
+	auto_close int fd = bpf_prog_get_fd_by_id(p->id);
 
-	if (pin_path(path, sizeof(path), dir, name) < 0)
-		return -ENAMETOOLONG;
-	fd = bpf_obj_get(path);
 	if (fd < 0)
 		return -errno;
 	if (bpf_prog_detach2(fd, cgfd, BPF_CGROUP_DEVICE) < 0 && errno != ENOENT)
@@ -521,17 +811,14 @@ static int place_tally(struct bpfgate *bg, uint64_t cgid, const char *dir, int c
 	if (!(now.flags & BPF_F_ALLOW_MULTI))
 		return 0; /* single-program cgroup: no room for a tally */
 	if (tally && now.n && attached_has(&now, tally->id)) {
-		char path[PATH_MAX];
 		auto_close int fd = -1;
 
 		if (now.ids[now.n - 1] == tally->id)
 			return 0;
 		/* A program attached after it: move the tally back to the end. */
-		r = detach_pinned(dir, "tally", cgfd);
+		r = detach_pinned(tally, cgfd);
 		if (r == 0)
-			r = pin_path(path, sizeof(path), dir, "tally");
-		if (r == 0)
-			fd = bpf_obj_get(path);
+			fd = bpf_prog_get_fd_by_id(tally->id);
 		if (r == 0 && fd < 0)
 			r = -errno;
 		if (r == 0)
@@ -541,6 +828,8 @@ static int place_tally(struct bpfgate *bg, uint64_t cgid, const char *dir, int c
 					    strerror(-r));
 		return 0;
 	}
+	if (bg->tally_fd >= 0)
+		return attach_shared_tally(bg, cgid, cgfd, err);
 	if (!*tally_src) {
 		r = bpfgate_load_copy(bg, ROLE_PROGS, true, 0, tally_src);
 		if (r == 0 && *tally_src)
@@ -697,16 +986,14 @@ static void prune_asks(struct bpfgate *bg, uint64_t cgid, const struct pinned *p
 static int drop_gate(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
 		     const struct pinned *old, uint32_t new_id, struct dg_error *err)
 {
-	char name[32];
-	int r;
+	int r = detach_pinned(old, cgfd);
 
-	snprintf(name, sizeof(name), "gate-%u", old->orig_id);
-	r = detach_pinned(dir, name, cgfd);
 	if (r < 0)
 		return dg_error_set(err, DG_E_KERNEL, r,
 				    "cannot detach the gate for device program %u: %s",
 				    old->orig_id, strerror(-r));
 	unpin_one(dir, old);
+	release_slot(bg, cgid, old);
 	keeper_release(&bg->keeper, old->orig_id);
 	forget_owners(bg, cgid, old->orig_id);
 	log_notice("cgroup %llu: the runtime replaced device program %u by %u; "
@@ -734,7 +1021,7 @@ static int drop_superseded(struct bpfgate *bg, uint64_t cgid, const char *dir, i
 		const struct pinned *old;
 		uint32_t new_id = 0;
 
-		r = read_pins(dir, pins, MAX_PROGS, &n_pins);
+		r = read_pins(bg, cgid, dir, cgfd, pins, MAX_PROGS, &n_pins);
 		if (r == 0)
 			r = bpfgate_query(cgfd, false, &now);
 		if (r < 0)
@@ -790,13 +1077,30 @@ static void guard_summary(int cgfd, const struct pinned *pins, size_t n_pins, st
 		gi->ancestor_progs = eff.n - now.n;
 }
 
+/* A shared gate's slot emptied (its map's pins and fds went): orig back in. */
+static void refill_shared(const struct bpfgate *bg, uint64_t cgid, const struct pinned *p)
+{
+	int r;
+
+	if (!p->orig_id || onegate_slot_prog(bg, p->set, p->slot))
+		return;
+	r = onegate_slot_refill(bg, p->set, p->slot, p->orig_id);
+	if (r < 0)
+		log_error_errno(r, "cgroup %llu: gate slot lost runtime program %u: %m",
+				(unsigned long long)cgid, p->orig_id);
+	else
+		log_notice("cgroup %llu: gate slot held runtime program %u again",
+			   (unsigned long long)cgid, p->orig_id);
+}
+
 /* Pins and attached programs of a cgroup, after recovering lost pins. */
 /*
  * A pinned gate whose slot is empty: the kernel clears a prog array when
  * its last pin or fd goes, and does it later, from a work queue, so a slot
  * refilled at once can be emptied again. Checked on every inspection.
  */
-static void refill_pinned(uint64_t cgid, const char *dir, const struct pinned *pins, size_t n_pins)
+static void refill_pinned(const struct bpfgate *bg, uint64_t cgid, const char *dir,
+			  const struct pinned *pins, size_t n_pins)
 {
 	for (size_t i = 0; i < n_pins; i++) {
 		char path[PATH_MAX], name[32];
@@ -805,6 +1109,10 @@ static void refill_pinned(uint64_t cgid, const char *dir, const struct pinned *p
 
 		if (pins[i].kind != PIN_GATE)
 			continue;
+		if (pins[i].shared) {
+			refill_shared(bg, cgid, &pins[i]);
+			continue;
+		}
 		snprintf(name, sizeof(name), "slot-%u", pins[i].orig_id);
 		if (pin_path(path, sizeof(path), dir, name) < 0)
 			continue;
@@ -824,16 +1132,19 @@ static void refill_pinned(uint64_t cgid, const char *dir, const struct pinned *p
 static int inspect(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
 		   struct pinned *pins, size_t *n_pins, struct attached *now)
 {
-	int r = read_pins(dir, pins, MAX_PROGS, n_pins);
+	int r;
+
+	find_pending(bg, cgid, false);
+	r = read_pins(bg, cgid, dir, cgfd, pins, MAX_PROGS, n_pins);
 
 	if (r == 0)
-		refill_pinned(cgid, dir, pins, *n_pins);
+		refill_pinned(bg, cgid, dir, pins, *n_pins);
 	if (r == 0)
 		r = bpfgate_query(cgfd, false, now);
 	if (r == 0)
 		r = recover_pins(bg, cgid, dir, cgfd, pins, *n_pins, now);
 	if (r > 0) /* something changed: look again */
-		r = read_pins(dir, pins, MAX_PROGS, n_pins);
+		r = read_pins(bg, cgid, dir, cgfd, pins, MAX_PROGS, n_pins);
 	if (r == 0)
 		r = bpfgate_query(cgfd, false, now);
 	return r;
@@ -867,8 +1178,6 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 			*info = gi;
 		return 0;
 	}
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return dg_error_set(err, DG_E_KERNEL, errno, "cannot create %s: %m", dir);
 	/* A runtime that replaced or detached our programs leaves stale pins. */
 	for (size_t i = 0; i < n_pins; i++) {
 		if (!attached_has(&now, pins[i].id))
@@ -890,12 +1199,12 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 		if (r < 0)
 			return r;
 	}
-	r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);
+	r = read_pins(bg, cgid, dir, cgfd, pins, ARRAY_SIZE(pins), &n_pins);
 	if (r == 0)
 		r = place_tally(bg, cgid, dir, cgfd, pins, n_pins, &tally_src, err);
 	if (r < 0)
 		return r;
-	r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);
+	r = read_pins(bg, cgid, dir, cgfd, pins, ARRAY_SIZE(pins), &n_pins);
 	if (r == 0)
 		guard_summary(cgfd, pins, n_pins, &gi);
 	if (info)
@@ -943,19 +1252,13 @@ int guard_needed(struct bpfgate *bg, uint64_t cgid, int cgfd, uint64_t *digest)
 	return find_superseded(bg, cgid, pins, n_pins, &now, &(uint32_t){ 0 }) != NULL;
 }
 
-/* Puts runtime program orig back in place of gate pinned as gate-ORIG. */
-static int restore(const char *dir, int cgfd, const struct pinned *p, uint32_t cg_flags)
+/* Puts runtime program orig back in place of its gate. */
+static int restore(int cgfd, const struct pinned *p, uint32_t cg_flags)
 {
 	auto_close int orig_fd = -1, gate_fd = -1;
-	char path[PATH_MAX], name[32];
 	bool multi = cg_flags & BPF_F_ALLOW_MULTI;
-	int r;
 
-	snprintf(name, sizeof(name), "gate-%u", p->orig_id);
-	r = pin_path(path, sizeof(path), dir, name);
-	if (r < 0)
-		return r;
-	gate_fd = bpf_obj_get(path);
+	gate_fd = bpf_prog_get_fd_by_id(p->id);
 	if (gate_fd < 0)
 		return -errno;
 	/* The slot still holds orig, so it cannot have been freed. */
@@ -965,8 +1268,8 @@ static int restore(const char *dir, int cgfd, const struct pinned *p, uint32_t c
 	return attach(orig_fd, cgfd, multi ? BPF_F_ALLOW_MULTI : cg_flags, multi ? gate_fd : -1);
 }
 
-static int unguard_attached(const char *dir, int cgfd, const struct pinned *pins, size_t n_pins,
-			    uint64_t cgid, struct dg_error *err)
+static int unguard_attached(int cgfd, const struct pinned *pins, size_t n_pins, uint64_t cgid,
+			    struct dg_error *err)
 {
 	struct attached now = { 0 };
 	int r = bpfgate_query(cgfd, false, &now);
@@ -980,7 +1283,7 @@ static int unguard_attached(const char *dir, int cgfd, const struct pinned *pins
 	for (size_t i = 0; i < n_pins; i++) {
 		if (pins[i].kind != PIN_GATE || !attached_has(&now, pins[i].id))
 			continue;
-		r = restore(dir, cgfd, &pins[i], now.flags);
+		r = restore(cgfd, &pins[i], now.flags);
 		if (r < 0)
 			return dg_error_set(err, DG_E_KERNEL, r,
 					    "cannot put device program %u back "
@@ -993,7 +1296,7 @@ static int unguard_attached(const char *dir, int cgfd, const struct pinned *pins
 
 		if (pins[i].kind == PIN_GATE || !attached_has(&now, pins[i].id))
 			continue;
-		r = detach_pinned(dir, name, cgfd);
+		r = detach_pinned(&pins[i], cgfd);
 		if (r < 0)
 			return dg_error_set(err, DG_E_KERNEL, r,
 					    "cannot detach %s from cgroup "
@@ -1026,30 +1329,52 @@ int guard_remove(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *e
 		}
 	}
 	if (r == 0 && cgfd < 0)
-		r = read_pins(dir, pins, ARRAY_SIZE(pins), &n_pins);
+		r = read_pins(bg, cgid, dir, cgfd, pins, ARRAY_SIZE(pins), &n_pins);
 	if (r < 0)
 		return dg_error_set(err, DG_E_KERNEL, r, "cannot read pins of cgroup %llu: %s",
 				    (unsigned long long)cgid, strerror(-r));
 	if (cgfd >= 0) {
-		r = unguard_attached(dir, cgfd, pins, n_pins, cgid, err);
+		r = unguard_attached(cgfd, pins, n_pins, cgid, err);
 		if (r < 0)
 			return r;
 	}
 	forget_replaces(bg, cgid);
+	find_pending(bg, cgid, true);
 	forget_owners(bg, cgid, 0);
 	/* The runtime programs are back on their cgroup, or it is gone: let go. */
 	for (size_t i = 0; i < n_pins; i++) {
 		if (pins[i].kind == PIN_GATE)
 			keeper_release(&bg->keeper, pins[i].orig_id);
 	}
+	onegate_forget(bg, cgid);
 	d = opendir(dir);
 	while (d && (de = readdir(d))) {
 		if (de->d_name[0] != '.')
 			unpin(dir, de->d_name);
 	}
-	if (rmdir(dir) < 0 && errno != ENOENT)
+	if (d && rmdir(dir) < 0 && errno != ENOENT)
 		log_warning_errno(errno, "cannot remove %s: %m", dir);
-	return 0;
+	return n_pins > 0 || d;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Sorted, each id once. */
+static size_t unique_ids(uint64_t *ids, size_t n)
+{
+	size_t k = 0;
+
+	qsort(ids, n, sizeof(*ids), cmp_u64);
+	for (size_t i = 0; i < n; i++) {
+		if (k == 0 || ids[k - 1] != ids[i])
+			ids[k++] = ids[i];
+	}
+	return k;
 }
 
 int guard_list(struct bpfgate *bg, uint64_t **ret, size_t *ret_n)
@@ -1079,6 +1404,21 @@ int guard_list(struct bpfgate *bg, uint64_t **ret, size_t *ret_n)
 			cap = ncap;
 		}
 		ids[n++] = id;
+	}
+	/* And every cgroup a shared program was attached to (its storage says so). */
+	if (bg->tally_fd >= 0) {
+		auto_free uint64_t *more = NULL;
+		size_t m = 0;
+		uint64_t *all;
+
+		if (onegate_list(bg, &more, &m) == 0 && m) {
+			all = realloc(ids, (n + m) * sizeof(*ids));
+			if (!all)
+				return -ENOMEM;
+			ids = all;
+			memcpy(ids + n, more, m * sizeof(*ids));
+			n = unique_ids(ids, n + m);
+		}
 	}
 	*ret = TAKE_PTR(ids);
 	*ret_n = n;

@@ -20,7 +20,10 @@ struct guard_info {
  */
 int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *info,
 		struct dg_error *err);
-/* Puts the runtime programs back and removes devgate's; cgfd -1 if gone. */
+/*
+ * Puts the runtime programs back and removes devgate's; cgfd -1 if gone.
+ * 1 when something of devgate's was there, 0 when nothing was.
+ */
 int guard_remove(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *err);
 /*
  * 1 when cgfd carries a device program that devgate has not wrapped. digest
@@ -34,7 +37,19 @@ int guard_needed(struct bpfgate *bg, uint64_t cgid, int cgfd, uint64_t *digest);
  * the next guard_apply drops old_id's gate, as the replace meant.
  */
 void guard_note_replace(struct bpfgate *bg, uint64_t cgid, uint32_t old_id, uint32_t new_id);
-/* cgroup ids that have a pin directory. */
+/*
+ * Loads the shared gates and tally (or adopts them: pinned, or on the
+ * cgroups leased_cgfds, which lost their pins); after bpfgate_open. Without
+ * them every cgroup gets its own copy.
+ */
+void guard_init(struct bpfgate *bg, const int *leased_cgfds, size_t n_leased);
+/* Pins the shared programs and arrays again where they went. */
+void guard_repin(struct bpfgate *bg);
+/* Before bpfgate_free. */
+void guard_fini(struct bpfgate *bg);
+/* Work put off from the grants' path; call when idle. */
+void guard_idle(struct bpfgate *bg);
+/* cgroup ids that have a pin directory or shared programs' storage. */
 int guard_list(struct bpfgate *bg, uint64_t **ret, size_t *ret_n);
 
 /*

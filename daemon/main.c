@@ -28,6 +28,7 @@
 #include "events.h"
 #include "fault.h"
 #include "grant.h"
+#include "guard.h"
 #include "log.h"
 #include "metrics.h"
 #include "metrics_http.h"
@@ -338,6 +339,8 @@ static int open_bpfgate(struct daemon *d, struct dg_error *err)
 			n++;
 	}
 	r = bpfgate_open(d->cfg.pin_root, &d->inv->majors, d->cg.fd, fds, n, &d->bg, err);
+	if (r == 0)
+		guard_init(d->bg, fds, n);
 	while (n)
 		close(fds[--n]);
 	return r;
@@ -468,6 +471,7 @@ static void daemon_teardown(struct daemon *d)
 	attach_watch_free(d->attach);
 	watch_fini(d);
 	lease_table_clear(&d->leases);
+	guard_fini(d->bg);
 	bpfgate_free(d->bg);
 	state_close(d->state);
 	nodes_fini();
@@ -563,6 +567,7 @@ static int run(struct daemon *d)
 			busy_ns = now_mono_ns();
 		} else if (!spares_made && now_mono_ns() - busy_ns >= SPARE_IDLE_MS * 1000000ull) {
 			nodes_prepare();
+			guard_idle(d->bg);
 			bpfgate_prepare(d->bg);
 			spares_made = true;
 		}

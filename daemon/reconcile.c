@@ -277,12 +277,16 @@ static void reconcile_pins(struct daemon *d, unsigned int *fixes)
 	for (size_t i = 0; i < n; i++) {
 		struct dg_error err = { 0 };
 		auto_close int cgfd = -1;
+		int r;
 
 		if (lease_table_find(&d->leases, ids[i]))
 			continue;
 		(void)cgroup_open_id(&d->cg, ids[i], &cgfd);
-		if (guard_remove(d->bg, ids[i], cgfd, &err) < 0)
+		r = guard_remove(d->bg, ids[i], cgfd, &err);
+		if (r < 0)
 			log_error("reconcile: %s", err.message);
+		if (r == 0)
+			continue; /* only a storage left from an earlier lease */
 		{
 			struct dg_node nodes[DG_MAX_NODES];
 

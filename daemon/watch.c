@@ -283,6 +283,7 @@ void watch_tick(struct daemon *d)
 
 	(void)!read(d->timer_fd, &expirations, sizeof(expirations));
 	bpfgate_repin(d->bg);
+	guard_repin(d->bg);
 	/* Releases drop counters by key; a stray (a minor the inventory lacks) goes here. */
 	if (bpfgate_sweep_due(d->bg, now_mono_ns()))
 		(void)bpfgate_counters_sweep(d->bg, leased, &d->leases);

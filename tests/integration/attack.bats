@@ -213,7 +213,7 @@ take_pid() {
 	[ "$(grant_entries)" = 0 ]
 	[ "$(grants_of "$DG_CGROOT/$DG_ID-reuser")" = 0 ]
 	[ -z "$(cg_progs "$DG_CGROOT/$DG_ID-reuser")" ]
-	[ -z "$(ls "$DG_PINS/cg")" ]
+	[ -z "$(gate_leftovers)" ]
 }
 
 @test "a hostile /proc inside the container: devgate reads none of it" {

@@ -66,7 +66,7 @@ teardown() { dg_teardown; }
 	[ "${lines[0]}" = "devgatectl: malformed GPU selector '0,,1': empty element" ]
 	run -2 dg grant --pid "$CPID" --gpu ,
 	[ "$(grant_entries)" = 0 ]
-	[ -z "$(ls "$DG_PINS/cg")" ]
+	[ -z "$(gate_leftovers)" ]
 }
 
 @test "daemon not running: exit 3 with how to start it" {

@@ -51,9 +51,37 @@ teardown() { dg_teardown; }
 	[ "$(echo "$before" | wc -w)" = 1 ]
 	run -0 dg grant --pid "$CPID" --gpu 0
 	[ "$(cg_prog_names "$DG_CGROOT/$CID")" = "devgate_gate devgate_tally" ]
-	# The runtime's program is held in the gate's pinned slot.
-	slot=$(bpftool -j map dump pinned "$DG_PINS/cg/"*/slot-"$before" | jq '.[0].formatted.value')
-	[ "$slot" = "$before" ]
+	# The runtime's program waits in the slot the cgroup's storage names.
+	state=$(cg_state "$DG_CGROOT/$CID")
+	[ "$(echo "$state" | jq .cgroup_id)" = "$(stat -c %i "$DG_CGROOT/$CID")" ]
+	[ "$(echo "$state" | jq .orig[0])" = "$before" ]
+	[ "$(slot_prog 0 "$(echo "$state" | jq .slot[0])")" = "$before" ]
+}
+
+@test "one gate for every container: loaded once, attached to each, no copy per cgroup" {
+	container a
+	a_cg="$DG_CGROOT/$CID"
+	run -0 dg grant --pid "$CPID" --gpu 0
+	container b
+	run -0 dg grant --pid "$CPID" --gpu 1
+	# Both cgroups carry the very same two programs, the pinned shared ones.
+	[ "$(cg_progs "$a_cg")" = "$(cg_progs "$DG_CGROOT/$CID")" ]
+	gate=$(bpftool -j prog show pinned "$DG_PINS"/dg_gate0_*_v1 | jq .id)
+	tally=$(bpftool -j prog show pinned "$DG_PINS"/dg_tally_*_v1 | jq .id)
+	[ "$(cg_progs "$a_cg")" = "$gate $tally" ]
+	# No per-cgroup pins: what differs lives in each cgroup's storage.
+	run -0 find "$DG_PINS/cg" -mindepth 1
+	[ "$output" = "" ]
+	[ "$(cg_state "$a_cg" | jq .slot[0])" != "$(cg_state "$DG_CGROOT/$CID" | jq .slot[0])" ]
+	# Each still gets only its own GPU.
+	run -1 probe "$CID" /dev/nvidia0 /dev/nvidia1
+	[ "${lines[1]}" = "/dev/nvidia1 ENXIO" ]
+	# A revoke puts b's runtime program back and empties its slot; a keeps its own.
+	slot=$(cg_state "$DG_CGROOT/$CID" | jq .slot[0])
+	run -0 dg revoke --pid "$CPID"
+	[ "$(cg_prog_names "$DG_CGROOT/$CID")" != "devgate_gate devgate_tally" ]
+	run -1 slot_prog 0 "$slot"
+	[ "$(cg_prog_names "$a_cg")" = "devgate_gate devgate_tally" ]
 }
 
 @test "granting twice is one grant" {

@@ -216,6 +216,32 @@ cg_prog_names() {
 	bpftool -j cgroup show "$1" | jq -r '[.[].name] | join(" ")'
 }
 
+# cg_state CGROUP: the cgroup's dg_cgstate_v1 storage, as JSON
+# ({cgroup_id, slot: [set 0, set 1], orig: [...]}), or nothing.
+cg_state() {
+	bpftool -j map dump pinned "$DG_PINS/dg_cgstate_v1" |
+		jq -c --argjson k "$(stat -c %i "$1")" '.[] | select(.formatted.key == $k) | .formatted.value'
+}
+
+# slot_prog SET SLOT: the id of the program in that slot of the set's shared
+# prog array; fails when the slot is empty.
+slot_prog() {
+	local s=$2 v
+	v=$(bpftool -j map lookup pinned "$DG_PINS/dg_slots$1_v1" \
+		key $((s & 255)) $((s >> 8 & 255)) $((s >> 16 & 255)) $((s >> 24)) 2>/dev/null) || return 1
+	printf '%d\n' "0x$(echo "$v" | jq -r '.value | reverse | map(ltrimstr("0x")) | join("")')"
+}
+
+# What devgate left of its gates: pin directories of per-cgroup copies and
+# used slots of the shared gates' arrays. Empty once every lease is gone.
+gate_leftovers() {
+	local s
+	ls "$DG_PINS/cg"
+	for s in 0 1; do
+		bpftool -j map dump pinned "$DG_PINS/dg_slots${s}_v1" | jq -r ".[] | \"set $s slot \\(.key)\""
+	done
+}
+
 # Number of entries devgate keeps in its grants map.
 grant_entries() {
 	bpftool -j map dump pinned "$DG_PINS/dg_grants_v1" | jq length

@@ -56,7 +56,7 @@ run_bundle() {
 	grep -q "granted 1 GPU(s) to $CID" "$DG_TMP/daemon.log"
 	# The container's end (inotify) or its poststop hook, whichever comes first.
 	grep -Eq "(released 1 GPU\(s\) of|revoked 1 GPU\(s\) from) $CID" "$DG_TMP/daemon.log"
-	[ -z "$(ls "$DG_PINS/cg")" ] || fail "$(ls -R "$DG_PINS/cg"; cat "$DG_TMP/daemon.log")"
+	[ -z "$(gate_leftovers)" ] || fail "$(gate_leftovers; cat "$DG_TMP/daemon.log")"
 }
 
 @test "runc: annotations ask for a count with constraints, or a shared GPU" {

@@ -143,14 +143,14 @@ counters_of() {
 	container c
 	id=$(stat -c %i "$DG_CGROOT/$CID")
 	run -0 dg grant --pid "$CPID" --gpu 0
-	[ -n "$(ls "$DG_PINS/cg")" ]
+	[ -n "$(gate_leftovers)" ]
 	# Counted opens: of the granted GPU, and of one the runtime denies.
 	run -1 probe "$CID" /dev/nvidia0 /gpu1
 	[ "$(counters_of "$id")" -gt 0 ]
 	dg_runc kill "$CID" KILL
 	wait_until 1 no_leases
 	[ "$(dg list --json | jq -r '.gpus[0].state')" = free ]
-	[ -z "$(ls "$DG_PINS/cg")" ]
+	[ -z "$(gate_leftovers)" ]
 	[ "$(grant_entries)" = 0 ]
 	# Its counters went with it, by key (no walk of the whole map).
 	[ "$(counters_of "$id")" = 0 ]
@@ -204,7 +204,7 @@ restart_keeps_lease() { # SIGNAL
 	grep -q "released 1 GPU(s) of $CID: reconcile: cgroup gone while devgated was down" \
 		"$DG_TMP/daemon.log"
 	no_leases
-	[ -z "$(ls "$DG_PINS/cg")" ]
+	[ -z "$(gate_leftovers)" ]
 	[ "$(grant_entries)" = 0 ]
 	[ -z "$(ls "$DG_TMP/state/leases")" ]
 }
@@ -414,12 +414,13 @@ opens() {
 	original=$(cg_progs "$DG_CGROOT/$CID")
 	run -0 dg grant --pid "$CPID" --gpu 0
 	rm -rf "$DG_PINS"
-	# The gate's slot emptied with its pin; the keeper refills it at the next
-	# re-check. The kernel clears a prog array from a work queue once its last
-	# pin goes, so a refill may be undone once, and redone a tick later.
+	# devgated holds the shared programs and their slots, and pins them again
+	# at the next re-check. With the pins gone and devgated stopped, the
+	# kernel empties the slots; the next devgated adopts the gates from the
+	# leased cgroup and refills the slots from the keeper.
 	wait_until 3 opens "$CID" /dev/null
 	wait_until 3 test -e "$DG_PINS/dg_grants_v1"
-	wait_until 3 sh -c "ls '$DG_PINS'/cg/*/gate-* >/dev/null 2>&1"
+	wait_until 3 sh -c "ls '$DG_PINS'/dg_gate0_* '$DG_PINS'/dg_slots0_v1 >/dev/null 2>&1"
 	sleep 0.5
 	run -0 probe "$CID" /dev/null
 	[ "$output" = "/dev/null ok" ]

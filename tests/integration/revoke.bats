@@ -28,7 +28,7 @@ teardown() { dg_teardown; }
 	[ "${lines[1]}" = "/dev/nvidia0 ENOENT" ]
 	[ "${lines[2]}" = "/dev/nvidiactl ENOENT" ]
 	[ "$(cg_progs "$DG_CGROOT/$CID")" = "$original" ]
-	[ -z "$(ls "$DG_PINS/cg")" ]
+	[ -z "$(gate_leftovers)" ]
 	[ "$(grant_entries)" = 0 ]
 	run -0 probe "$CID" /dev/null
 	run -1 probe "$CID" /mem

@@ -1,0 +1,486 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * One gate for every cgroup: the shared programs (a gate per set, one
+ * tally), loaded and verified once and pinned, so a restarted devgated
+ * reuses them; the slots of the sets' prog arrays; and each cgroup's
+ * dg_cgstate_v1 storage, which says which slot its gates use. The kernel
+ * is the record: the storage and the arrays are read back at start.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "bpfgate_int.h"
+#include "cleanup.h"
+#include "log.h"
+#include "util.h"
+
+/* The expected_attach_type of each set's gate and of the programs it takes. */
+static const enum bpf_attach_type set_eat[DG_GATE_SETS] = { 0, BPF_CGROUP_DEVICE };
+
+static int dup_cloexec(int fd)
+{
+	return fcntl(fd, F_DUPFD_CLOEXEC, 3);
+}
+
+static int pin_at(const struct bpfgate *bg, char *buf, size_t len, const char *name)
+{
+	int n = snprintf(buf, len, "%s/%s", bg->pin_root, name);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* Set N's prog array, from its pin, adopted, or new; pinned. */
+static int slots_open(struct bpfgate *bg, uint32_t set, int adopt_fd, bool *fresh)
+{
+	char name[32], path[PATH_MAX];
+	int fd, r;
+
+	snprintf(name, sizeof(name), "dg_slots%u_v1", set);
+	r = pin_at(bg, path, sizeof(path), name);
+	if (r < 0)
+		return r;
+	fd = bpf_obj_get(path);
+	*fresh = fd < 0 && adopt_fd < 0;
+	if (fd >= 0)
+		return fd;
+	if (adopt_fd >= 0) {
+		fd = dup_cloexec(adopt_fd);
+		if (fd >= 0 && bpf_obj_pin(fd, path) < 0)
+			log_warning_errno(errno, "cannot pin %s again: %m", path);
+		return fd < 0 ? -errno : fd;
+	}
+	fd = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, name, sizeof(uint32_t), sizeof(uint32_t),
+			    DG_MAX_SLOTS, NULL);
+	if (fd < 0)
+		return -errno;
+	if (bpf_obj_pin(fd, path) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+static uint32_t id_of(int fd, bool prog)
+{
+	struct bpf_prog_info pi = { 0 };
+	struct bpf_map_info mi = { 0 };
+	uint32_t len = prog ? sizeof(pi) : sizeof(mi);
+
+	if (bpf_obj_get_info_by_fd(fd, prog ? (void *)&pi : (void *)&mi, &len) < 0)
+		return 0;
+	return prog ? pi.id : mi.id;
+}
+
+/* A pinned program is ours only if it uses our counters and, for a gate, the set's slots. */
+static bool prog_uses(int fd, uint32_t counters_id, uint32_t slots_id)
+{
+	uint32_t map_ids[16] = { 0 };
+	struct bpf_prog_info info = { 0 };
+	uint32_t len = sizeof(info);
+	bool counters = false, slots = !slots_id;
+
+	info.nr_map_ids = ARRAY_SIZE(map_ids);
+	info.map_ids = (uint64_t)(uintptr_t)map_ids;
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
+		return false;
+	for (uint32_t i = 0; i < info.nr_map_ids && i < ARRAY_SIZE(map_ids); i++) {
+		counters |= map_ids[i] == counters_id;
+		slots |= map_ids[i] == slots_id;
+	}
+	return counters && slots;
+}
+
+/* The majors are in the programs' read-only data: they are part of the name. */
+static void prog_pin_name(const struct bpfgate *bg, char *buf, size_t len, bool tally, uint32_t set)
+{
+	if (tally)
+		snprintf(buf, len, "dg_tally_%u_%u_v1", bg->nvidia_major, bg->uvm_major);
+	else
+		snprintf(buf, len, "dg_gate%u_%u_%u_v1", set, bg->nvidia_major, bg->uvm_major);
+}
+
+static int adopt_pinned(struct bpfgate *bg, bool tally, uint32_t set)
+{
+	char name[64], path[PATH_MAX];
+	int fd;
+
+	prog_pin_name(bg, name, sizeof(name), tally, set);
+	if (pin_at(bg, path, sizeof(path), name) < 0)
+		return -ENAMETOOLONG;
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return -errno;
+	if (!prog_uses(fd, bg->counters_id, tally ? 0 : bg->slots_id[set])) {
+		close(fd);
+		(void)unlink(path); /* a program of maps no longer ours */
+		return -ESTALE;
+	}
+	return fd;
+}
+
+static int pin_prog(const struct bpfgate *bg, int fd, bool tally, uint32_t set)
+{
+	char name[64], path[PATH_MAX];
+
+	prog_pin_name(bg, name, sizeof(name), tally, set);
+	if (pin_at(bg, path, sizeof(path), name) < 0)
+		return -ENAMETOOLONG;
+	(void)unlink(path);
+	return bpf_obj_pin(fd, path) < 0 ? -errno : 0;
+}
+
+/* Loads set N's gate and/or the tally, verified once for every cgroup. */
+static int load_set(struct bpfgate *bg, uint32_t set, bool gate, bool tally)
+{
+	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
+	int r = bpfgate_load_shared(bg, set, set_eat[set], gate, tally, &skel);
+	int fd;
+
+	if (r < 0)
+		return r;
+	if (gate) {
+		fd = dup_cloexec(bpf_program__fd(skel->progs.devgate_gate));
+		if (fd < 0)
+			return -errno;
+		bg->gate_fd[set] = fd;
+		r = pin_prog(bg, fd, false, set);
+	}
+	if (tally) {
+		fd = dup_cloexec(bpf_program__fd(skel->progs.devgate_tally));
+		if (fd < 0)
+			return -errno;
+		bg->tally_fd = fd;
+		r = r < 0 ? r : pin_prog(bg, fd, true, 0);
+	}
+	if (r < 0)
+		log_warning_errno(r, "cannot pin devgate's shared programs: %m "
+				     "(a restart loads them again)");
+	return 0;
+}
+
+/* Every cgroup's storage names the slots it uses; the rest are free. */
+static void scan_slots(struct bpfgate *bg)
+{
+	uint64_t key, *prev = NULL;
+	struct dg_cgstate st;
+
+	while (bpf_map_get_next_key(bg->cgstate_fd, prev, &key) == 0) {
+		prev = &key;
+		if (bpf_map_lookup_elem(bg->cgstate_fd, &key, &st) < 0)
+			continue;
+		for (uint32_t e = 0; e < DG_GATE_SETS; e++) {
+			if (st.slot[e] && st.slot[e] < DG_MAX_SLOTS) {
+				bg->slot_cg[e][st.slot[e]] = key;
+				if (st.slot[e] >= bg->slot_top[e])
+					bg->slot_top[e] = st.slot[e] + 1;
+			}
+		}
+	}
+}
+
+/* Entries no storage names (a crash between the slot and the storage write). */
+static void clear_strays(struct bpfgate *bg, uint32_t set)
+{
+	unsigned int n = 0;
+
+	for (uint32_t s = 1; s < DG_MAX_SLOTS; s++) {
+		uint32_t id;
+
+		if (bg->slot_cg[set][s] || bpf_map_lookup_elem(bg->slots_fd[set], &s, &id) < 0)
+			continue;
+		if (bpf_map_delete_elem(bg->slots_fd[set], &s) == 0)
+			n++;
+	}
+	if (n)
+		log_notice("cleared %u slot(s) of set %u that no cgroup uses", n, set);
+}
+
+/* The set of a gate's prog array (dg_slots<SET>_v1), or -1: a copy's own. */
+static int slots_set(int map_fd)
+{
+	struct bpf_map_info mi = { 0 };
+	uint32_t len = sizeof(mi);
+
+	if (bpf_obj_get_info_by_fd(map_fd, &mi, &len) < 0 || mi.type != BPF_MAP_TYPE_PROG_ARRAY ||
+	    !startswith(mi.name, "dg_slots") || mi.name[8] < '0' ||
+	    mi.name[8] >= '0' + DG_GATE_SETS)
+		return -1;
+	return mi.name[8] - '0';
+}
+
+/* A shared gate of ours attached to a leased cgroup: its program and slots into found. */
+static void adopt_gate(const struct bpfgate *bg, uint32_t id, int *gates, int *slots)
+{
+	uint32_t map_ids[16] = { 0 };
+	struct bpf_prog_info info = { 0 };
+	uint32_t len = sizeof(info);
+	auto_close int fd = bpf_prog_get_fd_by_id(id);
+	int set = -1, slots_fd = -1;
+	bool ours = false;
+
+	info.nr_map_ids = ARRAY_SIZE(map_ids);
+	info.map_ids = (uint64_t)(uintptr_t)map_ids;
+	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) < 0 ||
+	    strcmp(info.name, "devgate_gate") != 0)
+		return;
+	for (uint32_t i = 0; i < info.nr_map_ids && i < ARRAY_SIZE(map_ids); i++) {
+		int mfd = bpf_map_get_fd_by_id(map_ids[i]);
+		int s = mfd < 0 ? -1 : slots_set(mfd);
+
+		ours |= map_ids[i] == bg->counters_id;
+		if (s >= 0 && slots_fd < 0) {
+			set = s;
+			slots_fd = TAKE_FD(mfd);
+		}
+		safe_close(mfd);
+	}
+	if (ours && set >= 0 && gates[set] < 0) {
+		gates[set] = TAKE_FD(fd);
+		slots[set] = TAKE_FD(slots_fd);
+	}
+	safe_close(slots_fd);
+}
+
+/*
+ * With their pins gone, the shared gates on leased cgroups are still ours
+ * (they count in our counters): adopted with their prog arrays, never
+ * replaced by a second set that the cgroups' storage would not match.
+ */
+static void find_live_gates(const struct bpfgate *bg, const int *cgfds, size_t n, int *gates,
+			    int *slots)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct attached now = { 0 };
+
+		if (cgfds[i] < 0 || bpfgate_query(cgfds[i], false, &now) < 0)
+			continue;
+		for (uint32_t k = 0; k < now.n; k++)
+			adopt_gate(bg, now.ids[k], gates, slots);
+	}
+}
+
+int onegate_open(struct bpfgate *bg, const int *leased_cgfds, size_t n_leased)
+{
+	int live_gate[DG_GATE_SETS] = { -1, -1 }, live_slots[DG_GATE_SETS] = { -1, -1 };
+	bool fresh[DG_GATE_SETS];
+	int r;
+
+	bg->cgstate_fd = bpf_map__fd(bg->maps->maps.dg_cgstate_v1);
+	find_live_gates(bg, leased_cgfds, n_leased, live_gate, live_slots);
+	for (uint32_t e = 0; e < DG_GATE_SETS; e++) {
+		bg->gate_fd[e] = -1;
+		bg->slot_cg[e] = calloc(DG_MAX_SLOTS, sizeof(uint64_t));
+		if (!bg->slot_cg[e])
+			return -ENOMEM;
+		bg->slot_top[e] = 1;
+		bg->slots_fd[e] = slots_open(bg, e, live_slots[e], &fresh[e]);
+		safe_close(live_slots[e]);
+		if (bg->slots_fd[e] < 0)
+			return bg->slots_fd[e];
+		bg->slots_id[e] = id_of(bg->slots_fd[e], false);
+	}
+	bg->tally_fd = -1;
+	for (uint32_t e = 0; e < DG_GATE_SETS; e++) {
+		bg->gate_fd[e] = adopt_pinned(bg, false, e);
+		if (bg->gate_fd[e] < 0 && live_gate[e] >= 0 &&
+		    prog_uses(live_gate[e], bg->counters_id, bg->slots_id[e])) {
+			bg->gate_fd[e] = TAKE_FD(live_gate[e]);
+			if (pin_prog(bg, bg->gate_fd[e], false, e) == 0)
+				log_notice(
+					"adopted shared gate %u of the leased cgroups and pinned it again",
+					id_of(bg->gate_fd[e], true));
+		}
+		safe_close(live_gate[e]);
+		if (e == 0)
+			bg->tally_fd = adopt_pinned(bg, true, 0);
+		if (bg->gate_fd[e] >= 0 && (e != 0 || bg->tally_fd >= 0))
+			continue;
+		r = load_set(bg, e, bg->gate_fd[e] < 0, e == 0 && bg->tally_fd < 0);
+		if (r < 0)
+			return r;
+	}
+	for (uint32_t e = 0; e < DG_GATE_SETS; e++)
+		bg->gate_id[e] = id_of(bg->gate_fd[e], true);
+	bg->tally_id = id_of(bg->tally_fd, true);
+	scan_slots(bg);
+	for (uint32_t e = 0; e < DG_GATE_SETS; e++) {
+		if (!fresh[e])
+			clear_strays(bg, e);
+	}
+	return 0;
+}
+
+/* Pins the sets' arrays and the shared programs again where they went. */
+void onegate_repin(const struct bpfgate *bg)
+{
+	char name[64], path[PATH_MAX];
+
+	if (bg->tally_fd < 0)
+		return;
+	for (uint32_t e = 0; e < DG_GATE_SETS; e++) {
+		snprintf(name, sizeof(name), "dg_slots%u_v1", e);
+		if (pin_at(bg, path, sizeof(path), name) == 0 && access(path, F_OK) < 0 &&
+		    bpf_obj_pin(bg->slots_fd[e], path) < 0)
+			log_warning_errno(errno, "cannot pin %s again: %m", path);
+		prog_pin_name(bg, name, sizeof(name), false, e);
+		if (pin_at(bg, path, sizeof(path), name) == 0 && access(path, F_OK) < 0)
+			(void)pin_prog(bg, bg->gate_fd[e], false, e);
+	}
+	prog_pin_name(bg, name, sizeof(name), true, 0);
+	if (pin_at(bg, path, sizeof(path), name) == 0 && access(path, F_OK) < 0)
+		(void)pin_prog(bg, bg->tally_fd, true, 0);
+}
+
+/* Leaves bg as without shared programs: every fd -1. */
+void onegate_close(struct bpfgate *bg)
+{
+	for (uint32_t e = 0; e < DG_GATE_SETS; e++) {
+		bg->gate_fd[e] = safe_close(bg->gate_fd[e]);
+		bg->slots_fd[e] = safe_close(bg->slots_fd[e]);
+		free(bg->slot_cg[e]);
+		bg->slot_cg[e] = NULL;
+	}
+	bg->tally_fd = safe_close(bg->tally_fd);
+}
+
+int onegate_set_of(const struct bpfgate *bg, uint32_t prog_id)
+{
+	for (uint32_t e = 0; e < DG_GATE_SETS; e++) {
+		if (prog_id && bg->gate_id[e] == prog_id)
+			return (int)e;
+	}
+	return -1;
+}
+
+int onegate_state_get(const struct bpfgate *bg, uint64_t cgid, struct dg_cgstate *st)
+{
+	*st = (struct dg_cgstate){ 0 };
+	return bpf_map_lookup_elem(bg->cgstate_fd, &cgid, st) < 0 ? -errno : 0;
+}
+
+int onegate_state_put(const struct bpfgate *bg, uint64_t cgid, const struct dg_cgstate *st)
+{
+	return bpf_map_update_elem(bg->cgstate_fd, &cgid, st, BPF_ANY) < 0 ? -errno : 0;
+}
+
+static uint32_t slot_find_free(const struct bpfgate *bg, uint32_t set)
+{
+	for (uint32_t s = 1; s < bg->slot_top[set]; s++) {
+		if (!bg->slot_cg[set][s])
+			return s;
+	}
+	return bg->slot_top[set] < DG_MAX_SLOTS ? bg->slot_top[set] : 0;
+}
+
+/*
+ * Puts runtime program orig_fd in a free slot of the first set whose
+ * prog array takes it (the kernel refuses, EINVAL, a program of another
+ * expected_attach_type).
+ */
+int onegate_slot_take(struct bpfgate *bg, uint64_t cgid, int orig_fd, uint32_t *set, uint32_t *slot)
+{
+	int r = -EINVAL;
+
+	for (uint32_t e = 0; e < DG_GATE_SETS && r == -EINVAL; e++) {
+		uint32_t s = slot_find_free(bg, e);
+
+		if (!s)
+			return -ENOSPC;
+		r = bpf_map_update_elem(bg->slots_fd[e], &s, &orig_fd, BPF_ANY) < 0 ? -errno : 0;
+		if (r == 0) {
+			bg->slot_cg[e][s] = cgid;
+			if (s >= bg->slot_top[e])
+				bg->slot_top[e] = s + 1;
+			*set = e;
+			*slot = s;
+		}
+	}
+	return r;
+}
+
+void onegate_slot_drop(struct bpfgate *bg, uint32_t set, uint32_t slot)
+{
+	if (set >= DG_GATE_SETS || !slot || slot >= DG_MAX_SLOTS)
+		return;
+	if (bpf_map_delete_elem(bg->slots_fd[set], &slot) < 0 && errno != ENOENT)
+		log_warning_errno(errno, "cannot clear slot %u of set %u: %m", slot, set);
+	bg->slot_cg[set][slot] = 0;
+	while (bg->slot_top[set] > 1 && !bg->slot_cg[set][bg->slot_top[set] - 1])
+		bg->slot_top[set]--;
+}
+
+/* The program in a slot, 0 when it is empty. */
+uint32_t onegate_slot_prog(const struct bpfgate *bg, uint32_t set, uint32_t slot)
+{
+	uint32_t id = 0;
+
+	if (set >= DG_GATE_SETS || !slot || bpf_map_lookup_elem(bg->slots_fd[set], &slot, &id) < 0)
+		return 0;
+	return id;
+}
+
+int onegate_slot_refill(const struct bpfgate *bg, uint32_t set, uint32_t slot, uint32_t orig_id)
+{
+	auto_close int fd = bpf_prog_get_fd_by_id(orig_id);
+
+	if (fd < 0)
+		return -errno;
+	return bpf_map_update_elem(bg->slots_fd[set], &slot, &fd, BPF_ANY) < 0 ? -errno : 0;
+}
+
+/*
+ * Lets go of every slot of cgid: from its storage while the cgroup lives,
+ * else from the slots devgated saw it take (the storage died with it).
+ */
+void onegate_forget(struct bpfgate *bg, uint64_t cgid)
+{
+	struct dg_cgstate st;
+
+	if (onegate_state_get(bg, cgid, &st) == 0) {
+		struct dg_cgstate none = { 0 };
+
+		for (uint32_t e = 0; e < DG_GATE_SETS; e++) {
+			if (st.slot[e] && bg->slot_cg[e][st.slot[e] % DG_MAX_SLOTS] == cgid)
+				onegate_slot_drop(bg, e, st.slot[e]);
+		}
+		(void)onegate_state_put(bg, cgid, &none);
+	}
+	for (uint32_t e = 0; e < DG_GATE_SETS; e++) {
+		for (uint32_t s = 1; s < bg->slot_top[e]; s++) {
+			if (bg->slot_cg[e][s] == cgid)
+				onegate_slot_drop(bg, e, s);
+		}
+	}
+}
+
+int onegate_list(const struct bpfgate *bg, uint64_t **ret, size_t *ret_n)
+{
+	uint64_t key, *prev = NULL;
+	auto_free uint64_t *ids = NULL;
+	size_t n = 0, cap = 0;
+
+	while (bpf_map_get_next_key(bg->cgstate_fd, prev, &key) == 0) {
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			uint64_t *nids = realloc(ids, ncap * sizeof(*ids));
+
+			if (!nids)
+				return -ENOMEM;
+			ids = nids;
+			cap = ncap;
+		}
+		ids[n++] = key;
+		prev = &ids[n - 1];
+	}
+	*ret = TAKE_PTR(ids);
+	*ret_n = n;
+	return 0;
+}
