@@ -441,6 +441,7 @@ void bpfgate_free(struct bpfgate *bg)
 {
 	if (!bg)
 		return;
+	keeper_fini(&bg->keeper);
 	for (unsigned int i = 0; i < bg->n_pending; i++)
 		safe_close(bg->pending[i].cgfd);
 	devgate__destroy(bg->spare);

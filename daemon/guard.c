@@ -392,7 +392,7 @@ static int repin_own(const char *dir, uint32_t id, const struct own_prog *o)
  * maps, and nothing proved them): put its runtime program back in its place,
  * so our own gate wraps that, never the orphan.
  */
-static int unwrap_orphan(const struct keeper *k, int cgfd, uint32_t id, const struct own_prog *o,
+static int unwrap_orphan(struct keeper *k, int cgfd, uint32_t id, const struct own_prog *o,
 			 uint32_t cg_flags)
 {
 	auto_close int fd = bpf_prog_get_fd_by_id(id);
@@ -573,8 +573,12 @@ void guard_repin(struct bpfgate *bg)
 
 void guard_fini(struct bpfgate *bg)
 {
-	if (bg)
-		onegate_close(bg);
+	if (!bg)
+		return;
+	onegate_close(bg);
+	/* Kept while devgated runs: made again for every first grant, they cost more than they
+	 * hold. */
+	keeper_tidy(&bg->keeper);
 }
 
 /* The set whose shared gate is the default gate: BPF_CGROUP_DEVICE, like a copy's. */
