@@ -735,7 +735,13 @@ bench_tput() {
 		>"$OUT/throughput1.txt" 2>"$OUT/throughput1.log"
 	"$B/bench/dgload" -s "$SOCK" -g 0 --shared -n "$((N / 2))" -j 8 "${tp[@]}" \
 		>"$OUT/throughput.txt" 2>"$OUT/throughput.log"
+	# The same client on a container that keeps GPU 2: no gate comes or goes.
+	dg grant --pid "${tp[1]}" --gpu 2 --shared >/dev/null
+	"$B/bench/dgload" -s "$SOCK" -g 0 --shared -n "$((N / 2))" -j 1 "${tp[1]}" \
+		>"$OUT/throughput1-gated.txt" 2>"$OUT/throughput1-gated.log"
+	dg revoke --pid "${tp[1]}" >/dev/null
 	rate1=$(rate_of "$OUT/throughput1.log")
+	rate1g=$(rate_of "$OUT/throughput1-gated.log")
 	rate8=$(rate_of "$OUT/throughput.log")
 }
 
@@ -749,6 +755,8 @@ each grant is the container's first and each revoke its last, so the gate is
 attached and taken off every cycle. Requests/s counts the grant and the
 revoke each: $rate1 requests/s ($(awk -v r="$rate1" 'BEGIN { printf "%.0f", r / 2 }') cycles/s).
 Goal (issue 14) >= 3,000 requests/s: $(verdict_ge "$rate1" 3000).
+The same on a container that keeps another GPU (GPU 2), so its gate stays:
+$rate1g requests/s, $(verdict_ge "$rate1g" 3000).
 Eight clients at once, each on its own container: $rate8 requests/s in all.
 devgated serves requests one at a time (one thread), so parallel clients
 mostly queue.
@@ -818,7 +826,7 @@ LOAD_AT_START=$(cut -d' ' -f1-3 /proc/loadavg)
 BUILT_FROM=$(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)
 log "setup; sections: ${sections[*]}"
 make -s -C "$top" all build/bench/dgload build/bench/floor build/bench/opencost >/dev/null
-"$top/tests/helpers/mkfixture" "$work/host" -n 2 >/dev/null
+"$top/tests/helpers/mkfixture" "$work/host" -n 3 >/dev/null
 dg_ns_setup
 CGROOT=$(dg_cgroot)
 # A private tmpfs for devgated's records, made after the namespace so no
@@ -833,7 +841,7 @@ PID=$(runc_container lat)
 # Figures of the summary; empty until their section runs.
 gi_ratio='' g1_ratio='' r1_ratio='' ri_ratio='' lxc_ratio='' chain_extra=''
 hook_points='' scale_ratio='' scale_last='' rss_last='' prog_extra='' rate1=''
-heal_p99=''
+rate1g='' heal_p99=''
 held=0
 
 # In this order: the LXC comparison before the thousands of scale
@@ -876,8 +884,9 @@ summary() {
 		"<= 32 MiB (at 10,000)" "${rss_last:+$(verdict "$rss_last" 32)}"
 	srow "gate cost per open() of any device, by BPF run time" "${prog_extra:+${prog_extra}%}" \
 		"<= 2%" "${prog_extra:+$(verdict "$prog_extra" 2)}"
-	srow "requests/s, one client, grant+revoke cycles" "$rate1" ">= 3,000" \
-		"${rate1:+$(verdict_ge "$rate1" 3000)}"
+	srow "requests/s, one client, grant+revoke cycles (first grants; gate kept)" \
+		"${rate1:+$rate1; $rate1g}" ">= 3,000" \
+		"${rate1:+$(verdict_ge "$(awk -v a="$rate1" -v b="$rate1g" 'BEGIN { print (a < b) ? a : b }')" 3000)}"
 	srow "time from displacement to healed, p99, one lease" "${heal_p99:+$heal_p99 ms}" \
 		"<= 50 ms (issue 12)" "${heal_p99:+$(verdict "$heal_p99" 50)}"
 }
