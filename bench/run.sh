@@ -55,6 +55,8 @@ DG_TMP=$work
 . "$top/tests/lib/runc.sh"
 # shellcheck source=../tests/lib/lxc.sh
 . "$top/tests/lib/lxc.sh"
+# shellcheck source=../tests/lib/keeper.sh
+. "$top/tests/lib/keeper.sh"
 
 cleanup() {
 	set +e
@@ -84,6 +86,7 @@ cleanup() {
 		done
 	fi
 	[ -n "$DAEMON" ] && kill "$DAEMON" 2>/dev/null && wait "$DAEMON" 2>/dev/null
+	dg_keeper_rm "$CGROOT" "$PINS"
 	mountpoint -q "$work/state" && umount "$work/state"
 	sysctl -qw kernel.bpf_stats_enabled=0
 	rm -rf "$PINS" "$PINS-rt" "$work"
@@ -696,7 +699,7 @@ bench_scale() {
 		set y2tics
 		set yrange [0:*]
 		set y2range [0:40]
-		set key bottom right opaque box
+		set key top left opaque box
 		set grid
 		plot "$OUT/scale.dat" using 1:(\$2/1000) with linespoints lw 2 title "grant p50", \\
 		     "$OUT/scale.dat" using 1:(\$3/1000) with linespoints lw 2 title "grant p99", \\
