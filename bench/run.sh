@@ -7,7 +7,10 @@
 # goals are reported, met or missed.
 #
 # Knobs: BENCH_N (cycles per latency run, default 200), BENCH_SCALE (lease
-# counts, default "1 10 100 1000"), BENCH_HOOK_RUNS (default 30).
+# counts, default "1 10 100 1000"), BENCH_HOOK_RUNS (default 30),
+# BENCH_SECTIONS (which sections to run, by name, spaces or commas; default
+# all of "lat profile open lxc hook scale tput heal"). Sections not run show
+# "not run" in results.md.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,6 +19,19 @@ OUT=$top/bench/out
 N=${BENCH_N:-200}
 SCALE=${BENCH_SCALE:-"1 10 100 1000"}
 HOOK_RUNS=${BENCH_HOOK_RUNS:-30}
+ALL_SECTIONS="lat profile open lxc hook scale tput heal"
+read -ra sections <<<"$(echo "${BENCH_SECTIONS:-$ALL_SECTIONS}" | tr ',' ' ')"
+SECTIONS=" ${sections[*]} "
+for s in "${sections[@]}"; do
+	case " $ALL_SECTIONS " in
+	*" $s "*) ;;
+	*)
+		echo "bench: unknown section '$s' (known: $ALL_SECTIONS)" >&2
+		exit 2
+		;;
+	esac
+done
+want() { [[ "$SECTIONS" == *" $1 "* ]]; }
 
 [ "$(id -u)" = 0 ] || { echo "bench: run as root" >&2; exit 1; }
 rm -rf "$OUT"
@@ -30,24 +46,48 @@ DAEMON=
 # $(...) subshells, where appending to an array would be lost.
 CONTAINERS=$work/containers.list
 PLAIN=$work/plain.list
+# The LXC container and the host node the peer section makes.
+LXC_CT=
+LXC_NODE=
+# lxc.sh keeps its containers under DG_TMP/lxc.
+DG_TMP=$work
 # shellcheck source=../tests/lib/runc.sh
 . "$top/tests/lib/runc.sh"
+# shellcheck source=../tests/lib/lxc.sh
+. "$top/tests/lib/lxc.sh"
+# shellcheck source=../tests/lib/keeper.sh
+. "$top/tests/lib/keeper.sh"
 
 cleanup() {
 	set +e
-	local c left
+	local c left before
 	[ -f "$CONTAINERS" ] && while read -r c; do dg_rm "$c"; done <"$CONTAINERS"
+	if [ -n "$LXC_CT" ]; then
+		dg_lxc_rm "$LXC_CT"
+		for c in "$CGROOT/lxc.payload.$LXC_CT" "$CGROOT/lxc.monitor.$LXC_CT"; do
+			[ -d "$c" ] && { echo 1 >"$c/cgroup.kill"; sleep 0.2; rmdir "$c"; }
+		done
+	fi
+	[ -n "$LXC_NODE" ] && rm -f "$LXC_NODE"
 	[ -f "$PLAIN" ] && while read -r c; do echo 1 >"$c/cgroup.kill"; done <"$PLAIN" 2>/dev/null
-	# A thousand killed containers take a moment to empty their cgroups.
-	for _ in $(seq 100); do
-		left=0
-		[ -f "$PLAIN" ] && while read -r c; do
-			[ -d "$c" ] && ! rmdir "$c" 2>/dev/null && left=1
-		done <"$PLAIN"
-		[ "$left" = 0 ] && break
-		sleep 0.1
-	done
+	# Thousands of killed containers take a while to empty their cgroups:
+	# wait as long as some go each round.
+	if [ -f "$PLAIN" ]; then
+		cp "$PLAIN" "$work/left"
+		for _ in $(seq 600); do
+			before=$(wc -l <"$work/left")
+			while read -r c; do
+				[ -d "$c" ] && ! rmdir "$c" 2>/dev/null && echo "$c"
+			done <"$work/left" >"$work/left.new"
+			mv "$work/left.new" "$work/left"
+			left=$(wc -l <"$work/left")
+			[ "$left" = 0 ] && break
+			[ "$left" = "$before" ] && sleep 0.1
+		done
+	fi
 	[ -n "$DAEMON" ] && kill "$DAEMON" 2>/dev/null && wait "$DAEMON" 2>/dev/null
+	dg_keeper_rm "$CGROOT" "$PINS"
+	mountpoint -q "$work/state" && umount "$work/state"
 	sysctl -qw kernel.bpf_stats_enabled=0
 	rm -rf "$PINS" "$PINS-rt" "$work"
 	dg_ns_teardown
@@ -67,6 +107,10 @@ stats() {
 field() { echo "$1" | awk -v i="$2" '{ print $i }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 verdict() { awk -v v="$1" -v g="$2" 'BEGIN { print (v <= g) ? "met" : "**missed**" }'; }
+verdict_ge() { awk -v v="$1" -v g="$2" 'BEGIN { print (v >= g) ? "met" : "**missed**" }'; }
+larger() { awk -v a="$1" -v b="$2" 'BEGIN { print (a > b) ? a : b }'; }
+# A section's heading and one line, for a section that did not run.
+not_run() { printf '## %s\n\nnot run (BENCH_SECTIONS="%s")\n' "$1" "${sections[*]}"; }
 
 start_daemon() {
 	"$B/devgated" --socket "$SOCK" --state-dir "$work/state" --pin-root "$PINS" \
@@ -104,334 +148,111 @@ plain_root() {
 plain() {
 	local cg="$CGROOT/bench-$$-$1"
 	echo "$cg" >>"$PLAIN"
-	dg_plain "$cg" "$work/plainroot" >"$work/pid"
+	dg_plain "$cg" "$work/plainroot" >"$work/pid.$1"
 	bpftool cgroup attach "$cg" device pinned "$PINS-rt" multi
-	cat "$work/pid"
+	cat "$work/pid.$1"
+	rm -f "$work/pid.$1"
+}
+
+# plain_many FROM TO: plain containers lFROM..lTO-1, started 32 at a time
+# (each start mostly waits for its process); prints their PIDs.
+plain_many() {
+	local i=$1 j
+	while [ "$i" -lt "$2" ]; do
+		for j in $(seq "$i" "$((i + 31 < $2 - 1 ? i + 31 : $2 - 1))"); do
+			plain "l$j" >"$work/many.$j" &
+		done
+		wait
+		for j in $(seq "$i" "$((i + 31 < $2 - 1 ? i + 31 : $2 - 1))"); do
+			cat "$work/many.$j"
+			rm -f "$work/many.$j"
+		done
+		i=$((i + 32))
+	done
 }
 
 machine() {
 	echo "- machine: $(nproc) cores, $(awk '/model name/ { sub(/.*: /, ""); print; exit }' /proc/cpuinfo), $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)"
-	echo "- kernel: $(uname -r); $(findmnt -T "$work" -no FSTYPE) for the state directory"
+	echo "- kernel: $(uname -r)"
+	echo "- devgated's state directory: $STATE_FS, a private mount made for this run, as"
+	echo "  production's /run/devgate/state is on Debian hosts (this VM's /run is"
+	echo "  $(findmnt -T /run -no FSTYPE), whose replace-by-rename flush would cost ~0.2 ms per grant"
+	echo "  that production does not pay); the durable floor writes to $(findmnt -T "$work" -no FSTYPE)"
+	echo "- sections run: ${sections[*]}"
 	echo "- date: $(date -u +%Y-%m-%dT%H:%MZ); devgate $BUILT_FROM"
 	echo "- load average at start: $LOAD_AT_START"
 }
 
-# ---- setup ----
-LOAD_AT_START=$(cut -d' ' -f1-3 /proc/loadavg)
-# Before this run rewrites results.md and scale.png, which would mark it dirty.
-BUILT_FROM=$(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)
-log "setup"
-make -s -C "$top" all build/bench/dgload build/bench/floor build/bench/opencost >/dev/null
-"$top/tests/helpers/mkfixture" "$work/host" -n 2 >/dev/null
-dg_ns_setup
-CGROOT=$(dg_cgroot)
-start_daemon
-plain_root
-PID=$(runc_container lat)
-
 # ---- 1 and 2: grant and revoke latency ----
-log "grant/revoke latency: $N cycles each, floor first"
-mkdir -p "$work/floordir"
-"$B/bench/floor" -n "$N" "$PID" >"$OUT/floor.txt"
-"$B/bench/floor" -n "$N" -d "$work/floordir" "$PID" >"$OUT/floor-durable.txt"
-"$B/bench/dgload" -s "$SOCK" -g 0 -n "$N" "$PID" >"$OUT/first-grant.txt" 2>/dev/null
-first_bd=$(breakdown "$N")
-# Spaced like container starts: devgated has its spare gate ready.
-"$B/bench/dgload" -s "$SOCK" -g 0 -n "$((N / 4))" -p 20 "$PID" >"$OUT/first-paced.txt" 2>/dev/null
-paced_bd=$(breakdown "$((N / 4))")
-dg grant --pid "$PID" --gpu 1 >/dev/null
-"$B/bench/dgload" -s "$SOCK" -g 0 -n "$N" "$PID" >"$OUT/grant.txt" 2>/dev/null
-incr_bd=$(breakdown "$N")
-dg revoke --pid "$PID" >/dev/null
-# The whole CLI, process start included (hyperfine resets before each run).
-ctl="$B/devgatectl -s $SOCK"
-hyperfine -N --runs 50 --warmup 3 --export-json "$OUT/cli-grant.json" \
-	--prepare "$ctl revoke --pid $PID --missing-ok" "$ctl grant --pid $PID --gpu 0" >/dev/null
-hyperfine -N --runs 50 --warmup 3 --export-json "$OUT/cli-revoke.json" \
-	--prepare "$ctl grant --pid $PID --gpu 0" "$ctl revoke --pid $PID" >/dev/null
-{
-	jq -r '.results[0].times[] | "grant \(. * 1e9 | floor)"' "$OUT/cli-grant.json"
-	jq -r '.results[0].times[] | "revoke \(. * 1e9 | floor)"' "$OUT/cli-revoke.json"
-} >"$OUT/cli.txt"
-dg revoke --pid "$PID" --missing-ok >/dev/null
+bench_lat() {
+	log "grant/revoke latency: $N cycles each, floor first"
+	mkdir -p "$work/floordir"
+	"$B/bench/floor" -n "$N" "$PID" >"$OUT/floor.txt"
+	"$B/bench/floor" -n "$N" -d "$work/floordir" "$PID" >"$OUT/floor-durable.txt"
+	"$B/bench/dgload" -s "$SOCK" -g 0 -n "$N" "$PID" >"$OUT/first-grant.txt" 2>/dev/null
+	first_bd=$(breakdown "$N")
+	# Spaced like container starts: devgated has its spare gate ready.
+	"$B/bench/dgload" -s "$SOCK" -g 0 -n "$((N / 4))" -p 20 "$PID" >"$OUT/first-paced.txt" 2>/dev/null
+	paced_bd=$(breakdown "$((N / 4))")
+	dg grant --pid "$PID" --gpu 1 >/dev/null
+	"$B/bench/dgload" -s "$SOCK" -g 0 -n "$N" "$PID" >"$OUT/grant.txt" 2>/dev/null
+	incr_bd=$(breakdown "$N")
+	dg revoke --pid "$PID" >/dev/null
+	# The whole CLI, process start included (hyperfine resets before each run).
+	local ctl="$B/devgatectl -s $SOCK"
+	hyperfine -N --runs 50 --warmup 3 --export-json "$OUT/cli-grant.json" \
+		--prepare "$ctl revoke --pid $PID --missing-ok" "$ctl grant --pid $PID --gpu 0" >/dev/null
+	hyperfine -N --runs 50 --warmup 3 --export-json "$OUT/cli-revoke.json" \
+		--prepare "$ctl grant --pid $PID --gpu 0" "$ctl revoke --pid $PID" >/dev/null
+	{
+		jq -r '.results[0].times[] | "grant \(. * 1e9 | floor)"' "$OUT/cli-grant.json"
+		jq -r '.results[0].times[] | "revoke \(. * 1e9 | floor)"' "$OUT/cli-revoke.json"
+	} >"$OUT/cli.txt"
+	dg revoke --pid "$PID" --missing-ok >/dev/null
 
-fl=$(stats grant "$OUT/floor.txt")
-flr=$(stats revoke "$OUT/floor.txt")
-fd=$(stats grant "$OUT/floor-durable.txt")
-fdr=$(stats revoke "$OUT/floor-durable.txt")
-g1=$(stats grant "$OUT/first-grant.txt")
-gp=$(stats grant "$OUT/first-paced.txt")
-r1=$(stats revoke "$OUT/first-grant.txt")
-gi=$(stats grant "$OUT/grant.txt")
-ri=$(stats revoke "$OUT/grant.txt")
-gc=$(stats grant "$OUT/cli.txt")
-rc=$(stats revoke "$OUT/cli.txt")
-
-# ---- profile of an already-gated grant ----
-# Two views of the same kind of cycle as "already gated" above. perf trace:
-# time inside each system call of the daemon, waits on the disk included.
-# perf record: on-CPU samples of the daemon and its node helpers (same comm).
-log "profile: perf trace and perf record of $N already-gated grant+revoke cycles"
-dg grant --pid "$PID" --gpu 1 >/dev/null
-perf trace -s -p "$DAEMON" -o "$work/trace.txt" 2>/dev/null &
-tracer=$!
-sleep 1
-"$B/bench/dgload" -s "$SOCK" -g 0 -n "$N" "$PID" >/dev/null 2>&1
-kill -INT "$tracer"
-wait "$tracer" || true
-# "syscall calls total_ms" by total time, for the report.
-awk '$2 ~ /^[0-9]+$/ && $4 ~ /^[0-9.]+$/ { t[$1] += $4; c[$1] += $2 }
-     END { for (k in t) printf "%s %d %.3f\n", k, c[k], t[k] }' "$work/trace.txt" |
-	sort -k3 -rn | grep -v '^epoll_wait ' >"$OUT/profile-syscalls.txt" || true
-perf record -q -a -g -F 4000 -e cpu-clock -o "$work/perf.data" -- \
-	"$B/bench/dgload" -s "$SOCK" -g 0 -n "$N" "$PID" >/dev/null 2>&1
-dg revoke --pid "$PID" >/dev/null
-perf report -i "$work/perf.data" --comm devgated --children --sort sym --stdio -g none \
-	--percentage relative --percent-limit 5 2>/dev/null | grep -E '^ +[0-9]' \
-	>"$OUT/profile.txt" || true
-
-# ---- 3: gate cost per open() ----
-log "gate cost per open(): runc's program alone vs the gate in front of it"
-OPID=$(runc_container open)
-ocid="bench-$$-open"
-# In the container's cgroup and mount namespace, pinned to one CPU: less
-# scheduling noise than runc exec.
-opencost() {
-	sh -c 'echo $$ >"$1/cgroup.procs" && exec taskset -c 1 nsenter -t "$2" -m -r \
-		/bin/opencost -n 100000 -r 5 /dev/null' _ "$CGROOT/$ocid" "$OPID" | sort -n | sed -n 3p
+	fl=$(stats grant "$OUT/floor.txt")
+	flr=$(stats revoke "$OUT/floor.txt")
+	fd=$(stats grant "$OUT/floor-durable.txt")
+	fdr=$(stats revoke "$OUT/floor-durable.txt")
+	g1=$(stats grant "$OUT/first-grant.txt")
+	gp=$(stats grant "$OUT/first-paced.txt")
+	r1=$(stats revoke "$OUT/first-grant.txt")
+	gi=$(stats grant "$OUT/grant.txt")
+	ri=$(stats revoke "$OUT/grant.txt")
+	gc=$(stats grant "$OUT/cli.txt")
+	rc=$(stats revoke "$OUT/cli.txt")
+	g1_ratio=$(ratio "$(field "$g1" 1)" "$(field "$fl" 1)")
+	gi_ratio=$(ratio "$(field "$gi" 1)" "$(field "$fl" 1)")
+	r1_ratio=$(ratio "$(field "$r1" 1)" "$(field "$flr" 1)")
+	ri_ratio=$(ratio "$(field "$ri" 1)" "$(field "$flr" 1)")
 }
-ROUNDS=9
-for _ in $(seq $ROUNDS); do
-	a=$(opencost)
-	dg grant --pid "$OPID" --gpu 0 >/dev/null
-	g=$(opencost)
-	dg revoke --pid "$OPID" >/dev/null
-	echo "alone $a"
-	echo "gated $g"
-	echo "ratio $(awk -v a="$a" -v g="$g" 'BEGIN { printf "%.4f", g / a }')"
-done >"$OUT/opencost.txt"
-# Per-program run time from the kernel's own BPF statistics. Collecting them
-# costs two clock reads per run; a near-empty program shows that floor.
-sysctl -qw kernel.bpf_stats_enabled=1
-rt_id=$(bpftool -j cgroup show "$CGROOT/$ocid" | jq '.[0].id')
-bpftool cgroup attach "$CGROOT/$ocid" device pinned "$PINS-rt" multi
-opencost >/dev/null
-floor_id=$(bpftool -j cgroup show "$CGROOT/$ocid" | jq '.[1].id')
-bpftool cgroup detach "$CGROOT/$ocid" device pinned "$PINS-rt"
-dg grant --pid "$OPID" --gpu 0 >/dev/null
-gate_id=$(bpftool -j cgroup show "$CGROOT/$ocid" | jq '.[0].id')
-tally_id=$(bpftool -j cgroup show "$CGROOT/$ocid" | jq '.[1].id')
-opencost >/dev/null
-prog_ns() { bpftool -j prog show id "$1" | jq 'if .run_cnt > 0 then .run_time_ns / .run_cnt else 0 end'; }
-gate_ns=$(prog_ns "$gate_id")
-tally_ns=$(prog_ns "$tally_id")
-dg revoke --pid "$OPID" >/dev/null
-opencost >/dev/null
-rt_ns=$(prog_ns "$rt_id")
-stats_floor=$(prog_ns "$floor_id")
-sysctl -qw kernel.bpf_stats_enabled=0
-mid=$(((ROUNDS + 1) / 2))
-alone=$(awk '$1 == "alone" { print $2 }' "$OUT/opencost.txt" | sort -n | sed -n ${mid}p)
-gated=$(awk '$1 == "gated" { print $2 }' "$OUT/opencost.txt" | sort -n | sed -n ${mid}p)
-open_extra=$(awk '$1 == "ratio" { print $2 }' "$OUT/opencost.txt" | sort -n |
-	sed -n ${mid}p | awk '{ printf "%.1f", ($1 - 1) * 100 }')
-# The gate's run includes runc's program (tail call); the tally is one more
-# program, whose share of the clock reads is the floor's.
-prog_extra=$(awk -v r="$rt_ns" -v g="$gate_ns" -v t="$tally_ns" -v f="$stats_floor" -v a="$alone" \
-	'BEGIN { printf "%.1f", (g - r + t - f) / a * 100 }')
-prog_extra_raw=$(awk -v r="$rt_ns" -v g="$gate_ns" -v t="$tally_ns" -v a="$alone" \
-	'BEGIN { printf "%.1f", (g + t - r) / a * 100 }')
 
-# ---- 4: OCI hook overhead ----
-log "OCI hook overhead: runc run with and without devgate's hook, $HOOK_RUNS each"
-dg_bundle "$work/plain" "$B/probe" >/dev/null
-jq '.process.args = ["true"]' "$work/plain/config.json" >"$work/c.json"
-mv "$work/c.json" "$work/plain/config.json"
-cp -a "$work/plain" "$work/hooked"
-jq --arg hook "$B/devgate-hook" --arg s "$SOCK" '.annotations = {"devgate.io/gpus": "0"} |
-	.hooks = {createRuntime: [{path: $hook, args: ["devgate-hook", "-s", $s, "createRuntime"]}],
-		  poststop: [{path: $hook, args: ["devgate-hook", "-s", $s, "poststop"]}]}' \
-	"$work/hooked/config.json" >"$work/c.json"
-mv "$work/c.json" "$work/hooked/config.json"
-cp -a "$work/plain" "$work/noop"
-jq '.hooks = {createRuntime: [{path: "/bin/true"}], poststop: [{path: "/bin/true"}]}' \
-	"$work/noop/config.json" >"$work/c.json"
-mv "$work/c.json" "$work/noop/config.json"
-runtime() { # KIND [COUNT] -> mean ns of COUNT runc runs back to back
-	local t0 n=${2:-1}
-	t0=$(date +%s%N)
-	for _ in $(seq "$n"); do
-		dg_runc run -b "$work/$1" "bench-$$-run" </dev/null >/dev/null
-	done
-	echo $((($(date +%s%N) - t0) / n))
-}
-kinds=(plain noop hooked)
-declare -A took
-for round in $(seq "$HOOK_RUNS"); do
-	# Single starts on a settled machine (devgated makes its spares while idle,
-	# as between container starts), in an order that rotates each round.
-	for j in 0 1 2; do
-		k=${kinds[$(((round + j) % 3))]}
-		sleep 0.05
-		took[$k]=$(runtime "$k")
-	done
-	# Five starts back to back: the daemon's work after each is charged too.
-	for k in "${kinds[@]}"; do
-		sleep 0.05
-		took[chain-$k]=$(runtime "$k" 5)
-	done
-	for k in "${!took[@]}"; do echo "$k ${took[$k]}"; done
-	# Each round's own ratios: slow drift of the machine cancels.
-	echo "noopratio $((took[noop] * 10000 / took[plain]))"
-	echo "hookratio $((took[hooked] * 10000 / took[plain]))"
-	echo "chainratio $((took[chain-hooked] * 10000 / took[chain-plain]))"
-done >"$OUT/hook.txt"
-hp=$(stats plain "$OUT/hook.txt")
-hn=$(stats noop "$OUT/hook.txt")
-hh=$(stats hooked "$OUT/hook.txt")
-hcp=$(stats chain-plain "$OUT/hook.txt")
-hch=$(stats chain-hooked "$OUT/hook.txt")
-median_ratio() { # KIND: median of a round's ratio, as percent extra
-	grep "^$1 " "$OUT/hook.txt" | sort -n -k2 | awk '{ v[NR] = $2 }
-		END { printf "%.1f", (v[int((NR + 1) / 2)] / 10000 - 1) * 100 }'
-}
-noop_extra=$(median_ratio noopratio)
-hook_extra=$(median_ratio hookratio)
-chain_extra=$(median_ratio chainratio)
-
-# ---- 5: scale ----
-log "scale: grant latency and daemon RSS with $SCALE leased containers"
-PROBE=$(plain probe)
-# The probe keeps GPU 1, so its cycles on shared GPU 0 time the grant itself,
-# not the loading of its gates; what varies is the number of other leases.
-dg grant --pid "$PROBE" --gpu 1 >/dev/null
-held=0
-: >"$OUT/scale.dat"
-for level in $SCALE; do
-	pids=()
-	while [ "$held" -lt "$level" ]; do
-		pids+=("$(plain "l$held")")
-		held=$((held + 1))
-	done
-	[ ${#pids[@]} -eq 0 ] || "$B/bench/dgload" -s "$SOCK" -g 0 --shared --hold "${pids[@]}" \
-		>/dev/null
-	sleep 1.2 # let a periodic re-check of all leases run once
-	"$B/bench/dgload" -s "$SOCK" -g 0 --shared -n "$N" "$PROBE" >"$OUT/scale-$level.txt" \
-		2>/dev/null
-	s=$(stats grant "$OUT/scale-$level.txt")
-	bd=$(breakdown "$N")
-	rss=$(awk '/VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$DAEMON/status")
-	# The same bare syscalls at this level: does the machine itself slow down?
-	"$B/bench/floor" -n "$((N / 2))" -d "$work/floordir" "$PROBE" >"$OUT/scale-floor-$level.txt"
-	f=$(stats grant "$OUT/scale-floor-$level.txt")
-	echo "$level $(field "$s" 1) $(field "$s" 2) $rss $bd $(field "$f" 1)" >>"$OUT/scale.dat"
-	log "  $level leases: grant p50 $(field "$s" 1) us, p99 $(field "$s" 2) us, RSS $rss MiB"
-done
-s1=$(head -1 "$OUT/scale.dat")
-sN=$(tail -1 "$OUT/scale.dat")
-scale_ratio=$(ratio "$(field "$sN" 2)" "$(field "$s1" 2)")
-scale_norm=$(awk -v a="$(field "$sN" 2)" -v fa="$(field "$sN" 8)" -v b="$(field "$s1" 2)" \
-	-v fb="$(field "$s1" 8)" 'BEGIN { printf "%.2f", (a / fa) / (b / fb) }')
-rss_max=$(awk '{ if ($4 > m) m = $4 } END { print m }' "$OUT/scale.dat")
-
-# ---- 6: throughput ----
-log "throughput: grants+revokes from 8 parallel clients"
-tp=()
-for j in $(seq 8); do tp+=("$(plain "tp$j")"); done
-"$B/bench/dgload" -s "$SOCK" -g 0 --shared -n "$((N / 2))" -j 8 "${tp[@]}" \
-	>"$OUT/throughput.txt" 2>"$OUT/throughput.log"
-"$B/bench/dgload" -s "$SOCK" -g 0 --shared -n "$((N / 2))" -j 1 "${tp[0]}" \
-	>"$OUT/throughput1.txt" 2>"$OUT/throughput1.log"
-rate8=$(sed -n 's/.* \([0-9.]*\) requests\/s/\1/p' "$OUT/throughput.log")
-rate1=$(sed -n 's/.* \([0-9.]*\) requests\/s/\1/p' "$OUT/throughput1.log")
-
-# ---- 7: healing a displaced gate ----
-log "heal: a displaced gate with $((held + 9)) leases held, and the check's CPU"
-heal_leases=$((held + 9))
-ticks() { awk '{ print $14 + $15 }' "/proc/$DAEMON/stat"; }
-t0=$(ticks)
-sleep 10
-heal_cpu=$(awk -v a="$t0" -v b="$(ticks)" -v hz="$(getconf CLK_TCK)" \
-	'BEGIN { printf "%.2f", (b - a) / hz / 10 * 100 }')
-heal_period=$(awk -v n="$heal_leases" 'BEGIN { p = n * 0.5; print (p > 10) ? p : 10 }')
-heal_per_lease=$(awk -v c="$heal_cpu" -v n="$heal_leases" -v p="$heal_period" \
-	'BEGIN { printf "%.1f", c / 100 * p * 1000 / n }')
-dg grant --pid "$PID" --gpu 0 --shared >/dev/null
-# GPU 1 is the probe's, so it stays denied to this container.
-"$B/displace" -n 20 "$CGROOT/bench-$$-lat" "$PINS-rt" "$work/host/dev/nvidia0" \
-	"$work/host/dev/nvidia1" >"$OUT/heal-scale.txt"
-heal_scale=$(grep '^heal_us' "$OUT/heal-scale.txt")
-dg revoke --pid "$PID" >/dev/null
-# Alone on the machine: the bats test, 100 rounds, once with the heal check
-# and once with the periodic re-check alone (what devgate did before).
-kill "$DAEMON" && wait "$DAEMON" 2>/dev/null
-DAEMON=
-DEVGATE_HEAL_RESULTS="$OUT/heal.txt" bats "$top/tests/integration/heal.bats" >"$OUT/heal.tap"
-heal_alone=$(grep 'found by a check\|healed on attach events' "$OUT/heal.txt" | sed 's/.*heal_us //')
-heal_poll=$(grep 'periodic re-check' "$OUT/heal.txt" | sed 's/.*heal_us //')
-heal_p99=$(echo "$heal_alone" | awk '{ printf "%.1f", $4 / 1000 }')
-
-# ---- plot ----
-gnuplot <<EOF
-set terminal pngcairo size 900,520 font ",11"
-set output "$top/bench/scale.png"
-set title "devgated: grant latency and memory against leased containers"
-set logscale x 10
-set xlabel "containers holding a lease"
-set ylabel "grant latency (ms)"
-set y2label "devgated RSS (MiB)"
-set ytics nomirror
-set y2tics
-set yrange [0:*]
-set y2range [0:16]
-set key bottom right opaque box
-set grid
-plot "$OUT/scale.dat" using 1:(\$2/1000) with linespoints lw 2 title "grant p50", \
-     "$OUT/scale.dat" using 1:(\$3/1000) with linespoints lw 2 title "grant p99", \
-     "$OUT/scale.dat" using 1:(\$8/1000) with linespoints lw 1 title "durable floor p50 (same level)", \
-     "$OUT/scale.dat" using 1:4 axes x1y2 with linespoints lw 2 dt 2 title "RSS (goal: 16 MiB)"
-EOF
-
-# ---- results.md ----
-g1_ratio=$(ratio "$(field "$g1" 1)" "$(field "$fl" 1)")
-gi_ratio=$(ratio "$(field "$gi" 1)" "$(field "$fl" 1)")
-gi_dratio=$(ratio "$(field "$gi" 1)" "$(field "$fd" 1)")
-g1_dratio=$(ratio "$(field "$g1" 1)" "$(field "$fd" 1)")
-ri_ratio=$(ratio "$(field "$ri" 1)" "$(field "$flr" 1)")
-ri_dratio=$(ratio "$(field "$ri" 1)" "$(field "$fdr" 1)")
 row() { printf '| %s | %s | %s | %s |\n' "$1" "$(field "$2" 1)" "$(field "$2" 2)" "$3"; }
-{
-	cat <<EOF
-# devgate benchmark results
-
-Produced by \`make bench\` (bench/run.sh); raw samples in \`bench/out/\`.
-Reproduce: \`sh scripts/install-deps.sh && make bench\` as root. Every goal
-below is a ratio of two figures taken in the same run, so machine noise
-largely cancels.
-
-$(machine)
-
+md_lat() {
+	cat <<MD
 ## 1-2. Grant and revoke latency ($N cycles each)
 
 Times are from request sent to reply read, over devgated's socket (the way a
 runtime integration calls it); the node is usable when the reply arrives.
 The floor does the same work as bare syscalls in one process: pidfd_open,
 fork, setns(CLONE_NEWNS), mknodat (unlinkat), one BPF map update (delete).
-"Durable floor" adds what devgated must also do before it may answer: write
-the lease and make it survive a crash (write, fsync, rename, fsync dir).
+The durable floor, for information only, adds a record made to survive a
+power cut on this disk (write, fsync, rename, fsync of the directory).
+devgated keeps its records on tmpfs and does not fsync: they describe kernel
+objects that die with a reboot too (ARCHITECTURE.md). It is not the yardstick.
 
 | measurement | p50 (us) | p99 (us) | p50 ratio to floor |
 |---|---|---|---|
 $(row "floor: grant" "$fl" "1.00")
-$(row "durable floor: grant" "$fd" "$(ratio "$(field "$fd" 1)" "$(field "$fl" 1)")")
-$(row "devgate grant, container not yet gated, back to back" "$g1" "$g1_ratio (durable: $g1_dratio)")
-$(row "devgate grant, container not yet gated, 20 ms apart" "$gp" "$(ratio "$(field "$gp" 1)" "$(field "$fl" 1)") (durable: $(ratio "$(field "$gp" 1)" "$(field "$fd" 1)"))")
-$(row "devgate grant, container already gated" "$gi" "$gi_ratio (durable: $gi_dratio)")
+$(row "durable floor: grant (information)" "$fd" "$(ratio "$(field "$fd" 1)" "$(field "$fl" 1)")")
+$(row "devgate grant, container not yet gated, back to back" "$g1" "$g1_ratio")
+$(row "devgate grant, container not yet gated, 20 ms apart" "$gp" "$(ratio "$(field "$gp" 1)" "$(field "$fl" 1)")")
+$(row "devgate grant, container already gated" "$gi" "$gi_ratio")
 $(row "devgatectl grant (process start included)" "$gc" "$(ratio "$(field "$gc" 1)" "$(field "$fl" 1)")")
 $(row "floor: revoke" "$flr" "1.00")
-$(row "durable floor: revoke" "$fdr" "$(ratio "$(field "$fdr" 1)" "$(field "$flr" 1)")")
-$(row "devgate revoke, last GPU (runtime program restored)" "$r1" "$(ratio "$(field "$r1" 1)" "$(field "$flr" 1)")")
-$(row "devgate revoke, container keeps a GPU" "$ri" "$ri_ratio (durable: $ri_dratio)")
+$(row "durable floor: revoke (information)" "$fdr" "$(ratio "$(field "$fdr" 1)" "$(field "$flr" 1)")")
+$(row "devgate revoke, last GPU (runtime program restored)" "$r1" "$r1_ratio")
+$(row "devgate revoke, container keeps a GPU" "$ri" "$ri_ratio")
 $(row "devgatectl revoke (process start included)" "$rc" "$(ratio "$(field "$rc" 1)" "$(field "$flr" 1)")")
 
 Where a grant's time goes (devgated -v, means in us: nodes / BPF / state):
@@ -439,10 +260,43 @@ not yet gated, back to back $(field "$first_bd" 1) / $(field "$first_bd" 2) / $(
 not yet gated, 20 ms apart $(field "$paced_bd" 1) / $(field "$paced_bd" 2) / $(field "$paced_bd" 3);
 already gated $(field "$incr_bd" 1) / $(field "$incr_bd" 2) / $(field "$incr_bd" 3).
 
-Goal: grant p50 <= 3x the floor. Already gated: $gi_ratio, $(verdict "$gi_ratio" 3);
-not yet gated: $g1_ratio, $(verdict "$g1_ratio" 3).
+Goals (issue 14), p50 against the floor: already gated <= 2x: $gi_ratio, $(verdict "$gi_ratio" 2);
+a container's first grant (back to back) <= 3x: $g1_ratio, $(verdict "$g1_ratio" 3);
+revoke <= 2x: last GPU $r1_ratio, $(verdict "$r1_ratio" 2); container keeps a GPU
+$ri_ratio, $(verdict "$ri_ratio" 2).
+MD
+}
 
-Profile of $N more already-gated grant+revoke cycles ($((2 * N)) requests).
+# ---- profile of an already-gated grant ----
+# Two views of the same kind of cycle as "already gated" above. perf trace:
+# time inside each system call of the daemon, waits on the disk included.
+# perf record: on-CPU samples of the daemon and its node helpers (same comm).
+bench_profile() {
+	log "profile: perf trace and perf record of $N already-gated grant+revoke cycles"
+	dg grant --pid "$PID" --gpu 1 >/dev/null
+	perf trace -s -p "$DAEMON" -o "$work/trace.txt" 2>/dev/null &
+	local tracer=$!
+	sleep 1
+	"$B/bench/dgload" -s "$SOCK" -g 0 -n "$N" "$PID" >/dev/null 2>&1
+	kill -INT "$tracer"
+	wait "$tracer" || true
+	# "syscall calls total_ms" by total time, for the report.
+	awk '$2 ~ /^[0-9]+$/ && $4 ~ /^[0-9.]+$/ { t[$1] += $4; c[$1] += $2 }
+	     END { for (k in t) printf "%s %d %.3f\n", k, c[k], t[k] }' "$work/trace.txt" |
+		sort -k3 -rn | grep -v '^epoll_wait ' >"$OUT/profile-syscalls.txt" || true
+	perf record -q -a -g -F 4000 -e cpu-clock -o "$work/perf.data" -- \
+		"$B/bench/dgload" -s "$SOCK" -g 0 -n "$N" "$PID" >/dev/null 2>&1
+	dg revoke --pid "$PID" >/dev/null
+	perf report -i "$work/perf.data" --comm devgated --children --sort sym --stdio -g none \
+		--percentage relative --percent-limit 5 2>/dev/null | grep -E '^ +[0-9]' \
+		>"$OUT/profile.txt" || true
+}
+
+md_profile() {
+	cat <<MD
+## Profile of an already-gated grant
+
+$N already-gated grant+revoke cycles ($((2 * N)) requests).
 \`perf trace -s\` on devgated: the system calls that take the most time,
 waits included, in us per request (the node helper's own calls are not
 traced; the daemon's poll() waits for them; epoll_wait, the daemon idle
@@ -458,7 +312,66 @@ including callees, entries over 5%:
 \`\`\`
 $(cat "$OUT/profile.txt")
 \`\`\`
+MD
+}
 
+# ---- 3: gate cost per open() ----
+# In the container's cgroup and mount namespace, pinned to one CPU: less
+# scheduling noise than runc exec.
+opencost() {
+	sh -c 'echo $$ >"$1/cgroup.procs" && exec taskset -c 1 nsenter -t "$2" -m -r \
+		/bin/opencost -n 100000 -r 5 /dev/null' _ "$CGROOT/$ocid" "$OPID" | sort -n | sed -n 3p
+}
+prog_ns() { bpftool -j prog show id "$1" | jq 'if .run_cnt > 0 then .run_time_ns / .run_cnt else 0 end'; }
+ROUNDS=9
+bench_open() {
+	local a g mid
+	log "gate cost per open(): runc's program alone vs the gate in front of it"
+	OPID=$(runc_container open)
+	ocid="bench-$$-open"
+	for _ in $(seq $ROUNDS); do
+		a=$(opencost)
+		dg grant --pid "$OPID" --gpu 0 >/dev/null
+		g=$(opencost)
+		dg revoke --pid "$OPID" >/dev/null
+		echo "alone $a"
+		echo "gated $g"
+		echo "ratio $(awk -v a="$a" -v g="$g" 'BEGIN { printf "%.4f", g / a }')"
+	done >"$OUT/opencost.txt"
+	# Per-program run time from the kernel's own BPF statistics. Collecting
+	# them costs two clock reads per run; a near-empty program shows that floor.
+	sysctl -qw kernel.bpf_stats_enabled=1
+	rt_id=$(bpftool -j cgroup show "$CGROOT/$ocid" | jq '.[0].id')
+	bpftool cgroup attach "$CGROOT/$ocid" device pinned "$PINS-rt" multi
+	opencost >/dev/null
+	floor_id=$(bpftool -j cgroup show "$CGROOT/$ocid" | jq '.[1].id')
+	bpftool cgroup detach "$CGROOT/$ocid" device pinned "$PINS-rt"
+	dg grant --pid "$OPID" --gpu 0 >/dev/null
+	gate_id=$(bpftool -j cgroup show "$CGROOT/$ocid" | jq '.[0].id')
+	tally_id=$(bpftool -j cgroup show "$CGROOT/$ocid" | jq '.[1].id')
+	opencost >/dev/null
+	gate_ns=$(prog_ns "$gate_id")
+	tally_ns=$(prog_ns "$tally_id")
+	dg revoke --pid "$OPID" >/dev/null
+	opencost >/dev/null
+	rt_ns=$(prog_ns "$rt_id")
+	stats_floor=$(prog_ns "$floor_id")
+	sysctl -qw kernel.bpf_stats_enabled=0
+	mid=$(((ROUNDS + 1) / 2))
+	alone=$(awk '$1 == "alone" { print $2 }' "$OUT/opencost.txt" | sort -n | sed -n ${mid}p)
+	gated=$(awk '$1 == "gated" { print $2 }' "$OUT/opencost.txt" | sort -n | sed -n ${mid}p)
+	open_extra=$(awk '$1 == "ratio" { print $2 }' "$OUT/opencost.txt" | sort -n |
+		sed -n ${mid}p | awk '{ printf "%.1f", ($1 - 1) * 100 }')
+	# The gate's run includes runc's program (tail call); the tally is one
+	# more program, whose share of the clock reads is the floor's.
+	prog_extra=$(awk -v r="$rt_ns" -v g="$gate_ns" -v t="$tally_ns" -v f="$stats_floor" -v a="$alone" \
+		'BEGIN { printf "%.1f", (g - r + t - f) / a * 100 }')
+	prog_extra_raw=$(awk -v r="$rt_ns" -v g="$gate_ns" -v t="$tally_ns" -v a="$alone" \
+		'BEGIN { printf "%.1f", (g + t - r) / a * 100 }')
+}
+
+md_open() {
+	cat <<MD
 ## 3. Gate cost per open()
 
 open()+close() of /dev/null by a process in a runc container's cgroup and
@@ -481,9 +394,234 @@ programs' own cost comes from the kernel's BPF statistics
 
 Extra per open(): $open_extra% of the whole call by wall clock; by the
 programs' run time $prog_extra% (net of the statistics' cost of the extra
-program; $prog_extra_raw% counting it). Goal <= 3%: $(verdict "$prog_extra" 3) by run time,
-$(verdict "$open_extra" 3) by wall clock (a noisy figure: a few % either way between runs).
+program; $prog_extra_raw% counting it). Goal (issue 14) <= 2% by run time:
+$(verdict "$prog_extra" 2). By wall clock $(verdict "$open_extra" 2) (a noisy figure: a few %
+either way between runs).
+MD
+}
 
+# ---- the peer: LXC's device hot-plug ----
+# One running LXC container (tests/lib/lxc.sh); liblxc's in-process calls
+# and devgate's first grant alternate in blocks, so drift hits both.
+lxc_liblxc() { # CYCLES
+	dg_in_ns "$DG_LXC_PY" "$top/bench/lxcload.py" -P "$DG_TMP/lxc" -n "$1" "$LXC_CT" "$LXC_NODE" \
+		>>"$OUT/lxc-liblxc.txt"
+}
+lxc_devgate() { # CYCLES: each grant is the container's first (its last GPU goes each cycle)
+	"$B/bench/dgload" -s "$SOCK" -g 0 -n "$1" "$LPID" >>"$OUT/lxc-devgate.txt" 2>/dev/null
+	breakdown "$1" >>"$work/lxc-bd.txt"
+}
+# lxc_cli KIND PREPARE COMMAND: hyperfine in the containers' mount namespace,
+# as a user's shell there would run it; appends "KIND NS" lines.
+lxc_cli() {
+	local prep=()
+	[ -n "$2" ] && prep=(--prepare "$2")
+	dg_in_ns hyperfine -N --runs "$LXC_CLI_RUNS" --warmup 3 --export-json "$work/h.json" \
+		"${prep[@]}" "$3" >/dev/null
+	jq -r --arg k "$1" '.results[0].times[] | "\($k) \(. * 1e9 | floor)"' "$work/h.json" \
+		>>"$OUT/lxc-cli.txt"
+}
+lxc_device() { dg_in_ns lxc-device -P "$DG_TMP/lxc" -n "$LXC_CT" "$1" "$LXC_NODE"; }
+lxc_probe_node() { dg_lxc lxc-attach -n "$LXC_CT" -- /bin/probe "$LXC_NODE" 2>&1 || true; }
+
+bench_lxc() {
+	local per=$(((N + 3) / 4)) b lxcdev ctl
+	log "the peer: LXC's device hot-plug and devgate's first grant, one LXC container, interleaved"
+	LXC_CT="bench-$$-lxc"
+	dg_lxc_create "$LXC_CT" "$B/probe"
+	LPID=$(dg_lxc_start "$LXC_CT")
+	# liblxc wants the node on the host, at the path it is to have inside.
+	LXC_NODE=/dev/devgate-bench-$$-x
+	mknod "$LXC_NODE" c 240 $(($$ % 200 + 50))
+	: >"$OUT/lxc-liblxc.txt"
+	: >"$OUT/lxc-devgate.txt"
+	: >"$work/lxc-bd.txt"
+	for b in 1 2 3 4; do
+		if [ $((b % 2)) = 1 ]; then
+			lxc_liblxc "$per"
+			lxc_devgate "$per"
+		else
+			lxc_devgate "$per"
+			lxc_liblxc "$per"
+		fi
+	done
+	la=$(stats add "$OUT/lxc-liblxc.txt")
+	ld=$(stats del "$OUT/lxc-liblxc.txt")
+	lg=$(stats grant "$OUT/lxc-devgate.txt")
+	lr=$(stats revoke "$OUT/lxc-devgate.txt")
+	lxc_bd=$(awk '{ n += $1; b += $2; s += $3 } END { printf "%.0f %.0f %.0f\n", n / NR, b / NR, s / NR }' \
+		"$work/lxc-bd.txt")
+	lxc_ratio=$(ratio "$(field "$lg" 1)" "$(field "$la" 1)")
+	lxc_rratio=$(ratio "$(field "$lr" 1)" "$(field "$ld" 1)")
+
+	# From the command line, tried once the way a new user would.
+	lxcdev="lxc-device -P $DG_TMP/lxc -n $LXC_CT"
+	ctl="$B/devgatectl -s $SOCK"
+	LXC_CLI_RUNS=$((N / 8 < 10 ? 10 : N / 8))
+	: >"$OUT/lxc-cli.txt"
+	lxcdev_ok=0
+	lxcdev_probe=
+	if lxc_device add >"$work/lxc-device.out" 2>&1; then
+		lxcdev_probe=$(lxc_probe_node)
+		lxc_device del >>"$work/lxc-device.out" 2>&1 &&
+			[ "$lxcdev_probe" = "$LXC_NODE ENXIO" ] && lxcdev_ok=1
+	fi
+	lxcdev_said=$(sed -n 's/^lxc-device: [^ ]* //p' "$work/lxc-device.out" | sort -u)
+	# Two blocks of each, alternating. Each side starts with nothing added.
+	for b in 1 2; do
+		if [ "$lxcdev_ok" = 1 ]; then
+			lxc_cli lxcdel "$lxcdev add $LXC_NODE" "$lxcdev del $LXC_NODE"
+			lxc_device add >/dev/null 2>&1
+			lxc_cli lxcadd "$lxcdev del $LXC_NODE" "$lxcdev add $LXC_NODE"
+			lxc_device del >/dev/null 2>&1
+		fi
+		lxc_cli ctlgrant "$ctl revoke --pid $LPID --missing-ok" "$ctl grant --pid $LPID --gpu 0"
+		lxc_cli ctlrevoke "$ctl grant --pid $LPID --gpu 0" "$ctl revoke --pid $LPID"
+		lxc_cli runcexec "" "runc --root $DG_NSDIR/runc exec bench-$$-lat true"
+	done
+	lca='' lcd=''
+	if [ "$lxcdev_ok" = 1 ]; then
+		lca=$(stats lxcadd "$OUT/lxc-cli.txt")
+		lcd=$(stats lxcdel "$OUT/lxc-cli.txt")
+	fi
+	lcg=$(stats ctlgrant "$OUT/lxc-cli.txt")
+	lcr=$(stats ctlrevoke "$OUT/lxc-cli.txt")
+	lce=$(stats runcexec "$OUT/lxc-cli.txt")
+}
+
+md_lxc() {
+	local cli
+	if [ "$lxcdev_ok" = 1 ]; then
+		cli="$(row "lxc-device add" "$lca" "")
+$(row "lxc-device del" "$lcd" "")
+$(row "devgatectl grant --pid (first grant)" "$lcg" "$(ratio "$(field "$lcg" 1)" "$(field "$lca" 1)") of lxc-device add")
+$(row "devgatectl revoke --pid (last GPU)" "$lcr" "$(ratio "$(field "$lcr" 1)" "$(field "$lcd" 1)") of lxc-device del")"
+	else
+		cli="| lxc-device add | failed | | see below |
+$(row "devgatectl grant --pid (first grant)" "$lcg" "")
+$(row "devgatectl revoke --pid (last GPU)" "$lcr" "")"
+	fi
+	cat <<MD
+## The peer: LXC's device hot-plug
+
+What a user would pick instead of devgate: LXC's own hot-plug of a device
+node into a running container, on the same running LXC container
+(\`lxc.cgroup2.devices\` rules, so LXC attaches its own device program), in
+the same run. liblxc's \`add_device_node\` / \`remove_device_node\` (what
+\`lxc-device add\` / \`del\` call) are timed in one python3-lxc process
+(bench/lxcload.py) on a host node made for the run
+(\`c 240:$(($$ % 200 + 50))\`); devgate's grant / revoke of GPU 0 over its
+socket (bench/dgload) by the container's init PID. Each devgate cycle takes
+the container's last GPU back, so every grant is its first (the gate is
+attached) and every revoke puts LXC's program back. 4 blocks of $(((N + 3) / 4))
+cycles each side, alternating which goes first, so drift hits both.
+
+| in-process, one call | p50 (us) | p99 (us) | |
+|---|---|---|---|
+$(row "liblxc add_device_node" "$la" "")
+$(row "liblxc remove_device_node" "$ld" "")
+$(row "devgate grant, the container's first" "$lg" "$lxc_ratio of liblxc's add")
+$(row "devgate revoke, its last GPU" "$lr" "$lxc_rratio of liblxc's del")
+
+devgated's own breakdown of those grants (means, us): nodes $(field "$lxc_bd" 1) / BPF
+$(field "$lxc_bd" 2) / state $(field "$lxc_bd" 3).
+Goal: devgate's first grant p50 <= 0.5x liblxc's add p50: $lxc_ratio, $(verdict "$lxc_ratio" 0.5).
+
+From the command line, process start included (hyperfine, $((2 * LXC_CLI_RUNS)) runs of each
+in 2 alternating blocks, run in the containers' mount namespace):
+
+| command | p50 (us) | p99 (us) | |
+|---|---|---|---|
+$cli
+$(row "runc exec CT true (yardstick: one process entering a container)" "$lce" "")
+
+$(if [ "$lxcdev_ok" = 1 ]; then
+		echo "\`lxc-device add\` works here, and exits 0, but first prints:"
+	else
+		echo "\`lxc-device add\` failed here (inside the node: \`${lxcdev_probe:-not checked}\`); it printed:"
+	fi)
+
+\`\`\`
+$lxcdev_said
+\`\`\`
+
+$(if [ "$lxcdev_ok" = 1 ]; then
+		echo "Before the add it asks whether the name is a network interface, in a child"
+		echo "that enters the network namespace of PID 1 (\`/proc/1/ns/net\`, whatever its"
+		echo "message says); this sandbox refuses that open, the check answers \"no\", and"
+		echo "lxc-device goes on to liblxc's add_device_node. The node then opens in the"
+		echo "container (ENXIO: allowed, no driver), and the exit status is 0. Its time"
+		echo "includes that failed check (one fork)."
+	fi)
+MD
+}
+
+# ---- 4: OCI hook overhead ----
+runtime() { # KIND [COUNT] -> mean ns of COUNT runc runs back to back
+	local t0 n=${2:-1}
+	t0=$(date +%s%N)
+	for _ in $(seq "$n"); do
+		dg_runc run -b "$work/$1" "bench-$$-run" </dev/null >/dev/null
+	done
+	echo $((($(date +%s%N) - t0) / n))
+}
+median_of() { # KIND: the median of KIND's values in hook.txt
+	grep "^$1 " "$OUT/hook.txt" | sort -n -k2 | awk '{ v[NR] = $2 } END { print v[int((NR + 1) / 2)] }'
+}
+median_ratio() { # KIND: median of a round's ratio, as percent extra
+	awk -v v="$(median_of "$1")" 'BEGIN { printf "%.1f", (v / 10000 - 1) * 100 }'
+}
+bench_hook() {
+	local round j k kinds=(plain noop hooked)
+	local -A took
+	log "OCI hook overhead: runc run with and without devgate's hook, $HOOK_RUNS each"
+	dg_bundle "$work/plain" "$B/probe" >/dev/null
+	jq '.process.args = ["true"]' "$work/plain/config.json" >"$work/c.json"
+	mv "$work/c.json" "$work/plain/config.json"
+	cp -a "$work/plain" "$work/hooked"
+	jq --arg hook "$B/devgate-hook" --arg s "$SOCK" '.annotations = {"devgate.io/gpus": "0"} |
+		.hooks = {createRuntime: [{path: $hook, args: ["devgate-hook", "-s", $s, "createRuntime"]}],
+			  poststop: [{path: $hook, args: ["devgate-hook", "-s", $s, "poststop"]}]}' \
+		"$work/hooked/config.json" >"$work/c.json"
+	mv "$work/c.json" "$work/hooked/config.json"
+	cp -a "$work/plain" "$work/noop"
+	jq '.hooks = {createRuntime: [{path: "/bin/true"}], poststop: [{path: "/bin/true"}]}' \
+		"$work/noop/config.json" >"$work/c.json"
+	mv "$work/c.json" "$work/noop/config.json"
+	for round in $(seq "$HOOK_RUNS"); do
+		# Single starts on a settled machine (devgated makes its spares while
+		# idle, as between container starts), in an order that rotates.
+		for j in 0 1 2; do
+			k=${kinds[$(((round + j) % 3))]}
+			sleep 0.05
+			took[$k]=$(runtime "$k")
+		done
+		# Five starts back to back: the daemon's work after each is charged too.
+		for k in "${kinds[@]}"; do
+			sleep 0.05
+			took[chain-$k]=$(runtime "$k" 5)
+		done
+		for k in "${!took[@]}"; do echo "$k ${took[$k]}"; done
+		# Each round's own ratios: slow drift of the machine cancels.
+		echo "noopratio $((took[noop] * 10000 / took[plain]))"
+		echo "hookratio $((took[hooked] * 10000 / took[plain]))"
+		echo "chainratio $((took[chain-hooked] * 10000 / took[chain-plain]))"
+		# devgate's hook against the no-op hook, in points of the bare start.
+		echo "hookpoints $(((took[hooked] - took[noop]) * 10000 / took[plain]))"
+	done >"$OUT/hook.txt"
+	hp=$(stats plain "$OUT/hook.txt")
+	hn=$(stats noop "$OUT/hook.txt")
+	hh=$(stats hooked "$OUT/hook.txt")
+	hcp=$(stats chain-plain "$OUT/hook.txt")
+	hch=$(stats chain-hooked "$OUT/hook.txt")
+	noop_extra=$(median_ratio noopratio)
+	hook_extra=$(median_ratio hookratio)
+	chain_extra=$(median_ratio chainratio)
+	hook_points=$(awk -v v="$(median_of hookpoints)" 'BEGIN { printf "%.1f", v / 100 }')
+}
+
+md_hook() {
+	cat <<MD
 ## 4. OCI hook overhead
 
 \`runc run\` of a container whose process is \`true\`, $HOOK_RUNS rounds. Each
@@ -503,10 +641,75 @@ a grant at createRuntime and a release at poststop.
 | five back to back, no hook, per start | $(field "$hcp" 1) | $(field "$hcp" 2) |
 | five back to back, devgate's hook, per start | $(field "$hch" 1) | $(field "$hch" 2) |
 
-Extra: $hook_extra% for a single start (a no-op hook alone: $noop_extra%),
-$chain_extra% back to back. Goal <= 10%: $(verdict "$hook_extra" 10) for a single start,
-$(verdict "$chain_extra" 10) back to back.
+Extra: $hook_extra% for a single start (a no-op hook alone: $noop_extra%; devgate's hook
+over the no-op hook: $hook_points points, the median of the rounds' own differences),
+$chain_extra% back to back. Goals (issue 14): back to back <= +5%: $(verdict "$chain_extra" 5);
+single start over a no-op hook <= +2 points: $(verdict "$hook_points" 2).
+MD
+}
 
+# ---- 5: scale ----
+bench_scale() {
+	local level pids s bd rss f
+	log "scale: grant latency and daemon RSS with $SCALE leased containers"
+	PROBE=$(plain probe)
+	# The probe keeps GPU 1, so its cycles on shared GPU 0 time the grant
+	# itself, not the loading of its gates; what varies is the number of
+	# other leases, which all share GPU 0.
+	dg grant --pid "$PROBE" --gpu 1 >/dev/null
+	: >"$OUT/scale.dat"
+	for level in $SCALE; do
+		if [ "$held" -lt "$level" ]; then
+			mapfile -t pids < <(plain_many "$held" "$level")
+			if [ "${#pids[@]}" != $((level - held)) ]; then
+				echo "bench: $((level - held - ${#pids[@]})) plain containers did not start" >&2
+				exit 1
+			fi
+			held=$level
+			"$B/bench/dgload" -s "$SOCK" -g 0 --shared --hold "${pids[@]}" >/dev/null
+		fi
+		sleep 1.2 # let a periodic re-check of all leases run once
+		"$B/bench/dgload" -s "$SOCK" -g 0 --shared -n "$N" "$PROBE" >"$OUT/scale-$level.txt" \
+			2>/dev/null
+		s=$(stats grant "$OUT/scale-$level.txt")
+		bd=$(breakdown "$N")
+		rss=$(awk '/VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$DAEMON/status")
+		# The same bare syscalls at this level: does the machine itself slow down?
+		"$B/bench/floor" -n "$((N / 2))" -d "$work/floordir" "$PROBE" >"$OUT/scale-floor-$level.txt"
+		f=$(stats grant "$OUT/scale-floor-$level.txt")
+		echo "$level $(field "$s" 1) $(field "$s" 2) $rss $bd $(field "$f" 1)" >>"$OUT/scale.dat"
+		log "  $level leases: grant p50 $(field "$s" 1) us, p99 $(field "$s" 2) us, RSS $rss MiB"
+	done
+	s1=$(head -1 "$OUT/scale.dat")
+	sN=$(tail -1 "$OUT/scale.dat")
+	scale_last=$(field "$sN" 1)
+	scale_ratio=$(ratio "$(field "$sN" 2)" "$(field "$s1" 2)")
+	scale_norm=$(awk -v a="$(field "$sN" 2)" -v fa="$(field "$sN" 8)" -v b="$(field "$s1" 2)" \
+		-v fb="$(field "$s1" 8)" 'BEGIN { printf "%.2f", (a / fa) / (b / fb) }')
+	rss_last=$(field "$sN" 4)
+	gnuplot <<-PLOT
+		set terminal pngcairo size 900,520 font ",11"
+		set output "$top/bench/scale.png"
+		set title "devgated: grant latency and memory against leased containers"
+		set logscale x 10
+		set xlabel "containers holding a lease"
+		set ylabel "grant latency (ms)"
+		set y2label "devgated RSS (MiB)"
+		set ytics nomirror
+		set y2tics
+		set yrange [0:*]
+		set y2range [0:40]
+		set key top left opaque box
+		set grid
+		plot "$OUT/scale.dat" using 1:(\$2/1000) with linespoints lw 2 title "grant p50", \\
+		     "$OUT/scale.dat" using 1:(\$3/1000) with linespoints lw 2 title "grant p99", \\
+		     "$OUT/scale.dat" using 1:(\$8/1000) with linespoints lw 1 title "durable floor p50 (same level)", \\
+		     "$OUT/scale.dat" using 1:4 axes x1y2 with linespoints lw 2 dt 2 title "RSS (goal: 32 MiB)"
+	PLOT
+}
+
+md_scale() {
+	cat <<MD
 ## 5. Scale
 
 Grant latency of one more container while N others hold a lease (plain
@@ -518,18 +721,84 @@ shared GPU 0, so its gates stay in place. ![scale](scale.png)
 |---|---|---|---|---|---|---|
 $(awk '{ printf "| %s | %s | %s | %s | %s / %s / %s | %s | %.2f |\n", $1, $2, $3, $4, $5, $6, $7, $8, $2 / $8 }' "$OUT/scale.dat")
 
-Goal: p50 at $(field "$sN" 1) within 1.2x of 1: $scale_ratio, $(verdict "$scale_ratio" 1.2).
+Goal: p50 at $scale_last within 1.2x of 1: $scale_ratio, $(verdict "$scale_ratio" 1.2).
 Relative to the durable floor measured at the same level (what the machine
 itself does with that many containers): $scale_norm, $(verdict "$scale_norm" 1.2).
-Goal: RSS <= 16 MiB: $rss_max MiB at most, $(verdict "$rss_max" 16).
+Goal (issue 14): RSS <= 32 MiB at the largest level: $rss_last MiB at $scale_last, $(verdict "$rss_last" 32).
+MD
+}
 
+# ---- 6: throughput ----
+rate_of() { sed -n 's/.* \([0-9.]*\) requests\/s/\1/p' "$1"; }
+bench_tput() {
+	local j tp=()
+	log "throughput: grant+revoke cycles, one client, then 8 in parallel"
+	for j in $(seq 8); do tp+=("$(plain "tp$j")"); done
+	"$B/bench/dgload" -s "$SOCK" -g 0 --shared -n "$((N / 2))" -j 1 "${tp[0]}" \
+		>"$OUT/throughput1.txt" 2>"$OUT/throughput1.log"
+	"$B/bench/dgload" -s "$SOCK" -g 0 --shared -n "$((N / 2))" -j 8 "${tp[@]}" \
+		>"$OUT/throughput.txt" 2>"$OUT/throughput.log"
+	# The same client on a container that keeps GPU 2: no gate comes or goes.
+	dg grant --pid "${tp[1]}" --gpu 2 --shared >/dev/null
+	"$B/bench/dgload" -s "$SOCK" -g 0 --shared -n "$((N / 2))" -j 1 "${tp[1]}" \
+		>"$OUT/throughput1-gated.txt" 2>"$OUT/throughput1-gated.log"
+	dg revoke --pid "${tp[1]}" >/dev/null
+	rate1=$(rate_of "$OUT/throughput1.log")
+	rate1g=$(rate_of "$OUT/throughput1-gated.log")
+	rate8=$(rate_of "$OUT/throughput.log")
+}
+
+md_tput() {
+	cat <<MD
 ## 6. Throughput
 
-Grant+revoke cycles from 8 parallel clients, each on its own container
-(shared GPU 0): $rate8 requests/s; one client alone: $rate1 requests/s.
-devgated serves requests one at a time (one thread; every change is made
-durable before the reply), so parallel clients mostly queue.
+One client (bench/dgload, a new connection per request, as devgatectl makes
+it) runs $((N / 2)) grant+revoke cycles back to back on one container, GPU 0:
+each grant is the container's first and each revoke its last, so the gate is
+attached and taken off every cycle. Requests/s counts the grant and the
+revoke each: $rate1 requests/s ($(awk -v r="$rate1" 'BEGIN { printf "%.0f", r / 2 }') cycles/s).
+Goal (issue 14) >= 3,000 requests/s: $(verdict_ge "$rate1" 3000).
+The same on a container that keeps another GPU (GPU 2), so its gate stays:
+$rate1g requests/s, $(verdict_ge "$rate1g" 3000).
+Eight clients at once, each on its own container: $rate8 requests/s in all.
+devgated serves requests one at a time (one thread), so parallel clients
+mostly queue.
+MD
+}
 
+# ---- 7: healing a displaced gate ----
+ticks() { awk '{ print $14 + $15 }' "/proc/$DAEMON/stat"; }
+leases() { dg -j status | jq '.leases | length'; }
+bench_heal() {
+	local t0
+	idle_leases=$(leases)
+	log "heal: the check's CPU with $idle_leases leases held, then a displaced gate"
+	t0=$(ticks)
+	sleep 10
+	heal_cpu=$(awk -v a="$t0" -v b="$(ticks)" -v hz="$(getconf CLK_TCK)" \
+		'BEGIN { printf "%.2f", (b - a) / hz / 10 * 100 }')
+	heal_per_lease=$(awk -v c="$heal_cpu" -v n="$idle_leases" \
+		'BEGIN { p = n * 0.5; if (p < 10) p = 10; printf "%.1f", c / 100 * p * 1000 / (n ? n : 1) }')
+	dg grant --pid "$PID" --gpu 0 --shared >/dev/null
+	heal_leases=$(leases)
+	heal_period=$(awk -v n="$heal_leases" 'BEGIN { p = n * 0.5; print (p > 10) ? p : 10 }')
+	# GPU 1 is not this container's (the scale probe holds it, if that ran).
+	"$B/displace" -n 20 "$CGROOT/bench-$$-lat" "$PINS-rt" "$work/host/dev/nvidia0" \
+		"$work/host/dev/nvidia1" >"$OUT/heal-scale.txt"
+	heal_scale=$(grep '^heal_us' "$OUT/heal-scale.txt")
+	dg revoke --pid "$PID" >/dev/null
+	# Alone on the machine: the bats test, 100 rounds, once with the heal
+	# check and once with the periodic re-check alone (what devgate did before).
+	kill "$DAEMON" && wait "$DAEMON" 2>/dev/null
+	DAEMON=
+	DEVGATE_HEAL_RESULTS="$OUT/heal.txt" bats "$top/tests/integration/heal.bats" >"$OUT/heal.tap"
+	heal_alone=$(grep 'found by a check\|healed on attach events' "$OUT/heal.txt" | sed 's/.*heal_us //')
+	heal_poll=$(grep 'periodic re-check' "$OUT/heal.txt" | sed 's/.*heal_us //')
+	heal_p99=$(echo "$heal_alone" | awk '{ printf "%.1f", $4 / 1000 }')
+}
+
+md_heal() {
+	cat <<MD
 ## 7. Healing a displaced gate
 
 \`tests/integration/heal.bats\` and \`tests/helpers/displace\`: systemd's way of
@@ -545,15 +814,123 @@ for root), so the heal check (\`--heal-ms\`, 10 ms) finds the change.
 | heal check, $heal_leases leases (period ${heal_period} ms), 20 rounds | $(echo "$heal_scale" | awk '{ print $3 }') | $(echo "$heal_scale" | awk '{ print $5 }') | $(echo "$heal_scale" | awk '{ print $7 }') |
 | periodic re-check only (200 ms), 5 rounds | $(field "$heal_poll" 2) | $(field "$heal_poll" 4) | $(field "$heal_poll" 6) |
 
-Goal p99 <= 50 ms with one lease: ${heal_p99} ms, $(verdict "$heal_p99" 50). Violations
+Goal (issue 12) p99 <= 50 ms with one lease: ${heal_p99} ms, $(verdict "$heal_p99" 50). Violations
 (a denied GPU let through) in all rounds: $(grep -c violations "$OUT/heal-scale.txt" "$OUT/heal.tap" | awk -F: '{ s += $2 } END { print s + 0 }').
 With many leases each displacement comes a few ms after the previous heal,
 so it waits nearly a whole period: the second row is the worst case.
-The check's cost with $heal_leases leases held and idle: $heal_cpu% of a CPU,
+The check's cost with $idle_leases leases held and idle: $heal_cpu% of a CPU,
 ~$heal_per_lease us per lease and look.
+MD
+}
+
+# ---- setup ----
+LOAD_AT_START=$(cut -d' ' -f1-3 /proc/loadavg)
+# Before this run rewrites results.md and scale.png, which would mark it dirty.
+BUILT_FROM=$(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)
+log "setup; sections: ${sections[*]}"
+make -s -C "$top" all build/bench/dgload build/bench/floor build/bench/opencost >/dev/null
+"$top/tests/helpers/mkfixture" "$work/host" -n 3 >/dev/null
+dg_ns_setup
+CGROOT=$(dg_cgroot)
+# A private tmpfs for devgated's records, made after the namespace so no
+# copy of it stays there.
+mkdir -p "$work/state"
+mount -t tmpfs -o mode=0700,size=64m devgate-bench-state "$work/state"
+STATE_FS=$(findmnt -T "$work/state" -no FSTYPE)
+start_daemon
+plain_root
+PID=$(runc_container lat)
+
+# Figures of the summary; empty until their section runs.
+gi_ratio='' g1_ratio='' r1_ratio='' ri_ratio='' lxc_ratio='' chain_extra=''
+hook_points='' scale_ratio='' scale_last='' rss_last='' prog_extra='' rate1=''
+rate1g='' heal_p99=''
+held=0
+
+# In this order: the LXC comparison before the thousands of scale
+# containers load the machine; heal last, as it stops devgated.
+for s in $ALL_SECTIONS; do
+	want "$s" && "bench_$s"
+done
+
+# ---- results.md ----
+# srow FIGURE VALUE GOAL VERDICT: one row of the summary; no VALUE: not run.
+srow() {
+	if [ -n "$2" ]; then
+		printf '| %s | %s | %s | %s |\n' "$1" "$2" "$3" "$4"
+	else
+		printf '| %s | not run | %s | |\n' "$1" "$3"
+	fi
+}
+summary() {
+	local rv=
+	[ -n "$r1_ratio" ] && rv=$(larger "$r1_ratio" "$ri_ratio")
+	echo "| figure | this run | goal | verdict |"
+	echo "|---|---|---|---|"
+	srow "grant, already gated, p50 / floor" "${gi_ratio:+${gi_ratio}x}" "<= 2x" \
+		"${gi_ratio:+$(verdict "$gi_ratio" 2)}"
+	srow "first grant of a container, p50 / floor" "${g1_ratio:+${g1_ratio}x}" "<= 3x" \
+		"${g1_ratio:+$(verdict "$g1_ratio" 3)}"
+	srow "first grant p50 / liblxc \`add_device_node\` p50, same container" \
+		"${lxc_ratio:+${lxc_ratio}x}" "<= 0.5x" "${lxc_ratio:+$(verdict "$lxc_ratio" 0.5)}"
+	srow "revoke, p50 / floor (last GPU; container keeps a GPU)" \
+		"${r1_ratio:+${r1_ratio}x; ${ri_ratio}x}" "<= 2x" "${rv:+$(verdict "$rv" 2)}"
+	srow "OCI hook: hooked vs bare \`runc run\`, back to back" "${chain_extra:+${chain_extra}%}" \
+		"<= +5%" "${chain_extra:+$(verdict "$chain_extra" 5)}"
+	srow "OCI hook: hooked vs a no-op \`/bin/true\` hook, single start" \
+		"${hook_points:+${hook_points} points}" "<= +2 points" \
+		"${hook_points:+$(verdict "$hook_points" 2)}"
+	srow "scale: grant p50 at ${scale_last:-the largest level} leases / at 1" \
+		"${scale_ratio:+${scale_ratio}x}" "<= 1.2x (at 10,000)" \
+		"${scale_ratio:+$(verdict "$scale_ratio" 1.2)}"
+	srow "devgated RSS at ${scale_last:-the largest level} leases" "${rss_last:+$rss_last MiB}" \
+		"<= 32 MiB (at 10,000)" "${rss_last:+$(verdict "$rss_last" 32)}"
+	srow "gate cost per open() of any device, by BPF run time" "${prog_extra:+${prog_extra}%}" \
+		"<= 2%" "${prog_extra:+$(verdict "$prog_extra" 2)}"
+	srow "requests/s, one client, grant+revoke cycles (first grants; gate kept)" \
+		"${rate1:+$rate1; $rate1g}" ">= 3,000" \
+		"${rate1:+$(verdict_ge "$(awk -v a="$rate1" -v b="$rate1g" 'BEGIN { print (a < b) ? a : b }')" 3000)}"
+	srow "time from displacement to healed, p99, one lease" "${heal_p99:+$heal_p99 ms}" \
+		"<= 50 ms (issue 12)" "${heal_p99:+$(verdict "$heal_p99" 50)}"
+}
+{
+	cat <<EOF
+# devgate benchmark results
+
+Produced by \`make bench\` (bench/run.sh); raw samples in \`bench/out/\`.
+Reproduce: \`sh scripts/install-deps.sh && make bench\` as root
+(\`BENCH_SECTIONS="lat lxc"\` runs only those). Every goal below is a ratio
+of two figures taken in the same run, so machine noise largely cancels.
+
+$(machine)
+
+## Goals of issue 14, this run
+
+$(summary)
+
+Scale is run to $(echo "$SCALE" | awk '{ print $NF }') leases here (BENCH_SCALE); the 10,000 level
+waits for one shared gate program (today each container loads its own
+copies, and thousands of programs have hung this VM's kernel).
 EOF
+	for s in $ALL_SECTIONS; do
+		echo
+		if want "$s"; then
+			"md_$s"
+		else
+			case $s in
+			lat) not_run "1-2. Grant and revoke latency" ;;
+			profile) not_run "Profile of an already-gated grant" ;;
+			open) not_run "3. Gate cost per open()" ;;
+			lxc) not_run "The peer: LXC's device hot-plug" ;;
+			hook) not_run "4. OCI hook overhead" ;;
+			scale) not_run "5. Scale" ;;
+			tput) not_run "6. Throughput" ;;
+			heal) not_run "7. Healing a displaced gate" ;;
+			esac
+		fi
+	done
 	[ -f "$top/bench/NOTES.md" ] && { echo; cat "$top/bench/NOTES.md"; }
 } >"$top/bench/results.md"
 
-log "wrote bench/results.md and bench/scale.png"
+log "wrote bench/results.md$(want scale && echo " and bench/scale.png")"
 cat "$top/bench/results.md"

@@ -13,6 +13,8 @@ DEVGATE_BUILD=${DEVGATE_BUILD:-$DG_ROOT/build}
 . "$DG_ROOT/tests/lib/runc.sh"
 # shellcheck source=../lib/lxc.sh
 . "$DG_ROOT/tests/lib/lxc.sh"
+# shellcheck source=../lib/keeper.sh
+. "$DG_ROOT/tests/lib/keeper.sh"
 
 fail() {
 	echo "FAIL: $*" >&2
@@ -108,18 +110,8 @@ dg_teardown() {
 # The keeper cgroups of this test's devgated (daemon/keeper.h): the runtime
 # programs it held for gates that are gone now are let go.
 dg_keeper_clean() {
-	local dir k id
 	[ -n "${DG_PINS:-}" ] && [ -n "${DG_CGROOT:-}" ] || return 0
-	dir="$DG_CGROOT/devgate.keep/${DG_PINS//\//_}"
-	[ -d "$dir" ] || return 0
-	for k in "$dir"/k*; do
-		[ -d "$k" ] || continue
-		for id in $(bpftool -j cgroup show "$k" 2>/dev/null | jq -r '.[].id'); do
-			bpftool cgroup detach "$k" device id "$id" 2>/dev/null || true
-		done
-		rmdir "$k" 2>/dev/null || true
-	done
-	rmdir "$dir" 2>/dev/null || true
+	dg_keeper_rm "$DG_CGROOT" "$DG_PINS"
 }
 
 # make_host [mkfixture options]: the fake GPU host (default: 2 GPUs).

@@ -2,9 +2,11 @@
 # shellcheck shell=bash
 #
 # Real LXC containers on cgroup v2, in the same private mount namespace as
-# runc (runc.sh): LXC then attaches its own device program. lxc-device does
-# not work in this sandbox (it opens /proc/1/ns/net); liblxc's
-# add_device_node through python3-lxc does the same device update.
+# runc (runc.sh): LXC then attaches its own device program. Tests update it
+# through liblxc's add_device_node (python3-lxc), what lxc-device add calls.
+# lxc-device itself works here but prints errors first: its check whether the
+# name is a network interface opens /proc/1/ns/net, which this sandbox
+# refuses; the check then answers no and the add goes on.
 #
 # Needs: DG_NSDIR, DG_TMP (the containers live under DG_TMP/lxc).
 
