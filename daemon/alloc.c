@@ -9,6 +9,16 @@
 #include "gpu_arch.h"
 #include "select.h"
 
+/* The lease's GPU in the inventory: its minor first, one compare of the UUID. */
+static const struct dg_gpu *lease_gpu_of(const struct dg_inventory *inv, const struct lease_gpu *g)
+{
+	for (size_t i = 0; i < inv->n_gpus; i++) {
+		if (inv->gpus[i].minor == g->minor && strcasecmp(inv->gpus[i].uuid, g->uuid) == 0)
+			return &inv->gpus[i];
+	}
+	return inventory_find_uuid(inv, g->uuid); /* the driver renumbered it */
+}
+
 void alloc_usage(const struct dg_inventory *inv, const struct lease_table *t, uint64_t self_cgid,
 		 struct gpu_use *use)
 {
@@ -19,7 +29,7 @@ void alloc_usage(const struct dg_inventory *inv, const struct lease_table *t, ui
 		if (l->cgid == self_cgid)
 			continue;
 		for (size_t g = 0; g < l->n_gpus; g++) {
-			const struct dg_gpu *gpu = inventory_find_uuid(inv, l->gpus[g].uuid);
+			const struct dg_gpu *gpu = lease_gpu_of(inv, &l->gpus[g]);
 			struct gpu_use *u;
 
 			if (!gpu)

@@ -169,12 +169,61 @@ static void test_table_ids(void **state)
 	lease_table_clear(&t);
 }
 
+/* The index against a plain model: many adds, takes in a scattered order, finds. */
+static void test_table_index(void **state)
+{
+	struct lease_table t = { 0 };
+	enum {
+		N = 3000
+	};
+	static bool present[N + 1];
+	size_t live = 0;
+
+	(void)state;
+	for (uint64_t id = 1; id <= N; id++) {
+		/* Ids that collide in the low bits, like cgroup ids close together. */
+		assert_int_equal(lease_table_add(&t, lease_new(id * 64)), 0);
+		present[id] = true;
+		live++;
+	}
+	for (uint64_t k = 0; k < 2 * N; k++) {
+		uint64_t id = (k * 7919) % N + 1;
+		struct lease *l = lease_table_take(&t, id * 64);
+
+		if (present[id]) {
+			assert_non_null(l);
+			assert_int_equal(l->cgid, id * 64);
+			lease_free(l);
+			present[id] = false;
+			live--;
+		} else {
+			assert_null(l);
+		}
+		if (k % 3 == 0) { /* and some come back */
+			assert_int_equal(lease_table_add(&t, lease_new(id * 64)), 0);
+			present[id] = true;
+			live++;
+		}
+	}
+	assert_int_equal(t.n, live);
+	for (uint64_t id = 1; id <= N; id++) {
+		struct lease *l = lease_table_find(&t, id * 64);
+
+		if (present[id])
+			assert_true(l && l->cgid == id * 64);
+		else
+			assert_null(l);
+	}
+	assert_null(lease_table_find(&t, 12345));
+	lease_table_clear(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip), cmocka_unit_test(test_devices_roundtrip),
 		cmocka_unit_test(test_rejects),	  cmocka_unit_test(test_labels),
-		cmocka_unit_test(test_table_ids),
+		cmocka_unit_test(test_table_ids), cmocka_unit_test(test_table_index),
 	};
 
 	return cmocka_run_group_tests_name("lease", tests, NULL, NULL);
