@@ -198,20 +198,29 @@ int bpfgate_load_copy(const struct bpfgate *bg, enum role role, bool has_runtime
 	return load_copy_adopting(bg, role, has_runtime, gate_eat, NULL, ret);
 }
 
+/* The object, opened with the host's GPU majors in its read-only data. */
+static int open_object(const struct bpfgate *bg, struct devgate **ret)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .pin_root_path = bg->pin_root);
+
+	*ret = devgate__open_opts(&opts);
+	if (!*ret)
+		return errno > 0 ? -errno : -ENOMEM;
+	(*ret)->rodata->nvidia_major = bg->nvidia_major;
+	(*ret)->rodata->uvm_major = bg->uvm_major;
+	return 0;
+}
+
 static int load_copy_adopting(const struct bpfgate *bg, enum role role, bool has_runtime,
 			      enum bpf_attach_type gate_eat, const int *adopt, struct devgate **ret)
 {
-	LIBBPF_OPTS(bpf_object_open_opts, opts, .pin_root_path = bg->pin_root);
 	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
 	bool progs = role == ROLE_PROGS;
-	int r;
+	int r = open_object(bg, &skel);
 
-	skel = devgate__open_opts(&opts);
-	if (!skel)
-		return errno > 0 ? -errno : -ENOMEM;
+	if (r < 0)
+		return r;
 	skel->rodata->has_runtime = has_runtime;
-	skel->rodata->nvidia_major = bg->nvidia_major;
-	skel->rodata->uvm_major = bg->uvm_major;
 	bpf_program__set_autoload(skel->progs.devgate_gate, progs);
 	bpf_program__set_autoload(skel->progs.devgate_tally, progs);
 	bpf_program__set_expected_attach_type(skel->progs.devgate_gate, gate_eat);
@@ -229,17 +238,13 @@ static int load_copy_adopting(const struct bpfgate *bg, enum role role, bool has
 int bpfgate_load_shared(const struct bpfgate *bg, uint32_t set, enum bpf_attach_type gate_eat,
 			bool gate, bool tally, struct devgate **ret)
 {
-	LIBBPF_OPTS(bpf_object_open_opts, opts, .pin_root_path = bg->pin_root);
 	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
-	int r;
+	int r = open_object(bg, &skel);
 
-	skel = devgate__open_opts(&opts);
-	if (!skel)
-		return errno > 0 ? -errno : -ENOMEM;
+	if (r < 0)
+		return r;
 	skel->rodata->shared = 1;
 	skel->rodata->gate_set = set;
-	skel->rodata->nvidia_major = bg->nvidia_major;
-	skel->rodata->uvm_major = bg->uvm_major;
 	bpf_program__set_autoload(skel->progs.devgate_gate, gate);
 	bpf_program__set_autoload(skel->progs.devgate_tally, tally);
 	bpf_program__set_expected_attach_type(skel->progs.devgate_gate, gate_eat);

@@ -17,6 +17,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "array.h"
 #include "bpfgate_int.h"
 #include "cleanup.h"
 #include "guard.h"
@@ -1398,15 +1399,8 @@ int guard_list(struct bpfgate *bg, uint64_t **ret, size_t *ret_n)
 
 		if (parse_u64(de->d_name, &id) < 0)
 			continue;
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 16;
-			uint64_t *nids = realloc(ids, ncap * sizeof(*ids));
-
-			if (!nids)
-				return -ENOMEM;
-			ids = nids;
-			cap = ncap;
-		}
+		if (ARRAY_GROW(ids, n, cap) < 0)
+			return -ENOMEM;
 		ids[n++] = id;
 	}
 	/* And every cgroup a shared program was attached to (its storage says so). */

@@ -16,6 +16,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "array.h"
 #include "bpfgate_int.h"
 #include "cleanup.h"
 #include "log.h"
@@ -468,15 +469,8 @@ int onegate_list(const struct bpfgate *bg, uint64_t **ret, size_t *ret_n)
 	size_t n = 0, cap = 0;
 
 	while (bpf_map_get_next_key(bg->cgstate_fd, prev, &key) == 0) {
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 16;
-			uint64_t *nids = realloc(ids, ncap * sizeof(*ids));
-
-			if (!nids)
-				return -ENOMEM;
-			ids = nids;
-			cap = ncap;
-		}
+		if (ARRAY_GROW(ids, n, cap) < 0)
+			return -ENOMEM;
 		ids[n++] = key;
 		prev = &ids[n - 1];
 	}
