@@ -75,8 +75,9 @@ struct helper_job {
 /*
  * The spare: a helper forked ahead of time, already confined, waiting for
  * one job. Forking and installing seccomp (~0.3 ms) then happen while the
- * daemon is idle, not while a grant waits. It serves one job and exits, so
- * no state carries from one container to the next.
+ * daemon is idle, or in the zygote while devgated finishes the request
+ * before, not while a grant waits. It serves one job and exits, so no
+ * state carries from one container to the next.
  */
 static struct child spare = { .sock = -1, .pidfd = -1 };
 
@@ -489,7 +490,10 @@ static int run_helper(const struct target *t, const struct helper_job *job, stru
 	}
 	if (r < 0)
 		return r;
-	return read_reply(&spare, msg);
+	r = read_reply(&spare, msg);
+	/* The next one forks while devgated finishes this request, not in the next. */
+	child_order();
+	return r;
 }
 
 static const char *stage_text(int stage)

@@ -23,7 +23,8 @@ static struct {
 	pid_t pid;
 	int sock;
 	zygote_child_fn fn;
-} zygote = { 0, -1, NULL };
+	bool ordered; /* a child was asked for and not yet received */
+} zygote = { 0, -1, NULL, false };
 
 /* fork() with a socket between the two; *sock is this side's end. 0 in the child. */
 static pid_t fork_paired(int *sock)
@@ -126,6 +127,7 @@ void zygote_stop(void)
 	if (zygote.pid <= 0)
 		return;
 	zygote.sock = safe_close(zygote.sock); /* it sees EOF and exits */
+	zygote.ordered = false;
 	(void)waitpid(zygote.pid, &status, 0);
 	zygote.pid = 0;
 }
@@ -158,12 +160,20 @@ static void zygote_lost(int r)
 	zygote_stop();
 }
 
+void child_order(void)
+{
+	if (zygote.pid <= 0 || zygote.ordered)
+		return;
+	zygote.ordered = send(zygote.sock, "s", 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1;
+}
+
 int child_spawn(struct child *ret)
 {
 	int r;
 
 	if (zygote.pid > 0) {
-		r = send(zygote.sock, "s", 1, MSG_NOSIGNAL) == 1 ? 0 : -errno;
+		r = zygote.ordered || send(zygote.sock, "s", 1, MSG_NOSIGNAL) == 1 ? 0 : -errno;
+		zygote.ordered = false;
 		if (r == 0)
 			r = zygote_receive(ret);
 		if (r == 0)

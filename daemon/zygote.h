@@ -27,6 +27,11 @@ typedef void (*zygote_child_fn)(int sock);
 /* Forks the zygote; -errno (the caller then forks helpers itself). */
 int zygote_start(zygote_child_fn fn);
 void zygote_stop(void);
+/*
+ * Asks the zygote for the next child and returns at once: it forks while
+ * devgated goes on, and child_spawn() then only collects it.
+ */
+void child_order(void);
 /* Forks a child running fn, through the zygote or, if it is gone, directly. */
 int child_spawn(struct child *ret);
 /* Ends it: SIGKILL if it still runs (a helper replies as its last act); reaps it if ours. */
