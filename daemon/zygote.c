@@ -87,14 +87,17 @@ static void exec_node(int sock, int memfd)
 {
 	char *const argv[] = { (char *)"devgated-zygote", NULL };
 	char *const envp[] = { NULL };
-	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	/* Out of the way first: either may sit where fds 0-4 go. */
+	int s = fcntl(sock, F_DUPFD_CLOEXEC, 10), m = fcntl(memfd, F_DUPFD_CLOEXEC, 10);
+	/* Not close-on-exec: if it lands on 0-2 it stays; on 3 or 4 it is replaced. */
+	int devnull = open("/dev/null", O_RDWR);
 
-	if (devnull < 0 || dup2(sock, FORKLOOP_FD) < 0 || dup2(memfd, FORKLOOP_FD + 1) < 0 ||
-	    dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0)
+	if (s < 0 || m < 0 || devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 ||
+	    dup2(devnull, 2) < 0 || dup2(s, FORKLOOP_FD) < 0 ||
+	    dup3(m, FORKLOOP_FD + 1, O_CLOEXEC) < 0)
 		_exit(127);
 	close_range(FORKLOOP_FD + 2, ~0U, 0);
 	/* The memfd goes with the exec; the socket stays. */
-	(void)fcntl(FORKLOOP_FD + 1, F_SETFD, FD_CLOEXEC);
 	syscall(SYS_execveat, FORKLOOP_FD + 1, "", argv, envp, AT_EMPTY_PATH);
 	_exit(127);
 }
