@@ -69,14 +69,15 @@ CPPFLAGS += -Icommon -Ibpf -I$(O)
 BPF_CFLAGS := -O2 -g -Wall -Werror -target bpf -I/usr/include/$(MULTIARCH) -Ibpf
 
 COMMON_SRC := $(wildcard common/*.c)
-DAEMON_SRC := $(wildcard daemon/*.c)
+# daemon/node_main.c is devgated-node's main, not devgated's.
+DAEMON_SRC := $(filter-out daemon/node_main.c,$(wildcard daemon/*.c))
 CLI_SRC := $(filter-out cli/hook_main.c,$(wildcard cli/*.c))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(O)/%.o)
 # An archive, so each binary carries only the common objects it calls.
 COMMON_LIB := $(O)/common/libdevgate-common.a
-DAEMON_OBJ := $(DAEMON_SRC:%.c=$(O)/%.o)
+DAEMON_OBJ := $(DAEMON_SRC:%.c=$(O)/%.o) $(O)/daemon/node_blob.o
 DAEMON_LIB_OBJ := $(filter-out $(O)/daemon/main.o,$(DAEMON_OBJ))
 CLI_OBJ := $(CLI_SRC:%.c=$(O)/%.o)
 CLI_LIB_OBJ := $(filter-out $(O)/cli/main.o,$(CLI_OBJ))
@@ -132,6 +133,22 @@ $(COMMON_LIB): $(COMMON_OBJ)
 $(O)/devgated: $(DAEMON_OBJ) $(COMMON_LIB)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# devgated-node: the zygote devgated executes at start (daemon/zygote.c).
+# Static and libc only, so each helper it forks copies and frees a few
+# mappings; built without sanitizers, and carried inside devgated.
+NODE_SRC := daemon/node_main.c daemon/helper.c daemon/forkloop.c daemon/fdpass.c
+NODE_HDR := daemon/helper.h daemon/forkloop.h daemon/fdpass.h common/gpu.h
+$(O)/devgated-node: $(NODE_SRC) $(NODE_HDR)
+	$(call msg,CC-STATIC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -O2 -D_FORTIFY_SOURCE=2 \
+		-fstack-protector-strong -Icommon -Idaemon -static-pie -s -o $@ $(NODE_SRC)
+
+$(O)/daemon/node_blob.o: daemon/node_blob.S $(O)/devgated-node
+	$(call msg,AS,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -c -DNODE_BIN='"$(abspath $(O))/devgated-node"' -o $@ $<
 
 $(O)/devgatectl: $(CLI_OBJ) $(COMMON_LIB)
 	$(call msg,LINK,$@)
@@ -247,7 +264,7 @@ torture: $(BINS)
 check-asan:
 	$(Q)$(MAKE) --no-print-directory O=build-asan SAN=1 test
 
-LINT_SRC := $(COMMON_SRC) $(DAEMON_SRC) $(CLI_SRC) cli/hook_main.c
+LINT_SRC := $(COMMON_SRC) $(DAEMON_SRC) $(CLI_SRC) cli/hook_main.c daemon/node_main.c
 LINT_SH := .ci/run $(wildcard scripts/*.sh bench/*.sh tests/lib/*.sh tests/integration/*.bash \
 	tests/integration/*.bats) tests/helpers/mkfixture packaging/mkdeb.sh \
 	packaging/debian/postinst packaging/debian/postrm packaging/debian/prerm \

@@ -546,15 +546,18 @@ static int live_target(struct daemon *d, const struct lease *l, struct target *t
 	return -ESRCH;
 }
 
-/* The lease a revoke names; NULL with err set when there is none. */
-static struct lease *find_lease(struct daemon *d, const struct dg_target_args *ta,
+/*
+ * The lease a revoke names; NULL with err set when there is none. Named by
+ * PID, t is that process as resolved for this request (its nodes go
+ * through it); otherwise t is left unresolved.
+ */
+static struct lease *find_lease(struct daemon *d, const struct dg_target_args *ta, struct target *t,
 				struct dg_error *err)
 {
 	const char *label = ta->container, *cgroup = ta->cgroup;
 	int64_t pid = ta->pid;
 	bool has_pid = ta->has_pid;
 	int given = has_pid + !!label + !!cgroup;
-	auto_cleanup(target_donep) struct target t = TARGET_INIT;
 	struct lease *l = NULL;
 
 	if (given != 1) {
@@ -593,12 +596,12 @@ static struct lease *find_lease(struct daemon *d, const struct dg_target_args *t
 		dg_error_set(err, DG_E_INVALID, EINVAL, "PID %lld is out of range", (long long)pid);
 		return NULL;
 	}
-	if (target_from_pid(&d->cg, d->self_cgroup, (pid_t)pid, &t, err) < 0)
+	if (target_from_pid(&d->cg, d->self_cgroup, (pid_t)pid, t, err) < 0)
 		return NULL;
-	l = lease_table_find(&d->leases, t.cgid);
+	l = lease_table_find(&d->leases, t->cgid);
 	if (!l)
 		dg_error_set(err, DG_E_NOT_GRANTED, ENOENT, "PID %lld (cgroup %s) holds no GPU",
-			     (long long)pid, t.cgroup);
+			     (long long)pid, t->cgroup);
 	return l;
 }
 
@@ -640,19 +643,24 @@ static int revoke_select(struct daemon *d, const struct lease *l, const char *sp
 	return 0;
 }
 
-/* Removes nodes from l's container; best effort (a gone container has no /dev). */
-static void remove_nodes(struct daemon *d, const struct lease *l, const struct dg_node *gone,
-			 size_t n_gone, struct node_result *res)
+/*
+ * Removes nodes from l's container; best effort (a gone container has no
+ * /dev). Through known, a process of l's cgroup that this request resolved
+ * already, when there is one: the helper still checks it runs.
+ */
+static void remove_nodes(struct daemon *d, const struct lease *l, const struct target *known,
+			 const struct dg_node *gone, size_t n_gone, struct node_result *res)
 {
 	auto_cleanup(target_donep) struct target t = TARGET_INIT;
 	struct node_opts nopts = { .mode = d->cfg.node_mode };
 	struct dg_error err = { 0 };
+	bool reuse = known && known->pidfd >= 0 && known->cgid == l->cgid;
 
-	if (n_gone && live_target(d, l, &t) < 0) {
+	if (n_gone && !reuse && live_target(d, l, &t) < 0) {
 		log_info("%s has no live process; its /dev needs no cleanup", lease_label(l));
 		return;
 	}
-	if (n_gone && nodes_remove(&t, &nopts, gone, n_gone, res, &err) < 0)
+	if (n_gone && nodes_remove(reuse ? known : &t, &nopts, gone, n_gone, res, &err) < 0)
 		log_warning("cannot remove nodes from %s: %s", lease_label(l), err.message);
 	for (size_t i = 0; i < n_gone; i++) {
 		if (res[i].status == NODE_CONFLICT)
@@ -699,7 +707,7 @@ void grant_rollback(struct daemon *d, const struct lease *pending)
 	size_t n_x = node_diff(p_nodes, n_p, c_nodes, n_c, extra);
 
 	grants_del(d, pending->cgid, extra, n_x);
-	remove_nodes(d, pending, extra, n_x, res);
+	remove_nodes(d, pending, NULL, extra, n_x, res);
 	if (!committed)
 		unguard_cgroup(d, pending->cgid, lease_label(pending));
 	(void)state_pending_clear(d->state, pending->cgid);
@@ -792,7 +800,8 @@ static struct lease *gone_lease(const struct lease *old, const struct lease *nex
  * idempotent.
  */
 static void revoke_steps(struct daemon *d, const struct lease *old, const struct lease *next,
-			 struct node_result *res, struct dg_node *gone, size_t *n_gone)
+			 const struct target *t, struct node_result *res, struct dg_node *gone,
+			 size_t *n_gone)
 {
 	struct dg_node old_nodes[DG_MAX_NODES], new_nodes[DG_MAX_NODES];
 	size_t n_old = lease_nodes(old, d->inv, old_nodes, DG_MAX_NODES);
@@ -807,7 +816,7 @@ static void revoke_steps(struct daemon *d, const struct lease *old, const struct
 		log_error_errno(r, "cannot record the revoke from %s: %m (the journal keeps it)",
 				lease_label(old));
 	fault_point("revoke.record");
-	remove_nodes(d, old, gone, *n_gone, res);
+	remove_nodes(d, old, t, gone, *n_gone, res);
 	fault_point("revoke.nodes");
 	if (!lease_holds(next))
 		unguard_cgroup(d, old->cgid, lease_label(old));
@@ -861,6 +870,7 @@ int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_re
 		 struct dg_arena *a, struct dg_error *err)
 {
 	auto_cleanup(lease_freep) struct lease *next = NULL, *gone = NULL;
+	auto_cleanup(target_donep) struct target t = TARGET_INIT;
 	struct node_result res[DG_MAX_NODES] = { 0 };
 	struct dg_node gone_nodes[DG_MAX_NODES];
 	size_t n_gone = 0;
@@ -868,7 +878,7 @@ int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_re
 	char note[40];
 	int r;
 
-	old = find_lease(d, &req->target, err);
+	old = find_lease(d, &req->target, &t, err);
 	if (!old && req->missing_ok &&
 	    (err->code == DG_E_NOT_GRANTED ||
 	     (err->code == DG_E_NO_TARGET && req->target.container))) {
@@ -887,7 +897,7 @@ int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_re
 	if (r < 0)
 		return record_error(d, r, "revoke", err);
 	fault_point("revoke.journal");
-	revoke_steps(d, old, next, res, gone_nodes, &n_gone);
+	revoke_steps(d, old, next, &t, res, gone_nodes, &n_gone);
 	if (report_holders(d, old, gone_nodes, n_gone, req, out, a) < 0)
 		log_error("out of memory describing the holders in %s", lease_label(old));
 	out->has_lease = true;
@@ -965,7 +975,7 @@ void grant_finish_revoke(struct daemon *d, const struct lease *gone)
 		(void)lease_add_device(was, &gone->devices[i]);
 		lease_del_device(next, gone->devices[i].name);
 	}
-	revoke_steps(d, was, next, res, nodes, &n);
+	revoke_steps(d, was, next, NULL, res, nodes, &n);
 	if (committed && !lease_holds(next))
 		lease_free(lease_table_take(&d->leases, gone->cgid));
 	else if (committed)

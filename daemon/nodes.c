@@ -1,82 +1,30 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <linux/filter.h>
-#include <linux/capability.h>
-#include <linux/openat2.h>
-#include <linux/seccomp.h>
 #include <poll.h>
-#include <sched.h>
 #include <seccomp.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/sysmacros.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cleanup.h"
 #include "confine.h"
 #include "fdpass.h"
+#include "helper.h"
 #include "log.h"
 #include "nodes.h"
 #include "zygote.h"
 
 #define HELPER_TIMEOUT_MS 5000
 
-enum helper_op {
-	OP_CREATE,
-	OP_REMOVE
-};
-
-enum helper_stage {
-	STAGE_OK = 0,
-	STAGE_SECCOMP,
-	STAGE_SETNS,
-	STAGE_CAPS,
-	STAGE_ROOT,
-	STAGE_ROOT_ID,
-	STAGE_DEV,
-	STAGE_HOST_DEV,
-	STAGE_NODES,
-};
-
-struct helper_msg {
-	int stage;
-	int err;
-	uint64_t caps; /* the effective capabilities it worked with */
-	struct node_result res[DG_MAX_NODES];
-};
-
-/* What the daemon asks of a helper; pidfd and rootfd travel as SCM_RIGHTS. */
-struct helper_job {
-	int op;
-	int enter;	/* join the target's mount namespace */
-	int no_openat2; /* tests: walk as on a kernel without openat2 */
-	int check_root; /* root_path must be root_dev/root_ino */
-	dev_t root_dev;
-	ino_t root_ino;
-	dev_t host_dev;
-	mode_t mode;
-	uid_t uid;
-	gid_t gid;
-	char root_path[4096]; /* "" for the target's own root */
-	size_t n;
-	struct dg_node nodes[DG_MAX_NODES];
-};
-
 /*
  * The spare: a helper forked ahead of time, already confined, waiting for
  * one job. Forking and installing seccomp (~0.3 ms) then happen while the
- * daemon is idle, not while a grant waits. It serves one job and exits, so
- * no state carries from one container to the next.
+ * daemon is idle, or in the zygote while devgated finishes the request
+ * before, not while a grant waits. It serves one job and exits, so no
+ * state carries from one container to the next.
  */
 static struct child spare = { .sock = -1, .pidfd = -1 };
 
@@ -84,6 +32,13 @@ static struct child spare = { .sock = -1, .pidfd = -1 };
 static struct child spent = { .sock = -1, .pidfd = -1 };
 
 static struct sock_fprog helper_filter;
+
+/*
+ * devgated's own mount namespace, read once: devgated never changes it
+ * (only helpers setns). Unknown, every target is entered.
+ */
+static struct stat own_mntns;
+static bool own_mntns_known;
 
 /* DEVGATE_TEST_NO_OPENAT2=1: the fallback walk, for tests on kernels that have openat2. */
 static bool walk_paths;
@@ -97,7 +52,11 @@ static const int helper_syscalls[] = {
 	SCMP_SYS(capget),   SCMP_SYS(capset), SCMP_SYS(openat),
 };
 
-static void spare_main(int sock);
+/* The zygote's (or devgated's own) forked child. */
+static void spare_main(int sock)
+{
+	helper_main(sock, &helper_filter);
+}
 
 int nodes_init(struct dg_error *err)
 {
@@ -105,6 +64,7 @@ int nodes_init(struct dg_error *err)
 	int r;
 
 	walk_paths = test && strcmp(test, "1") == 0;
+	own_mntns_known = stat("/proc/self/ns/mnt", &own_mntns) == 0;
 	if (walk_paths)
 		log_warning(
 			"DEVGATE_TEST_NO_OPENAT2=1: container paths are walked without openat2");
@@ -112,299 +72,23 @@ int nodes_init(struct dg_error *err)
 			  0, &helper_filter, err);
 	if (r < 0)
 		return r;
-	r = zygote_start(spare_main);
+	r = zygote_start(spare_main, &helper_filter);
 	if (r < 0)
 		log_warning_errno(r, "cannot start the node helper zygote (%m); devgated forks "
 				     "helpers itself");
 	return 0;
 }
 
-/* ---- helper side: runs in the forked child, no allocation, no logging ---- */
-
-/*
- * Without openat2 (before 5.6, or filtered out): one component at a time,
- * O_PATH|O_NOFOLLOW|O_DIRECTORY, so a symlink or a file anywhere on the way
- * fails (ENOTDIR) and ".." never climbs out. Stricter than RESOLVE_IN_ROOT:
- * no symlink is followed at all. No allocation: this runs in the helper.
- */
-static int walk_in_root(int dirfd, const char *path)
-{
-	int cur = -1;
-
-	while (*path) {
-		char comp[NAME_MAX + 1];
-		size_t len = strcspn(path, "/");
-		int next;
-
-		if (len == 0 || (len == 1 && path[0] == '.')) {
-			path += len + (path[len] == '/');
-			continue;
-		}
-		if (len > NAME_MAX || (len == 2 && path[0] == '.' && path[1] == '.')) {
-			if (cur >= 0)
-				close(cur);
-			return len > NAME_MAX ? -ENAMETOOLONG : -EXDEV;
-		}
-		memcpy(comp, path, len);
-		comp[len] = '\0';
-		next = openat(cur >= 0 ? cur : dirfd, comp,
-			      O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
-		if (cur >= 0)
-			close(cur);
-		if (next < 0)
-			return -errno;
-		cur = next;
-		path += len + (path[len] == '/');
-	}
-	return cur >= 0 ? cur : openat(dirfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-}
-
-static int in_root(int dirfd, const char *path, uint64_t resolve, bool walk)
-{
-	struct open_how how = {
-		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-		.resolve = resolve | RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-	};
-	long fd = walk ? -1 : syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-
-	if (walk || (fd < 0 && errno == ENOSYS))
-		return walk_in_root(dirfd, path);
-	return fd < 0 ? -errno : (int)fd;
-}
-
-static void inspect(int devfd, const struct dg_node *node, struct node_result *res)
-{
-	struct stat st;
-
-	if (fstatat(devfd, node->name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		res->status = errno == ENOENT ? NODE_ABSENT : NODE_FAILED;
-		res->err = errno == ENOENT ? 0 : errno;
-		return;
-	}
-	if (S_ISCHR(st.st_mode) && major(st.st_rdev) == node->major &&
-	    minor(st.st_rdev) == node->minor) {
-		res->status = NODE_PRESENT;
-		return;
-	}
-	res->status = NODE_CONFLICT;
-	res->mode = st.st_mode;
-	res->major = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? major(st.st_rdev) : 0;
-	res->minor = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? minor(st.st_rdev) : 0;
-}
-
-static void make_one(int devfd, const struct dg_node *node, const struct node_opts *o,
-		     struct node_result *res)
-{
-	struct stat st;
-
-	if (mknodat(devfd, node->name, S_IFCHR | o->mode, makedev(node->major, node->minor)) < 0) {
-		if (errno == EEXIST) { /* raced with the container: judge what is there */
-			inspect(devfd, node, res);
-			return;
-		}
-		res->status = NODE_FAILED;
-		res->err = errno;
-		return;
-	}
-	res->status = NODE_CREATED;
-	if ((o->uid || o->gid) &&
-	    fchownat(devfd, node->name, o->uid, o->gid, AT_SYMLINK_NOFOLLOW) < 0) {
-		res->status = NODE_FAILED;
-		res->err = errno;
-		return;
-	}
-	/* Check what the path holds now; the container may have swapped it. */
-	if (fstatat(devfd, node->name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISCHR(st.st_mode) ||
-	    st.st_rdev != makedev(node->major, node->minor) || (st.st_mode & 07777) != o->mode) {
-		res->status = NODE_FAILED;
-		res->err = EIO;
-	}
-}
-
-static void unmake_one(int devfd, const struct dg_node *node, struct node_result *res)
-{
-	inspect(devfd, node, res);
-	if (res->status != NODE_PRESENT)
-		return;
-	/* unlinkat never follows: at worst it removes what was swapped in. */
-	if (unlinkat(devfd, node->name, 0) < 0) {
-		res->status = errno == ENOENT ? NODE_ABSENT : NODE_FAILED;
-		res->err = errno == ENOENT ? 0 : errno;
-		return;
-	}
-	res->status = NODE_REMOVED;
-}
-
-static int create_all(int devfd, const struct node_opts *o, const struct dg_node *nodes, size_t n,
-		      struct node_result *res)
-{
-	bool blocked = false;
-
-	for (size_t i = 0; i < n; i++) {
-		inspect(devfd, &nodes[i], &res[i]);
-		if (res[i].status == NODE_CONFLICT || res[i].status == NODE_FAILED)
-			blocked = true;
-	}
-	if (blocked) {
-		for (size_t i = 0; i < n; i++) {
-			if (res[i].status == NODE_ABSENT || res[i].status == NODE_PRESENT)
-				res[i].status = NODE_UNTOUCHED;
-		}
-		return -EEXIST;
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (res[i].status != NODE_ABSENT)
-			continue;
-		make_one(devfd, &nodes[i], o, &res[i]);
-		if (res[i].status == NODE_CONFLICT || res[i].status == NODE_FAILED)
-			return -EIO;
-	}
-	return 0;
-}
-
-static void undo_created(int devfd, const struct dg_node *nodes, size_t n, struct node_result *res)
-{
-	for (size_t i = 0; i < n; i++) {
-		struct node_result tmp = { 0 };
-
-		if (res[i].status != NODE_CREATED)
-			continue;
-		unmake_one(devfd, &nodes[i], &tmp);
-		res[i].status = NODE_UNTOUCHED;
-	}
-}
-
-/*
- * What the helper keeps once it is inside the container's mount namespace:
- * enough to make, own and remove nodes, nothing more (no CAP_SYS_ADMIN:
- * the namespace is joined already). capset only lowers what it holds.
- */
-#define HELPER_CAPS                                                         \
-	((1ULL << CAP_MKNOD) | (1ULL << CAP_CHOWN) | (1ULL << CAP_FOWNER) | \
-	 (1ULL << CAP_DAC_OVERRIDE) | (1ULL << CAP_DAC_READ_SEARCH))
-
-static int drop_caps(uint64_t keep, uint64_t *ret)
-{
-	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct d[2] = { { 0 } };
-
-	if (syscall(SYS_capget, &h, d) < 0)
-		return -errno;
-	for (int i = 0; i < 2; i++) {
-		uint32_t k = (uint32_t)(keep >> (32 * i));
-
-		d[i].effective &= k;
-		d[i].permitted &= k;
-		d[i].inheritable = 0;
-	}
-	if (syscall(SYS_capset, &h, d) < 0 || syscall(SYS_capget, &h, d) < 0)
-		return -errno;
-	*ret = d[0].effective | ((uint64_t)d[1].effective << 32);
-	return 0;
-}
-
-static void helper_run(const struct helper_job *job, int pidfd, int rootfd, struct helper_msg *msg)
-{
-	struct node_opts o = { .mode = job->mode, .uid = job->uid, .gid = job->gid };
-	int root = rootfd, devfd;
-	struct stat st;
-
-	if (job->enter && setns(pidfd, CLONE_NEWNS) < 0) {
-		msg->stage = STAGE_SETNS;
-		msg->err = errno;
-		return;
-	}
-	if (drop_caps(HELPER_CAPS, &msg->caps) < 0) {
-		msg->stage = STAGE_CAPS;
-		msg->err = errno;
-		return;
-	}
-	umask(0);
-	if (job->root_path[0]) {
-		root = in_root(rootfd, job->root_path, 0, job->no_openat2);
-		if (root < 0) {
-			msg->stage = STAGE_ROOT;
-			msg->err = -root;
-			return;
-		}
-		/* Another container may have made the same path inside itself. */
-		if (job->check_root && (fstat(root, &st) < 0 || st.st_dev != job->root_dev ||
-					st.st_ino != job->root_ino)) {
-			msg->stage = STAGE_ROOT_ID;
-			msg->err = EXDEV;
-			return;
-		}
-	}
-	devfd = in_root(root, "dev", RESOLVE_NO_SYMLINKS, job->no_openat2);
-	if (devfd < 0) {
-		msg->stage = STAGE_DEV;
-		msg->err = -devfd;
-		return;
-	}
-	/* Never touch the host's own /dev, whoever shares it. */
-	if (fstat(devfd, &st) < 0 || st.st_dev == job->host_dev) {
-		msg->stage = STAGE_HOST_DEV;
-		msg->err = EXDEV;
-		return;
-	}
-	if (job->op == OP_REMOVE) {
-		for (size_t i = 0; i < job->n; i++)
-			unmake_one(devfd, &job->nodes[i], &msg->res[i]);
-		return;
-	}
-	if (create_all(devfd, &o, job->nodes, job->n, msg->res) == -EIO)
-		undo_created(devfd, job->nodes, job->n, msg->res);
-}
-
-/* Receives the job and its two fds; false when the daemon hung up. */
-static bool spare_receive(int sock, struct helper_job *job, int fds[FDPASS_MAX])
-{
-	if (fds_recv(sock, job, sizeof(*job), fds) != 2 || job->n > DG_MAX_NODES)
-		return false;
-	job->root_path[sizeof(job->root_path) - 1] = '\0';
-	return true;
-}
-
-/* The spare's whole life: runs in the forked child, never returns. */
-static void spare_main(int sock)
-{
-	struct helper_job job;
-	struct helper_msg msg = { 0 };
-	int fds[FDPASS_MAX], devnull, confined;
-
-	/* Keep nothing of the daemon's: not its sockets, maps or log. */
-	if (dup2(sock, 3) < 0)
-		_exit(1);
-	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0)
-		_exit(1);
-	close_range(4, ~0U, 0);
-	(void)prctl(PR_SET_NAME, "devgated-node", 0, 0, 0);
-	confined = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
-		   syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &helper_filter) == 0;
-	if (!confined)
-		msg.err = errno;
-	if (!spare_receive(3, &job, fds))
-		_exit(0);
-	if (confined)
-		helper_run(&job, fds[0], fds[1], &msg);
-	else
-		msg.stage = STAGE_SECCOMP;
-	if (write(3, &msg, sizeof(msg)) != (ssize_t)sizeof(msg))
-		_exit(2);
-	_exit(0);
-}
-
 /* ---- daemon side ---- */
 
 static bool same_mntns(pid_t pid)
 {
-	struct stat self, other;
+	struct stat other;
 	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
-	return stat("/proc/self/ns/mnt", &self) == 0 && stat(path, &other) == 0 &&
-	       self.st_dev == other.st_dev && self.st_ino == other.st_ino;
+	return own_mntns_known && stat(path, &other) == 0 && own_mntns.st_dev == other.st_dev &&
+	       own_mntns.st_ino == other.st_ino;
 }
 
 static int read_reply(struct child *c, struct helper_msg *msg)
@@ -489,7 +173,10 @@ static int run_helper(const struct target *t, const struct helper_job *job, stru
 	}
 	if (r < 0)
 		return r;
-	return read_reply(&spare, msg);
+	r = read_reply(&spare, msg);
+	/* The next one forks while devgated finishes this request, not in the next. */
+	child_order();
+	return r;
 }
 
 static const char *stage_text(int stage)

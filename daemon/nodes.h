@@ -16,25 +16,8 @@
 
 #include "errors.h"
 #include "gpu.h"
+#include "helper.h"
 #include "target.h"
-
-enum node_status {
-	NODE_UNTOUCHED = 0,
-	NODE_CREATED,  /* made by this call */
-	NODE_PRESENT,  /* already there with the right numbers */
-	NODE_REMOVED,  /* unlinked by this call */
-	NODE_ABSENT,   /* nothing there to remove */
-	NODE_CONFLICT, /* something else occupies the path */
-	NODE_FAILED,   /* a syscall failed; see err */
-};
-
-struct node_result {
-	int status;
-	int err;	    /* errno for NODE_FAILED */
-	unsigned int mode;  /* NODE_CONFLICT: st_mode found */
-	unsigned int major; /* NODE_CONFLICT: numbers found */
-	unsigned int minor;
-};
 
 struct node_opts {
 	mode_t mode;

@@ -35,8 +35,14 @@ zygote_and_helper() {
 @test "helpers come from a zygote that holds nothing of devgated's; without it devgated forks them" {
 	zygote_and_helper
 	run -0 ls "/proc/$zygote/fd"
-	[ "$(echo "$output" | tr '\n' ' ')" = "0 1 2 3 " ]
+	# Its socket to devgated, and the socket and pidfd of the helper it forked ahead.
+	[ "$(echo "$output" | tr '\n' ' ')" = "0 1 2 3 4 5 " ]
 	[[ "$(readlink "/proc/$zygote/fd/3")" == socket:* ]]
+	[[ "$(readlink "/proc/$zygote/fd/4")" == socket:* ]]
+	[ "$(readlink "/proc/$zygote/fd/5")" = "anon_inode:[pidfd]" ]
+	ahead=$(awk '/^Pid:/ { print $2 }' "/proc/$zygote/fdinfo/5")
+	[ "$(awk '/^PPid:/ { print $2 }' "/proc/$ahead/status")" = "$zygote" ]
+	[ "$(cat "/proc/$ahead/comm")" = devgated-node ]
 	# Forked before devgated loaded its BPF objects: no map or program fd, and smaller.
 	rss() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 	[ "$(rss "$zygote")" -lt "$(rss "$DG_DAEMON_PID")" ]

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The node helper itself: the code that runs in a forked, single-use child
+ * inside the container's mount namespace, and the messages it exchanges
+ * with devgated. Built into devgated (helpers it forks itself) and into
+ * devgated-node, the small static zygote devgated starts (zygote.h). No
+ * allocation, no logging, nothing but libc.
+ */
+#ifndef DEVGATE_HELPER_H
+#define DEVGATE_HELPER_H
+
+#include <linux/filter.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "gpu.h"
+
+enum node_status {
+	NODE_UNTOUCHED = 0,
+	NODE_CREATED,  /* made by this call */
+	NODE_PRESENT,  /* already there with the right numbers */
+	NODE_REMOVED,  /* unlinked by this call */
+	NODE_ABSENT,   /* nothing there to remove */
+	NODE_CONFLICT, /* something else occupies the path */
+	NODE_FAILED,   /* a syscall failed; see err */
+};
+
+struct node_result {
+	int status;
+	int err;	    /* errno for NODE_FAILED */
+	unsigned int mode;  /* NODE_CONFLICT: st_mode found */
+	unsigned int major; /* NODE_CONFLICT: numbers found */
+	unsigned int minor;
+};
+
+enum helper_op {
+	OP_CREATE,
+	OP_REMOVE
+};
+
+enum helper_stage {
+	STAGE_OK = 0,
+	STAGE_SECCOMP,
+	STAGE_SETNS,
+	STAGE_CAPS,
+	STAGE_ROOT,
+	STAGE_ROOT_ID,
+	STAGE_DEV,
+	STAGE_HOST_DEV,
+	STAGE_NODES,
+};
+
+struct helper_msg {
+	int stage;
+	int err;
+	uint64_t caps; /* the effective capabilities it worked with */
+	struct node_result res[DG_MAX_NODES];
+};
+
+/* What the daemon asks of a helper; pidfd and rootfd travel as SCM_RIGHTS. */
+struct helper_job {
+	int op;
+	int enter;	/* join the target's mount namespace */
+	int no_openat2; /* tests: walk as on a kernel without openat2 */
+	int check_root; /* root_path must be root_dev/root_ino */
+	dev_t root_dev;
+	ino_t root_ino;
+	dev_t host_dev;
+	mode_t mode;
+	uid_t uid;
+	gid_t gid;
+	char root_path[4096]; /* "" for the target's own root */
+	size_t n;
+	struct dg_node nodes[DG_MAX_NODES];
+};
+
+/*
+ * devgated's first message to devgated-node: what its helpers inherit from
+ * devgated when they are not forked from it.
+ */
+#define HELPER_FILTER_MAX 256
+struct helper_setup {
+	uint32_t job_size;	       /* sizeof(struct helper_job): both sides of one build */
+	pid_t parent;		       /* devgated */
+	uint64_t effective, permitted; /* devgated's capabilities */
+	uint32_t filter_len;
+	struct sock_filter filter[HELPER_FILTER_MAX];
+};
+
+/* The spare's whole life on its end of sock: confine, one job, reply, exit. */
+void helper_main(int sock, const struct sock_fprog *filter) __attribute__((noreturn));
+
+#endif
