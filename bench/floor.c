@@ -82,20 +82,22 @@ static int once(pid_t pid, int rootfd, int map, int dirfd, bool grant, uint64_t 
 
 int main(int argc, char **argv)
 {
-	int n = 200, map, rootfd, opt, dirfd = -1;
+	int n = 200, map, rootfd, opt, dirfd = -1, pause_ms = 0;
 	char path[64];
 	pid_t pid;
 
-	while ((opt = getopt(argc, argv, "n:d:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:d:p:")) != -1) {
 		if (opt == 'n')
 			n = atoi(optarg);
+		else if (opt == 'p') /* pause before each grant, as dgload -p */
+			pause_ms = atoi(optarg);
 		else if (opt == 'd')
 			dirfd = open(optarg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		else
 			return 2;
 	}
 	if (optind >= argc)
-		return fprintf(stderr, "usage: floor -n N [-d DIR] PID\n"), 2;
+		return fprintf(stderr, "usage: floor -n N [-d DIR] [-p MS] PID\n"), 2;
 	pid = (pid_t)atoi(argv[optind]);
 	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
 	rootfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -106,6 +108,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n; i++) {
 		uint64_t g, v;
 
+		if (pause_ms)
+			usleep((useconds_t)pause_ms * 1000);
 		if (once(pid, rootfd, map, dirfd, true, &g) < 0 ||
 		    once(pid, rootfd, map, dirfd, false, &v) < 0)
 			return fprintf(stderr, "floor: a step failed\n"), 1;

@@ -193,6 +193,8 @@ bench_lat() {
 	first_bd=$(breakdown "$N")
 	# Spaced like container starts: devgated has its spare gate ready.
 	"$B/bench/dgload" -s "$SOCK" -g 0 -n "$((N / 4))" -p 20 "$PID" >"$OUT/first-paced.txt" 2>/dev/null
+	# The floor spaced the same way: waking from idle costs the bare calls too.
+	"$B/bench/floor" -n "$((N / 4))" -p 20 "$PID" >"$OUT/floor-paced.txt"
 	paced_bd=$(breakdown "$((N / 4))")
 	dg grant --pid "$PID" --gpu 1 >/dev/null
 	"$B/bench/dgload" -s "$SOCK" -g 0 -n "$N" "$PID" >"$OUT/grant.txt" 2>/dev/null
@@ -216,6 +218,7 @@ bench_lat() {
 	fdr=$(stats revoke "$OUT/floor-durable.txt")
 	g1=$(stats grant "$OUT/first-grant.txt")
 	gp=$(stats grant "$OUT/first-paced.txt")
+	fp=$(stats grant "$OUT/floor-paced.txt")
 	r1=$(stats revoke "$OUT/first-grant.txt")
 	gi=$(stats grant "$OUT/grant.txt")
 	ri=$(stats revoke "$OUT/grant.txt")
@@ -246,7 +249,8 @@ objects that die with a reboot too (ARCHITECTURE.md). It is not the yardstick.
 $(row "floor: grant" "$fl" "1.00")
 $(row "durable floor: grant (information)" "$fd" "$(ratio "$(field "$fd" 1)" "$(field "$fl" 1)")")
 $(row "devgate grant, container not yet gated, back to back" "$g1" "$g1_ratio")
-$(row "devgate grant, container not yet gated, 20 ms apart" "$gp" "$(ratio "$(field "$gp" 1)" "$(field "$fl" 1)")")
+$(row "floor: grant, 20 ms apart" "$fp" "$(ratio "$(field "$fp" 1)" "$(field "$fl" 1)")")
+$(row "devgate grant, container not yet gated, 20 ms apart" "$gp" "$(ratio "$(field "$gp" 1)" "$(field "$fl" 1)") (spaced floor: $(ratio "$(field "$gp" 1)" "$(field "$fp" 1)"))")
 $(row "devgate grant, container already gated" "$gi" "$gi_ratio")
 $(row "devgatectl grant (process start included)" "$gc" "$(ratio "$(field "$gc" 1)" "$(field "$fl" 1)")")
 $(row "floor: revoke" "$flr" "1.00")
