@@ -60,6 +60,7 @@ DG_TMP=$work
 
 cleanup() {
 	set +e
+	cp "$work/devgated.log" "$OUT/devgated.log" 2>/dev/null
 	local c left before
 	[ -f "$CONTAINERS" ] && while read -r c; do dg_rm "$c"; done <"$CONTAINERS"
 	if [ -n "$LXC_CT" ]; then
