@@ -49,7 +49,7 @@ int client_connect(const char *socket_path, unsigned int timeout_s, struct clien
 	}
 	ret->fd = fd;
 	ret->timeout_s = (unsigned int)tv.tv_sec;
-	ret->in = (struct dg_linebuf){ 0 };
+	ret->in = (struct dg_linebuf){ .max = DG_REPLY_MAX };
 	return 0;
 }
 

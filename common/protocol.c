@@ -118,13 +118,20 @@ int dg_event_parse(const char *line, json_object **ret_event, struct dg_error *e
 
 void dg_linebuf_free(struct dg_linebuf *lb)
 {
+	size_t max = lb->max;
+
 	free(lb->buf);
-	*lb = (struct dg_linebuf){ 0 };
+	*lb = (struct dg_linebuf){ .max = max };
+}
+
+static size_t linebuf_max(const struct dg_linebuf *lb)
+{
+	return lb->max ? lb->max : DG_MSG_MAX;
 }
 
 int dg_linebuf_append(struct dg_linebuf *lb, const char *data, size_t len)
 {
-	if (lb->len + len > DG_MSG_MAX + 1)
+	if (lb->len + len > linebuf_max(lb) + 1)
 		return -EMSGSIZE;
 	if (lb->len + len + 1 > lb->cap) {
 		size_t cap = lb->cap ? lb->cap : 4096;
@@ -153,7 +160,7 @@ int dg_linebuf_pop(struct dg_linebuf *lb, char **ret)
 		return 0;
 	nl = memchr(lb->buf, '\n', lb->len);
 	if (!nl)
-		return lb->len > DG_MSG_MAX ? -EMSGSIZE : 0;
+		return lb->len > linebuf_max(lb) ? -EMSGSIZE : 0;
 	n = (size_t)(nl - lb->buf);
 	line = strndup(lb->buf, n);
 	if (!line)

@@ -23,7 +23,12 @@
 #include "errors.h"
 
 #define DG_PROTO_VERSION 1
+/*
+ * A request line is small; a reply grows with the leases it lists (status:
+ * ~0.5 KiB a lease), so a reader of replies allows far more.
+ */
 #define DG_MSG_MAX ((size_t)1024 * 1024)
+#define DG_REPLY_MAX ((size_t)64 * 1024 * 1024)
 #include "paths.h"
 
 enum dg_op {
@@ -73,10 +78,11 @@ struct dg_linebuf {
 	char *buf;
 	size_t len;
 	size_t cap;
+	size_t max; /* longest line accepted; 0: DG_MSG_MAX */
 };
 
 void dg_linebuf_free(struct dg_linebuf *lb);
-/* Appends bytes; -EMSGSIZE when a line would exceed DG_MSG_MAX. */
+/* Appends bytes; -EMSGSIZE when a line would exceed lb->max. */
 int dg_linebuf_append(struct dg_linebuf *lb, const char *data, size_t len);
 /* Pops one complete line (without '\n') into *ret (malloc'd); 0 if none. */
 int dg_linebuf_pop(struct dg_linebuf *lb, char **ret);

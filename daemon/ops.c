@@ -87,8 +87,8 @@ static int op_metrics(struct daemon *d, const struct dg_request *req, union dg_r
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, -r, "cannot render metrics: %s",
 				    strerror(-r));
-	/* JSON escaping can double it; a reply line must stay under DG_MSG_MAX. */
-	if (len > DG_MSG_MAX / 2) {
+	/* JSON escaping can double it; a reply line must stay under DG_REPLY_MAX. */
+	if (len > DG_REPLY_MAX / 2) {
 		free(text);
 		dg_error_set(err, DG_E_INTERNAL, EMSGSIZE,
 			     "the metrics document (%zu bytes) is too "

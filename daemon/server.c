@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,11 @@
 #include "server.h"
 #include "util.h"
 
-/* A reply queue beyond this is a client that does not read: it is cut. */
+/*
+ * A reply queue beyond this is a client that does not read: it is cut. One
+ * line alone may be longer (a status of thousands of leases), up to what a
+ * client reads (DG_REPLY_MAX).
+ */
 #define OUT_MAX ((size_t)4 * 1024 * 1024)
 /*
  * Above this, a client's further requests wait until it reads its replies:
@@ -168,6 +173,9 @@ static void client_free(struct daemon *d, struct client *c)
 	peer_done(&c->peer);
 	dg_linebuf_free(&c->in);
 	free(c->out);
+	/* A status of thousands of leases would stay in malloc's free lists. */
+	if (c->out_cap > OUT_HIGH)
+		(void)malloc_trim(0);
 	free(c);
 	if (d->n_clients < d->cfg.max_clients)
 		listen_pause(d, false);
@@ -223,7 +231,7 @@ static int client_send(struct client *c, json_object *msg)
 	const char *s = json_object_to_json_string_ext(msg, JSON_C_TO_STRING_PLAIN);
 	size_t len = strlen(s);
 
-	if (pending(c) + len + 1 > OUT_MAX) {
+	if (len + 1 > DG_REPLY_MAX || (pending(c) && pending(c) + len + 1 > OUT_MAX)) {
 		log_warning("cut client uid %u pid %d%s: it stopped reading (%zu bytes queued)",
 			    (unsigned int)c->peer.uid, (int)c->peer.pid,
 			    peer_pid_note(c->peer.pidfd), pending(c));

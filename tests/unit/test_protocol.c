@@ -301,6 +301,31 @@ static void test_linebuf_limit(void **state)
 	dg_linebuf_free(&lb);
 }
 
+/* A reader of replies takes a line past a request's limit, up to its own. */
+static void test_linebuf_reply_limit(void **state)
+{
+	struct dg_linebuf lb = { .max = 3 * DG_MSG_MAX };
+	static char big[DG_MSG_MAX];
+	char *line = NULL;
+
+	(void)state;
+	memset(big, 'x', sizeof(big));
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(dg_linebuf_append(&lb, big, sizeof(big)), 0);
+	assert_int_equal(dg_linebuf_pop(&lb, &line), 0);
+	assert_int_equal(dg_linebuf_append(&lb, "\n", 1), 0);
+	assert_int_equal(dg_linebuf_pop(&lb, &line), 1);
+	assert_int_equal(strlen(line), 3 * DG_MSG_MAX);
+	free(line);
+	dg_linebuf_free(&lb);
+	assert_int_equal(lb.max, 3 * DG_MSG_MAX); /* kept for the next reply */
+	assert_int_equal(dg_linebuf_append(&lb, big, sizeof(big)), 0);
+	assert_int_equal(dg_linebuf_append(&lb, big, sizeof(big)), 0);
+	assert_int_equal(dg_linebuf_append(&lb, big, sizeof(big)), 0);
+	assert_int_equal(dg_linebuf_append(&lb, "xx", 2), -EMSGSIZE);
+	dg_linebuf_free(&lb);
+}
+
 static void test_send_recv(void **state)
 {
 	int sv[2];
@@ -333,6 +358,7 @@ int main(void)
 		cmocka_unit_test(test_codes_stable),
 		cmocka_unit_test(test_linebuf),
 		cmocka_unit_test(test_linebuf_limit),
+		cmocka_unit_test(test_linebuf_reply_limit),
 		cmocka_unit_test(test_send_recv),
 	};
 
