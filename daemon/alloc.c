@@ -10,38 +10,30 @@
 #include "select.h"
 
 /* The lease's GPU in the inventory: its minor first, one compare of the UUID. */
-static const struct dg_gpu *lease_gpu_of(const struct dg_inventory *inv, const struct lease_gpu *g)
-{
-	for (size_t i = 0; i < inv->n_gpus; i++) {
-		if (inv->gpus[i].minor == g->minor && strcasecmp(inv->gpus[i].uuid, g->uuid) == 0)
-			return &inv->gpus[i];
-	}
-	return inventory_find_uuid(inv, g->uuid); /* the driver renumbered it */
-}
-
+/*
+ * From the table's counts, less what self holds: O(GPUs), not O(leases). A
+ * lease whose GPU the driver renumbered still counts, by UUID.
+ */
 void alloc_usage(const struct dg_inventory *inv, const struct lease_table *t, uint64_t self_cgid,
 		 struct gpu_use *use)
 {
+	const struct lease *self = lease_table_find(t, self_cgid);
+
 	memset(use, 0, inv->n_gpus * sizeof(*use));
-	for (size_t i = 0; i < t->n; i++) {
-		const struct lease *l = t->v[i];
+	for (size_t i = 0; i < inv->n_gpus; i++) {
+		const struct lease_use *u = lease_table_use(t, inv->gpus[i].uuid);
+		const struct lease_gpu *mine = self ? lease_find_gpu(self, inv->gpus[i].uuid) : NULL;
+		uint32_t exclusive, shared;
 
-		if (l->cgid == self_cgid)
+		if (!u)
 			continue;
-		for (size_t g = 0; g < l->n_gpus; g++) {
-			const struct dg_gpu *gpu = lease_gpu_of(inv, &l->gpus[g]);
-			struct gpu_use *u;
-
-			if (!gpu)
-				continue;
-			u = &use[gpu->index];
-			if (l->gpus[g].shared) {
-				u->shared++;
-				u->shared_by = l;
-			} else {
-				u->exclusive = l;
-			}
-		}
+		exclusive = u->n_exclusive - (mine && !mine->shared);
+		shared = u->n_shared - (mine && mine->shared);
+		use[i].shared = shared;
+		if (exclusive)
+			use[i].exclusive = lease_table_holder(t, u, false, self_cgid);
+		if (shared)
+			use[i].shared_by = lease_table_holder(t, u, true, self_cgid);
 	}
 }
 

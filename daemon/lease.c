@@ -146,16 +146,100 @@ static void index_del(struct lease_table *t, size_t i)
 	t->index[i] = 0;
 }
 
+static struct lease_use *use_find(const struct lease_table *t, const char *uuid)
+{
+	for (size_t i = 0; i < t->n_use; i++) {
+		if (strcasecmp(t->use[i].uuid, uuid) == 0)
+			return &t->use[i];
+	}
+	return NULL;
+}
+
+/* Room for the entries l's GPUs need, so that counting it cannot fail. */
+static int use_reserve(struct lease_table *t, const struct lease *l)
+{
+	return array_reserve((void **)&t->use, &t->cap_use, t->n_use + l->n_gpus,
+			     sizeof(*t->use));
+}
+
+static void use_hold(struct lease_table *t, const struct lease *l, const struct lease_gpu *g)
+{
+	struct lease_use *u = use_find(t, g->uuid);
+	const struct lease **who;
+
+	if (!u) {
+		u = &t->use[t->n_use++];
+		*u = (struct lease_use){ 0 };
+		snprintf(u->uuid, sizeof(u->uuid), "%s", g->uuid);
+	}
+	*(g->shared ? &u->n_shared : &u->n_exclusive) += 1;
+	who = g->shared ? u->shared : u->exclusive;
+	if (!who[0])
+		who[0] = l;
+	else if (!who[1])
+		who[1] = l;
+}
+
+static void use_drop(struct lease_table *t, const struct lease *l, const struct lease_gpu *g)
+{
+	struct lease_use *u = use_find(t, g->uuid);
+	const struct lease **who;
+
+	if (!u)
+		return;
+	*(g->shared ? &u->n_shared : &u->n_exclusive) -= 1;
+	who = g->shared ? u->shared : u->exclusive;
+	for (int i = 0; i < 2; i++) {
+		if (who[i] == l)
+			who[i] = NULL;
+	}
+}
+
 int lease_table_add(struct lease_table *t, struct lease *l)
 {
 	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers, as meant */
-	if (ARRAY_GROW(t->v, t->n, t->cap) < 0)
+	if (ARRAY_GROW(t->v, t->n, t->cap) < 0 || use_reserve(t, l) < 0)
 		return -ENOMEM;
 	if ((t->n + 1) * 2 > t->n_index && index_rebuild(t, t->n + 1) < 0)
 		return -ENOMEM;
 	t->v[t->n] = l;
 	index_put(t, t->n++);
+	for (size_t i = 0; i < l->n_gpus; i++)
+		use_hold(t, l, &l->gpus[i]);
 	return 0;
+}
+
+const struct lease_use *lease_table_use(const struct lease_table *t, const char *uuid)
+{
+	return use_find(t, uuid);
+}
+
+const struct lease *lease_table_holder(const struct lease_table *t, const struct lease_use *u,
+				       bool shared, uint64_t skip_cgid)
+{
+	const struct lease *const *who = shared ? u->shared : u->exclusive;
+
+	for (int i = 0; i < 2; i++) {
+		if (who[i] && who[i]->cgid != skip_cgid)
+			return who[i];
+	}
+	for (size_t i = 0; i < t->n; i++) {
+		const struct lease_gpu *g = lease_find_gpu(t->v[i], u->uuid);
+
+		if (g && g->shared == shared && t->v[i]->cgid != skip_cgid)
+			return t->v[i];
+	}
+	return NULL;
+}
+
+void lease_table_del_gpu(struct lease_table *t, struct lease *l, const char *uuid)
+{
+	const struct lease_gpu *g = lease_find_gpu(l, uuid);
+
+	if (!g)
+		return;
+	use_drop(t, l, g);
+	lease_del_gpu(l, uuid);
 }
 
 struct lease *lease_table_find(const struct lease_table *t, uint64_t cgid)
@@ -199,6 +283,8 @@ struct lease *lease_table_take(struct lease_table *t, uint64_t cgid)
 		return NULL;
 	pos = t->index[h] - 1;
 	l = t->v[pos];
+	for (size_t i = 0; i < l->n_gpus; i++)
+		use_drop(t, l, &l->gpus[i]);
 	index_del(t, h);
 	if (pos != t->n - 1) {
 		/* The last lease takes the freed place. */
@@ -216,6 +302,7 @@ void lease_table_clear(struct lease_table *t)
 		lease_free(t->v[i]);
 	free(t->v);
 	free(t->index);
+	free(t->use);
 	*t = (struct lease_table){ 0 };
 }
 

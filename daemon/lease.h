@@ -45,12 +45,28 @@ struct lease {
 				*/
 };
 
+/*
+ * How many leases in the table hold one GPU, kept as leases enter and leave
+ * it, so a grant does not walk thousands of leases to find what is free.
+ */
+struct lease_use {
+	char uuid[80];
+	uint32_t n_exclusive;
+	uint32_t n_shared;
+	/* Two of the holders, for messages; a left one is NULL until looked for. */
+	const struct lease *exclusive[2];
+	const struct lease *shared[2];
+};
+
 struct lease_table {
 	struct lease **v;
 	size_t n;
 	size_t cap;
 	uint32_t *index; /* open addressing by cgroup id: position in v + 1, 0: empty */
 	size_t n_index;	 /* a power of two, at least twice n */
+	struct lease_use *use; /* one per GPU UUID ever held, n_use of them */
+	size_t n_use;
+	size_t cap_use;
 };
 
 struct lease *lease_new(uint64_t cgid);
@@ -67,6 +83,16 @@ int lease_table_find_label(const struct lease_table *t, const char *label, struc
 /* Removes and returns the lease (caller frees), or NULL. */
 struct lease *lease_table_take(struct lease_table *t, uint64_t cgid);
 void lease_table_clear(struct lease_table *t);
+/* What the table's leases hold of GPU uuid; NULL when none ever did. */
+const struct lease_use *lease_table_use(const struct lease_table *t, const char *uuid);
+/*
+ * A lease other than skip_cgid's holding uuid (shared or not), from the two
+ * kept in u or, when both left, by a walk; NULL if none.
+ */
+const struct lease *lease_table_holder(const struct lease_table *t, const struct lease_use *u,
+				       bool shared, uint64_t skip_cgid);
+/* lease_del_gpu for a lease in the table, which keeps its counts. */
+void lease_table_del_gpu(struct lease_table *t, struct lease *l, const char *uuid);
 
 const struct lease_gpu *lease_find_gpu(const struct lease *l, const char *uuid);
 int lease_add_gpu(struct lease *l, const struct dg_gpu *gpu, bool shared);

@@ -88,6 +88,17 @@ static struct lease *other_holder(struct daemon *d, const struct lease *l, const
 	return NULL;
 }
 
+/* Another lease booking uuid, where one of the bookings is exclusive. */
+static struct lease *double_booker(struct daemon *d, const struct lease *l, const char *uuid)
+{
+	const struct lease_use *u = lease_table_use(&d->leases, uuid);
+
+	/* The counts tell without a walk (a walk per GPU of each lease is n^2). */
+	if (!u || u->n_exclusive == 0 || u->n_exclusive + u->n_shared < 2)
+		return NULL;
+	return other_holder(d, l, uuid);
+}
+
 /*
  * Two records booking one GPU where one of them is exclusive (records edited
  * by hand, restored from a backup): the older lease keeps it, the younger
@@ -99,7 +110,7 @@ static void reconcile_double_bookings(struct daemon *d, unsigned int *fixes)
 		struct lease *l = d->leases.v[i];
 
 		for (size_t g = 0; l && g < l->n_gpus; g++) {
-			struct lease *o = other_holder(d, l, l->gpus[g].uuid);
+			struct lease *o = double_booker(d, l, l->gpus[g].uuid);
 			const struct lease_gpu *og = o ? lease_find_gpu(o, l->gpus[g].uuid) : NULL;
 			struct dg_node node = { .major = d->inv->majors.nvidia };
 			struct lease *young;
@@ -117,7 +128,7 @@ static void reconcile_double_bookings(struct daemon *d, unsigned int *fixes)
 				"it, %s loses it",
 				uuid, lease_label(l), lease_label(o),
 				lease_label(young == l ? o : l), lease_label(young));
-			lease_del_gpu(young, uuid);
+			lease_table_del_gpu(&d->leases, young, uuid);
 			/* Its grant goes now, or the rebuild below would prove it again. */
 			(void)bpfgate_grant_del(d->bg, young->cgid, &node);
 			if (lease_holds(young))

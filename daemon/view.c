@@ -9,16 +9,14 @@
 
 const char *view_gpu_state(const struct daemon *d, const struct dg_gpu *gpu)
 {
+	const struct lease_use *u = lease_table_use(&d->leases, gpu->uuid);
+
 	if (gpu->problem[0])
 		return "unusable";
-	/* Exclusive and shared holders never mix: the first holder tells. */
-	for (size_t i = 0; i < d->leases.n; i++) {
-		const struct lease_gpu *g = lease_find_gpu(d->leases.v[i], gpu->uuid);
-
-		if (g)
-			return g->shared ? "shared" : "held";
-	}
-	return "free";
+	/* Exclusive and shared holders never mix (reconcile sees to it). */
+	if (u && u->n_exclusive)
+		return "held";
+	return u && u->n_shared ? "shared" : "free";
 }
 
 /* "10de:20b0" */

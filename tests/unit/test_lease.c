@@ -218,12 +218,78 @@ static void test_table_index(void **state)
 	lease_table_clear(&t);
 }
 
+/* The use counts against a walk of the table, after each change. */
+static void check_use(const struct lease_table *t, const struct dg_gpu *gpus, size_t n_gpus)
+{
+	for (size_t k = 0; k < n_gpus; k++) {
+		const struct lease_use *u = lease_table_use(t, gpus[k].uuid);
+		uint32_t ex = 0, sh = 0;
+
+		for (size_t i = 0; i < t->n; i++) {
+			const struct lease_gpu *g = lease_find_gpu(t->v[i], gpus[k].uuid);
+
+			ex += g && !g->shared;
+			sh += g && g->shared;
+		}
+		assert_int_equal(u ? u->n_exclusive : 0, ex);
+		assert_int_equal(u ? u->n_shared : 0, sh);
+		if (!u)
+			continue;
+		for (int shared = 0; shared < 2; shared++) {
+			const struct lease *h = lease_table_holder(t, u, shared, 0);
+			const struct lease_gpu *g = h ? lease_find_gpu(h, gpus[k].uuid) : NULL;
+
+			assert_int_equal(h != NULL, (shared ? sh : ex) > 0);
+			assert_true(!h || (lease_table_find(t, h->cgid) == h && g &&
+					   g->shared == (bool)shared));
+		}
+	}
+}
+
+static void test_table_use(void **state)
+{
+	struct lease_table t = { 0 };
+	struct dg_gpu gpus[3] = { 0 };
+
+	(void)state;
+	for (unsigned int i = 0; i < 3; i++) {
+		gpus[i].minor = i;
+		snprintf(gpus[i].uuid, sizeof(gpus[i].uuid), "GPU-%u", i);
+	}
+	for (uint64_t k = 1; k <= 600; k++) {
+		uint64_t id = (k * 37) % 50 + 1;
+		struct lease *l = lease_table_take(&t, id);
+
+		if (!l)
+			l = lease_new(id);
+		if (k % 5 == 0) { /* a lease leaves */
+			lease_free(l);
+		} else {
+			/* A GPU by the lowercase name: UUIDs match case-insensitively. */
+			(void)lease_add_gpu(l, &gpus[k % 3], k % 2);
+			assert_int_equal(lease_table_add(&t, l), 0);
+			if (k % 7 == 0)
+				lease_table_del_gpu(&t, l, "gpu-1");
+		}
+		check_use(&t, gpus, 3);
+		/* The holder named never is the one skipped. */
+		for (size_t g = 0; g < 3 && l && k % 5; g++) {
+			const struct lease_use *u = lease_table_use(&t, gpus[g].uuid);
+			const struct lease *h = u ? lease_table_holder(&t, u, true, id) : NULL;
+
+			assert_true(!h || h->cgid != id);
+		}
+	}
+	lease_table_clear(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip), cmocka_unit_test(test_devices_roundtrip),
 		cmocka_unit_test(test_rejects),	  cmocka_unit_test(test_labels),
 		cmocka_unit_test(test_table_ids), cmocka_unit_test(test_table_index),
+		cmocka_unit_test(test_table_use),
 	};
 
 	return cmocka_run_group_tests_name("lease", tests, NULL, NULL);
