@@ -85,9 +85,27 @@ CLI_LIB_OBJ := $(filter-out $(O)/cli/main.o,$(CLI_OBJ))
 HOOK_OBJ := $(addprefix $(O)/cli/,hook_main.o cmd_hook.o oci.o client.o output.o)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 
+# devgate-k8s (k8s/): the kubelet device plugin. Its devgated side and its
+# decisions are C (unit-tested with the rest); the gRPC server is C++, with
+# Debian's grpc++ and protobuf, generated from kubelet's own k8s/api.proto.
+# The tests' kubelet stand-in uses Python stubs generated from the same file.
+CXX := g++
+PROTOC ?= protoc
+GRPC_CPP_PLUGIN ?= /usr/bin/grpc_cpp_plugin
+GRPC_PYTHON_PLUGIN ?= /usr/bin/grpc_python_plugin
+K8S_PKGS := grpc++ protobuf
+K8S_CXXFLAGS := -std=c++17 -Wall -Wextra -Werror -D_GNU_SOURCE -DDEVGATE_VERSION='"$(VERSION)"' \
+	-fstack-protector-strong -MMD -MP $(CFLAGS) \
+	$(shell $(PKG_CONFIG) --cflags $(K8S_PKGS) 2>/dev/null)
+K8S_LIBS := $(shell $(PKG_CONFIG) --libs $(K8S_PKGS) json-c libcap 2>/dev/null)
+K8S_C_SRC := $(wildcard k8s/*.c)
+K8S_GEN := $(O)/k8s/api.pb.cc $(O)/k8s/api.grpc.pb.cc
+K8S_OBJ := $(O)/k8s/main.o $(K8S_GEN:%.cc=%.o) $(K8S_C_SRC:%.c=$(O)/%.o) $(O)/cli/client.o
+K8S_PY := $(O)/k8s/py/api_pb2.py $(O)/k8s/py/api_pb2_grpc.py
+
 SKEL := $(O)/devgate.skel.h $(O)/attach_watch.skel.h
-BINS := $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/probe $(O)/displace \
-	$(O)/runtime_like.bpf.o
+BINS := $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/devgate-k8s $(O)/probe \
+	$(O)/displace $(O)/runtime_like.bpf.o $(K8S_PY)
 
 BENCH_BIN := $(O)/bench/dgload $(O)/bench/floor $(O)/bench/opencost
 
@@ -158,6 +176,37 @@ $(O)/devgate-hook: $(HOOK_OBJ) $(COMMON_LIB)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) $(HOOK_LDFLAGS) -o $@ $^ $(HOOK_LIBS)
 
+$(O)/k8s/api.pb.cc $(O)/k8s/api.pb.h &: k8s/api.proto
+	$(call msg,PROTOC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(PROTOC) -Ik8s --cpp_out=$(@D) $<
+
+$(O)/k8s/api.grpc.pb.cc $(O)/k8s/api.grpc.pb.h &: k8s/api.proto
+	$(call msg,PROTOC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(PROTOC) -Ik8s --grpc_out=$(@D) --plugin=protoc-gen-grpc=$(GRPC_CPP_PLUGIN) $<
+
+$(K8S_PY) &: k8s/api.proto
+	$(call msg,PROTOC,$(O)/k8s/py)
+	$(Q)mkdir -p $(O)/k8s/py
+	$(Q)$(PROTOC) -Ik8s --python_out=$(O)/k8s/py --grpc_python_out=$(O)/k8s/py \
+		--plugin=protoc-gen-grpc_python=$(GRPC_PYTHON_PLUGIN) $<
+
+$(O)/k8s/%.o: $(O)/k8s/%.cc $(O)/k8s/api.pb.h $(O)/k8s/api.grpc.pb.h
+	$(call msg,CXX,$@)
+	$(Q)$(CXX) $(K8S_CXXFLAGS) -I$(O)/k8s -c $< -o $@
+
+$(O)/k8s/main.o: k8s/main.cc $(O)/k8s/api.pb.h $(O)/k8s/api.grpc.pb.h
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) $(K8S_CXXFLAGS) -Icommon -Ik8s -I$(O)/k8s -c $< -o $@
+
+$(O)/k8s/devgated.o: CPPFLAGS += -Icli
+
+$(O)/devgate-k8s: $(K8S_OBJ) $(COMMON_LIB)
+	$(call msg,LINK,$@)
+	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(K8S_LIBS)
+
 # Static, so it runs inside a bare busybox rootfs.
 $(O)/probe: tests/helpers/probe.c
 	$(call msg,CC-STATIC,$@)
@@ -182,6 +231,12 @@ $(O)/tests/test_grant: tests/unit/test_grant.c tests/unit/fakes/kernel_fakes.c $
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -Idaemon -Itests/unit $(LDFLAGS) -o $@ $^ $(PKG_LIBS) \
 		-lcmocka
+
+# devgate-k8s's decisions alone (k8s/devices.c), without gRPC.
+$(O)/tests/test_k8s: tests/unit/test_k8s.c $(O)/k8s/devices.o $(COMMON_LIB)
+	$(call msg,TEST-CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -Ik8s $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lcmocka
 
 $(O)/bench/dgload: bench/dgload.c $(O)/cli/client.o $(COMMON_LIB)
 	$(call msg,CC,$@)
