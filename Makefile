@@ -319,12 +319,12 @@ torture: $(BINS)
 check-asan:
 	$(Q)$(MAKE) --no-print-directory O=build-asan SAN=1 test
 
-LINT_SRC := $(COMMON_SRC) $(DAEMON_SRC) $(CLI_SRC) cli/hook_main.c daemon/node_main.c
+LINT_SRC := $(COMMON_SRC) $(DAEMON_SRC) $(CLI_SRC) cli/hook_main.c daemon/node_main.c $(K8S_C_SRC)
 LINT_SH := .ci/run $(wildcard scripts/*.sh bench/*.sh tests/lib/*.sh tests/integration/*.bash \
 	tests/integration/*.bats) tests/helpers/mkfixture packaging/mkdeb.sh \
 	packaging/debian/postinst packaging/debian/postrm packaging/debian/prerm \
 	packaging/bash-completion/devgatectl
-FORMAT_SRC := $(sort $(wildcard common/*.[ch] daemon/*.[ch] cli/*.[ch] bpf/*.[ch] \
+FORMAT_SRC := $(sort $(wildcard common/*.[ch] daemon/*.[ch] cli/*.[ch] bpf/*.[ch] k8s/*.[ch] k8s/*.cc \
 	tests/unit/*.c tests/unit/fakes/*.[ch] tests/fuzz/*.[ch] tests/helpers/*.c bench/*.c))
 
 # .clang-format applied to every C file; 'make lint' fails on any difference.
@@ -334,15 +334,21 @@ format:
 lint: $(SKEL) $(BINS)
 	$(call msg,FORMAT,$(words $(FORMAT_SRC)) files)
 	$(Q)clang-format --dry-run -Werror $(FORMAT_SRC)
-	$(call msg,DEPGRAPH,daemon common cli)
-	$(Q)for d in daemon common cli; do sh scripts/depgraph.sh $$d $(O) || exit 1; done
+	$(call msg,DEPGRAPH,daemon common cli k8s)
+	$(Q)for d in daemon common cli k8s; do sh scripts/depgraph.sh $$d $(O) || exit 1; done
 	$(call msg,CPPCHECK,$(LINT_SRC))
 	$(Q)cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 		--inline-suppr --suppress=missingIncludeSystem --std=c11 -D_GNU_SOURCE \
-		--include=/usr/include/bpf/libbpf_common.h -Icommon -Ibpf -I$(O) $(LINT_SRC)
+		--include=/usr/include/bpf/libbpf_common.h -Icommon -Ibpf -Icli -Ik8s -I$(O) $(LINT_SRC)
 	$(call msg,TIDY,$(LINT_SRC))
 	$(Q)clang-tidy --quiet $(LINT_SRC) -- \
-		-std=gnu11 -D_GNU_SOURCE -Icommon -Ibpf -isystem $(O) -Idaemon $(PKG_CFLAGS) 2>&1 | \
+		-std=gnu11 -D_GNU_SOURCE -Icommon -Ibpf -isystem $(O) -Idaemon -Icli -Ik8s $(PKG_CFLAGS) 2>&1 | \
+		{ grep -v '^[0-9]* warnings generated' || true; }; \
+		exit $${PIPESTATUS[0]}
+	$(call msg,TIDY,k8s/main.cc)
+	$(Q)clang-tidy --quiet k8s/main.cc -- -std=c++17 -D_GNU_SOURCE -DDEVGATE_VERSION='""' \
+		-Icommon -Ik8s -isystem $(O)/k8s \
+		$(shell $(PKG_CONFIG) --cflags $(K8S_PKGS) 2>/dev/null) 2>&1 | \
 		{ grep -v '^[0-9]* warnings generated' || true; }; \
 		exit $${PIPESTATUS[0]}
 	$(call msg,SHELLCHECK,$(LINT_SH))
@@ -374,9 +380,12 @@ $(O)/man/%: man/%.scd
 	$(Q)$(SCDOC) < $< > $@
 
 # The shipped config is installed only where none is: never over an admin's.
-install: $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(MAN)
+install: $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/devgate-k8s $(MAN)
 	$(call msg,INSTALL,$(DESTDIR)$(PREFIX))
 	$(Q)install -D -m 0755 $(O)/devgated $(DESTDIR)$(sbindir)/devgated
+	$(Q)install -D -m 0755 $(O)/devgate-k8s $(DESTDIR)$(sbindir)/devgate-k8s
+	$(Q)install -D -m 0644 packaging/k8s/devgate-k8s.yaml \
+		$(DESTDIR)$(datadir)/devgate/k8s/devgate-k8s.yaml
 	$(Q)install -D -m 0755 $(O)/devgatectl $(DESTDIR)$(bindir)/devgatectl
 	$(Q)install -D -m 0755 $(O)/devgate-hook $(DESTDIR)$(bindir)/devgate-hook
 	$(Q)for m in $(MAN); do \
@@ -399,12 +408,13 @@ uninstall:
 	$(call msg,UNINSTALL,$(DESTDIR)$(PREFIX))
 	$(Q)for m in $(MAN); do rm -f $(DESTDIR)$(mandir)/man$${m##*.}/$${m##*/}.gz; done
 	$(Q)rm -f $(DESTDIR)$(sbindir)/devgated $(DESTDIR)$(bindir)/devgatectl \
+		$(DESTDIR)$(sbindir)/devgate-k8s $(DESTDIR)$(datadir)/devgate/k8s/devgate-k8s.yaml \
 		$(DESTDIR)$(bindir)/devgate-hook \
 		$(DESTDIR)$(datadir)/bash-completion/completions/devgatectl \
 		$(DESTDIR)$(unitdir)/devgated.service \
 		$(DESTDIR)$(datadir)/containers/oci/hooks.d/devgate.json
 
-deb: $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(MAN)
+deb: $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/devgate-k8s $(MAN)
 	$(call msg,DEB,$(O))
 	$(Q)sh packaging/mkdeb.sh $(O) $(VERSION)
 

@@ -97,21 +97,21 @@ int k8s_pick(const struct k8s_devices *d, const char *const *avail, size_t n_ava
 		if (!listed(ret, n, must[i]))
 			ret[n++] = must[i];
 	while (n < size) {
-		const char *best = NULL;
+		size_t best = n_avail;
 		long best_rank = 0;
 
 		/* Selection, not a sort: kubelet asks for a handful of IDs. */
 		for (size_t i = 0; i < n_avail; i++) {
 			long r = rank(d, avail[i]);
 
-			if (listed(ret, n, avail[i]) || (best && r >= best_rank))
+			if (listed(ret, n, avail[i]) || (best < n_avail && r >= best_rank))
 				continue;
-			best = avail[i];
+			best = i;
 			best_rank = r;
 		}
-		if (!best)
+		if (best == n_avail)
 			break;
-		ret[n++] = best;
+		ret[n++] = avail[best];
 	}
 	return (int)n;
 }

@@ -47,7 +47,8 @@ extern "C" {
 #include "devices.h"
 #include "privs.h"
 
-namespace {
+namespace
+{
 
 constexpr const char *kApiVersion = "v1beta1";
 constexpr const char *kKubeletSocket = "kubelet.sock";
@@ -97,14 +98,14 @@ using Clock = std::chrono::steady_clock;
 
 long ms_since(Clock::time_point t)
 {
-	return (long)std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t)
-		.count();
+	return (long)std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
 }
 
 // The devices as devgated last said; every change kubelet would see bumps
 // the generation and wakes the ListAndWatch streams.
-class Inventory {
-    public:
+class Inventory
+{
+public:
 	void publish(const k8s_devices &next)
 	{
 		std::lock_guard<std::mutex> lock(mu_);
@@ -141,7 +142,7 @@ class Inventory {
 		return stopping_;
 	}
 
-    private:
+private:
 	std::mutex mu_;
 	std::condition_variable cv_;
 	k8s_devices devs_{};
@@ -163,8 +164,9 @@ std::string describe(const k8s_devices &d)
 }
 
 // devgated's side: the watch stream, lists, reconnects, unreachability.
-class Source {
-    public:
+class Source
+{
+public:
 	Source(const Options &o, Inventory *inv) : o_(o), inv_(inv)
 	{
 		stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -192,7 +194,7 @@ class Source {
 			thread_.join();
 	}
 
-    private:
+private:
 	// Sleeps ms, or less when asked to stop; false when asked to stop.
 	bool pause(int ms, int fd = -1)
 	{
@@ -213,7 +215,6 @@ class Source {
 		}
 		if (why[0])
 			log_warning("%s", why);
-		last_ok_ = Clock::now();
 		if (!reachable_)
 			log_info("devgated at %s answers: %s", o_.socket.c_str(),
 				 describe(next).c_str());
@@ -225,9 +226,10 @@ class Source {
 
 	void lost(const char *why)
 	{
-		if (reachable_)
+		if (reachable_) {
 			log_warning("lost devgated at %s: %s", o_.socket.c_str(), why);
-		else if (!said_)
+			down_since_ = Clock::now();
+		} else if (!said_)
 			log_warning("cannot reach devgated at %s: %s", o_.socket.c_str(), why);
 		reachable_ = false;
 		said_ = true;
@@ -237,7 +239,7 @@ class Source {
 	// After --unreachable-ms without devgated, kubelet must stop placing pods here.
 	void check_unreachable()
 	{
-		long gone = ms_since(last_ok_);
+		long gone = ms_since(down_since_);
 		k8s_devices d;
 		char why[300];
 
@@ -269,7 +271,7 @@ class Source {
 
 	void run()
 	{
-		last_ok_ = Clock::now();
+		down_since_ = Clock::now();
 		while (!inv_->stopping()) {
 			k8s_watch *w = nullptr;
 			char why[256] = "";
@@ -291,7 +293,7 @@ class Source {
 	Inventory *inv_;
 	int stop_fd_ = -1;
 	std::thread thread_;
-	Clock::time_point last_ok_;
+	Clock::time_point down_since_; // since when devgated does not answer
 	bool reachable_ = false, said_ = false, marked_ = false;
 	char last_why_[256] = "";
 };
@@ -302,8 +304,9 @@ grpc::Status refuse(grpc::StatusCode code, const std::string &why)
 	return grpc::Status(code, why);
 }
 
-class Plugin final : public v1beta1::DevicePlugin::Service {
-    public:
+class Plugin final : public v1beta1::DevicePlugin::Service
+{
+public:
 	Plugin(const Options &o, Inventory *inv) : o_(o), inv_(inv)
 	{
 	}
@@ -419,7 +422,7 @@ class Plugin final : public v1beta1::DevicePlugin::Service {
 		return grpc::Status::OK;
 	}
 
-    private:
+private:
 	const Options &o_;
 	Inventory *inv_;
 };
@@ -443,8 +446,9 @@ std::pair<dev_t, ino_t> identity(const std::string &path)
 	return { st.st_dev, st.st_ino };
 }
 
-class Agent {
-    public:
+class Agent
+{
+public:
 	Agent(const Options &o, Inventory *inv) : o_(o), plugin_(o, inv)
 	{
 	}
@@ -476,7 +480,8 @@ class Agent {
 	{
 		if (!server_)
 			return;
-		server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+		server_->Shutdown(std::chrono::system_clock::now() +
+				  std::chrono::milliseconds(500));
 		server_->Wait();
 		server_.reset();
 	}
@@ -537,7 +542,8 @@ class Agent {
 					log_info("signal %u: stopping", si.ssi_signo);
 				return 0;
 			}
-			if (n > 0 && (p[1].revents & POLLIN) && !directory_events(ino_fd, &need_register))
+			if (n > 0 && (p[1].revents & POLLIN) &&
+			    !directory_events(ino_fd, &need_register))
 				return 1;
 		}
 	}
@@ -548,7 +554,7 @@ class Agent {
 		(void)unlink(endpoint_path().c_str());
 	}
 
-    private:
+private:
 	// kubelet's restart: it removes every socket in the directory (ours too)
 	// and makes kubelet.sock anew. Either means: serve again, register again.
 	bool directory_events(int ino_fd, bool *need_register)
@@ -570,7 +576,8 @@ class Agent {
 			if (ev->len && strcmp(ev->name, kKubeletSocket) == 0 &&
 			    (ev->mask & (IN_CREATE | IN_MOVED_TO)))
 				kubelet_new = true;
-			if (ev->len && o_.endpoint == ev->name && (ev->mask & (IN_DELETE | IN_MOVED_FROM)))
+			if (ev->len && o_.endpoint == ev->name &&
+			    (ev->mask & (IN_DELETE | IN_MOVED_FROM)))
 				ours_gone = true;
 			p += sizeof(*ev) + ev->len;
 		}
@@ -583,7 +590,8 @@ class Agent {
 			*need_register = true;
 		}
 		// Registered with this kubelet.sock already (our socket's removal came first).
-		if (kubelet_new && identity(o_.plugin_dir + "/" + kKubeletSocket) != registered_with_) {
+		if (kubelet_new &&
+		    identity(o_.plugin_dir + "/" + kKubeletSocket) != registered_with_) {
 			log_info("kubelet.sock is new (kubelet restarted): registering again");
 			if (!exists(endpoint_path()) && !serve())
 				return false;
@@ -611,7 +619,10 @@ bool parse_ms(const char *s, unsigned *ret)
 	return true;
 }
 
-enum { OPT_POLL = 256, OPT_UNREACHABLE };
+enum {
+	OPT_POLL = 256,
+	OPT_UNREACHABLE
+};
 
 // 0: go on; 1: printed help or version; 2: usage error (printed).
 int parse_options(int argc, char **argv, Options *o)
@@ -653,7 +664,8 @@ int parse_options(int argc, char **argv, Options *o)
 		case OPT_POLL:
 		case OPT_UNREACHABLE:
 			if (!parse_ms(optarg, c == OPT_POLL ? &o->poll_ms : &o->unreachable_ms)) {
-				fprintf(stderr, "devgate-k8s: --%s wants milliseconds > 0, not '%s'\n",
+				fprintf(stderr,
+					"devgate-k8s: --%s wants milliseconds > 0, not '%s'\n",
 					c == OPT_POLL ? "poll-ms" : "unreachable-ms", optarg);
 				return 2;
 			}
@@ -731,8 +743,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (inotify_add_watch(ino_fd, o.plugin_dir.c_str(),
-			      IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF) <
-	    0) {
+			      IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM |
+				      IN_DELETE_SELF) < 0) {
 		log_error_errno(errno, "cannot watch the device-plugin directory %s: %m",
 				o.plugin_dir.c_str());
 		return 1;

@@ -65,7 +65,8 @@ static int keep_dac_override(char *why, size_t why_len)
 static int drop_bounding(char *why, size_t why_len)
 {
 	for (cap_value_t c = 0; c <= CAP_LAST_CAP; c++) {
-		if (c == CAP_DAC_OVERRIDE)
+		/* Not there (a container's bounding set): nothing to drop. */
+		if (c == CAP_DAC_OVERRIDE || prctl(PR_CAPBSET_READ, c, 0, 0, 0) == 0)
 			continue;
 		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
 			return fail(errno, why, why_len,
