@@ -227,10 +227,11 @@ private:
 	void lost(const char *why)
 	{
 		if (reachable_) {
-			log_warning("lost devgated at %s: %s", o_.socket.c_str(), why);
+			log_warning("lost devgated: %s", why);
 			down_since_ = Clock::now();
-		} else if (!said_)
-			log_warning("cannot reach devgated at %s: %s", o_.socket.c_str(), why);
+		} else if (!said_) {
+			log_warning("%s", why);
+		}
 		reachable_ = false;
 		said_ = true;
 		snprintf(last_why_, sizeof(last_why_), "%s", why);
@@ -568,6 +569,9 @@ private:
 		for (char *p = buf; p < buf + len;) {
 			auto *ev = reinterpret_cast<struct inotify_event *>(p);
 
+			// Events lost: look at both sockets again.
+			if (ev->mask & IN_Q_OVERFLOW)
+				kubelet_new = ours_gone = true;
 			if (ev->mask & (IN_IGNORED | IN_DELETE_SELF)) {
 				log_error("the device-plugin directory %s is gone",
 					  o_.plugin_dir.c_str());

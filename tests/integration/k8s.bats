@@ -259,6 +259,27 @@ preferred() { # SIZE AVAILABLE [MUST]: the IDs picked, space separated
 	wait_until 5 devices_are ""
 }
 
+@test "with the DaemonSet's capabilities alone it becomes nobody, and lists" {
+	/usr/bin/python3 -c 'import yaml' 2>/dev/null || missing "needs Debian's python3-yaml"
+	stop_daemon
+	start_daemon --socket-group nogroup
+	# The container's bounding set, as packaging/k8s/devgate-k8s.yaml asks for it.
+	caps=$(/usr/bin/python3 -c 'import sys, yaml
+c = yaml.safe_load(open(sys.argv[1]))["spec"]["template"]["spec"]["containers"][0]
+print(",".join("+" + a.lower() for a in c["securityContext"]["capabilities"]["add"]))' \
+		"$DG_ROOT/packaging/k8s/devgate-k8s.yaml")
+	[ "$caps" = "+dac_override,+setuid,+setgid,+setpcap" ]
+	start_standin
+	setpriv --bounding-set "-all,$caps" --inh-caps=-all "$DEVGATE_BUILD/devgate-k8s" -s "$DG_SOCK" \
+		-d "$K8S_DIR" --user=65534 --group="$(getent group nogroup | cut -d: -f3)" \
+		>>"$PLUGIN_LOG" 2>&1 3>&- &
+	PLUGIN_PID=$!
+	wait_until 10 registered 1 || fail "no Register: $(cat "$PLUGIN_LOG")"
+	wait_until 5 devices_are "$(uuid 0) Healthy $(uuid 1) Healthy" || fail "$(cat "$PLUGIN_LOG")"
+	[ "$(awk '/^Uid:/ { print $2 }' /proc/"$PLUGIN_PID"/status)" = 65534 ]
+	[ "$(awk '/^CapBnd:/ { print $2 }' /proc/"$PLUGIN_PID"/status)" = 0000000000000002 ]
+}
+
 @test "devgate-k8s: usage errors exit 2 and change nothing" {
 	run -2 "$DEVGATE_BUILD/devgate-k8s" --poll-ms 0
 	[[ "$output" == *"--poll-ms wants milliseconds > 0, not '0'"* ]]
