@@ -410,6 +410,8 @@ public:
 			// For runtimes without CDI: the hooks.d entry matches it. Where
 			// both arrive, the hook takes the CDI request, and granting
 			// one GPU twice is one grant.
+			if (gpus.empty())
+				continue;
 			(*out->mutable_annotations())[kGpusAnnotation] = gpus;
 			log_info("allocated %s", gpus.c_str());
 		}

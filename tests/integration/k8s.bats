@@ -36,10 +36,17 @@ setup() {
 }
 
 teardown() {
-	stop_plugin || true
+	local status=0
+	stop_plugin || status=1
 	stop_standin
 	[ -n "$DG_CDI" ] && rm -f "$DG_CDI"
-	dg_teardown
+	# Sanitizer builds (make check-asan) report into the plugin's log too.
+	if [ -f "${PLUGIN_LOG:-}" ] &&
+		grep -E "ERROR: (Address|Leak)Sanitizer|runtime error:" "$PLUGIN_LOG" >&2; then
+		status=1
+	fi
+	dg_teardown || status=1
+	return "$status"
 }
 
 standin() {
@@ -155,6 +162,9 @@ preferred() { # SIZE AVAILABLE [MUST]: the IDs picked, space separated
 	jq -e --arg u "$u0" '[.devices[].name] | index($u) != null' "$DG_CDI"
 	run -1 standin allocate "$PLUGIN_SOCK" "GPU-not-here"
 	[ "$(echo "$output" | jq -r .error)" = StatusCode.NOT_FOUND ]
+	# A container that asks for none gets nothing, not an empty annotation.
+	run -0 standin allocate "$PLUGIN_SOCK" ""
+	[ "$output" = '{"container_responses": [{}]}' ]
 	run -0 standin prestart "$PLUGIN_SOCK" "$u0"
 	[ "$output" = "{}" ]
 
