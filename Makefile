@@ -85,9 +85,27 @@ CLI_LIB_OBJ := $(filter-out $(O)/cli/main.o,$(CLI_OBJ))
 HOOK_OBJ := $(addprefix $(O)/cli/,hook_main.o cmd_hook.o oci.o client.o output.o)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(O)/tests/%)
 
+# devgate-k8s (k8s/): the kubelet device plugin. Its devgated side and its
+# decisions are C (unit-tested with the rest); the gRPC server is C++, with
+# Debian's grpc++ and protobuf, generated from kubelet's own k8s/api.proto.
+# The tests' kubelet stand-in uses Python stubs generated from the same file.
+CXX := g++
+PROTOC ?= protoc
+GRPC_CPP_PLUGIN ?= /usr/bin/grpc_cpp_plugin
+GRPC_PYTHON_PLUGIN ?= /usr/bin/grpc_python_plugin
+K8S_PKGS := grpc++ protobuf
+K8S_CXXFLAGS := -std=c++17 -Wall -Wextra -Werror -D_GNU_SOURCE -DDEVGATE_VERSION='"$(VERSION)"' \
+	-fstack-protector-strong -MMD -MP $(CFLAGS) \
+	$(shell $(PKG_CONFIG) --cflags $(K8S_PKGS) 2>/dev/null)
+K8S_LIBS := $(shell $(PKG_CONFIG) --libs $(K8S_PKGS) json-c libcap 2>/dev/null)
+K8S_C_SRC := $(wildcard k8s/*.c)
+K8S_GEN := $(O)/k8s/api.pb.cc $(O)/k8s/api.grpc.pb.cc
+K8S_OBJ := $(O)/k8s/main.o $(K8S_GEN:%.cc=%.o) $(K8S_C_SRC:%.c=$(O)/%.o) $(O)/cli/client.o
+K8S_PY := $(O)/k8s/py/api_pb2.py $(O)/k8s/py/api_pb2_grpc.py
+
 SKEL := $(O)/devgate.skel.h $(O)/attach_watch.skel.h
-BINS := $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/probe $(O)/displace \
-	$(O)/runtime_like.bpf.o
+BINS := $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/devgate-k8s $(O)/probe \
+	$(O)/displace $(O)/runtime_like.bpf.o $(K8S_PY)
 
 BENCH_BIN := $(O)/bench/dgload $(O)/bench/floor $(O)/bench/opencost
 
@@ -158,6 +176,37 @@ $(O)/devgate-hook: $(HOOK_OBJ) $(COMMON_LIB)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) $(HOOK_LDFLAGS) -o $@ $^ $(HOOK_LIBS)
 
+$(O)/k8s/api.pb.cc $(O)/k8s/api.pb.h &: k8s/api.proto
+	$(call msg,PROTOC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(PROTOC) -Ik8s --cpp_out=$(@D) $<
+
+$(O)/k8s/api.grpc.pb.cc $(O)/k8s/api.grpc.pb.h &: k8s/api.proto
+	$(call msg,PROTOC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(PROTOC) -Ik8s --grpc_out=$(@D) --plugin=protoc-gen-grpc=$(GRPC_CPP_PLUGIN) $<
+
+$(K8S_PY) &: k8s/api.proto
+	$(call msg,PROTOC,$(O)/k8s/py)
+	$(Q)mkdir -p $(O)/k8s/py
+	$(Q)$(PROTOC) -Ik8s --python_out=$(O)/k8s/py --grpc_python_out=$(O)/k8s/py \
+		--plugin=protoc-gen-grpc_python=$(GRPC_PYTHON_PLUGIN) $<
+
+$(O)/k8s/%.o: $(O)/k8s/%.cc $(O)/k8s/api.pb.h $(O)/k8s/api.grpc.pb.h
+	$(call msg,CXX,$@)
+	$(Q)$(CXX) $(K8S_CXXFLAGS) -I$(O)/k8s -c $< -o $@
+
+$(O)/k8s/main.o: k8s/main.cc $(O)/k8s/api.pb.h $(O)/k8s/api.grpc.pb.h
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) $(K8S_CXXFLAGS) -Icommon -Ik8s -I$(O)/k8s -c $< -o $@
+
+$(O)/k8s/devgated.o: CPPFLAGS += -Icli
+
+$(O)/devgate-k8s: $(K8S_OBJ) $(COMMON_LIB)
+	$(call msg,LINK,$@)
+	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(K8S_LIBS)
+
 # Static, so it runs inside a bare busybox rootfs.
 $(O)/probe: tests/helpers/probe.c
 	$(call msg,CC-STATIC,$@)
@@ -182,6 +231,12 @@ $(O)/tests/test_grant: tests/unit/test_grant.c tests/unit/fakes/kernel_fakes.c $
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -Idaemon -Itests/unit $(LDFLAGS) -o $@ $^ $(PKG_LIBS) \
 		-lcmocka
+
+# devgate-k8s's decisions alone (k8s/devices.c), without gRPC.
+$(O)/tests/test_k8s: tests/unit/test_k8s.c $(O)/k8s/devices.o $(COMMON_LIB)
+	$(call msg,TEST-CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -Ik8s $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lcmocka
 
 $(O)/bench/dgload: bench/dgload.c $(O)/cli/client.o $(COMMON_LIB)
 	$(call msg,CC,$@)
@@ -264,12 +319,12 @@ torture: $(BINS)
 check-asan:
 	$(Q)$(MAKE) --no-print-directory O=build-asan SAN=1 test
 
-LINT_SRC := $(COMMON_SRC) $(DAEMON_SRC) $(CLI_SRC) cli/hook_main.c daemon/node_main.c
+LINT_SRC := $(COMMON_SRC) $(DAEMON_SRC) $(CLI_SRC) cli/hook_main.c daemon/node_main.c $(K8S_C_SRC)
 LINT_SH := .ci/run $(wildcard scripts/*.sh bench/*.sh tests/lib/*.sh tests/integration/*.bash \
 	tests/integration/*.bats) tests/helpers/mkfixture packaging/mkdeb.sh \
 	packaging/debian/postinst packaging/debian/postrm packaging/debian/prerm \
 	packaging/bash-completion/devgatectl
-FORMAT_SRC := $(sort $(wildcard common/*.[ch] daemon/*.[ch] cli/*.[ch] bpf/*.[ch] \
+FORMAT_SRC := $(sort $(wildcard common/*.[ch] daemon/*.[ch] cli/*.[ch] bpf/*.[ch] k8s/*.[ch] k8s/*.cc \
 	tests/unit/*.c tests/unit/fakes/*.[ch] tests/fuzz/*.[ch] tests/helpers/*.c bench/*.c))
 
 # .clang-format applied to every C file; 'make lint' fails on any difference.
@@ -279,15 +334,21 @@ format:
 lint: $(SKEL) $(BINS)
 	$(call msg,FORMAT,$(words $(FORMAT_SRC)) files)
 	$(Q)clang-format --dry-run -Werror $(FORMAT_SRC)
-	$(call msg,DEPGRAPH,daemon common cli)
-	$(Q)for d in daemon common cli; do sh scripts/depgraph.sh $$d $(O) || exit 1; done
+	$(call msg,DEPGRAPH,daemon common cli k8s)
+	$(Q)for d in daemon common cli k8s; do sh scripts/depgraph.sh $$d $(O) || exit 1; done
 	$(call msg,CPPCHECK,$(LINT_SRC))
 	$(Q)cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 		--inline-suppr --suppress=missingIncludeSystem --std=c11 -D_GNU_SOURCE \
-		--include=/usr/include/bpf/libbpf_common.h -Icommon -Ibpf -I$(O) $(LINT_SRC)
+		--include=/usr/include/bpf/libbpf_common.h -Icommon -Ibpf -Icli -Ik8s -I$(O) $(LINT_SRC)
 	$(call msg,TIDY,$(LINT_SRC))
 	$(Q)clang-tidy --quiet $(LINT_SRC) -- \
-		-std=gnu11 -D_GNU_SOURCE -Icommon -Ibpf -isystem $(O) -Idaemon $(PKG_CFLAGS) 2>&1 | \
+		-std=gnu11 -D_GNU_SOURCE -Icommon -Ibpf -isystem $(O) -Idaemon -Icli -Ik8s $(PKG_CFLAGS) 2>&1 | \
+		{ grep -v '^[0-9]* warnings generated' || true; }; \
+		exit $${PIPESTATUS[0]}
+	$(call msg,TIDY,k8s/main.cc)
+	$(Q)clang-tidy --quiet k8s/main.cc -- -std=c++17 -D_GNU_SOURCE -DDEVGATE_VERSION='""' \
+		-Icommon -Ik8s -isystem $(O)/k8s \
+		$(shell $(PKG_CONFIG) --cflags $(K8S_PKGS) 2>/dev/null) 2>&1 | \
 		{ grep -v '^[0-9]* warnings generated' || true; }; \
 		exit $${PIPESTATUS[0]}
 	$(call msg,SHELLCHECK,$(LINT_SH))
@@ -319,9 +380,12 @@ $(O)/man/%: man/%.scd
 	$(Q)$(SCDOC) < $< > $@
 
 # The shipped config is installed only where none is: never over an admin's.
-install: $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(MAN)
+install: $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/devgate-k8s $(MAN)
 	$(call msg,INSTALL,$(DESTDIR)$(PREFIX))
 	$(Q)install -D -m 0755 $(O)/devgated $(DESTDIR)$(sbindir)/devgated
+	$(Q)install -D -m 0755 $(O)/devgate-k8s $(DESTDIR)$(sbindir)/devgate-k8s
+	$(Q)install -D -m 0644 packaging/k8s/devgate-k8s.yaml \
+		$(DESTDIR)$(datadir)/devgate/k8s/devgate-k8s.yaml
 	$(Q)install -D -m 0755 $(O)/devgatectl $(DESTDIR)$(bindir)/devgatectl
 	$(Q)install -D -m 0755 $(O)/devgate-hook $(DESTDIR)$(bindir)/devgate-hook
 	$(Q)for m in $(MAN); do \
@@ -344,12 +408,13 @@ uninstall:
 	$(call msg,UNINSTALL,$(DESTDIR)$(PREFIX))
 	$(Q)for m in $(MAN); do rm -f $(DESTDIR)$(mandir)/man$${m##*.}/$${m##*/}.gz; done
 	$(Q)rm -f $(DESTDIR)$(sbindir)/devgated $(DESTDIR)$(bindir)/devgatectl \
+		$(DESTDIR)$(sbindir)/devgate-k8s $(DESTDIR)$(datadir)/devgate/k8s/devgate-k8s.yaml \
 		$(DESTDIR)$(bindir)/devgate-hook \
 		$(DESTDIR)$(datadir)/bash-completion/completions/devgatectl \
 		$(DESTDIR)$(unitdir)/devgated.service \
 		$(DESTDIR)$(datadir)/containers/oci/hooks.d/devgate.json
 
-deb: $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(MAN)
+deb: $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/devgate-k8s $(MAN)
 	$(call msg,DEB,$(O))
 	$(Q)sh packaging/mkdeb.sh $(O) $(VERSION)
 

@@ -18,7 +18,7 @@ rm -rf "$work"
 mkdir -p "$root/DEBIAN"
 make --no-print-directory -s install O="$O" DESTDIR="$root" PREFIX=/usr
 # Shipped stripped, as Debian policy asks; the build tree keeps debug info.
-for b in usr/sbin/devgated usr/bin/devgatectl usr/bin/devgate-hook; do
+for b in usr/sbin/devgated usr/sbin/devgate-k8s usr/bin/devgatectl usr/bin/devgate-hook; do
 	strip --strip-unneeded --remove-section=.comment "$root/$b"
 done
 install -D -m 0644 packaging/debian/copyright "$root/usr/share/doc/devgate/copyright"
@@ -30,7 +30,7 @@ install -m 0755 packaging/debian/postinst packaging/debian/prerm packaging/debia
 # dpkg-shlibdeps wants a debian/control to read; a minimal one will do.
 printf 'Source: devgate\n\nPackage: devgate\nArchitecture: any\n' >"$work/debian/control"
 depends=$(cd "$work" && dpkg-shlibdeps -O debian/devgate/usr/sbin/devgated \
-	debian/devgate/usr/bin/devgatectl |
+	debian/devgate/usr/sbin/devgate-k8s debian/devgate/usr/bin/devgatectl |
 	sed -n 's/^shlibs:Depends=//p')
 # devgate-hook is linked statically (see the Makefile): name what went into it.
 built_using=
@@ -58,7 +58,8 @@ Description: grant GPUs to running containers and take them back
  runtime's own, so a container gains or loses GPUs without a restart.
  devgatectl is its command line; 'devgatectl doctor' checks a host for what
  devgate needs. devgate-hook is the OCI hook container runtimes run, also
- through the generated CDI spec and the shipped hooks.d file.
+ through the generated CDI spec and the shipped hooks.d file. devgate-k8s
+ is the Kubernetes device plugin (DaemonSet in /usr/share/devgate/k8s).
 EOF
 dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null
 rm -rf "$work"

@@ -54,6 +54,8 @@ dpkg -L devgate >"$work/files"
 	die "devgated --version"
 /usr/bin/devgatectl --version >/dev/null || die "devgatectl --version"
 /usr/bin/devgate-hook --version >/dev/null || die "devgate-hook --version"
+/usr/sbin/devgate-k8s --version >/dev/null || die "devgate-k8s --version"
+[ -f /usr/share/devgate/k8s/devgate-k8s.yaml ] || die "the DaemonSet manifest is not installed"
 jq -e '.hook.path == "/usr/bin/devgate-hook"' \
 	/usr/share/containers/oci/hooks.d/devgate.json >/dev/null || die "hooks.d names devgate-hook"
 /usr/sbin/devgated --check-config >"$work/effective" || die "the shipped config is invalid"

@@ -46,6 +46,11 @@ requires() {
 			;;
 		promtool) command -v promtool >/dev/null || missing "needs promtool" ;;
 		prometheus) command -v prometheus >/dev/null || missing "needs prometheus" ;;
+		k8s)
+			[ -x "$DEVGATE_BUILD/devgate-k8s" ] && [ -f "$DEVGATE_BUILD/k8s/py/api_pb2_grpc.py" ] &&
+				/usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null ||
+				missing "needs devgate-k8s and Debian's python3-grpcio and python3-protobuf"
+			;;
 		scdoc) command -v scdoc >/dev/null || missing "needs scdoc" ;;
 		systemd-analyze) command -v systemd-analyze >/dev/null || missing "needs systemd-analyze" ;;
 		*) fail "unknown requirement '$r'" ;;

@@ -40,6 +40,33 @@ in_man() {
 	done
 }
 
+@test "every devgate-k8s option is in devgate-k8s(8)" {
+	requires k8s
+	run -0 "$DEVGATE_BUILD/devgate-k8s" --help
+	# shellcheck disable=SC2046
+	in_man devgate-k8s.8 $(echo "$output" | long_opts)
+}
+
+@test "the DaemonSet mounts kubelet's plugin directory and devgated's socket directory" {
+	/usr/bin/python3 -c 'import yaml' 2>/dev/null || missing "needs Debian's python3-yaml"
+	run -0 /usr/bin/python3 -c 'import json, sys, yaml
+print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))' "$DG_ROOT/packaging/k8s/devgate-k8s.yaml"
+	ds=$(echo "$output" | jq '.[0]')
+	[ "$(echo "$ds" | jq -r .kind)" = DaemonSet ]
+	echo "$ds" | jq -e '[.spec.template.spec.volumes[].hostPath.path] ==
+		["/var/lib/kubelet/device-plugins", "/run/devgate"]'
+	c=$(echo "$ds" | jq '.spec.template.spec.containers[0]')
+	echo "$c" | jq -e '[.volumeMounts[].mountPath] == ["/var/lib/kubelet/device-plugins", "/run/devgate"]'
+	echo "$c" | jq -e '.command == ["/usr/sbin/devgate-k8s"] and (.args | index("--user=65534") != null)'
+	echo "$c" | jq -e '.securityContext.capabilities.drop == ["ALL"] and
+		(.securityContext.capabilities.add | sort) == ["DAC_OVERRIDE", "SETGID", "SETPCAP", "SETUID"]'
+	# Every option it passes is one devgate-k8s knows.
+	requires k8s
+	for a in $(echo "$c" | jq -r '.args[] | sub("=.*"; "")'); do
+		"$DEVGATE_BUILD/devgate-k8s" --help | grep -q -- "$a " || fail "devgate-k8s has no $a"
+	done
+}
+
 @test "every devgate-hook option is in devgate-hook(8)" {
 	run -0 "$DEVGATE_BUILD/devgate-hook" --help
 	# shellcheck disable=SC2046
@@ -186,7 +213,8 @@ complete_words() {
 	for f in usr/sbin/devgated usr/bin/devgatectl etc/devgate/devgate.conf \
 		lib/systemd/system/devgated.service usr/share/bash-completion/completions/devgatectl \
 		usr/share/man/man8/devgated.8.gz usr/share/man/man8/devgatectl.8.gz \
-		usr/share/man/man5/devgate.conf.5.gz; do
+		usr/share/man/man5/devgate.conf.5.gz usr/sbin/devgate-k8s \
+		usr/share/man/man8/devgate-k8s.8.gz usr/share/devgate/k8s/devgate-k8s.yaml; do
 		[ -f "$dest/$f" ] || fail "$f not installed"
 	done
 	grep -qx "ExecStart=/usr/sbin/devgated" "$dest/lib/systemd/system/devgated.service"
