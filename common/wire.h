@@ -48,6 +48,10 @@ struct dg_grant_req {
 	const char *model;
 	const char *arch;
 	const char *product;
+	const char *min_memory; /* "40G" */
+	const char *min_cc;	/* "8.0" */
+	const char *alias;	/* a name devgate.conf gives a vendor:product */
+	const char *profile;	/* a named request in devgate.conf */
 	bool shared;
 	const char *root; /* the container's root when the PID is not in it yet */
 	struct dg_root_id root_id;
@@ -96,6 +100,9 @@ struct dg_gpu_info {
 	const char *product; /* "10de:20b0" */
 	const char *model;
 	const char *arch;
+	const char *cc;	    /* compute capability "9.0"; NULL when not known */
+	int64_t memory_mib; /* from the model name */
+	bool has_memory_mib;
 	struct dg_node_info node;
 	bool has_node;
 	const char *problem; /* why it cannot be used; NULL when fine */
@@ -110,7 +117,7 @@ struct dg_holder_info {
 
 struct dg_list_gpu {
 	struct dg_gpu_info gpu;
-	const char *state; /* free, held, shared, unusable */
+	const char *state; /* free, held, shared, unusable, excluded */
 	struct dg_holder_info *holders;
 	size_t n_holders;
 };

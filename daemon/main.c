@@ -33,6 +33,7 @@
 #include "metrics.h"
 #include "metrics_http.h"
 #include "nodes.h"
+#include "policy.h"
 #include "protocol.h"
 #include "reconcile.h"
 #include "server.h"
@@ -77,6 +78,8 @@ static void usage(FILE *f)
 		"      --seccomp MODE      devgated's own syscall filter: on (default; other\n"
 		"                          calls fail with EPERM), log (allowed, logged by\n"
 		"                          the kernel) or off; --no-seccomp is 'off'\n"
+		"      --gpu-allow IDS     grant only GPUs with these PCI vendor:device ids\n"
+		"                          (\"10de:2330,10de:20b0\"); the rest are 'excluded'\n"
 		"      --hook-allow-env    let OCI hooks honour NVIDIA_VISIBLE_DEVICES from\n"
 		"                          container images (off: an image must not grant\n"
 		"                          itself GPUs)\n"
@@ -142,6 +145,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "hook-allow-env", no_argument, NULL, OPT_SET },
 		{ "no-attach-events", no_argument, NULL, OPT_UNSET },
 		{ "seccomp", required_argument, NULL, OPT_SET },
+		{ "gpu-allow", required_argument, NULL, OPT_SET },
 		{ "no-seccomp", no_argument, NULL, OPT_NO_SECCOMP },
 		{ "config", required_argument, NULL, OPT_CONFIG },
 		{ "check-config", no_argument, NULL, OPT_CHECK },
@@ -394,6 +398,7 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 		r = cgroot_open(&d->cg, d->cfg.cgroup_root, err);
 	if (r < 0)
 		return r;
+	policy_apply(&d->cfg.policy, d->inv);
 	r = cgroup_of_pid(getpid(), &d->self_cgroup);
 	if (r < 0)
 		log_warning_errno(r, "cannot read devgated's own cgroup: %m");
@@ -604,6 +609,8 @@ int main(int argc, char **argv)
 	if (r != 0) {
 		if (err.message[0])
 			log_error("%s", err.message);
+		if (err.hint[0])
+			log_error("hint: %s", err.hint);
 		config_free(&d.cfg);
 		return r > 0 ? 0 : dg_code_info(err.code ? err.code : DG_E_INVALID)->exit_code;
 	}

@@ -4,11 +4,14 @@
 #include <string.h>
 
 #include "devgate.h"
+#include "gpu_arch.h"
 #include "util.h"
 #include "view.h"
 
 const char *view_gpu_state(const struct daemon *d, const struct dg_gpu *gpu)
 {
+	if (gpu->excluded)
+		return "excluded";
 	if (gpu->problem[0])
 		return "unusable";
 	/* Exclusive and shared holders never mix: the first holder tells. */
@@ -58,6 +61,18 @@ int view_gpu(const struct dg_inventory *inv, const struct dg_gpu *gpu, struct dg
 		.problem = gpu->problem[0] ? gpu->problem : NULL,
 	};
 	out->product = product_id(a, gpu->vendor, gpu->device);
+	if (gpu->memory_mib) {
+		out->memory_mib = (int64_t)gpu->memory_mib;
+		out->has_memory_mib = true;
+	}
+	if (gpu->cc) {
+		char cc[16];
+
+		gpu_cc_format(gpu->cc, cc, sizeof(cc));
+		out->cc = dg_arena_strdup(a, cc);
+		if (!out->cc)
+			return -ENOMEM;
+	}
 	gpu_node(inv, gpu, &node);
 	if (!out->product || node_info(&node, &out->node, a) < 0)
 		return -ENOMEM;
