@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* list, grant, revoke, status, watch: the admin's commands. */
+/* list, grant, revoke, status, watch, rescan: the admin's commands. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -686,7 +686,8 @@ static const char watch_help[] =
 	"Usage: devgatectl watch [--json]\n"
 	"\n"
 	"Prints lease changes as they happen (granted, revoked, released), one per line,\n"
-	"until interrupted. With --json each line is one JSON object.\n";
+	"until interrupted; also GPUs of a lease that vanished from the host or came\n"
+	"back (vanished, restored). With --json each line is one JSON object.\n";
 
 static void print_event(const struct cli *cli, const union dg_stream_event *ev)
 {
@@ -709,4 +710,47 @@ int cmd_watch(struct cli *cli, int argc, char **argv)
 	if (r < 0 || done)
 		return r;
 	return cmd_stream(cli, &req, NULL, print_event);
+}
+
+/* ---- rescan ---- */
+
+static const char rescan_help[] =
+	"Usage: devgatectl rescan [--json]\n"
+	"\n"
+	"Makes devgated re-read the host's GPUs now, as it does on kernel uevents and\n"
+	"SIGHUP, and prints what changed. A GPU that vanished stays listed as unusable\n"
+	"(its leases are kept; holders get a 'vanished' watch event); a new one can be\n"
+	"granted at once. Root or devgated's admin-group only.\n";
+
+static void print_uuids(const char *what, const char *const *v, size_t n)
+{
+	if (!n)
+		return;
+	printf("%s:", what);
+	for (size_t i = 0; i < n; i++)
+		printf(" %s", v[i]);
+	printf("\n");
+}
+
+static void render_rescan(const struct cli *cli, const union dg_reply *reply)
+{
+	const struct dg_rescan_reply *r = &reply->rescan;
+
+	(void)cli;
+	printf("%lld GPU(s) listed; %zu appeared, %zu vanished, %zu changed\n", (long long)r->gpus,
+	       r->n_appeared, r->n_vanished, r->n_changed);
+	print_uuids("appeared", r->appeared, r->n_appeared);
+	print_uuids("vanished", r->vanished, r->n_vanished);
+	print_uuids("changed", r->changed, r->n_changed);
+}
+
+int cmd_rescan(struct cli *cli, int argc, char **argv)
+{
+	struct dg_request req = { .op = DG_OP_RESCAN };
+	bool done;
+	int r = cmd_common_options(cli, "rescan", rescan_help, argc, argv, &done);
+
+	if (r < 0 || done)
+		return r;
+	return cmd_call(cli, &req, render_rescan);
 }

@@ -38,7 +38,9 @@ static const char hook_help[] =
 	"What is granted, in order of trust:\n"
 	"  1. --gpu SEL, set by devgate's CDI spec for the devices the user asked for;\n"
 	"  2. the annotations devgate.io/gpus=SEL or devgate.io/gpu-count=N (with\n"
-	"     devgate.io/gpu-arch, -model, -product and devgate.io/shared=true);\n"
+	"     devgate.io/gpu-arch, -model, -product, -min-memory, -min-cc and\n"
+	"     devgate.io/shared=true), or devgate.io/alias=NAME or\n"
+	"     devgate.io/profile=NAME (names devgated's devgate.conf defines);\n"
 	"  3. NVIDIA_VISIBLE_DEVICES from the image, only if devgated runs with\n"
 	"     --hook-allow-env (an image must not grant itself GPUs).\n"
 	"\n"
@@ -158,6 +160,10 @@ static void grant_args(const struct oci_state *s, const struct oci_config *cfg,
 	g->arch = oreq->arch;
 	g->model = oreq->model;
 	g->product = oreq->product;
+	g->min_memory = oreq->min_memory;
+	g->min_cc = oreq->min_cc;
+	g->alias = oreq->alias;
+	g->profile = oreq->profile;
 	g->shared = oreq->shared;
 	g->from_image = oreq->source == REQ_IMAGE_ENV;
 }

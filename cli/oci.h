@@ -26,6 +26,11 @@
 #define ANNOT_MODEL "devgate.io/gpu-model"
 #define ANNOT_PRODUCT "devgate.io/gpu-product"
 #define ANNOT_SHARED "devgate.io/shared"
+#define ANNOT_MIN_MEMORY "devgate.io/gpu-min-memory"
+#define ANNOT_MIN_CC "devgate.io/gpu-min-cc"
+/* Names devgated's devgate.conf defines; devgated expands them. */
+#define ANNOT_ALIAS "devgate.io/alias"
+#define ANNOT_PROFILE "devgate.io/profile"
 
 enum oci_stage {
 	STAGE_NONE,
@@ -62,6 +67,10 @@ struct oci_request {
 	char *arch;
 	char *model;
 	char *product;
+	char *min_memory;
+	char *min_cc;
+	char *alias;
+	char *profile;
 	bool shared;
 };
 

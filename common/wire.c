@@ -242,6 +242,13 @@ static const struct dg_field watch_fields[] = {
 	DG_BOOL("watching", struct dg_watch_reply, watching),
 };
 
+static const struct dg_field rescan_fields[] = {
+	DG_INT("gpus", struct dg_rescan_reply, gpus),
+	DG_STRS("appeared", struct dg_rescan_reply, appeared, n_appeared),
+	DG_STRS("vanished", struct dg_rescan_reply, vanished, n_vanished),
+	DG_STRS("changed", struct dg_rescan_reply, changed, n_changed),
+};
+
 static const struct dg_field watch_event_fields[] = {
 	DG_STR("type", struct dg_watch_event, type),
 	DG_OBJ("lease", struct dg_watch_event, lease, &dg_lease_schema),
@@ -261,6 +268,7 @@ REPLY(status, struct dg_status_reply, status_fields);
 REPLY(watch, struct dg_watch_reply, watch_fields);
 REPLY(metrics, struct dg_metrics_reply, metrics_fields);
 REPLY(events, struct dg_events_reply, events_fields);
+REPLY(rescan, struct dg_rescan_reply, rescan_fields);
 
 /* The one table of operations: what each takes, answers and streams. */
 static const struct dg_op_info op_table[DG_OP_MAX] = {
@@ -274,6 +282,8 @@ static const struct dg_op_info op_table[DG_OP_MAX] = {
 	[DG_OP_METRICS] = { "metrics", &no_args_schema, &metrics_reply_schema, NULL, false },
 	[DG_OP_EVENTS] = { "events", &events_req_schema, &events_reply_schema,
 			   &dg_denied_event_schema, false },
+	/* Changes no lease, but makes devgated re-read the host: the admin's call. */
+	[DG_OP_RESCAN] = { "rescan", &no_args_schema, &rescan_reply_schema, NULL, true },
 };
 
 const struct dg_op_info *dg_op_info(enum dg_op op)

@@ -255,8 +255,19 @@ struct dg_watch_reply {
 	bool watching;
 };
 
+/* What a re-read of the inventory found, by GPU UUID. */
+struct dg_rescan_reply {
+	int64_t gpus; /* listed now, vanished ones included */
+	const char **appeared;
+	size_t n_appeared;
+	const char **vanished;
+	size_t n_vanished;
+	const char **changed; /* still there, but usable now or no more, or renumbered */
+	size_t n_changed;
+};
+
 struct dg_watch_event {
-	const char *type; /* granted, revoked, released */
+	const char *type; /* granted, revoked, released; vanished, restored (GPUs of the lease) */
 	struct dg_lease_info lease;
 	const char **gpus;
 	size_t n_gpus;
@@ -272,6 +283,7 @@ union dg_reply {
 	struct dg_watch_reply watch;
 	struct dg_metrics_reply metrics;
 	struct dg_events_reply events;
+	struct dg_rescan_reply rescan;
 };
 
 union dg_stream_event {

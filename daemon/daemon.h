@@ -84,6 +84,7 @@ struct daemon {
 	int inotify_fd;
 	int timer_fd;
 	int heal_fd;	    /* one-shot timer of the displaced-gate check */
+	int uevent_fd;	    /* kernel uevents (rescan.c); -1 without */
 	size_t heal_next;   /* the lease the next heal tick starts at */
 	size_t tick_cursor; /* next lease the periodic re-check looks at */
 	struct client *clients;

@@ -36,6 +36,7 @@
 #include "policy.h"
 #include "protocol.h"
 #include "reconcile.h"
+#include "rescan.h"
 #include "server.h"
 #include "state.h"
 #include "util.h"
@@ -305,7 +306,11 @@ static void handle_signal(struct daemon *d)
 
 	while (read(d->signal_fd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
-			log_info("SIGHUP: nothing to reload yet");
+			struct dg_error err = { 0 };
+
+			if (rescan_run(d, "SIGHUP", NULL, NULL, &err) < 0)
+				log_warning("SIGHUP: cannot re-read the GPU inventory: %s",
+					    err.message);
 			continue;
 		}
 		log_info("received %s, shutting down; leases and gates stay in place",
@@ -371,6 +376,17 @@ static void on_denied(struct daemon *d, const struct dg_denied_event *denied)
 	server_broadcast(d, DG_OP_EVENTS, &ev);
 }
 
+/* Optional: without uevents, SIGHUP and 'devgatectl rescan' still re-read. */
+static void open_uevents(struct daemon *d)
+{
+	int r = rescan_open(d);
+
+	if (r < 0)
+		log_info("no kernel uevents (%s): GPUs that come or go are seen at SIGHUP or "
+			 "'devgatectl rescan'",
+			 strerror(-r));
+}
+
 /* Optional: without it the heal check finds displaced gates, a little later. */
 static void open_attach_watch(struct daemon *d)
 {
@@ -426,6 +442,7 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 	if (r < 0)
 		return r;
 	open_attach_watch(d);
+	open_uevents(d);
 	r = watch_init(d);
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up inotify or timers: %s",
@@ -454,6 +471,8 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 		r = epoll_tag(d, attach_watch_fd(d->attach), TAG_ATTACH);
 	if (r == 0)
 		r = epoll_tag(d, d->heal_fd, TAG_HEAL);
+	if (r == 0 && d->uevent_fd >= 0)
+		r = epoll_tag(d, d->uevent_fd, TAG_UEVENT);
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up the event loop: %s",
 				    strerror(-r));
@@ -474,6 +493,7 @@ static void daemon_teardown(struct daemon *d)
 	metrics_free(d->metrics);
 	events_free(d->events);
 	attach_watch_free(d->attach);
+	rescan_close(d);
 	watch_fini(d);
 	lease_table_clear(&d->leases);
 	guard_fini(d->bg);
@@ -517,6 +537,9 @@ static bool dispatch(struct daemon *d, const struct epoll_event *ev)
 	case TAG_HEAL:
 		watch_heal_tick(d);
 		return false;
+	case TAG_UEVENT:
+		rescan_uevents(d);
+		break;
 	default:
 		server_client_event(d, ev->data.ptr, ev->events);
 		break;
@@ -590,6 +613,7 @@ int main(int argc, char **argv)
 		.inotify_fd = -1,
 		.timer_fd = -1,
 		.heal_fd = -1,
+		.uevent_fd = -1,
 		.hooks = {
 			.lease_changed = on_lease_changed,
 			.cgroup_ended = grant_release,
