@@ -219,6 +219,11 @@ run_bundle() {
 	write_conf "profile big = alias=h100" "alias h100 = 10de:2330"
 	run -14 "$DEVGATE_BUILD/devgated" --config "$DG_TMP/devgate.conf" --check-config
 	[[ "$output" == *"devgate.conf:1: alias 'h100' is not defined above this profile"* ]]
+	# The shipped file's examples, uncommented, are valid.
+	sed -n 's/^#   \(gpu-allow\|alias\|profile\) /\1 /p' "$DG_ROOT/packaging/devgate.conf" >"$DG_TMP/ex.conf"
+	[ "$(wc -l <"$DG_TMP/ex.conf")" = 5 ]
+	run -0 "$DEVGATE_BUILD/devgated" --config "$DG_TMP/ex.conf" --check-config
+	[[ "$output" == *"profile infer = gpus=1 alias=a100 shared=true"* ]]
 	write_conf "gpu-allow = nvidia"
 	run -14 "$DEVGATE_BUILD/devgated" --config "$DG_TMP/devgate.conf" --check-config
 	[[ "$output" == *"devgate.conf:1: gpu-allow: 'nvidia' is not VENDOR:DEVICE"* ]]
