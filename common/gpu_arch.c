@@ -19,8 +19,8 @@
 
 struct gpu_arch_id {
 	uint16_t device;
+	uint16_t cc;
 	const char *arch;
-	unsigned int cc;
 };
 
 #include "gpu_arch_table.h"

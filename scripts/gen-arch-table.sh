@@ -39,6 +39,6 @@ in_nv && /^\t[0-9a-f][0-9a-f][0-9a-f][0-9a-f] / {
 	else if (fam == "GH") { arch = "hopper"; cc = 90 }
 	else if (fam == "AD") { arch = "ada"; cc = 89 }
 	else if (fam == "GB") { arch = "blackwell"; cc = num >= 200 ? 120 : 100 }
-	printf "\t{ 0x%s, \"%s\", %d },\n", id, arch, cc
+	printf "\t{ 0x%s, %d, \"%s\" },\n", id, cc, arch
 }' "$ids" | LC_ALL=C sort -u
 echo "};"
