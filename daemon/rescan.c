@@ -119,10 +119,14 @@ static void keep_majors(const struct dg_inventory *old, struct dg_inventory *nex
 	    old->majors.nvidia == next->majors.nvidia &&
 	    old->majors.has_uvm == next->majors.has_uvm && old->majors.uvm == next->majors.uvm)
 		return;
-	snprintf(why, sizeof(why),
-		 "the driver's majors changed (nvidia %u -> %u, nvidia-uvm %u -> %u); restart "
-		 "devgated to use them",
-		 old->majors.nvidia, next->majors.nvidia, old->majors.uvm, next->majors.uvm);
+	if (!next->majors.has_nvidia)
+		snprintf(why, sizeof(why), "the NVIDIA driver is not loaded (/proc/devices)");
+	else
+		snprintf(why, sizeof(why),
+			 "the driver's majors changed (nvidia %u -> %u, nvidia-uvm %u -> %u); "
+			 "restart devgated to use them",
+			 old->majors.nvidia, next->majors.nvidia, old->majors.uvm,
+			 next->majors.uvm);
 	log_warning("%s", why);
 	next->majors = old->majors;
 	memcpy(next->ctl, old->ctl, sizeof(next->ctl));

@@ -304,3 +304,23 @@ run_bundle() {
 	[[ "$output" == *"'rescan' changes leases: root or devgated's admin-group only"* ]]
 	run -0 dg rescan
 }
+
+@test "rescan after a driver reload that moved a major: GPUs unusable until a restart, never granted with old numbers" {
+	start_daemon
+	gpus_container a 0 1
+	uvm=$(awk '$2 == "nvidia-uvm" { print $1 }' "$DG_HOST/proc/devices")
+	sed -i "s/^$uvm nvidia-uvm\$/$((uvm - 1)) nvidia-uvm/" "$DG_HOST/proc/devices"
+	run -0 dg rescan
+	[ "${lines[0]}" = "2 GPU(s) listed; 0 appeared, 0 vanished, 2 changed" ]
+	[ "$(state_of 0)" = unusable ]
+	run -0 dg list --json
+	[[ "$(echo "$output" | jq -r .control_problem)" == "the driver's majors changed (nvidia 195 -> 195, nvidia-uvm $uvm -> $((uvm - 1))); restart devgated to use them" ]]
+	# The gates still know the old major; devgated keeps it and says so.
+	[ "$(echo "$output" | jq .driver.uvm_major)" = "$uvm" ]
+	run ! dg grant --pid "$CPID" --gpu 0
+	[[ "$output" == *"restart devgated"* ]]
+	no_leases
+	run -1 probe "$CID" /gpu0 /gpu1
+	[ "$output" = "$(printf '/gpu0 EPERM\n/gpu1 EPERM')" ]
+	grep -q "the driver's majors changed" "$DG_TMP/daemon.log"
+}
