@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -132,8 +133,29 @@ static json_object *device_obj(const struct dg_inventory *inv, const struct cdi_
 	return dev;
 }
 
+/*
+ * "all" for the hook, unless GPUs were left out: then their UUIDs, so the
+ * device asks for what it carries nodes of (devgated's "all" would include
+ * an excluded GPU and fail).
+ */
+static void all_selector(const struct dg_inventory *inv, char *buf, size_t len)
+{
+	bool left_out = false;
+	size_t off = 0;
+
+	for (size_t i = 0; i < inv->n_gpus; i++)
+		left_out |= inv->gpus[i].problem[0] != '\0';
+	snprintf(buf, len, "%s", left_out ? "" : "all");
+	for (size_t i = 0; left_out && i < inv->n_gpus && off < len; i++) {
+		if (!inv->gpus[i].problem[0])
+			off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? "," : "",
+						inv->gpus[i].uuid);
+	}
+}
+
 static json_object *spec_build(const struct dg_inventory *inv, const struct cdi_opts *o)
 {
+	char all[DG_MAX_GPUS * 82];
 	json_object *spec = json_object_new_object(), *devices = json_object_new_array();
 	json_object *edits = json_object_new_object(), *nodes = json_object_new_array();
 	json_object *hooks = json_object_new_array();
@@ -151,7 +173,9 @@ static json_object *spec_build(const struct dg_inventory *inv, const struct cdi_
 		json_object_array_add(devices, device_obj(inv, o, index, g->uuid, g));
 		json_object_array_add(devices, device_obj(inv, o, g->uuid, g->uuid, g));
 	}
-	json_object_array_add(devices, device_obj(inv, o, "all", "all", NULL));
+	all_selector(inv, all, sizeof(all));
+	if (all[0])
+		json_object_array_add(devices, device_obj(inv, o, "all", all, NULL));
 	for (size_t i = 0; i < inv->n_ctl; i++)
 		json_object_array_add(nodes, node_obj(&inv->ctl[i]));
 	json_object_array_add(hooks, hook_obj(o, "poststop", NULL));
@@ -185,6 +209,43 @@ static int write_spec(const char *output, const char *text, struct dg_error *err
 	return 0;
 }
 
+/*
+ * What devgated knows beyond the files: GPUs its gpu-allow list excludes, or
+ * that it cannot grant (a driver reload it has not been restarted for).
+ * Nothing when it does not answer or reads another host root.
+ */
+static void daemon_states(struct cli *cli, struct dg_inventory *inv)
+{
+	struct dg_request req = { .op = DG_OP_LIST };
+	struct dg_error err = { 0 };
+	struct dg_arena a = { 0 };
+	union dg_reply reply;
+
+	if (client_request(cli->socket, cli->timeout_s, &req, &reply, &a, &err) < 0 ||
+	    strcmp(reply.list.host_root, inv->host_root) != 0) {
+		dg_arena_free(&a);
+		return;
+	}
+	for (size_t i = 0; i < reply.list.n_gpus; i++) {
+		const struct dg_list_gpu *g = &reply.list.gpus[i];
+		struct dg_gpu *mine = NULL;
+
+		for (size_t k = 0; k < inv->n_gpus && !mine; k++) {
+			if (strcasecmp(inv->gpus[k].uuid, g->gpu.uuid) == 0)
+				mine = &inv->gpus[k];
+		}
+		if (!mine || mine->problem[0])
+			continue;
+		if (strcmp(g->state, "excluded") == 0)
+			snprintf(mine->problem, sizeof(mine->problem),
+				 "not in devgated's gpu-allow list");
+		else if (g->gpu.problem)
+			snprintf(mine->problem, sizeof(mine->problem), "devgated: %s",
+				 g->gpu.problem);
+	}
+	dg_arena_free(&a);
+}
+
 static int generate(struct cli *cli, const char *host_root, const char *output,
 		    const struct cdi_opts *o)
 {
@@ -203,6 +264,7 @@ static int generate(struct cli *cli, const char *host_root, const char *output,
 			     host_root);
 		return cli_error(cli, &err);
 	}
+	daemon_states(cli, inv);
 	spec = spec_build(inv, o);
 	inventory_free(inv);
 	text = json_object_to_json_string_ext(spec, JSON_C_TO_STRING_PRETTY |

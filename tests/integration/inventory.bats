@@ -133,6 +133,13 @@ no_refusal_logged() {
 	[[ "$output" == "granted GPU 0 ("* ]]
 	run -1 probe "$CID" /dev/nvidia0 /gpu1
 	[ "$output" = "$(printf '/dev/nvidia0 ENXIO\n/gpu1 EPERM')" ]
+	# The CDI spec offers no device that devgated would refuse.
+	run -0 --separate-stderr dg cdi generate
+	[ "$(echo "$output" | jq -r '[.devices[].name] | join(" ")')" = "0 $(uuid_of 0) all" ]
+	[[ "$stderr" == *"leaving GPU 1 out: not in devgated's gpu-allow list"* ]]
+	# Its "all" asks for the GPUs it carries nodes of, not devgated's all.
+	[ "$(echo "$output" | jq -r '.devices[2].containerEdits.hooks[0].args | join(" ")')" = \
+		"devgate-hook --socket $DG_SOCK createRuntime --gpu $(uuid_of 0)" ]
 }
 
 @test "alias and profile from devgate.conf: grant --alias, --profile; unknown names have a hint" {
@@ -276,9 +283,13 @@ run_bundle() {
 	[[ "$output" == "granted GPU 3 ("* ]]
 	run -1 probe "$CID" /dev/nvidia3 /gpu1 /gpu2
 	[ "$output" = "$(printf '/dev/nvidia3 ENXIO\n/gpu1 EPERM\n/gpu2 EPERM')" ]
-	# The vanished GPU is not handed out.
+	# The vanished GPU is not handed out, and "all" means those on the host.
 	run -8 dg grant --pid "$CPID" --gpu 1
 	[[ "$output" == *"GPU 1 unusable: vanished"* ]]
+	run -0 dg grant --pid "$CPID" --gpu all
+	[[ "$output" == "granted GPU 0 ("*"), GPU 2 ("*") to $CID "* ]]
+	run -1 probe "$CID" /gpu1
+	[ "$output" = "/gpu1 EPERM" ]
 
 	# GPU 1 comes back: held again by a, which hears of it.
 	"$DG_ROOT/tests/helpers/mkfixture" "$DG_HOST" --gpus-only --first 1 -g "NVIDIA H100 80GB HBM3=2330" >/dev/null

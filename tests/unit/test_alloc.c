@@ -206,6 +206,14 @@ static void test_excluded(void **state)
 	req = (struct alloc_request){ .count = 3 };
 	assert_int_equal(pick(1, &req, got, &err), 0);
 	assert_string_equal(got, "1011");
+	/* "all" is every GPU devgate may grant; a vanished one is not on the host. */
+	req = (struct alloc_request){ .selectors = "all" };
+	assert_int_equal(pick(1, &req, got, &err), 0);
+	assert_string_equal(got, "1011");
+	gpus[3].gone = true;
+	assert_int_equal(pick(1, &req, got, &err), 0);
+	assert_string_equal(got, "1010");
+	gpus[3].gone = false;
 	gpus[1].excluded = false;
 }
 
