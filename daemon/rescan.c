@@ -255,11 +255,17 @@ int rescan_run(struct daemon *d, const char *why, struct dg_rescan_reply *out, s
 	policy_apply(&d->cfg.policy, next);
 	inventory_order(next);
 	diff(old, next, &x);
-	/* Copied before the swap: x points into next, the reply outlives nothing. */
+	/* The reply copies the UUIDs: x points into next, which a later rescan frees. */
 	r = out ? fill_reply(&x, next->n_gpus, out, a) : 0;
 	d->inv = next;
-	log_info("inventory re-read (%s): %zu GPU(s), %zu appeared, %zu vanished, %zu changed", why,
-		 next->n_gpus, x.n_appeared, x.n_vanished, x.n_changed);
+	/* A driver load sends uevents by the dozen; only changes are news then. */
+	(void)log_full_errno(x.n_appeared + x.n_vanished + x.n_changed || strcmp(why, "uevent") != 0
+				     ? LOG_INFO
+				     : LOG_DEBUG,
+			     0,
+			     "inventory re-read (%s): %zu GPU(s), %zu appeared, %zu vanished, "
+			     "%zu changed",
+			     why, next->n_gpus, x.n_appeared, x.n_vanished, x.n_changed);
 	tell_holders(d, old, "vanished");
 	tell_holders(d, old, "restored");
 	inventory_free(old);
