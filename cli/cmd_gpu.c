@@ -159,7 +159,8 @@ static const char grant_help[] =
 	"TARGET (one of):\n"
 	"  -p, --pid PID          a process of the container (host PID)\n"
 	"  -c, --cgroup PATH      the container's cgroup, relative to the cgroup v2 root\n"
-	"REQUEST (GPUs by one of --gpu or --gpus; --device with either, or alone):\n"
+	"REQUEST (GPUs by --gpu, --gpus, --alias or --profile; --device with any, or\n"
+	"alone):\n"
 	"  -g, --gpu SEL[,SEL..]  index, UUID or unique UUID prefix, PCI bus id, or 'all'\n"
 	"  -N, --gpus N           N GPUs in total, lowest free indices first, optionally\n"
 	"      --model STR        ... whose model contains STR\n"
@@ -394,7 +395,8 @@ int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, 
 		r = cli_usage(cli, "grant", "name the container with --pid or --cgroup");
 	if (r == 0 && !g->gpus && !g->has_count && !g->n_devices && !g->profile && !g->alias)
 		r = cli_usage(cli, "grant",
-			      "ask for GPUs with --gpu SEL or --gpus N, or for a device with "
+			      "ask for GPUs with --gpu SEL, --gpus N, --alias NAME or --profile "
+			      "NAME, or for a device with "
 			      "--device HOST[:PATH]");
 	return r;
 }
