@@ -2,8 +2,9 @@
 /*
  * devgatectl cdi generate: a CDI spec (cdiVersion 0.5.0, read by podman,
  * containerd, CRI-O and Docker >= 25) with one device per GPU, by index and
- * by UUID, plus "all". A device adds its node and devgate's createRuntime
- * hook with --gpu; the spec adds the control nodes and the poststop hook.
+ * by UUID, plus "all", plus one per alias devgated's devgate.conf defines. A
+ * device adds its nodes and devgate's createRuntime hook with --gpu (or
+ * --alias); the spec adds the control nodes and the poststop hook.
  *
  * The nodes carry permissions "m" only: the runtime may create them, but
  * reading and writing stay with devgate's grant, so the GPU is leased
@@ -36,7 +37,8 @@ static const char cdi_help[] =
 	"\n"
 	"Writes a CDI spec for this host's GPUs: devices KIND=INDEX, KIND=UUID and\n"
 	"KIND=all, each adding its /dev node and devgate's OCI hook, so that\n"
-	"'podman run --device devgate.io/gpu=0' leases GPU 0 through devgated.\n"
+	"'podman run --device devgate.io/gpu=0' leases GPU 0 through devgated; and\n"
+	"KIND=NAME for each alias in devgated's devgate.conf (one GPU of its id).\n"
 	"\n"
 	"  -o, --output FILE      write FILE atomically (default: stdout); CDI\n"
 	"                         runtimes read /etc/cdi/*.json and /var/run/cdi/*.json\n"
@@ -46,10 +48,18 @@ static const char cdi_help[] =
 	"                         /usr/bin/devgate-hook)\n"
 	"The hook talks to the socket given with the global -s/--socket.\n";
 
+/* An alias of devgated's, copied out of its reply. */
+struct cdi_alias {
+	char name[64];
+	char product[16]; /* "10de:2330" */
+};
+
 struct cdi_opts {
 	const char *kind;
 	const char *hook;
 	const char *socket; /* NULL: the default */
+	struct cdi_alias aliases[64];
+	size_t n_aliases;
 };
 
 /* vendor/class: vendor of [A-Za-z0-9._-], class of [A-Za-z0-9_-]. */
@@ -80,13 +90,15 @@ static json_object *strings(const char *const *v, size_t n)
 	return a;
 }
 
-static json_object *hook_obj(const struct cdi_opts *o, const char *stage, const char *gpu)
+/* opt is "--gpu" or "--alias"; value NULL for neither. */
+static json_object *hook_obj(const struct cdi_opts *o, const char *stage, const char *opt,
+			     const char *value)
 {
 	json_object *h = json_object_new_object();
 	const char *env[] = { HOOK_ENV };
 	const char *args[] = {
-		"devgate-hook", o->socket ? "--socket" : NULL, o->socket,
-		stage,		gpu ? "--gpu" : NULL,	       gpu,
+		"devgate-hook", o->socket ? "--socket" : NULL, o->socket, stage, value ? opt : NULL,
+		value,
 	};
 
 	json_object_object_add(h, "hookName", json_object_new_string(stage));
@@ -110,22 +122,41 @@ static json_object *node_obj(const struct dg_node *n)
 	return o;
 }
 
+/* What one CDI device stands for: a GPU, every GPU, or an alias's GPUs. */
+struct cdi_device {
+	const char *name;
+	const char *opt; /* the hook's option: --gpu or --alias */
+	const char *value;
+	const struct dg_gpu *only;
+	const char *product; /* only GPUs of this vendor:device id */
+};
+
+static bool device_has(const struct cdi_device *c, const struct dg_gpu *g)
+{
+	char id[16];
+
+	snprintf(id, sizeof(id), "%04x:%04x", g->vendor, g->device);
+	return !g->problem[0] && (!c->only || g == c->only) &&
+	       (!c->product || strcmp(id, c->product) == 0);
+}
+
 /* One CDI device: nodes of the GPUs it stands for, one hook granting them. */
 static json_object *device_obj(const struct dg_inventory *inv, const struct cdi_opts *o,
-			       const char *name, const char *selector, const struct dg_gpu *only)
+			       const struct cdi_device *c)
 {
 	json_object *dev = json_object_new_object(), *edits = json_object_new_object();
 	json_object *nodes = json_object_new_array(), *hooks = json_object_new_array();
+	const char *name = c->name;
 
 	for (size_t i = 0; i < inv->n_gpus; i++) {
 		struct dg_node node = { 0 };
 
-		if ((only && &inv->gpus[i] != only) || inv->gpus[i].problem[0])
+		if (!device_has(c, &inv->gpus[i]))
 			continue;
 		gpu_node(inv, &inv->gpus[i], &node);
 		json_object_array_add(nodes, node_obj(&node));
 	}
-	json_object_array_add(hooks, hook_obj(o, "createRuntime", selector));
+	json_object_array_add(hooks, hook_obj(o, "createRuntime", c->opt, c->value));
 	json_object_object_add(edits, "deviceNodes", nodes);
 	json_object_object_add(edits, "hooks", hooks);
 	json_object_object_add(dev, "name", json_object_new_string(name));
@@ -153,6 +184,31 @@ static void all_selector(const struct dg_inventory *inv, char *buf, size_t len)
 	}
 }
 
+/* A device per alias with a usable GPU, unless its name is taken (an index, "all"). */
+static void alias_devices(const struct dg_inventory *inv, const struct cdi_opts *o,
+			  json_object *devices)
+{
+	for (size_t i = 0; i < o->n_aliases; i++) {
+		const struct cdi_alias *al = &o->aliases[i];
+		struct cdi_device c = { al->name, "--alias", al->name, NULL, al->product };
+		bool taken = strcmp(al->name, "all") == 0, any = false;
+
+		for (size_t g = 0; g < inv->n_gpus; g++) {
+			char index[16];
+
+			snprintf(index, sizeof(index), "%u", inv->gpus[g].index);
+			taken |= strcmp(index, al->name) == 0 ||
+				 strcasecmp(inv->gpus[g].uuid, al->name) == 0;
+			any |= device_has(&c, &inv->gpus[g]);
+		}
+		if (taken || !any)
+			fprintf(stderr, "devgatectl: no device for alias %s: %s\n", al->name,
+				taken ? "its name is a GPU's" : "no usable GPU has its id");
+		else
+			json_object_array_add(devices, device_obj(inv, o, &c));
+	}
+}
+
 static json_object *spec_build(const struct dg_inventory *inv, const struct cdi_opts *o)
 {
 	char all[DG_MAX_GPUS * 82];
@@ -170,15 +226,21 @@ static json_object *spec_build(const struct dg_inventory *inv, const struct cdi_
 			continue;
 		}
 		snprintf(index, sizeof(index), "%u", g->index);
-		json_object_array_add(devices, device_obj(inv, o, index, g->uuid, g));
-		json_object_array_add(devices, device_obj(inv, o, g->uuid, g->uuid, g));
+		json_object_array_add(
+			devices,
+			device_obj(inv, o, &(struct cdi_device){ index, "--gpu", g->uuid, g }));
+		json_object_array_add(
+			devices,
+			device_obj(inv, o, &(struct cdi_device){ g->uuid, "--gpu", g->uuid, g }));
 	}
 	all_selector(inv, all, sizeof(all));
 	if (all[0])
-		json_object_array_add(devices, device_obj(inv, o, "all", all, NULL));
+		json_object_array_add(
+			devices, device_obj(inv, o, &(struct cdi_device){ "all", "--gpu", all }));
+	alias_devices(inv, o, devices);
 	for (size_t i = 0; i < inv->n_ctl; i++)
 		json_object_array_add(nodes, node_obj(&inv->ctl[i]));
-	json_object_array_add(hooks, hook_obj(o, "poststop", NULL));
+	json_object_array_add(hooks, hook_obj(o, "poststop", NULL, NULL));
 	json_object_object_add(edits, "deviceNodes", nodes);
 	json_object_object_add(edits, "hooks", hooks);
 	json_object_object_add(spec, "cdiVersion", json_object_new_string(CDI_VERSION));
@@ -214,7 +276,7 @@ static int write_spec(const char *output, const char *text, struct dg_error *err
  * that it cannot grant (a driver reload it has not been restarted for).
  * Nothing when it does not answer or reads another host root.
  */
-static void daemon_states(struct cli *cli, struct dg_inventory *inv)
+static void daemon_states(struct cli *cli, struct dg_inventory *inv, struct cdi_opts *o)
 {
 	struct dg_request req = { .op = DG_OP_LIST };
 	struct dg_error err = { 0 };
@@ -225,6 +287,12 @@ static void daemon_states(struct cli *cli, struct dg_inventory *inv)
 	    strcmp(reply.list.host_root, inv->host_root) != 0) {
 		dg_arena_free(&a);
 		return;
+	}
+	for (size_t i = 0; i < reply.list.n_aliases && o->n_aliases < ARRAY_SIZE(o->aliases); i++) {
+		struct cdi_alias *al = &o->aliases[o->n_aliases++];
+
+		snprintf(al->name, sizeof(al->name), "%s", reply.list.aliases[i].name);
+		snprintf(al->product, sizeof(al->product), "%s", reply.list.aliases[i].product);
 	}
 	for (size_t i = 0; i < reply.list.n_gpus; i++) {
 		const struct dg_list_gpu *g = &reply.list.gpus[i];
@@ -246,8 +314,7 @@ static void daemon_states(struct cli *cli, struct dg_inventory *inv)
 	dg_arena_free(&a);
 }
 
-static int generate(struct cli *cli, const char *host_root, const char *output,
-		    const struct cdi_opts *o)
+static int generate(struct cli *cli, const char *host_root, const char *output, struct cdi_opts *o)
 {
 	struct dg_inventory *inv = NULL;
 	auto_json json_object *spec = NULL;
@@ -264,7 +331,7 @@ static int generate(struct cli *cli, const char *host_root, const char *output,
 			     host_root);
 		return cli_error(cli, &err);
 	}
-	daemon_states(cli, inv);
+	daemon_states(cli, inv, o);
 	spec = spec_build(inv, o);
 	inventory_free(inv);
 	text = json_object_to_json_string_ext(spec, JSON_C_TO_STRING_PRETTY |

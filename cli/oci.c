@@ -240,6 +240,12 @@ int oci_root_identity(const char *bundle, const struct oci_config *cfg, uint64_t
 	return 0;
 }
 
+int oci_request_alias(const char *alias, struct oci_request *ret)
+{
+	*ret = (struct oci_request){ .source = REQ_CDI, .alias = strdup(alias) };
+	return ret->alias ? 0 : -ENOMEM;
+}
+
 void oci_request_done(struct oci_request *r)
 {
 	free(r->gpus);

@@ -101,6 +101,8 @@ int oci_root_identity(const char *bundle, const struct oci_config *cfg, uint64_t
  */
 int oci_request(const char *cdi_gpus, const struct oci_config *cfg, bool allow_env,
 		struct oci_request *ret, struct dg_error *err);
+/* The request of a CDI device made for an alias of devgated's (--alias NAME). */
+int oci_request_alias(const char *alias, struct oci_request *ret);
 void oci_request_done(struct oci_request *r);
 const char *oci_source_name(enum req_source s);
 

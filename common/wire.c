@@ -121,6 +121,12 @@ static const struct dg_field driver_fields[] = {
 static const struct dg_schema driver_schema =
 	DG_SCHEMA("driver", struct dg_driver_info, driver_fields);
 
+static const struct dg_field alias_fields[] = {
+	DG_STR("name", struct dg_alias_info, name),
+	DG_STR("product", struct dg_alias_info, product),
+};
+static const struct dg_schema alias_schema = DG_SCHEMA("alias", struct dg_alias_info, alias_fields);
+
 static const struct dg_field list_fields[] = {
 	DG_STR("host_root", struct dg_list_reply, host_root),
 	DG_BOOL("free_only", struct dg_list_reply, free_only),
@@ -129,6 +135,7 @@ static const struct dg_field list_fields[] = {
 	DG_OBJS("control_nodes", struct dg_list_reply, control_nodes, n_control_nodes,
 		&node_schema),
 	DG_STR_OPT("control_problem", struct dg_list_reply, control_problem),
+	DG_OBJS_OPT("aliases", struct dg_list_reply, aliases, n_aliases, &alias_schema),
 };
 
 static const struct dg_field lease_gpu_fields[] = {

@@ -130,6 +130,12 @@ struct dg_driver_info {
 	bool has_uvm_major;
 };
 
+/* An alias devgate.conf defines: a name for a PCI vendor:device id. */
+struct dg_alias_info {
+	const char *name;
+	const char *product;
+};
+
 struct dg_list_reply {
 	const char *host_root;
 	bool free_only;
@@ -139,6 +145,8 @@ struct dg_list_reply {
 	struct dg_node_info *control_nodes;
 	size_t n_control_nodes;
 	const char *control_problem;
+	struct dg_alias_info *aliases; /* for CDI devices named by alias */
+	size_t n_aliases;
 };
 
 struct dg_lease_gpu {

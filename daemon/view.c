@@ -187,6 +187,19 @@ static int control_nodes(const struct dg_inventory *inv, struct dg_list_reply *o
 	return 0;
 }
 
+static int aliases(const struct dg_policy *p, struct dg_list_reply *out, struct dg_arena *a)
+{
+	out->aliases = p->n_aliases ? dg_arena_alloc(a, p->n_aliases * sizeof(*out->aliases))
+				    : NULL;
+	if (p->n_aliases && !out->aliases)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->n_aliases; i++)
+		out->aliases[i] =
+			(struct dg_alias_info){ p->aliases[i].name, p->aliases[i].product };
+	out->n_aliases = p->n_aliases;
+	return 0;
+}
+
 int view_inventory(const struct daemon *d, bool free_only, struct dg_list_reply *out,
 		   struct dg_arena *a)
 {
@@ -219,6 +232,8 @@ int view_inventory(const struct daemon *d, bool free_only, struct dg_list_reply 
 			return -ENOMEM;
 		out->n_gpus++;
 	}
+	if (aliases(&d->cfg.policy, out, a) < 0)
+		return -ENOMEM;
 	return control_nodes(inv, out, a);
 }
 

@@ -136,6 +136,7 @@ no_refusal_logged() {
 	# The CDI spec offers no device that devgated would refuse.
 	run -0 --separate-stderr dg cdi generate
 	[ "$(echo "$output" | jq -r '[.devices[].name] | join(" ")')" = "0 $(uuid_of 0) all" ]
+	# shellcheck disable=SC2154 # bats sets stderr with --separate-stderr
 	[[ "$stderr" == *"leaving GPU 1 out: not in devgated's gpu-allow list"* ]]
 	# Its "all" asks for the GPUs it carries nodes of, not devgated's all.
 	[ "$(echo "$output" | jq -r '.devices[2].containerEdits.hooks[0].args | join(" ")')" = \
@@ -334,4 +335,30 @@ run_bundle() {
 	run -1 probe "$CID" /gpu0 /gpu1
 	[ "$output" = "$(printf '/gpu0 EPERM\n/gpu1 EPERM')" ]
 	grep -q "the driver's majors changed" "$DG_TMP/daemon.log"
+}
+
+@test "CDI: a device per alias of devgated's; a container started with it gets one GPU of that id" {
+	requires runc
+	make_host -g "NVIDIA H100 80GB HBM3=2330" -g "NVIDIA A100-SXM4-40GB=20b0" \
+		-g "NVIDIA H100 80GB HBM3=2330"
+	write_conf "alias small = 10de:20b0" "alias 0 = 10de:2330" "alias none = 10de:27b8"
+	start_daemon --config "$DG_TMP/devgate.conf"
+	run -0 --separate-stderr dg cdi generate --hook "$DEVGATE_BUILD/devgate-hook"
+	spec=$output
+	dev=$(echo "$spec" | jq -c '.devices[] | select(.name == "small") | .containerEdits')
+	[ "$(echo "$dev" | jq -c '[.deviceNodes[].path]')" = '["/dev/nvidia1"]' ]
+	[ "$(echo "$dev" | jq -r '.hooks[0].args | join(" ")')" = \
+		"devgate-hook --socket $DG_SOCK createRuntime --alias small" ]
+	[[ "$stderr" == *"no device for alias 0: its name is a GPU's"* ]]
+	[[ "$stderr" == *"no device for alias none: no usable GPU has its id"* ]]
+	# What a CDI runtime does with devgate.io/gpu=small: run the device's hook.
+	hooked_bundle a '.process.args = ["probe", "/dev/nvidia1", "/gpu0", "/gpu2"]' 0 2
+	jq --argjson dev "$dev" '.hooks = {createRuntime: [$dev.hooks[0] | {path, args, env}]}' \
+		"$DG_TMP/a/config.json" >"$DG_TMP/a/config.new"
+	mv "$DG_TMP/a/config.new" "$DG_TMP/a/config.json"
+	run -1 run_bundle a
+	[ "$output" = "$(printf '/dev/nvidia1 ENXIO\n/gpu0 EPERM\n/gpu2 EPERM')" ]
+	grep -q "granted 1 GPU(s) to $CID" "$DG_TMP/daemon.log"
+	run -2 "$DEVGATE_BUILD/devgate-hook" createRuntime --gpu 0 --alias small </dev/null
+	[[ "$output" == *"give --gpu or --alias, not both"* ]]
 }
