@@ -146,7 +146,6 @@ static json_object *device_obj(const struct dg_inventory *inv, const struct cdi_
 {
 	json_object *dev = json_object_new_object(), *edits = json_object_new_object();
 	json_object *nodes = json_object_new_array(), *hooks = json_object_new_array();
-	const char *name = c->name;
 
 	for (size_t i = 0; i < inv->n_gpus; i++) {
 		struct dg_node node = { 0 };
@@ -159,15 +158,15 @@ static json_object *device_obj(const struct dg_inventory *inv, const struct cdi_
 	json_object_array_add(hooks, hook_obj(o, "createRuntime", c->opt, c->value));
 	json_object_object_add(edits, "deviceNodes", nodes);
 	json_object_object_add(edits, "hooks", hooks);
-	json_object_object_add(dev, "name", json_object_new_string(name));
+	json_object_object_add(dev, "name", json_object_new_string(c->name));
 	json_object_object_add(dev, "containerEdits", edits);
 	return dev;
 }
 
 /*
- * "all" for the hook, unless GPUs were left out: then their UUIDs, so the
- * device asks for what it carries nodes of (devgated's "all" would include
- * an excluded GPU and fail).
+ * "all" for the hook, unless GPUs were left out: then the others' UUIDs, so
+ * the device asks for what it carries nodes of (devgated's "all" takes an
+ * unusable GPU too, and would fail on it).
  */
 static void all_selector(const struct dg_inventory *inv, char *buf, size_t len)
 {
