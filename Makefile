@@ -224,7 +224,7 @@ $(O)/tests/test_%: tests/unit/test_%.c $(DAEMON_LIB_OBJ) $(CLI_LIB_OBJ) $(COMMON
 	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -Idaemon -Icli $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lcmocka
 
 # The lease transactions alone: grant.c and its pure neighbours, the kernel faked.
-GRANT_TEST_OBJ := $(addprefix $(O)/daemon/,grant.o alloc.o lease.o view.o fault.o hostdev.o)
+GRANT_TEST_OBJ := $(addprefix $(O)/daemon/,grant.o alloc.o lease.o view.o fault.o hostdev.o policy.o)
 $(O)/tests/test_grant: tests/unit/test_grant.c tests/unit/fakes/kernel_fakes.c $(GRANT_TEST_OBJ) \
 		$(COMMON_LIB)
 	$(call msg,TEST-CC,$@)
@@ -285,7 +285,8 @@ FUZZ_TARGETS := wire oci host
 FUZZ_BIN := $(FUZZ_TARGETS:%=$(O)/fuzz/fuzz_%)
 FUZZ_SRC_wire := $(COMMON_SRC)
 FUZZ_SRC_oci := $(COMMON_SRC) cli/oci.c
-FUZZ_SRC_host := $(COMMON_SRC) daemon/config.c daemon/confine.c daemon/lease.c daemon/cgroup.c daemon/metrics_http.c
+FUZZ_SRC_host := $(COMMON_SRC) daemon/config.c daemon/confine.c daemon/lease.c daemon/cgroup.c daemon/metrics_http.c \
+	daemon/policy.c daemon/rescan.c
 
 $(O)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMMON_SRC) $(wildcard cli/*.c daemon/*.c) | $(SKEL)
 	$(call msg,FUZZ-CC,$@)

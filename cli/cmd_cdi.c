@@ -2,8 +2,9 @@
 /*
  * devgatectl cdi generate: a CDI spec (cdiVersion 0.5.0, read by podman,
  * containerd, CRI-O and Docker >= 25) with one device per GPU, by index and
- * by UUID, plus "all". A device adds its node and devgate's createRuntime
- * hook with --gpu; the spec adds the control nodes and the poststop hook.
+ * by UUID, plus "all", plus one per alias devgated's devgate.conf defines. A
+ * device adds its nodes and devgate's createRuntime hook with --gpu (or
+ * --alias); the spec adds the control nodes and the poststop hook.
  *
  * The nodes carry permissions "m" only: the runtime may create them, but
  * reading and writing stay with devgate's grant, so the GPU is leased
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -35,7 +37,8 @@ static const char cdi_help[] =
 	"\n"
 	"Writes a CDI spec for this host's GPUs: devices KIND=INDEX, KIND=UUID and\n"
 	"KIND=all, each adding its /dev node and devgate's OCI hook, so that\n"
-	"'podman run --device devgate.io/gpu=0' leases GPU 0 through devgated.\n"
+	"'podman run --device devgate.io/gpu=0' leases GPU 0 through devgated; and\n"
+	"KIND=NAME for each alias in devgated's devgate.conf (one GPU of its id).\n"
 	"\n"
 	"  -o, --output FILE      write FILE atomically (default: stdout); CDI\n"
 	"                         runtimes read /etc/cdi/*.json and /var/run/cdi/*.json\n"
@@ -45,10 +48,18 @@ static const char cdi_help[] =
 	"                         /usr/bin/devgate-hook)\n"
 	"The hook talks to the socket given with the global -s/--socket.\n";
 
+/* An alias of devgated's, copied out of its reply. */
+struct cdi_alias {
+	char name[64];
+	char product[16]; /* "10de:2330" */
+};
+
 struct cdi_opts {
 	const char *kind;
 	const char *hook;
 	const char *socket; /* NULL: the default */
+	struct cdi_alias aliases[64];
+	size_t n_aliases;
 };
 
 /* vendor/class: vendor of [A-Za-z0-9._-], class of [A-Za-z0-9_-]. */
@@ -79,13 +90,15 @@ static json_object *strings(const char *const *v, size_t n)
 	return a;
 }
 
-static json_object *hook_obj(const struct cdi_opts *o, const char *stage, const char *gpu)
+/* opt is "--gpu" or "--alias"; value NULL for neither. */
+static json_object *hook_obj(const struct cdi_opts *o, const char *stage, const char *opt,
+			     const char *value)
 {
 	json_object *h = json_object_new_object();
 	const char *env[] = { HOOK_ENV };
 	const char *args[] = {
-		"devgate-hook", o->socket ? "--socket" : NULL, o->socket,
-		stage,		gpu ? "--gpu" : NULL,	       gpu,
+		"devgate-hook", o->socket ? "--socket" : NULL, o->socket, stage, value ? opt : NULL,
+		value,
 	};
 
 	json_object_object_add(h, "hookName", json_object_new_string(stage));
@@ -109,9 +122,27 @@ static json_object *node_obj(const struct dg_node *n)
 	return o;
 }
 
+/* What one CDI device stands for: a GPU, every GPU, or an alias's GPUs. */
+struct cdi_device {
+	const char *name;
+	const char *opt; /* the hook's option: --gpu or --alias */
+	const char *value;
+	const struct dg_gpu *only;
+	const char *product; /* only GPUs of this vendor:device id */
+};
+
+static bool device_has(const struct cdi_device *c, const struct dg_gpu *g)
+{
+	char id[16];
+
+	snprintf(id, sizeof(id), "%04x:%04x", g->vendor, g->device);
+	return !g->problem[0] && (!c->only || g == c->only) &&
+	       (!c->product || strcmp(id, c->product) == 0);
+}
+
 /* One CDI device: nodes of the GPUs it stands for, one hook granting them. */
 static json_object *device_obj(const struct dg_inventory *inv, const struct cdi_opts *o,
-			       const char *name, const char *selector, const struct dg_gpu *only)
+			       const struct cdi_device *c)
 {
 	json_object *dev = json_object_new_object(), *edits = json_object_new_object();
 	json_object *nodes = json_object_new_array(), *hooks = json_object_new_array();
@@ -119,21 +150,67 @@ static json_object *device_obj(const struct dg_inventory *inv, const struct cdi_
 	for (size_t i = 0; i < inv->n_gpus; i++) {
 		struct dg_node node = { 0 };
 
-		if ((only && &inv->gpus[i] != only) || inv->gpus[i].problem[0])
+		if (!device_has(c, &inv->gpus[i]))
 			continue;
 		gpu_node(inv, &inv->gpus[i], &node);
 		json_object_array_add(nodes, node_obj(&node));
 	}
-	json_object_array_add(hooks, hook_obj(o, "createRuntime", selector));
+	json_object_array_add(hooks, hook_obj(o, "createRuntime", c->opt, c->value));
 	json_object_object_add(edits, "deviceNodes", nodes);
 	json_object_object_add(edits, "hooks", hooks);
-	json_object_object_add(dev, "name", json_object_new_string(name));
+	json_object_object_add(dev, "name", json_object_new_string(c->name));
 	json_object_object_add(dev, "containerEdits", edits);
 	return dev;
 }
 
+/*
+ * "all" for the hook, unless GPUs were left out: then the others' UUIDs, so
+ * the device asks for what it carries nodes of (devgated's "all" takes an
+ * unusable GPU too, and would fail on it).
+ */
+static void all_selector(const struct dg_inventory *inv, char *buf, size_t len)
+{
+	bool left_out = false;
+	size_t off = 0;
+
+	for (size_t i = 0; i < inv->n_gpus; i++)
+		left_out |= inv->gpus[i].problem[0] != '\0';
+	snprintf(buf, len, "%s", left_out ? "" : "all");
+	for (size_t i = 0; left_out && i < inv->n_gpus && off < len; i++) {
+		if (!inv->gpus[i].problem[0])
+			off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? "," : "",
+						inv->gpus[i].uuid);
+	}
+}
+
+/* A device per alias with a usable GPU, unless its name is taken (an index, "all"). */
+static void alias_devices(const struct dg_inventory *inv, const struct cdi_opts *o,
+			  json_object *devices)
+{
+	for (size_t i = 0; i < o->n_aliases; i++) {
+		const struct cdi_alias *al = &o->aliases[i];
+		struct cdi_device c = { al->name, "--alias", al->name, NULL, al->product };
+		bool taken = strcmp(al->name, "all") == 0, any = false;
+
+		for (size_t g = 0; g < inv->n_gpus; g++) {
+			char index[16];
+
+			snprintf(index, sizeof(index), "%u", inv->gpus[g].index);
+			taken |= strcmp(index, al->name) == 0 ||
+				 strcasecmp(inv->gpus[g].uuid, al->name) == 0;
+			any |= device_has(&c, &inv->gpus[g]);
+		}
+		if (taken || !any)
+			fprintf(stderr, "devgatectl: no device for alias %s: %s\n", al->name,
+				taken ? "its name is a GPU's" : "no usable GPU has its id");
+		else
+			json_object_array_add(devices, device_obj(inv, o, &c));
+	}
+}
+
 static json_object *spec_build(const struct dg_inventory *inv, const struct cdi_opts *o)
 {
+	char all[DG_MAX_GPUS * 82];
 	json_object *spec = json_object_new_object(), *devices = json_object_new_array();
 	json_object *edits = json_object_new_object(), *nodes = json_object_new_array();
 	json_object *hooks = json_object_new_array();
@@ -148,13 +225,21 @@ static json_object *spec_build(const struct dg_inventory *inv, const struct cdi_
 			continue;
 		}
 		snprintf(index, sizeof(index), "%u", g->index);
-		json_object_array_add(devices, device_obj(inv, o, index, g->uuid, g));
-		json_object_array_add(devices, device_obj(inv, o, g->uuid, g->uuid, g));
+		json_object_array_add(
+			devices,
+			device_obj(inv, o, &(struct cdi_device){ index, "--gpu", g->uuid, g }));
+		json_object_array_add(
+			devices,
+			device_obj(inv, o, &(struct cdi_device){ g->uuid, "--gpu", g->uuid, g }));
 	}
-	json_object_array_add(devices, device_obj(inv, o, "all", "all", NULL));
+	all_selector(inv, all, sizeof(all));
+	if (all[0])
+		json_object_array_add(
+			devices, device_obj(inv, o, &(struct cdi_device){ "all", "--gpu", all }));
+	alias_devices(inv, o, devices);
 	for (size_t i = 0; i < inv->n_ctl; i++)
 		json_object_array_add(nodes, node_obj(&inv->ctl[i]));
-	json_object_array_add(hooks, hook_obj(o, "poststop", NULL));
+	json_object_array_add(hooks, hook_obj(o, "poststop", NULL, NULL));
 	json_object_object_add(edits, "deviceNodes", nodes);
 	json_object_object_add(edits, "hooks", hooks);
 	json_object_object_add(spec, "cdiVersion", json_object_new_string(CDI_VERSION));
@@ -185,8 +270,50 @@ static int write_spec(const char *output, const char *text, struct dg_error *err
 	return 0;
 }
 
-static int generate(struct cli *cli, const char *host_root, const char *output,
-		    const struct cdi_opts *o)
+/*
+ * What devgated knows beyond the files: GPUs its gpu-allow list excludes, or
+ * that it cannot grant (a driver reload it has not been restarted for).
+ * Nothing when it does not answer or reads another host root.
+ */
+static void daemon_states(struct cli *cli, struct dg_inventory *inv, struct cdi_opts *o)
+{
+	struct dg_request req = { .op = DG_OP_LIST };
+	struct dg_error err = { 0 };
+	struct dg_arena a = { 0 };
+	union dg_reply reply;
+
+	if (client_request(cli->socket, cli->timeout_s, &req, &reply, &a, &err) < 0 ||
+	    strcmp(reply.list.host_root, inv->host_root) != 0) {
+		dg_arena_free(&a);
+		return;
+	}
+	for (size_t i = 0; i < reply.list.n_aliases && o->n_aliases < ARRAY_SIZE(o->aliases); i++) {
+		struct cdi_alias *al = &o->aliases[o->n_aliases++];
+
+		snprintf(al->name, sizeof(al->name), "%s", reply.list.aliases[i].name);
+		snprintf(al->product, sizeof(al->product), "%s", reply.list.aliases[i].product);
+	}
+	for (size_t i = 0; i < reply.list.n_gpus; i++) {
+		const struct dg_list_gpu *g = &reply.list.gpus[i];
+		struct dg_gpu *mine = NULL;
+
+		for (size_t k = 0; k < inv->n_gpus && !mine; k++) {
+			if (strcasecmp(inv->gpus[k].uuid, g->gpu.uuid) == 0)
+				mine = &inv->gpus[k];
+		}
+		if (!mine || mine->problem[0])
+			continue;
+		if (strcmp(g->state, "excluded") == 0)
+			snprintf(mine->problem, sizeof(mine->problem),
+				 "not in devgated's gpu-allow list");
+		else if (g->gpu.problem)
+			snprintf(mine->problem, sizeof(mine->problem), "devgated: %s",
+				 g->gpu.problem);
+	}
+	dg_arena_free(&a);
+}
+
+static int generate(struct cli *cli, const char *host_root, const char *output, struct cdi_opts *o)
 {
 	struct dg_inventory *inv = NULL;
 	auto_json json_object *spec = NULL;
@@ -203,6 +330,7 @@ static int generate(struct cli *cli, const char *host_root, const char *output,
 			     host_root);
 		return cli_error(cli, &err);
 	}
+	daemon_states(cli, inv, o);
 	spec = spec_build(inv, o);
 	inventory_free(inv);
 	text = json_object_to_json_string_ext(spec, JSON_C_TO_STRING_PRETTY |

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* list, grant, revoke, status, watch: the admin's commands. */
+/* list, grant, revoke, status, watch, rescan: the admin's commands. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -11,6 +11,7 @@
 #include "client.h"
 #include "commands.h"
 #include "gpu.h"
+#include "gpu_arch.h"
 #include "util.h"
 
 /* ---- list ---- */
@@ -19,7 +20,8 @@ static const char list_help[] =
 	"Usage: devgatectl list [--free] [--json]\n"
 	"\n"
 	"Lists the host's GPUs and control nodes: index, device minor, UUID, PCI bus id,\n"
-	"vendor:product id, architecture, state (free, held, shared, unusable) and model.\n"
+	"vendor:product id, architecture, compute capability, memory, state (free, held,\n"
+	"shared, unusable, excluded) and model. '-' where the driver does not say.\n"
 	"\n"
 	"  -f, --free             only GPUs nobody holds\n";
 
@@ -36,30 +38,44 @@ static void holders_text(const struct dg_list_gpu *g, char *buf, size_t len)
 	}
 }
 
+/* "80G" (GiB when whole), "-" when not known. */
+static void memory_text(const struct dg_gpu_info *g, char *buf, size_t len)
+{
+	if (!g->has_memory_mib)
+		snprintf(buf, len, "-");
+	else if (g->memory_mib % 1024 == 0)
+		snprintf(buf, len, "%lldG", (long long)(g->memory_mib / 1024));
+	else
+		snprintf(buf, len, "%lldM", (long long)g->memory_mib);
+}
+
 static void list_row(struct table *t, const struct dg_list_gpu *g)
 {
-	char idx[24], minor[24], state[256], who[200];
-	const char *cells[8];
+	char idx[24], minor[24], state[256], who[200], mem[32];
+	const char *cells[10];
 
 	snprintf(idx, sizeof(idx), "%lld", (long long)g->gpu.index);
 	snprintf(minor, sizeof(minor), "%lld", (long long)g->gpu.minor);
 	holders_text(g, who, sizeof(who));
 	snprintf(state, sizeof(state), "%s%s%s", g->state, who[0] ? " by " : "", who);
+	memory_text(&g->gpu, mem, sizeof(mem));
 	cells[0] = idx;
 	cells[1] = minor;
 	cells[2] = g->gpu.uuid;
 	cells[3] = g->gpu.pci;
 	cells[4] = g->gpu.product;
 	cells[5] = g->gpu.arch;
-	cells[6] = state;
-	cells[7] = g->gpu.model;
+	cells[6] = g->gpu.cc ? g->gpu.cc : "-";
+	cells[7] = mem;
+	cells[8] = state;
+	cells[9] = g->gpu.model;
 	table_add(t, cells);
 }
 
 static void render_list(const struct cli *cli, const union dg_reply *reply)
 {
-	static const char *const head[] = { "IDX",     "MINOR", "UUID",	 "PCI",
-					    "PRODUCT", "ARCH",	"STATE", "MODEL" };
+	static const char *const head[] = { "IDX",  "MINOR", "UUID", "PCI",   "PRODUCT",
+					    "ARCH", "CC",    "MEM",  "STATE", "MODEL" };
 	const struct dg_list_reply *r = &reply->list;
 	struct table *t = table_new(ARRAY_SIZE(head), head);
 
@@ -75,6 +91,9 @@ static void render_list(const struct cli *cli, const union dg_reply *reply)
 		if (r->gpus[i].gpu.problem)
 			printf("GPU %lld: %s\n", (long long)r->gpus[i].gpu.index,
 			       r->gpus[i].gpu.problem);
+		else if (strcmp(r->gpus[i].state, "excluded") == 0)
+			printf("GPU %lld: not in devgated's gpu-allow list; never granted\n",
+			       (long long)r->gpus[i].gpu.index);
 	}
 	printf("control nodes:");
 	for (size_t i = 0; i < r->n_control_nodes; i++) {
@@ -140,12 +159,20 @@ static const char grant_help[] =
 	"TARGET (one of):\n"
 	"  -p, --pid PID          a process of the container (host PID)\n"
 	"  -c, --cgroup PATH      the container's cgroup, relative to the cgroup v2 root\n"
-	"REQUEST (GPUs by one of --gpu or --gpus; --device with either, or alone):\n"
+	"REQUEST (GPUs by --gpu, --gpus, --alias or --profile; --device with any, or\n"
+	"alone):\n"
 	"  -g, --gpu SEL[,SEL..]  index, UUID or unique UUID prefix, PCI bus id, or 'all'\n"
 	"  -N, --gpus N           N GPUs in total, lowest free indices first, optionally\n"
 	"      --model STR        ... whose model contains STR\n"
-	"      --arch NAME        ... of this architecture (e.g. hopper, ampere)\n"
+	"      --arch NAME        ... of this architecture, any case (fermi, kepler,\n"
+	"                         maxwell, pascal, volta, turing, ampere, ada, hopper,\n"
+	"                         blackwell)\n"
 	"      --product V:D      ... with this PCI vendor:device id (e.g. 10de:2330)\n"
+	"      --alias NAME       ... with the vendor:device id devgate.conf names NAME\n"
+	"      --min-memory SIZE  ... with at least SIZE memory (40G, 16GiB, 512M)\n"
+	"      --min-cc X.Y       ... with at least this compute capability (8.0)\n"
+	"      --profile NAME     the request devgate.conf names NAME (\"profile NAME =\n"
+	"                         gpus=2 arch=ampere\"); options given here override it\n"
 	"  -d, --device HOST[:PATH]  a host character device (root only; repeatable):\n"
 	"                         node PATH (default HOST, /dev/NAME) in the container\n"
 	"OPTIONS:\n"
@@ -177,6 +204,10 @@ enum {
 	OPT_MODEL = 256,
 	OPT_ARCH,
 	OPT_PRODUCT,
+	OPT_ALIAS,
+	OPT_PROFILE,
+	OPT_MIN_MEMORY,
+	OPT_MIN_CC,
 	OPT_ROOT,
 	OPT_MISSING_OK,
 	OPT_KILL,
@@ -252,6 +283,29 @@ static int add_device(struct cli *cli, const char *cmd, struct dg_arena *a, cons
 	return 0;
 }
 
+/* Checked here too, so a typo is a usage error and nothing is sent. */
+static int kind_opt(struct cli *cli, int o, struct dg_grant_req *g, const char *s)
+{
+	uint64_t mib;
+	unsigned int cc;
+
+	if (o == OPT_MIN_MEMORY) {
+		if (gpu_size_parse(s, &mib) < 0)
+			return cli_usage(cli, "grant",
+					 "--min-memory wants a size with a unit (40G, 16GiB, "
+					 "512M), not '%s'",
+					 s);
+		g->min_memory = s;
+		return 0;
+	}
+	if (gpu_cc_parse(s, &cc) < 0)
+		return cli_usage(cli, "grant",
+				 "--min-cc wants a compute capability MAJOR.MINOR (8.0), not '%s'",
+				 s);
+	g->min_cc = s;
+	return 0;
+}
+
 static int grant_opt(struct cli *cli, int o, struct dg_request *req, bool *done)
 {
 	struct dg_grant_req *g = &req->u.grant;
@@ -270,6 +324,15 @@ static int grant_opt(struct cli *cli, int o, struct dg_request *req, bool *done)
 	case OPT_PRODUCT:
 		g->product = optarg;
 		return 0;
+	case OPT_ALIAS:
+		g->alias = optarg;
+		return 0;
+	case OPT_PROFILE:
+		g->profile = optarg;
+		return 0;
+	case OPT_MIN_MEMORY:
+	case OPT_MIN_CC:
+		return kind_opt(cli, o, g, optarg);
 	case OPT_ROOT:
 		g->root = optarg;
 		return 0;
@@ -301,6 +364,10 @@ int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, 
 		{ "model", required_argument, NULL, OPT_MODEL },
 		{ "arch", required_argument, NULL, OPT_ARCH },
 		{ "product", required_argument, NULL, OPT_PRODUCT },
+		{ "alias", required_argument, NULL, OPT_ALIAS },
+		{ "profile", required_argument, NULL, OPT_PROFILE },
+		{ "min-memory", required_argument, NULL, OPT_MIN_MEMORY },
+		{ "min-cc", required_argument, NULL, OPT_MIN_CC },
 		{ "shared", no_argument, NULL, 'S' },
 		{ "root", required_argument, NULL, OPT_ROOT },
 		{ "json", no_argument, NULL, 'j' },
@@ -326,9 +393,10 @@ int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, 
 	r = cmd_no_more_args(cli, "grant", argc, argv);
 	if (r == 0 && !g->target.has_pid && !g->target.cgroup)
 		r = cli_usage(cli, "grant", "name the container with --pid or --cgroup");
-	if (r == 0 && !g->gpus && !g->has_count && !g->n_devices)
+	if (r == 0 && !g->gpus && !g->has_count && !g->n_devices && !g->profile && !g->alias)
 		r = cli_usage(cli, "grant",
-			      "ask for GPUs with --gpu SEL or --gpus N, or for a device with "
+			      "ask for GPUs with --gpu SEL, --gpus N, --alias NAME or --profile "
+			      "NAME, or for a device with "
 			      "--device HOST[:PATH]");
 	return r;
 }
@@ -620,7 +688,8 @@ static const char watch_help[] =
 	"Usage: devgatectl watch [--json]\n"
 	"\n"
 	"Prints lease changes as they happen (granted, revoked, released), one per line,\n"
-	"until interrupted. With --json each line is one JSON object.\n";
+	"until interrupted; also GPUs of a lease that vanished from the host or came\n"
+	"back (vanished, restored). With --json each line is one JSON object.\n";
 
 static void print_event(const struct cli *cli, const union dg_stream_event *ev)
 {
@@ -643,4 +712,47 @@ int cmd_watch(struct cli *cli, int argc, char **argv)
 	if (r < 0 || done)
 		return r;
 	return cmd_stream(cli, &req, NULL, print_event);
+}
+
+/* ---- rescan ---- */
+
+static const char rescan_help[] =
+	"Usage: devgatectl rescan [--json]\n"
+	"\n"
+	"Makes devgated re-read the host's GPUs now, as it does on kernel uevents and\n"
+	"SIGHUP, and prints what changed. A GPU that vanished stays listed as unusable\n"
+	"(its leases are kept; holders get a 'vanished' watch event); a new one can be\n"
+	"granted at once. Root or devgated's admin-group only.\n";
+
+static void print_uuids(const char *what, const char *const *v, size_t n)
+{
+	if (!n)
+		return;
+	printf("%s:", what);
+	for (size_t i = 0; i < n; i++)
+		printf(" %s", v[i]);
+	printf("\n");
+}
+
+static void render_rescan(const struct cli *cli, const union dg_reply *reply)
+{
+	const struct dg_rescan_reply *r = &reply->rescan;
+
+	(void)cli;
+	printf("%lld GPU(s) listed; %zu appeared, %zu vanished, %zu changed\n", (long long)r->gpus,
+	       r->n_appeared, r->n_vanished, r->n_changed);
+	print_uuids("appeared", r->appeared, r->n_appeared);
+	print_uuids("vanished", r->vanished, r->n_vanished);
+	print_uuids("changed", r->changed, r->n_changed);
+}
+
+int cmd_rescan(struct cli *cli, int argc, char **argv)
+{
+	struct dg_request req = { .op = DG_OP_RESCAN };
+	bool done;
+	int r = cmd_common_options(cli, "rescan", rescan_help, argc, argv, &done);
+
+	if (r < 0 || done)
+		return r;
+	return cmd_call(cli, &req, render_rescan);
 }

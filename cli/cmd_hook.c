@@ -36,13 +36,18 @@ static const char hook_help[] =
 	"status decides (creating: grant, stopped: release).\n"
 	"\n"
 	"What is granted, in order of trust:\n"
-	"  1. --gpu SEL, set by devgate's CDI spec for the devices the user asked for;\n"
+	"  1. --gpu SEL or --alias NAME, set by devgate's CDI spec for the devices\n"
+	"     the user asked for;\n"
 	"  2. the annotations devgate.io/gpus=SEL or devgate.io/gpu-count=N (with\n"
-	"     devgate.io/gpu-arch, -model, -product and devgate.io/shared=true);\n"
+	"     devgate.io/gpu-arch, -model, -product, -min-memory, -min-cc and\n"
+	"     devgate.io/shared=true), or devgate.io/alias=NAME or\n"
+	"     devgate.io/profile=NAME (names devgated's devgate.conf defines);\n"
 	"  3. NVIDIA_VISIBLE_DEVICES from the image, only if devgated runs with\n"
 	"     --hook-allow-env (an image must not grant itself GPUs).\n"
 	"\n"
-	"  -g, --gpu SEL          GPUs of a CDI device (index, UUID, PCI id or 'all')\n";
+	"  -g, --gpu SEL          GPUs of a CDI device (index, UUID, PCI id or 'all')\n"
+	"  -a, --alias NAME       the GPU of a CDI device made for an alias in\n"
+	"                         devgated's devgate.conf\n";
 
 #if defined(__SANITIZE_ADDRESS__)
 /* Sanitizer runtimes ptrace and clone at exit to find leaks: no filter there. */
@@ -158,6 +163,10 @@ static void grant_args(const struct oci_state *s, const struct oci_config *cfg,
 	g->arch = oreq->arch;
 	g->model = oreq->model;
 	g->product = oreq->product;
+	g->min_memory = oreq->min_memory;
+	g->min_cc = oreq->min_cc;
+	g->alias = oreq->alias;
+	g->profile = oreq->profile;
 	g->shared = oreq->shared;
 	g->from_image = oreq->source == REQ_IMAGE_ENV;
 }
@@ -186,7 +195,23 @@ static int env_allowed(struct cli *cli, bool *ret, struct dg_error *err)
 	return 0;
 }
 
-static int hook_create(struct cli *cli, const struct oci_state *s, const char *cdi_gpus,
+/* What the hook's arguments name: a CDI device's GPUs or alias. */
+struct hook_cdi {
+	const char *gpus;
+	const char *alias;
+};
+
+static int hook_request(const struct hook_cdi *cdi, const struct oci_config *cfg,
+			struct oci_request *req, struct dg_error *err)
+{
+	if (!cdi->alias)
+		return oci_request(cdi->gpus, cfg, true, req, err);
+	if (oci_request_alias(cdi->alias, req) < 0)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	return 0;
+}
+
+static int hook_create(struct cli *cli, const struct oci_state *s, const struct hook_cdi *cdi,
 		       const char *stage, struct dg_error *err)
 {
 	auto_cleanup(oci_config_done) struct oci_config cfg = { 0 };
@@ -204,7 +229,7 @@ static int hook_create(struct cli *cli, const struct oci_state *s, const char *c
 				    stage);
 	r = oci_config_load(s->bundle, &cfg, err);
 	if (r == 0)
-		r = oci_request(cdi_gpus, &cfg, true, &req, err);
+		r = hook_request(cdi, &cfg, &req, err);
 	if (r < 0)
 		return r;
 	if (req.source == REQ_IMAGE_ENV) {
@@ -274,20 +299,24 @@ int cmd_hook(struct cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "gpu", required_argument, NULL, 'g' },
+		{ "alias", required_argument, NULL, 'a' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	auto_cleanup(oci_state_done) struct oci_state s = { 0 };
 	struct dg_error err = { 0 };
-	const char *cdi_gpus = NULL, *stage_arg = NULL, *stage;
+	struct hook_cdi cdi = { 0 };
+	const char *stage_arg = NULL, *stage;
 	enum oci_stage st;
 	int o, r;
 
-	while ((o = getopt_long(argc, argv, "g:h", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "g:a:h", opts, NULL)) != -1) {
 		if (o == 'g') {
-			cdi_gpus = optarg;
+			cdi.gpus = optarg;
+		} else if (o == 'a') {
+			cdi.alias = optarg;
 		} else if (o == 'h') {
-			cmd_hook_help(stdout, "devgatectl hook [STAGE] [--gpu SEL]");
+			cmd_hook_help(stdout, "devgatectl hook [STAGE] [--gpu SEL | --alias NAME]");
 			return 0;
 		} else {
 			return cli_usage(cli, "hook", "unknown option");
@@ -297,6 +326,8 @@ int cmd_hook(struct cli *cli, int argc, char **argv)
 		stage_arg = argv[optind++];
 	if (optind < argc)
 		return cli_usage(cli, "hook", "unexpected argument '%s'", argv[optind]);
+	if (cdi.gpus && cdi.alias)
+		return cli_usage(cli, "hook", "give --gpu or --alias, not both");
 	r = confine(&err);
 	if (r == 0)
 		r = read_state(&s, &err);
@@ -306,6 +337,6 @@ int cmd_hook(struct cli *cli, int argc, char **argv)
 			  : (r == 0 && st == STAGE_POSTSTOP ? "poststop" : "createRuntime");
 	if (r == 0)
 		r = st == STAGE_POSTSTOP ? hook_release(cli, &s, &err)
-					 : hook_create(cli, &s, cdi_gpus, stage, &err);
+					 : hook_create(cli, &s, &cdi, stage, &err);
 	return r < 0 ? hook_fail(cli, &s, stage, &err) : 0;
 }

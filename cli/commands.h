@@ -16,6 +16,7 @@ int cmd_grant(struct cli *cli, int argc, char **argv);
 int cmd_revoke(struct cli *cli, int argc, char **argv);
 int cmd_status(struct cli *cli, int argc, char **argv);
 int cmd_watch(struct cli *cli, int argc, char **argv);
+int cmd_rescan(struct cli *cli, int argc, char **argv);
 int cmd_hook(struct cli *cli, int argc, char **argv);
 void cmd_hook_help(FILE *f, const char *synopsis);
 int cmd_cdi(struct cli *cli, int argc, char **argv);

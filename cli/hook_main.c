@@ -6,7 +6,7 @@
  * so its start-up time counts, and less code runs as root on input an image
  * shapes.
  *
- *   devgate-hook [-s SOCKET] [STAGE] [--gpu SEL]
+ *   devgate-hook [-s SOCKET] [STAGE] [--gpu SEL | --alias NAME]
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -37,7 +37,9 @@ int main(int argc, char **argv)
 			cli.socket = optarg;
 			break;
 		case 'h':
-			cmd_hook_help(stdout, "devgate-hook [-s SOCKET] [STAGE] [--gpu SEL]");
+			cmd_hook_help(
+				stdout,
+				"devgate-hook [-s SOCKET] [STAGE] [--gpu SEL | --alias NAME]");
 			printf("  -s, --socket PATH      devgated's socket (default %s)\n"
 			       "  -V, --version          show the version\n",
 			       DG_DEFAULT_SOCKET);

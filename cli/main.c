@@ -26,6 +26,7 @@ static const struct command commands[] = {
 	{ "revoke", "take GPUs back from a container", cmd_revoke },
 	{ "status", "list leases", cmd_status },
 	{ "watch", "print lease changes as they happen", cmd_watch },
+	{ "rescan", "make devgated re-read the host's GPUs now", cmd_rescan },
 	{ "hook", "OCI hook for container runtimes (reads state on stdin)", cmd_hook },
 	{ "cdi", "generate a CDI spec for this host's GPUs", cmd_cdi },
 	{ "metrics", "print devgated's metrics (Prometheus text)", cmd_metrics },

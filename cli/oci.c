@@ -240,12 +240,22 @@ int oci_root_identity(const char *bundle, const struct oci_config *cfg, uint64_t
 	return 0;
 }
 
+int oci_request_alias(const char *alias, struct oci_request *ret)
+{
+	*ret = (struct oci_request){ .source = REQ_CDI, .alias = strdup(alias) };
+	return ret->alias ? 0 : -ENOMEM;
+}
+
 void oci_request_done(struct oci_request *r)
 {
 	free(r->gpus);
 	free(r->arch);
 	free(r->model);
 	free(r->product);
+	free(r->min_memory);
+	free(r->min_cc);
+	free(r->alias);
+	free(r->profile);
 	*r = (struct oci_request){ 0 };
 }
 
@@ -275,8 +285,10 @@ static int dup_opt(const char *s, char **ret)
  */
 static int check_annotation_keys(json_object *a, struct dg_error *err)
 {
-	static const char *const known[] = { ANNOT_GPUS,  ANNOT_COUNT,	 ANNOT_ARCH,
-					     ANNOT_MODEL, ANNOT_PRODUCT, ANNOT_SHARED };
+	static const char *const known[] = { ANNOT_GPUS,       ANNOT_COUNT,   ANNOT_ARCH,
+					     ANNOT_MODEL,      ANNOT_PRODUCT, ANNOT_SHARED,
+					     ANNOT_MIN_MEMORY, ANNOT_MIN_CC,  ANNOT_ALIAS,
+					     ANNOT_PROFILE };
 
 	json_object_object_foreach (a, key, val) {
 		bool ok = !startswith(key, "devgate.io/");
@@ -286,9 +298,11 @@ static int check_annotation_keys(json_object *a, struct dg_error *err)
 			ok = strcmp(key, known[i]) == 0;
 		if (!ok) {
 			dg_error_set(err, DG_E_HOOK, EINVAL, "unknown annotation '%.100s'", key);
-			dg_error_hint(err, "devgate reads %s, %s, %s, %s, %s and %s", ANNOT_GPUS,
-				      ANNOT_COUNT, ANNOT_ARCH, ANNOT_MODEL, ANNOT_PRODUCT,
-				      ANNOT_SHARED);
+			dg_error_hint(err,
+				      "devgate reads %s, %s, %s, %s, %s, %s, %s, %s, %s and %s",
+				      ANNOT_GPUS, ANNOT_COUNT, ANNOT_ARCH, ANNOT_MODEL,
+				      ANNOT_PRODUCT, ANNOT_MIN_MEMORY, ANNOT_MIN_CC, ANNOT_SHARED,
+				      ANNOT_ALIAS, ANNOT_PROFILE);
 			return -EINVAL;
 		}
 	}
@@ -304,7 +318,8 @@ static int from_annotations(json_object *a, struct oci_request *r, struct dg_err
 
 	if (rc < 0)
 		return rc;
-	if (!gpus && !count)
+	/* An alias or a profile alone asks too: devgated knows what it means. */
+	if (!gpus && !count && !json_get_str(a, ANNOT_ALIAS) && !json_get_str(a, ANNOT_PROFILE))
 		return 0;
 	if (gpus && count)
 		return dg_error_set(err, DG_E_HOOK, EINVAL,
@@ -323,7 +338,11 @@ static int from_annotations(json_object *a, struct oci_request *r, struct dg_err
 	r->shared = shared && strcmp(shared, "true") == 0;
 	if (dup_opt(gpus, &r->gpus) < 0 || dup_opt(json_get_str(a, ANNOT_ARCH), &r->arch) < 0 ||
 	    dup_opt(json_get_str(a, ANNOT_MODEL), &r->model) < 0 ||
-	    dup_opt(json_get_str(a, ANNOT_PRODUCT), &r->product) < 0)
+	    dup_opt(json_get_str(a, ANNOT_PRODUCT), &r->product) < 0 ||
+	    dup_opt(json_get_str(a, ANNOT_MIN_MEMORY), &r->min_memory) < 0 ||
+	    dup_opt(json_get_str(a, ANNOT_MIN_CC), &r->min_cc) < 0 ||
+	    dup_opt(json_get_str(a, ANNOT_ALIAS), &r->alias) < 0 ||
+	    dup_opt(json_get_str(a, ANNOT_PROFILE), &r->profile) < 0)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	return 0;
 }

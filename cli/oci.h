@@ -26,6 +26,11 @@
 #define ANNOT_MODEL "devgate.io/gpu-model"
 #define ANNOT_PRODUCT "devgate.io/gpu-product"
 #define ANNOT_SHARED "devgate.io/shared"
+#define ANNOT_MIN_MEMORY "devgate.io/gpu-min-memory"
+#define ANNOT_MIN_CC "devgate.io/gpu-min-cc"
+/* Names devgated's devgate.conf defines; devgated expands them. */
+#define ANNOT_ALIAS "devgate.io/alias"
+#define ANNOT_PROFILE "devgate.io/profile"
 
 enum oci_stage {
 	STAGE_NONE,
@@ -62,6 +67,10 @@ struct oci_request {
 	char *arch;
 	char *model;
 	char *product;
+	char *min_memory;
+	char *min_cc;
+	char *alias;
+	char *profile;
 	bool shared;
 };
 
@@ -92,6 +101,8 @@ int oci_root_identity(const char *bundle, const struct oci_config *cfg, uint64_t
  */
 int oci_request(const char *cdi_gpus, const struct oci_config *cfg, bool allow_env,
 		struct oci_request *ret, struct dg_error *err);
+/* The request of a CDI device made for an alias of devgated's (--alias NAME). */
+int oci_request_alias(const char *alias, struct oci_request *ret);
 void oci_request_done(struct oci_request *r);
 const char *oci_source_name(enum req_source s);
 

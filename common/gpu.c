@@ -288,6 +288,7 @@ static void gpu_load(int rootfd, const struct dg_inventory *inv, const char *pci
 	auto_free char *text = NULL;
 	char path[128];
 	struct dg_node node = { 0 };
+	struct gpu_kind kind;
 	int r;
 
 	/* pci_dir passed pci_normalize, so it is at most 20 characters. */
@@ -308,7 +309,10 @@ static void gpu_load(int rootfd, const struct dg_inventory *inv, const char *pci
 	(void)read_hex16(rootfd, path, &gpu->vendor);
 	snprintf(path, sizeof(path), "sys/bus/pci/devices/%.20s/device", gpu->pci);
 	(void)read_hex16(rootfd, path, &gpu->device);
-	gpu->arch = gpu_arch(gpu->vendor, gpu->device, gpu->model);
+	kind = gpu_kind(gpu->vendor, gpu->device, gpu->model);
+	gpu->arch = kind.arch;
+	gpu->cc = kind.cc;
+	gpu->memory_mib = gpu_memory_from_model(gpu->model);
 	gpu_node(inv, gpu, &node);
 	(void)check_host_node(rootfd, &node, gpu->problem, sizeof(gpu->problem));
 }
@@ -348,18 +352,24 @@ static int discover_gpus(int rootfd, struct dg_inventory *inv)
 		gpu->arch = "unknown";
 		gpu_load(rootfd, inv, de->d_name, gpu);
 	}
+	inventory_order(inv);
+	return 0;
+}
+
+void inventory_order(struct dg_inventory *inv)
+{
 	qsort(inv->gpus, inv->n_gpus, sizeof(*inv->gpus), cmp_gpu_pci);
 	for (size_t i = 0; i < inv->n_gpus; i++) {
-		inv->gpus[i].index = (unsigned int)i;
-		for (size_t j = 0; j < i; j++) {
-			if (!inv->gpus[i].problem[0] && inv->gpus[j].minor == inv->gpus[i].minor &&
-			    inv->gpus[i].uuid[0])
-				snprintf(inv->gpus[i].problem, sizeof(inv->gpus[i].problem),
-					 "device minor %u is also used by GPU %zu",
-					 inv->gpus[i].minor, j);
+		struct dg_gpu *g = &inv->gpus[i];
+
+		g->index = (unsigned int)i;
+		for (size_t j = 0; j < i && !g->gone; j++) {
+			if (!g->problem[0] && !inv->gpus[j].gone &&
+			    inv->gpus[j].minor == g->minor && g->uuid[0])
+				snprintf(g->problem, sizeof(g->problem),
+					 "device minor %u is also used by GPU %zu", g->minor, j);
 		}
 	}
-	return 0;
 }
 
 int inventory_discover(const char *host_root, struct dg_inventory **ret, struct dg_error *err)
@@ -427,12 +437,14 @@ bool inventory_find_node(const struct dg_inventory *inv, uint32_t major, uint32_
 	*ret_gpu = NULL;
 	path[0] = '\0';
 	for (size_t i = 0; i < inv->n_gpus; i++) {
+		/* A GPU that is there now wins over a vanished one with its minor. */
 		if (inv->majors.has_nvidia && major == inv->majors.nvidia &&
-		    inv->gpus[i].minor == minor) {
+		    inv->gpus[i].minor == minor && (!*ret_gpu || (*ret_gpu)->gone))
 			*ret_gpu = &inv->gpus[i];
-			snprintf(path, len, "/dev/nvidia%u", minor);
-			return true;
-		}
+	}
+	if (*ret_gpu) {
+		snprintf(path, len, "/dev/nvidia%u", minor);
+		return true;
 	}
 	for (size_t i = 0; i < inv->n_ctl; i++) {
 		if (inv->ctl[i].major == major && inv->ctl[i].minor == minor) {

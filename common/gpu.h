@@ -44,8 +44,12 @@ struct dg_gpu {
 	uint16_t vendor;
 	uint16_t device;
 	char model[128];
-	const char *arch;  /* static string, "unknown" when not known */
-	char problem[256]; /* non-empty: not grantable, and why */
+	const char *arch;    /* static string, "unknown" when not known */
+	unsigned int cc;     /* compute capability * 10; 0: not known */
+	uint64_t memory_mib; /* from the model name; 0: not known */
+	bool excluded;	     /* outside the admin's gpu-allow list: never granted */
+	bool gone;	     /* vanished since devgated saw it; kept for its leases */
+	char problem[256];   /* non-empty: not grantable, and why */
 };
 
 struct dg_inventory {
@@ -71,10 +75,15 @@ int gpu_info_parse(const char *text, struct dg_gpu *gpu);
 /* Normalises a PCI address ("18:00.0", "00000000:18:00.0", ...). */
 int pci_normalize(const char *in, char *out, size_t len);
 
-/* Architecture family from PCI ids, then from the model name; "unknown". */
-
 int inventory_discover(const char *host_root, struct dg_inventory **ret, struct dg_error *err);
 void inventory_free(struct dg_inventory *inv);
+
+/*
+ * Sorts the GPUs by PCI bus id, numbers them and marks a minor used twice.
+ * discover calls it; a rescan calls it again after adding the GPUs that
+ * vanished (gone, never counted for duplicate minors).
+ */
+void inventory_order(struct dg_inventory *inv);
 
 /*
  * What is at a node's places under the host root. node: 0 a character device

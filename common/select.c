@@ -66,12 +66,18 @@ static int select_one(const struct dg_inventory *inv, const char *sel, bool *sel
 	char pci[32];
 
 	if (strcmp(sel, "all") == 0) {
-		if (inv->n_gpus == 0)
+		size_t n = 0;
+
+		/* Every GPU on the host now that devgate may grant: not vanished, not excluded. */
+		for (size_t i = 0; i < inv->n_gpus; i++) {
+			selected[i] |= !inv->gpus[i].gone && !inv->gpus[i].excluded;
+			n += !inv->gpus[i].gone && !inv->gpus[i].excluded;
+		}
+		if (n == 0)
 			return dg_error_set(
 				err, DG_E_NO_GPU, ENODEV,
-				"GPU selector 'all' matches nothing: no GPU on this host");
-		for (size_t i = 0; i < inv->n_gpus; i++)
-			selected[i] = true;
+				"GPU selector 'all' matches nothing: no GPU on this host%s",
+				inv->n_gpus ? " that devgate may grant" : "");
 		return 0;
 	}
 	if (all_digits(sel)) {

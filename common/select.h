@@ -9,7 +9,8 @@
 
 /*
  * Resolves a selector list "SEL[,SEL...]" where SEL is an index, a UUID or a
- * unique prefix of one, a PCI bus id, or "all". selected[] has n_gpus
+ * unique prefix of one, a PCI bus id, or "all" (the GPUs not vanished and
+ * not excluded by the admin's gpu-allow list). selected[] has n_gpus
  * entries. Errors: DG_E_INVALID (malformed), DG_E_NO_GPU (no match or
  * ambiguous prefix).
  */

@@ -36,6 +36,10 @@ static const struct dg_field grant_req_fields[] = {
 	DG_STR_OPT("model", struct dg_grant_req, model),
 	DG_STR_OPT("arch", struct dg_grant_req, arch),
 	DG_STR_OPT("product", struct dg_grant_req, product),
+	DG_STR_OPT("min_memory", struct dg_grant_req, min_memory),
+	DG_STR_OPT("min_cc", struct dg_grant_req, min_cc),
+	DG_STR_OPT("alias", struct dg_grant_req, alias),
+	DG_STR_OPT("profile", struct dg_grant_req, profile),
 	DG_BOOL("shared", struct dg_grant_req, shared),
 	DG_STR_OPT("root", struct dg_grant_req, root),
 	DG_OBJ_OPT("root_id", struct dg_grant_req, root_id, has_root_id, &root_id_schema),
@@ -85,6 +89,8 @@ static const struct dg_field gpu_fields[] = {
 	DG_STR_OPT("product", struct dg_gpu_info, product),
 	DG_STR_OPT("model", struct dg_gpu_info, model),
 	DG_STR_OPT("arch", struct dg_gpu_info, arch),
+	DG_STR_OPT("cc", struct dg_gpu_info, cc),
+	DG_INT_OPT("memory_mib", struct dg_gpu_info, memory_mib, has_memory_mib, 0, 0),
 	DG_OBJ_OPT("node", struct dg_gpu_info, node, has_node, &node_schema),
 	DG_STR_OPT("problem", struct dg_gpu_info, problem),
 };
@@ -115,6 +121,12 @@ static const struct dg_field driver_fields[] = {
 static const struct dg_schema driver_schema =
 	DG_SCHEMA("driver", struct dg_driver_info, driver_fields);
 
+static const struct dg_field alias_fields[] = {
+	DG_STR("name", struct dg_alias_info, name),
+	DG_STR("product", struct dg_alias_info, product),
+};
+static const struct dg_schema alias_schema = DG_SCHEMA("alias", struct dg_alias_info, alias_fields);
+
 static const struct dg_field list_fields[] = {
 	DG_STR("host_root", struct dg_list_reply, host_root),
 	DG_BOOL("free_only", struct dg_list_reply, free_only),
@@ -123,6 +135,7 @@ static const struct dg_field list_fields[] = {
 	DG_OBJS("control_nodes", struct dg_list_reply, control_nodes, n_control_nodes,
 		&node_schema),
 	DG_STR_OPT("control_problem", struct dg_list_reply, control_problem),
+	DG_OBJS_OPT("aliases", struct dg_list_reply, aliases, n_aliases, &alias_schema),
 };
 
 static const struct dg_field lease_gpu_fields[] = {
@@ -236,6 +249,13 @@ static const struct dg_field watch_fields[] = {
 	DG_BOOL("watching", struct dg_watch_reply, watching),
 };
 
+static const struct dg_field rescan_fields[] = {
+	DG_INT("gpus", struct dg_rescan_reply, gpus),
+	DG_STRS("appeared", struct dg_rescan_reply, appeared, n_appeared),
+	DG_STRS("vanished", struct dg_rescan_reply, vanished, n_vanished),
+	DG_STRS("changed", struct dg_rescan_reply, changed, n_changed),
+};
+
 static const struct dg_field watch_event_fields[] = {
 	DG_STR("type", struct dg_watch_event, type),
 	DG_OBJ("lease", struct dg_watch_event, lease, &dg_lease_schema),
@@ -255,6 +275,7 @@ REPLY(status, struct dg_status_reply, status_fields);
 REPLY(watch, struct dg_watch_reply, watch_fields);
 REPLY(metrics, struct dg_metrics_reply, metrics_fields);
 REPLY(events, struct dg_events_reply, events_fields);
+REPLY(rescan, struct dg_rescan_reply, rescan_fields);
 
 /* The one table of operations: what each takes, answers and streams. */
 static const struct dg_op_info op_table[DG_OP_MAX] = {
@@ -268,6 +289,8 @@ static const struct dg_op_info op_table[DG_OP_MAX] = {
 	[DG_OP_METRICS] = { "metrics", &no_args_schema, &metrics_reply_schema, NULL, false },
 	[DG_OP_EVENTS] = { "events", &events_req_schema, &events_reply_schema,
 			   &dg_denied_event_schema, false },
+	/* Changes no lease, but makes devgated re-read the host: the admin's call. */
+	[DG_OP_RESCAN] = { "rescan", &no_args_schema, &rescan_reply_schema, NULL, true },
 };
 
 const struct dg_op_info *dg_op_info(enum dg_op op)

@@ -48,6 +48,10 @@ struct dg_grant_req {
 	const char *model;
 	const char *arch;
 	const char *product;
+	const char *min_memory; /* "40G" */
+	const char *min_cc;	/* "8.0" */
+	const char *alias;	/* a name devgate.conf gives a vendor:product */
+	const char *profile;	/* a named request in devgate.conf */
 	bool shared;
 	const char *root; /* the container's root when the PID is not in it yet */
 	struct dg_root_id root_id;
@@ -96,6 +100,9 @@ struct dg_gpu_info {
 	const char *product; /* "10de:20b0" */
 	const char *model;
 	const char *arch;
+	const char *cc;	    /* compute capability "9.0"; NULL when not known */
+	int64_t memory_mib; /* from the model name */
+	bool has_memory_mib;
 	struct dg_node_info node;
 	bool has_node;
 	const char *problem; /* why it cannot be used; NULL when fine */
@@ -110,7 +117,7 @@ struct dg_holder_info {
 
 struct dg_list_gpu {
 	struct dg_gpu_info gpu;
-	const char *state; /* free, held, shared, unusable */
+	const char *state; /* free, held, shared, unusable, excluded */
 	struct dg_holder_info *holders;
 	size_t n_holders;
 };
@@ -123,6 +130,12 @@ struct dg_driver_info {
 	bool has_uvm_major;
 };
 
+/* An alias devgate.conf defines: a name for a PCI vendor:device id. */
+struct dg_alias_info {
+	const char *name;
+	const char *product;
+};
+
 struct dg_list_reply {
 	const char *host_root;
 	bool free_only;
@@ -132,6 +145,8 @@ struct dg_list_reply {
 	struct dg_node_info *control_nodes;
 	size_t n_control_nodes;
 	const char *control_problem;
+	struct dg_alias_info *aliases; /* for CDI devices named by alias */
+	size_t n_aliases;
 };
 
 struct dg_lease_gpu {
@@ -248,8 +263,19 @@ struct dg_watch_reply {
 	bool watching;
 };
 
+/* What a re-read of the inventory found, by GPU UUID. */
+struct dg_rescan_reply {
+	int64_t gpus; /* listed now, vanished ones included */
+	const char **appeared;
+	size_t n_appeared;
+	const char **vanished;
+	size_t n_vanished;
+	const char **changed; /* still there, but usable now or no more, or renumbered */
+	size_t n_changed;
+};
+
 struct dg_watch_event {
-	const char *type; /* granted, revoked, released */
+	const char *type; /* granted, revoked, released; vanished, restored (GPUs of the lease) */
 	struct dg_lease_info lease;
 	const char **gpus;
 	size_t n_gpus;
@@ -265,6 +291,7 @@ union dg_reply {
 	struct dg_watch_reply watch;
 	struct dg_metrics_reply metrics;
 	struct dg_events_reply events;
+	struct dg_rescan_reply rescan;
 };
 
 union dg_stream_event {

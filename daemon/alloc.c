@@ -48,11 +48,42 @@ static int parse_product(const char *s, unsigned int *vendor, unsigned int *devi
 	return 0;
 }
 
+static bool has_constraints(const struct alloc_request *req)
+{
+	return req->count || req->model || req->arch || req->product || req->min_memory ||
+	       req->min_cc;
+}
+
+static int check_kind(const struct alloc_request *req, struct dg_error *err)
+{
+	uint64_t mib;
+	unsigned int cc;
+
+	if (req->arch && !gpu_arch_canonical(req->arch)) {
+		dg_error_set(err, DG_E_INVALID, EINVAL, "unknown architecture '%s'", req->arch);
+		dg_error_hint(err, "known (any case): " GPU_ARCH_NAMES);
+		return -EINVAL;
+	}
+	if (req->min_memory && gpu_size_parse(req->min_memory, &mib) < 0) {
+		dg_error_set(err, DG_E_INVALID, EINVAL, "memory size '%s' is not a size",
+			     req->min_memory);
+		dg_error_hint(err, "a number and a binary unit: 40G, 16GiB, 512M");
+		return -EINVAL;
+	}
+	if (req->min_cc && gpu_cc_parse(req->min_cc, &cc) < 0) {
+		dg_error_set(err, DG_E_INVALID, EINVAL,
+			     "compute capability '%s' is not MAJOR.MINOR", req->min_cc);
+		dg_error_hint(err, "e.g. 8.0 (A100), 9.0 (H100), 7.0 (V100)");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int alloc_check_request(const struct alloc_request *req, struct dg_error *err)
 {
 	unsigned int v, d;
 
-	if (req->selectors && (req->count || req->model || req->arch || req->product))
+	if (req->selectors && has_constraints(req))
 		return dg_error_set(err, DG_E_INVALID, EINVAL,
 				    "give either GPU selectors or a count "
 				    "with constraints, not both");
@@ -65,12 +96,6 @@ int alloc_check_request(const struct alloc_request *req, struct dg_error *err)
 				    "a count of %u GPUs is more than "
 				    "devgate manages (%d)",
 				    req->count, DG_MAX_GPUS);
-	if (req->arch && strcmp(req->arch, "unknown") != 0 && !gpu_arch_is_known_name(req->arch)) {
-		dg_error_set(err, DG_E_INVALID, EINVAL, "unknown architecture '%s'", req->arch);
-		dg_error_hint(err, "known: kepler maxwell pascal volta turing ampere hopper ada "
-				   "blackwell");
-		return -EINVAL;
-	}
 	if (req->product && parse_product(req->product, &v, &d) < 0)
 		return dg_error_set(err, DG_E_INVALID, EINVAL,
 				    "product '%s' is not VENDOR:DEVICE in "
@@ -78,7 +103,20 @@ int alloc_check_request(const struct alloc_request *req, struct dg_error *err)
 				    req->product);
 	if (req->model && !*req->model)
 		return dg_error_set(err, DG_E_INVALID, EINVAL, "empty model constraint");
-	return 0;
+	return check_kind(req, err);
+}
+
+/* Unknown memory or capability never meets a minimum: the driver did not say. */
+static bool meets_minimums(const struct dg_gpu *gpu, const struct alloc_request *req)
+{
+	uint64_t mib = 0;
+	unsigned int cc = 0;
+
+	if (req->min_memory && (gpu_size_parse(req->min_memory, &mib) < 0 || gpu->memory_mib < mib))
+		return false;
+	if (req->min_cc && (gpu_cc_parse(req->min_cc, &cc) < 0 || gpu->cc < cc))
+		return false;
+	return true;
 }
 
 static bool matches(const struct dg_gpu *gpu, const struct alloc_request *req)
@@ -87,12 +125,12 @@ static bool matches(const struct dg_gpu *gpu, const struct alloc_request *req)
 
 	if (req->model && !strcasestr(gpu->model, req->model))
 		return false;
-	if (req->arch && strcasecmp(gpu->arch, req->arch) != 0)
+	if (req->arch && strcmp(gpu->arch, gpu_arch_canonical(req->arch)) != 0)
 		return false;
 	if (req->product &&
 	    (parse_product(req->product, &v, &d) < 0 || gpu->vendor != v || gpu->device != d))
 		return false;
-	return true;
+	return meets_minimums(gpu, req);
 }
 
 static bool long_hex_id(const char *s)
@@ -123,6 +161,11 @@ static const char *blocker(const struct dg_gpu *gpu, const struct gpu_use *u, bo
 {
 	char who[64];
 
+	if (gpu->excluded) {
+		snprintf(buf, len, "GPU %u (%04x:%04x) is excluded by the admin's gpu-allow list",
+			 gpu->index, gpu->vendor, gpu->device);
+		return buf;
+	}
 	if (gpu->problem[0]) {
 		snprintf(buf, len, "GPU %u unusable: %s", gpu->index, gpu->problem);
 		return buf;
@@ -169,7 +212,11 @@ static int pick_selected(const struct dg_inventory *inv, const struct gpu_use *u
 		}
 		if (blocker(gpu, &use[i], req->shared, why, sizeof(why))) {
 			dg_error_set(err, DG_E_UNAVAILABLE, EBUSY, "%s", why);
-			dg_error_hint(err, "run 'devgatectl list --free' to see free GPUs");
+			dg_error_hint(err,
+				      gpu->excluded
+					      ? "gpu-allow in devgate.conf lists the GPUs "
+						"devgate may grant; ask the admin"
+					      : "run 'devgatectl list --free' to see free GPUs");
 			return -EBUSY;
 		}
 		picked[i] = true;
@@ -187,7 +234,11 @@ static void constraint_text(const struct alloc_request *req, char *buf, size_t l
 	if (req->model && (size_t)n < len)
 		n += snprintf(buf + n, len - (size_t)n, " model=%s", req->model);
 	if (req->product && (size_t)n < len)
-		snprintf(buf + n, len - (size_t)n, " product=%s", req->product);
+		n += snprintf(buf + n, len - (size_t)n, " product=%s", req->product);
+	if (req->min_memory && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, " min-memory=%s", req->min_memory);
+	if (req->min_cc && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, " min-cc=%s", req->min_cc);
 }
 
 static int pick_counted(const struct dg_inventory *inv, const struct gpu_use *use,

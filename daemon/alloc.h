@@ -14,11 +14,13 @@
 #include "lease.h"
 
 struct alloc_request {
-	const char *selectors; /* "0,GPU-ab..", or NULL for a counted request */
-	unsigned int count;    /* counted request: the container ends with >= count */
-	const char *model;     /* substring of the model name, any case */
-	const char *arch;      /* architecture family */
-	const char *product;   /* "VVVV:DDDD" PCI vendor:device */
+	const char *selectors;	/* "0,GPU-ab..", or NULL for a counted request */
+	unsigned int count;	/* counted request: the container ends with >= count */
+	const char *model;	/* substring of the model name, any case */
+	const char *arch;	/* architecture family */
+	const char *product;	/* "VVVV:DDDD" PCI vendor:device */
+	const char *min_memory; /* "40G": at least this much memory (model name) */
+	const char *min_cc;	/* "8.0": at least this compute capability */
 	bool shared;
 };
 

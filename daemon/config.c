@@ -15,6 +15,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "metrics_http.h"
+#include "policy.h"
 #include "protocol.h"
 #include "state.h"
 #include "util.h"
@@ -36,6 +37,7 @@ enum key_type {
 	K_BOOL,	   /* bool */
 	K_LEVEL,   /* int, syslog level */
 	K_SECCOMP, /* int, enum dg_seccomp_mode */
+	K_ALLOW,   /* struct dg_policy's gpu-allow list */
 };
 
 struct key {
@@ -69,6 +71,7 @@ static const struct key keys[] = {
 	KEY("attach-events", K_BOOL, attach_events),
 	KEY("log-level", K_LEVEL, log_level),
 	KEY("seccomp", K_SECCOMP, seccomp),
+	KEY("gpu-allow", K_ALLOW, policy),
 };
 
 static const char *const level_names[] = {
@@ -176,6 +179,7 @@ void config_free(struct dg_config *c)
 	free(c->pin_root);
 	free(c->host_root);
 	free(c->metrics_listen);
+	policy_free(&c->policy);
 	c->socket_path = c->state_dir = c->pin_root = c->host_root = c->metrics_listen = NULL;
 	c->cgroup_root = NULL;
 }
@@ -314,6 +318,8 @@ static int set_value(struct dg_config *c, const struct key *k, const char *v, st
 			return dg_error_set(err, DG_E_INVALID, EINVAL,
 					    "'%s' is not a seccomp mode (on, log, off)", v);
 		return 0;
+	case K_ALLOW:
+		return policy_set_allow(&c->policy, v, err);
 	}
 	return -EINVAL;
 }
@@ -342,6 +348,35 @@ static void strip_comment(char *line)
 	}
 }
 
+/* "alias NAME = V" and "profile NAME = V": named entries, not keys. */
+static bool policy_line(struct dg_config *c, const char *key, const char *value, int *r,
+			struct dg_error *err)
+{
+	struct dg_error e = { 0 };
+	const char *name;
+
+	if (startswith(key, "alias") && isspace((unsigned char)key[5])) {
+		name = key + 5;
+		while (isspace((unsigned char)*name))
+			name++;
+		*r = policy_add_alias(&c->policy, name, value, &e);
+	} else if (startswith(key, "profile") && isspace((unsigned char)key[7])) {
+		name = key + 7;
+		while (isspace((unsigned char)*name))
+			name++;
+		*r = policy_add_profile(&c->policy, name, value, &e);
+	} else {
+		return false;
+	}
+	if (*r < 0) {
+		dg_error_set(err, e.code == DG_E_INVALID ? DG_E_CONFIG : e.code, *r, "%s",
+			     e.message);
+		if (e.hint[0])
+			dg_error_hint(err, "%s", e.hint);
+	}
+	return true;
+}
+
 static int parse_line(struct dg_config *c, char *line, unsigned int *seen, struct dg_error *err)
 {
 	struct dg_error e = { 0 };
@@ -358,6 +393,8 @@ static int parse_line(struct dg_config *c, char *line, unsigned int *seen, struc
 	*eq = '\0';
 	key = strstrip(line);
 	value = strstrip(eq + 1);
+	if (policy_line(c, key, value, &r, err))
+		return r;
 	k = key_find(key);
 	if (!k)
 		return dg_error_set(err, DG_E_CONFIG, ENOENT, "unknown key '%s'", key);
@@ -365,10 +402,13 @@ static int parse_line(struct dg_config *c, char *line, unsigned int *seen, struc
 		return dg_error_set(err, DG_E_CONFIG, EEXIST, "'%s' is set twice", key);
 	*seen |= 1u << (k - keys);
 	r = config_set(c, key, value, &e);
-	if (r < 0)
-		return dg_error_set(err, e.code == DG_E_INVALID ? DG_E_CONFIG : e.code, r, "%s: %s",
-				    key, e.message);
-	return 0;
+	if (r < 0) {
+		dg_error_set(err, e.code == DG_E_INVALID ? DG_E_CONFIG : e.code, r, "%s: %s", key,
+			     e.message);
+		if (e.hint[0])
+			dg_error_hint(err, "%s", e.hint);
+	}
+	return r < 0 ? r : 0;
 }
 
 int config_parse(struct dg_config *c, const char *name, const char *text, struct dg_error *err)
@@ -390,8 +430,12 @@ int config_parse(struct dg_config *c, const char *name, const char *text, struct
 		memcpy(line, p, len);
 		line[len] = '\0';
 		r = parse_line(c, line, &seen, &e);
-		if (r < 0)
-			return dg_error_set(err, e.code, r, "%s:%u: %s", name, lineno, e.message);
+		if (r < 0) {
+			dg_error_set(err, e.code, r, "%s:%u: %s", name, lineno, e.message);
+			if (e.hint[0])
+				dg_error_hint(err, "%s", e.hint);
+			return r;
+		}
 		p = eol ? eol + 1 : p + len;
 	}
 	return 0;
@@ -453,6 +497,13 @@ static void print_key(const struct dg_config *c, const struct key *k, FILE *f)
 	case K_SECCOMP:
 		fprintf(f, "%s\n", confine_mode_name(c->seccomp));
 		break;
+	case K_ALLOW: {
+		char ids[1024];
+
+		policy_allow_text(&c->policy, ids, sizeof(ids));
+		fprintf(f, "%s\n", ids);
+		break;
+	}
 	}
 }
 
@@ -460,4 +511,5 @@ void config_print(const struct dg_config *c, FILE *f)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
 		print_key(c, &keys[i], f);
+	policy_print(&c->policy, f);
 }

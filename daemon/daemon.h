@@ -14,6 +14,7 @@
 #include "cgroup.h"
 #include "gpu.h"
 #include "lease.h"
+#include "policy.h"
 #include "state.h"
 
 struct dg_config {
@@ -35,7 +36,8 @@ struct dg_config {
 	gid_t socket_gid;		/* may read (list, status, ...); DG_NO_GID: none */
 	gid_t admin_gid;		/* may also grant and revoke; DG_NO_GID: none */
 	int log_level;
-	int seccomp; /* enum dg_seccomp_mode (confine.h) */
+	int seccomp;		 /* enum dg_seccomp_mode (confine.h) */
+	struct dg_policy policy; /* gpu-allow, aliases, profiles */
 };
 
 #define DG_NO_GID ((gid_t)-1)
@@ -82,6 +84,7 @@ struct daemon {
 	int inotify_fd;
 	int timer_fd;
 	int heal_fd;	    /* one-shot timer of the displaced-gate check */
+	int uevent_fd;	    /* kernel uevents (rescan.c); -1 without */
 	size_t heal_next;   /* the lease the next heal tick starts at */
 	size_t tick_cursor; /* next lease the periodic re-check looks at */
 	struct client *clients;

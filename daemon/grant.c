@@ -15,6 +15,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "nodes.h"
+#include "policy.h"
 #include "select.h"
 #include "target.h"
 #include "util.h"
@@ -166,21 +167,43 @@ static int resolve_target(struct daemon *d, const struct dg_target_args *ta, str
 /* Whether a grant asks for GPUs; one with only --device does not. */
 static bool wants_gpus(const struct dg_grant_req *g)
 {
-	return g->gpus || g->has_count || g->model || g->arch || g->product || g->n_devices == 0;
+	return g->gpus || g->has_count || g->model || g->arch || g->product || g->min_memory ||
+	       g->min_cc || g->alias || g->profile || g->n_devices == 0;
 }
 
-static int alloc_request_from(const struct dg_grant_req *g, struct alloc_request *req,
-			      struct dg_error *err)
+/* The grant's own words, then its profile and alias from devgate.conf. */
+static int alloc_request_from(const struct dg_policy *p, const struct dg_grant_req *g,
+			      struct alloc_request *req, struct dg_error *err)
 {
+	struct policy_request pr = {
+		.selectors = g->gpus,
+		.count = g->has_count ? (unsigned int)g->count : 0,
+		.has_count = g->has_count,
+		.model = g->model,
+		.arch = g->arch,
+		.product = g->product,
+		.min_memory = g->min_memory,
+		.min_cc = g->min_cc,
+		.shared = g->shared,
+	};
+	int r;
+
 	if (g->has_count && (g->count < 1 || g->count > DG_MAX_GPUS))
 		return dg_error_set(err, DG_E_INVALID, EINVAL,
 				    "a GPU count must be between 1 and %d", DG_MAX_GPUS);
-	req->count = g->has_count ? (unsigned int)g->count : 0;
-	req->selectors = g->gpus;
-	req->model = g->model;
-	req->arch = g->arch;
-	req->product = g->product;
-	req->shared = g->shared;
+	r = policy_resolve(p, g->profile, g->alias, &pr, err);
+	if (r < 0)
+		return r;
+	*req = (struct alloc_request){
+		.selectors = pr.selectors,
+		.count = pr.count,
+		.model = pr.model,
+		.arch = pr.arch,
+		.product = pr.product,
+		.min_memory = pr.min_memory,
+		.min_cc = pr.min_cc,
+		.shared = pr.shared,
+	};
 	return alloc_check_request(req, err);
 }
 
@@ -427,7 +450,7 @@ static int pick_gpus(struct daemon *d, uint64_t cgid, const struct alloc_request
 static int grant_check(struct daemon *d, const struct dg_grant_req *g, struct alloc_request *req,
 		       struct dg_error *err)
 {
-	int r = wants_gpus(g) ? alloc_request_from(g, req, err) : 0;
+	int r = wants_gpus(g) ? alloc_request_from(&d->cfg.policy, g, req, err) : 0;
 
 	if (r == 0 && g->n_devices > DG_MAX_DEVICES)
 		r = dg_error_set(err, DG_E_INVALID, E2BIG, "at most %d devices in one lease",

@@ -33,8 +33,10 @@
 #include "metrics.h"
 #include "metrics_http.h"
 #include "nodes.h"
+#include "policy.h"
 #include "protocol.h"
 #include "reconcile.h"
+#include "rescan.h"
 #include "server.h"
 #include "state.h"
 #include "util.h"
@@ -77,6 +79,8 @@ static void usage(FILE *f)
 		"      --seccomp MODE      devgated's own syscall filter: on (default; other\n"
 		"                          calls fail with EPERM), log (allowed, logged by\n"
 		"                          the kernel) or off; --no-seccomp is 'off'\n"
+		"      --gpu-allow IDS     grant only GPUs with these PCI vendor:device ids\n"
+		"                          (\"10de:2330,10de:20b0\"); the rest are 'excluded'\n"
 		"      --hook-allow-env    let OCI hooks honour NVIDIA_VISIBLE_DEVICES from\n"
 		"                          container images (off: an image must not grant\n"
 		"                          itself GPUs)\n"
@@ -142,6 +146,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "hook-allow-env", no_argument, NULL, OPT_SET },
 		{ "no-attach-events", no_argument, NULL, OPT_UNSET },
 		{ "seccomp", required_argument, NULL, OPT_SET },
+		{ "gpu-allow", required_argument, NULL, OPT_SET },
 		{ "no-seccomp", no_argument, NULL, OPT_NO_SECCOMP },
 		{ "config", required_argument, NULL, OPT_CONFIG },
 		{ "check-config", no_argument, NULL, OPT_CHECK },
@@ -301,7 +306,11 @@ static void handle_signal(struct daemon *d)
 
 	while (read(d->signal_fd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
-			log_info("SIGHUP: nothing to reload yet");
+			struct dg_error err = { 0 };
+
+			if (rescan_run(d, "SIGHUP", NULL, NULL, &err) < 0)
+				log_warning("SIGHUP: cannot re-read the GPU inventory: %s",
+					    err.message);
 			continue;
 		}
 		log_info("received %s, shutting down; leases and gates stay in place",
@@ -367,6 +376,17 @@ static void on_denied(struct daemon *d, const struct dg_denied_event *denied)
 	server_broadcast(d, DG_OP_EVENTS, &ev);
 }
 
+/* Optional: without uevents, SIGHUP and 'devgatectl rescan' still re-read. */
+static void open_uevents(struct daemon *d)
+{
+	int r = rescan_open(d);
+
+	if (r < 0)
+		log_info("no kernel uevents (%s): GPUs that come or go are seen at SIGHUP or "
+			 "'devgatectl rescan'",
+			 strerror(-r));
+}
+
 /* Optional: without it the heal check finds displaced gates, a little later. */
 static void open_attach_watch(struct daemon *d)
 {
@@ -394,6 +414,7 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 		r = cgroot_open(&d->cg, d->cfg.cgroup_root, err);
 	if (r < 0)
 		return r;
+	policy_apply(&d->cfg.policy, d->inv);
 	r = cgroup_of_pid(getpid(), &d->self_cgroup);
 	if (r < 0)
 		log_warning_errno(r, "cannot read devgated's own cgroup: %m");
@@ -421,6 +442,7 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 	if (r < 0)
 		return r;
 	open_attach_watch(d);
+	open_uevents(d);
 	r = watch_init(d);
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up inotify or timers: %s",
@@ -449,6 +471,8 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 		r = epoll_tag(d, attach_watch_fd(d->attach), TAG_ATTACH);
 	if (r == 0)
 		r = epoll_tag(d, d->heal_fd, TAG_HEAL);
+	if (r == 0 && d->uevent_fd >= 0)
+		r = epoll_tag(d, d->uevent_fd, TAG_UEVENT);
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up the event loop: %s",
 				    strerror(-r));
@@ -469,6 +493,7 @@ static void daemon_teardown(struct daemon *d)
 	metrics_free(d->metrics);
 	events_free(d->events);
 	attach_watch_free(d->attach);
+	rescan_close(d);
 	watch_fini(d);
 	lease_table_clear(&d->leases);
 	guard_fini(d->bg);
@@ -512,6 +537,9 @@ static bool dispatch(struct daemon *d, const struct epoll_event *ev)
 	case TAG_HEAL:
 		watch_heal_tick(d);
 		return false;
+	case TAG_UEVENT:
+		rescan_uevents(d);
+		break;
 	default:
 		server_client_event(d, ev->data.ptr, ev->events);
 		break;
@@ -585,6 +613,7 @@ int main(int argc, char **argv)
 		.inotify_fd = -1,
 		.timer_fd = -1,
 		.heal_fd = -1,
+		.uevent_fd = -1,
 		.hooks = {
 			.lease_changed = on_lease_changed,
 			.cgroup_ended = grant_release,
@@ -604,6 +633,8 @@ int main(int argc, char **argv)
 	if (r != 0) {
 		if (err.message[0])
 			log_error("%s", err.message);
+		if (err.hint[0])
+			log_error("hint: %s", err.hint);
 		config_free(&d.cfg);
 		return r > 0 ? 0 : dg_code_info(err.code ? err.code : DG_E_INVALID)->exit_code;
 	}

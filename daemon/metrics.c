@@ -17,7 +17,7 @@
  * From the daemon:
  *   devgate_build_info{version}            always 1
  *   devgate_leases                         leases held now
- *   devgate_gpus{state}                    GPUs free, held, shared, unusable
+ *   devgate_gpus{state}                    GPUs free, held, shared, unusable, excluded
  *   devgate_grants_total                   grant requests served
  *   devgate_revokes_total                  revoke requests served
  *   devgate_releases_total                 leases released because the container ended
@@ -370,7 +370,7 @@ static void write_devices(FILE *f, const struct daemon *d, const struct dev_coun
 
 static void write_state(FILE *f, struct daemon *d)
 {
-	static const char *const states[] = { "free", "held", "shared", "unusable" };
+	static const char *const states[] = { "free", "held", "shared", "unusable", "excluded" };
 	struct promtext_label label = { "version", DEVGATE_VERSION };
 
 	promtext_family(f, "devgate_build_info", "gauge", "devgated's version; always 1.");

@@ -9,6 +9,7 @@
 #include "metrics.h"
 #include "ops.h"
 #include "peer.h"
+#include "rescan.h"
 #include "util.h"
 #include "version.h"
 #include "view.h"
@@ -126,10 +127,17 @@ static int op_revoke(struct daemon *d, const struct dg_request *req, union dg_re
 	return grant_revoke(d, &req->u.revoke, &reply->revoke, a, err);
 }
 
+static int op_rescan(struct daemon *d, const struct dg_request *req, union dg_reply *reply,
+		     struct dg_arena *a, struct dg_error *err)
+{
+	(void)req;
+	return rescan_run(d, "devgatectl rescan", &reply->rescan, a, err);
+}
+
 static const op_fn handlers[DG_OP_MAX] = {
 	[DG_OP_PING] = op_ping,	      [DG_OP_LIST] = op_list,	  [DG_OP_GRANT] = op_grant,
 	[DG_OP_REVOKE] = op_revoke,   [DG_OP_STATUS] = op_status, [DG_OP_WATCH] = op_watch,
-	[DG_OP_METRICS] = op_metrics, [DG_OP_EVENTS] = op_events,
+	[DG_OP_METRICS] = op_metrics, [DG_OP_EVENTS] = op_events, [DG_OP_RESCAN] = op_rescan,
 };
 
 bool ops_streams(const struct dg_request *req)

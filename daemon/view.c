@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "devgate.h"
+#include "gpu_arch.h"
 #include "util.h"
 #include "view.h"
 
@@ -11,6 +12,8 @@ const char *view_gpu_state(const struct daemon *d, const struct dg_gpu *gpu)
 {
 	const struct lease_use *u = lease_table_use(&d->leases, gpu->uuid);
 
+	if (gpu->excluded)
+		return "excluded";
 	if (gpu->problem[0])
 		return "unusable";
 	/* Exclusive and shared holders never mix (reconcile sees to it). */
@@ -56,6 +59,18 @@ int view_gpu(const struct dg_inventory *inv, const struct dg_gpu *gpu, struct dg
 		.problem = gpu->problem[0] ? gpu->problem : NULL,
 	};
 	out->product = product_id(a, gpu->vendor, gpu->device);
+	if (gpu->memory_mib) {
+		out->memory_mib = (int64_t)gpu->memory_mib;
+		out->has_memory_mib = true;
+	}
+	if (gpu->cc) {
+		char cc[16];
+
+		gpu_cc_format(gpu->cc, cc, sizeof(cc));
+		out->cc = dg_arena_strdup(a, cc);
+		if (!out->cc)
+			return -ENOMEM;
+	}
 	gpu_node(inv, gpu, &node);
 	if (!out->product || node_info(&node, &out->node, a) < 0)
 		return -ENOMEM;
@@ -170,6 +185,19 @@ static int control_nodes(const struct dg_inventory *inv, struct dg_list_reply *o
 	return 0;
 }
 
+static int aliases(const struct dg_policy *p, struct dg_list_reply *out, struct dg_arena *a)
+{
+	out->aliases = p->n_aliases ? dg_arena_alloc(a, p->n_aliases * sizeof(*out->aliases))
+				    : NULL;
+	if (p->n_aliases && !out->aliases)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->n_aliases; i++)
+		out->aliases[i] =
+			(struct dg_alias_info){ p->aliases[i].name, p->aliases[i].product };
+	out->n_aliases = p->n_aliases;
+	return 0;
+}
+
 int view_inventory(const struct daemon *d, bool free_only, struct dg_list_reply *out,
 		   struct dg_arena *a)
 {
@@ -202,6 +230,8 @@ int view_inventory(const struct daemon *d, bool free_only, struct dg_list_reply 
 			return -ENOMEM;
 		out->n_gpus++;
 	}
+	if (aliases(&d->cfg.policy, out, a) < 0)
+		return -ENOMEM;
 	return control_nodes(inv, out, a);
 }
 

@@ -2,16 +2,19 @@
 /*
  * What devgated reads from the host and from its own files: /proc/devices,
  * the driver's per-GPU information, PCI addresses, mountinfo,
- * /proc/PID/cgroup, devgate.conf and lease records.
+ * /proc/PID/cgroup, devgate.conf (its policy lines too), lease records,
+ * kernel uevents, and the words of a request that name a GPU's kind.
  */
 #include "cgroup.h"
 #include "config.h"
 #include "daemon.h"
 #include "fuzz.h"
 #include "gpu.h"
+#include "gpu_arch.h"
 #include "jsonutil.h"
 #include "lease.h"
 #include "mountinfo.h"
+#include "rescan.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -34,8 +37,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct lease *l = NULL;
 	json_object *o;
 
+	uint64_t mib;
+	unsigned int cc;
+
+	(void)rescan_uevent_relevant((const char *)data, size);
 	if (!text)
 		return 0;
+	(void)gpu_size_parse(text, &mib);
+	(void)gpu_cc_parse(text, &cc);
+	(void)gpu_memory_from_model(text);
+	(void)gpu_kind(0x10de, 0xffff, text);
+	(void)gpu_arch_canonical(text);
 	(void)proc_devices_parse(text, &m);
 	(void)gpu_info_parse(text, &g);
 	(void)pci_normalize(text, pci, sizeof(pci));

@@ -28,7 +28,9 @@ static void set_gpu(unsigned int i, const char *model, uint16_t device)
 	g->device = device;
 	snprintf(g->model, sizeof(g->model), "%s", model);
 	snprintf(g->uuid, sizeof(g->uuid), "GPU-%08x-0000-0000-0000-000000000000", 0xa0 + i);
-	g->arch = gpu_arch(g->vendor, g->device, g->model);
+	g->arch = gpu_kind(g->vendor, g->device, g->model).arch;
+	g->cc = gpu_kind(g->vendor, g->device, g->model).cc;
+	g->memory_mib = gpu_memory_from_model(g->model);
 }
 
 static int setup(void **state)
@@ -151,6 +153,71 @@ static void test_counted(void **state)
 	assert_string_equal(got, "1010");
 }
 
+/* --min-memory and --min-cc: a GPU whose value is not known never meets one. */
+static void test_minimums(void **state)
+{
+	struct alloc_request req = { .count = 1, .min_memory = "48G" };
+	struct dg_error err = { 0 };
+	char got[5];
+
+	(void)state;
+	assert_int_equal(pick(1, &req, got, &err), 0);
+	assert_string_equal(got, "1000");
+	req = (struct alloc_request){ .count = 3, .min_memory = "40GiB" };
+	assert_int_equal(pick(1, &req, got, &err), 0);
+	assert_string_equal(got, "1110");
+	/* The L4's model names no size: it is never picked by memory. */
+	req = (struct alloc_request){ .count = 4, .min_memory = "1G" };
+	assert_int_equal(pick(1, &req, got, &err), -EBUSY);
+	req = (struct alloc_request){ .count = 2, .min_cc = "9.0" };
+	assert_int_equal(pick(1, &req, got, &err), 0);
+	assert_string_equal(got, "1010");
+	req = (struct alloc_request){ .count = 1, .min_cc = "9.0", .arch = "ADA" };
+	assert_int_equal(pick(1, &req, got, &err), -ENODEV);
+	req = (struct alloc_request){ .count = 1, .arch = "Ada-Lovelace" };
+	assert_int_equal(pick(1, &req, got, &err), 0);
+	assert_string_equal(got, "0001");
+	req = (struct alloc_request){ .count = 1, .min_cc = "12.0" };
+	assert_int_equal(pick(1, &req, got, &err), -ENODEV);
+	assert_non_null(strstr(err.message, "min-cc=12.0"));
+	req = (struct alloc_request){ .count = 1, .min_memory = "forty" };
+	assert_int_equal(pick(1, &req, got, &err), -EINVAL);
+	assert_non_null(strstr(err.hint, "40G"));
+	req = (struct alloc_request){ .count = 1, .min_cc = "8" };
+	assert_int_equal(pick(1, &req, got, &err), 0);
+	req = (struct alloc_request){ .selectors = "0", .min_cc = "8.0" };
+	assert_int_equal(pick(1, &req, got, &err), -EINVAL);
+}
+
+/* Outside gpu-allow: never granted, by selector or by count, and said why. */
+static void test_excluded(void **state)
+{
+	struct alloc_request req = { .selectors = "1" };
+	struct dg_error err = { 0 };
+	char got[5];
+
+	(void)state;
+	gpus[1].excluded = true;
+	assert_int_equal(pick(1, &req, got, &err), -EBUSY);
+	assert_non_null(strstr(err.message, "excluded by the admin's gpu-allow list"));
+	assert_non_null(strstr(err.hint, "gpu-allow"));
+	req = (struct alloc_request){ .count = 1, .arch = "ampere" };
+	assert_int_equal(pick(1, &req, got, &err), -EBUSY);
+	assert_non_null(strstr(err.message, "excluded"));
+	req = (struct alloc_request){ .count = 3 };
+	assert_int_equal(pick(1, &req, got, &err), 0);
+	assert_string_equal(got, "1011");
+	/* "all" is every GPU devgate may grant; a vanished one is not on the host. */
+	req = (struct alloc_request){ .selectors = "all" };
+	assert_int_equal(pick(1, &req, got, &err), 0);
+	assert_string_equal(got, "1011");
+	gpus[3].gone = true;
+	assert_int_equal(pick(1, &req, got, &err), 0);
+	assert_string_equal(got, "1010");
+	gpus[3].gone = false;
+	gpus[1].excluded = false;
+}
+
 static void test_counted_busy(void **state)
 {
 	struct alloc_request req = { .count = 2, .arch = "hopper" };
@@ -233,6 +300,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shared, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counted_busy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_minimums, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_excluded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counted_no_match, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unusable_gpu_skipped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_requests, setup, teardown),

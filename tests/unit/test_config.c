@@ -15,6 +15,7 @@
 #include "confine.h"
 #include "daemon.h"
 #include "peer.h"
+#include "policy.h"
 
 static int setup(void **state)
 {
@@ -231,6 +232,87 @@ static void test_load(void **state)
 }
 
 /* What --check-config prints is a valid file that reproduces the settings. */
+/* gpu-allow, alias and profile lines: parsed, checked, errors at FILE:LINE. */
+static void test_policy(void **state)
+{
+	struct dg_config *c = *state;
+	struct dg_error err = { 0 };
+	struct policy_request req = { 0 };
+
+	assert_int_equal(config_parse(c, "p.conf",
+				      "gpu-allow = 10de:2330, 10DE:20b0\n"
+				      "alias h100 = 10de:2330\n"
+				      "alias  a100-40 = 10de:20b0 # the small ones\n"
+				      "profile big = gpus=2 arch=Hopper min-memory=80G\n"
+				      "profile one = alias=a100-40 shared=true min-cc=8.0\n",
+				      &err),
+			 0);
+	assert_int_equal(c->policy.n_allow, 2);
+	assert_int_equal(c->policy.allow[1], 0x10de20b0);
+	assert_int_equal(c->policy.n_aliases, 2);
+	assert_string_equal(c->policy.aliases[1].name, "a100-40");
+	assert_int_equal(c->policy.n_profiles, 2);
+	assert_int_equal(c->policy.profiles[0].count, 2);
+	assert_int_equal(policy_resolve(&c->policy, "one", NULL, &req, &err), 0);
+	assert_int_equal(req.count, 1);
+	assert_true(req.shared);
+	assert_string_equal(req.product, "10de:20b0");
+	assert_string_equal(req.min_cc, "8.0");
+	/* What the request says itself wins over its profile. */
+	req = (struct policy_request){ .arch = "ampere", .count = 3, .has_count = true };
+	assert_int_equal(policy_resolve(&c->policy, "big", NULL, &req, &err), 0);
+	assert_string_equal(req.arch, "ampere");
+	assert_int_equal(req.count, 3);
+	assert_string_equal(req.min_memory, "80G");
+	req = (struct policy_request){ 0 };
+	assert_int_equal(policy_resolve(&c->policy, NULL, "h100", &req, &err), 0);
+	assert_string_equal(req.product, "10de:2330");
+	assert_int_equal(req.count, 1);
+	req = (struct policy_request){ .product = "10de:20b0" };
+	assert_int_equal(policy_resolve(&c->policy, NULL, "h100", &req, &err), -EINVAL);
+	assert_int_equal(policy_resolve(&c->policy, "nope", NULL, &req, &err), -ENOENT);
+	assert_non_null(strstr(err.message, "no profile 'nope'"));
+	assert_int_equal(policy_resolve(&c->policy, NULL, "nope", &req, &err), -ENOENT);
+	assert_non_null(strstr(err.hint, "h100"));
+}
+
+static void expect_policy_error(const char *text, const char *where, const char *what)
+{
+	struct dg_config c;
+	struct dg_error err = { 0 };
+
+	assert_int_equal(config_init(&c), 0);
+	assert_true(config_parse(&c, "p.conf", text, &err) < 0);
+	assert_int_equal(err.code, DG_E_CONFIG);
+	if (!strstr(err.message, where) || !strstr(err.message, what))
+		fail_msg("'%s' lacks '%s' or '%s'", err.message, where, what);
+	config_free(&c);
+}
+
+static void test_policy_errors(void **state)
+{
+	(void)state;
+	expect_policy_error("gpu-allow = 10de:2330,\n", "p.conf:1:", "'' is not VENDOR:DEVICE");
+	expect_policy_error("\ngpu-allow = 10de-2330\n", "p.conf:2:", "not VENDOR:DEVICE");
+	expect_policy_error("alias x = 10de:23\n", "p.conf:1:", "is not VENDOR:PRODUCT");
+	expect_policy_error("alias x = 10de:2330\nalias x = 10de:2330\n",
+			    "p.conf:2:", "defined twice");
+	expect_policy_error("alias a/b = 10de:2330\n", "p.conf:1:", "is not a name");
+	expect_policy_error("alias = 10de:2330\n", "p.conf:1:", "unknown key 'alias'");
+	expect_policy_error("profile p = gpus=0\n", "p.conf:1:", "not a count");
+	expect_policy_error("profile p = arch=tesla\n", "p.conf:1:", "unknown architecture");
+	expect_policy_error("profile p = colour=red\n", "p.conf:1:", "unknown profile key");
+	expect_policy_error("profile p = gpus\n", "p.conf:1:", "not KEY=VALUE");
+	expect_policy_error("profile p = gpus=1 gpus=2\n", "p.conf:1:", "given twice");
+	expect_policy_error("profile p = alias=later\nalias later = 10de:2330\n",
+			    "p.conf:1:", "not defined above");
+	expect_policy_error("profile p = min-memory=40\n", "p.conf:1:", "not a size");
+	expect_policy_error("profile p = min-cc=high\n", "p.conf:1:", "not a compute");
+	expect_policy_error("profile p =\n", "p.conf:1:", "empty profile");
+	expect_policy_error("alias h = 10de:2330\nprofile p = alias=h product=10de:2330\n",
+			    "p.conf:2:", "not both");
+}
+
 static void test_print_round_trip(void **state)
 {
 	struct dg_config *c = *state, again;
@@ -241,7 +323,9 @@ static void test_print_round_trip(void **state)
 
 	assert_int_equal(config_parse(c, "t.conf",
 				      "node-owner = 7:8\nhook-allow-env = true\n"
-				      "metrics-listen = 127.0.0.1:9400\nseccomp = off\n",
+				      "metrics-listen = 127.0.0.1:9400\nseccomp = off\n"
+				      "gpu-allow = 10de:2330\nalias h = 10de:2330\n"
+				      "profile p = gpus=2 alias=h shared=true\n",
 				      &err),
 			 0);
 	f = open_memstream(&text, &len);
@@ -256,6 +340,11 @@ static void test_print_round_trip(void **state)
 	assert_int_equal(again.seccomp, DG_SECCOMP_OFF);
 	assert_string_equal(again.metrics_listen, "127.0.0.1:9400");
 	assert_string_equal(again.socket_path, c->socket_path);
+	assert_int_equal(again.policy.n_allow, 1);
+	assert_int_equal(again.policy.n_aliases, 1);
+	assert_int_equal(again.policy.n_profiles, 1);
+	assert_true(again.policy.profiles[0].shared);
+	assert_string_equal(again.policy.profiles[0].alias, "h");
 	config_free(&again);
 	free(text);
 }
@@ -272,6 +361,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_override_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_load, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_print_round_trip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_policy, setup, teardown),
+		cmocka_unit_test(test_policy_errors),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

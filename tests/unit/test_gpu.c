@@ -124,6 +124,123 @@ static void test_arch(void **state)
 	assert_false(gpu_arch_is_known_name("unknown"));
 }
 
+/* Every family from Fermi on, by PCI id (pci.ids) and by model name alone. */
+static void test_arch_families(void **state)
+{
+	static const struct {
+		uint16_t device;
+		const char *model;
+		const char *arch;
+		unsigned int cc;
+	} cases[] = {
+		{ 0x1091, "Tesla M2090", "fermi", 20 },
+		{ 0xffff, "Tesla M2090", "fermi", 20 },
+		{ 0x0de1, "GeForce GT 430", "fermi", 21 },
+		{ 0x102d, "Tesla K80", "kepler", 37 },
+		{ 0xffff, "Tesla K80", "kepler", 37 },
+		{ 0x1023, "Tesla K40m", "kepler", 35 },
+		{ 0x17fd, "Tesla M40", "maxwell", 52 },
+		{ 0x15f8, "Tesla P100-PCIE-16GB", "pascal", 60 },
+		{ 0x1db1, "Tesla V100-SXM2-16GB", "volta", 70 },
+		{ 0x1eb8, "Tesla T4", "turing", 75 },
+		{ 0x20b0, "NVIDIA A100-SXM4-40GB", "ampere", 80 },
+		{ 0x2236, "NVIDIA A10", "ampere", 86 },
+		{ 0x27b8, "NVIDIA L4", "ada", 89 },
+		{ 0x2330, "NVIDIA H100 80GB HBM3", "hopper", 90 },
+		{ 0xffff, "H100", "hopper", 90 },
+		{ 0x2901, "NVIDIA B200", "blackwell", 100 },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct gpu_kind k = gpu_kind(0x10de, cases[i].device, cases[i].model);
+
+		assert_string_equal(k.arch, cases[i].arch);
+		assert_int_equal(k.cc, cases[i].cc);
+	}
+	assert_int_equal(gpu_kind(0x10de, 0xffff, "Mystery Board").cc, 0);
+}
+
+/* The words a user writes for a family, in any case. */
+static void test_arch_names(void **state)
+{
+	(void)state;
+	assert_string_equal(gpu_arch_canonical("Hopper"), "hopper");
+	assert_string_equal(gpu_arch_canonical("FERMI"), "fermi");
+	assert_string_equal(gpu_arch_canonical("Ada-Lovelace"), "ada");
+	assert_string_equal(gpu_arch_canonical("lovelace"), "ada");
+	assert_string_equal(gpu_arch_canonical("unknown"), "unknown");
+	assert_null(gpu_arch_canonical("tesla"));
+	assert_null(gpu_arch_canonical(""));
+	assert_true(gpu_arch_is_known_name("Blackwell"));
+}
+
+static void test_cc_parse(void **state)
+{
+	unsigned int cc = 1;
+	char buf[16];
+
+	(void)state;
+	assert_int_equal(gpu_cc_parse("8.0", &cc), 0);
+	assert_int_equal(cc, 80);
+	assert_int_equal(gpu_cc_parse("8.6", &cc), 0);
+	assert_int_equal(cc, 86);
+	assert_int_equal(gpu_cc_parse("9", &cc), 0);
+	assert_int_equal(cc, 90);
+	assert_int_equal(gpu_cc_parse("10.0", &cc), 0);
+	assert_int_equal(cc, 100);
+	assert_int_equal(gpu_cc_parse("", &cc), -EINVAL);
+	assert_int_equal(gpu_cc_parse("8.", &cc), -EINVAL);
+	assert_int_equal(gpu_cc_parse("8.10", &cc), -EINVAL);
+	assert_int_equal(gpu_cc_parse("0.5", &cc), -EINVAL);
+	assert_int_equal(gpu_cc_parse("x8.0", &cc), -EINVAL);
+	assert_int_equal(gpu_cc_parse("-8.0", &cc), -EINVAL);
+	assert_int_equal(gpu_cc_parse("100.0", &cc), -EINVAL);
+	gpu_cc_format(120, buf, sizeof(buf));
+	assert_string_equal(buf, "12.0");
+	gpu_cc_format(0, buf, sizeof(buf));
+	assert_string_equal(buf, "");
+}
+
+static void test_size_parse(void **state)
+{
+	uint64_t mib = 7;
+
+	(void)state;
+	assert_int_equal(gpu_size_parse("40G", &mib), 0);
+	assert_int_equal(mib, 40 * 1024);
+	assert_int_equal(gpu_size_parse("16GiB", &mib), 0);
+	assert_int_equal(mib, 16 * 1024);
+	assert_int_equal(gpu_size_parse("80gb", &mib), 0);
+	assert_int_equal(mib, 80 * 1024);
+	assert_int_equal(gpu_size_parse("512M", &mib), 0);
+	assert_int_equal(mib, 512);
+	assert_int_equal(gpu_size_parse("1T", &mib), 0);
+	assert_int_equal(mib, 1024 * 1024);
+	mib = 7;
+	assert_int_equal(gpu_size_parse("40", &mib), -EINVAL);
+	assert_int_equal(gpu_size_parse("0G", &mib), -EINVAL);
+	assert_int_equal(gpu_size_parse("1.5G", &mib), -EINVAL);
+	assert_int_equal(gpu_size_parse("G", &mib), -EINVAL);
+	assert_int_equal(gpu_size_parse("40Gx", &mib), -EINVAL);
+	assert_int_equal(gpu_size_parse("-4G", &mib), -EINVAL);
+	assert_int_equal(gpu_size_parse("99999999999999999999G", &mib), -EINVAL);
+	assert_int_equal(gpu_size_parse("9999999999999T", &mib), -EINVAL);
+	assert_int_equal(mib, 7);
+}
+
+static void test_memory_from_model(void **state)
+{
+	(void)state;
+	assert_int_equal(gpu_memory_from_model("NVIDIA H100 80GB HBM3"), 80 * 1024);
+	assert_int_equal(gpu_memory_from_model("NVIDIA A100-SXM4-40GB"), 40 * 1024);
+	assert_int_equal(gpu_memory_from_model("Tesla V100-SXM2-16GB"), 16 * 1024);
+	assert_int_equal(gpu_memory_from_model("Tesla K80"), 0);
+	assert_int_equal(gpu_memory_from_model("NVIDIA H100 NVL"), 0);
+	assert_int_equal(gpu_memory_from_model("GB200"), 0);
+	assert_int_equal(gpu_memory_from_model(NULL), 0);
+}
+
 /* ---- discovery on a tree made here (no mknod: runs unprivileged) ---- */
 
 static char root[64];
@@ -282,6 +399,11 @@ int main(void)
 		cmocka_unit_test(test_info_parse_rejects),
 		cmocka_unit_test(test_pci_normalize),
 		cmocka_unit_test(test_arch),
+		cmocka_unit_test(test_arch_families),
+		cmocka_unit_test(test_arch_names),
+		cmocka_unit_test(test_cc_parse),
+		cmocka_unit_test(test_size_parse),
+		cmocka_unit_test(test_memory_from_model),
 		cmocka_unit_test(test_discover),
 		cmocka_unit_test(test_discover_no_driver),
 		cmocka_unit_test(test_select),

@@ -232,6 +232,41 @@ static void request_annotations(void **st)
 	oci_config_done(&c);
 }
 
+/* An alias or a profile alone asks for GPUs; devgated knows what they mean. */
+static void request_policy_annotations(void **st)
+{
+	struct oci_config c = config("{\"root\":{\"path\":\"r\"},\"annotations\":{"
+				     "\"devgate.io/profile\":\"train\"}}");
+	struct oci_request r = { 0 };
+	struct dg_error err = { 0 };
+
+	(void)st;
+	assert_int_equal(oci_request(NULL, &c, false, &r, &err), 0);
+	assert_int_equal(r.source, REQ_ANNOTATION);
+	assert_string_equal(r.profile, "train");
+	assert_int_equal(r.count, 0);
+	assert_null(r.gpus);
+	oci_request_done(&r);
+	oci_config_done(&c);
+	c = config("{\"root\":{\"path\":\"r\"},\"annotations\":{\"devgate.io/alias\":\"h100\","
+		   "\"devgate.io/gpu-count\":\"2\",\"devgate.io/gpu-min-memory\":\"80G\","
+		   "\"devgate.io/gpu-min-cc\":\"9.0\"}}");
+	assert_int_equal(oci_request(NULL, &c, false, &r, &err), 0);
+	assert_string_equal(r.alias, "h100");
+	assert_int_equal(r.count, 2);
+	assert_string_equal(r.min_memory, "80G");
+	assert_string_equal(r.min_cc, "9.0");
+	oci_request_done(&r);
+	oci_config_done(&c);
+	/* Other devgate.io/ keys still say nothing alone. */
+	c = config(
+		"{\"root\":{\"path\":\"r\"},\"annotations\":{\"devgate.io/gpu-arch\":\"ampere\"}}");
+	assert_int_equal(oci_request(NULL, &c, false, &r, &err), 0);
+	assert_int_equal(r.source, REQ_NONE);
+	oci_request_done(&r);
+	oci_config_done(&c);
+}
+
 /* The rootfs the hook reports: inside the bundle, whatever a symlink says. */
 static void root_identity(void **state)
 {
@@ -287,6 +322,7 @@ int main(void)
 		cmocka_unit_test(request_env),
 		cmocka_unit_test(root_identity),
 		cmocka_unit_test(request_annotations),
+		cmocka_unit_test(request_policy_annotations),
 	};
 
 	return cmocka_run_group_tests_name("oci", tests, NULL, NULL);

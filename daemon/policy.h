@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The admin's GPU policy from devgate.conf: which GPUs may be granted at all
+ * (gpu-allow), names for vendor:product ids (alias) and named requests
+ * (profile). Parsed with the configuration, applied to every inventory
+ * (at start and at each rescan) and to every grant request.
+ */
+#ifndef DEVGATE_POLICY_H
+#define DEVGATE_POLICY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "errors.h"
+#include "gpu.h"
+
+#define POLICY_NAME_MAX 64
+#define POLICY_MAX_ALLOW 64
+#define POLICY_MAX_NAMES 64
+
+struct policy_alias {
+	char name[POLICY_NAME_MAX];
+	uint16_t vendor, device;
+	char product[16]; /* "10de:2330" */
+};
+
+/* What a profile asks; empty strings and count 0 are "not given". */
+struct policy_profile {
+	char name[POLICY_NAME_MAX];
+	unsigned int count;
+	char arch[32];
+	char model[128];
+	char product[16];
+	char alias[POLICY_NAME_MAX];
+	char min_memory[32];
+	char min_cc[16];
+	bool shared;
+};
+
+struct dg_policy {
+	uint32_t allow[POLICY_MAX_ALLOW]; /* vendor << 16 | device */
+	size_t n_allow;			  /* 0: every GPU may be granted */
+	struct policy_alias *aliases;
+	size_t n_aliases, cap_aliases;
+	struct policy_profile *profiles;
+	size_t n_profiles, cap_profiles;
+};
+
+void policy_free(struct dg_policy *p);
+
+/* "10de:2330, 10de:20b0"; empty: no list. Replaces the list. DG_E_INVALID. */
+int policy_set_allow(struct dg_policy *p, const char *value, struct dg_error *err);
+/* "alias NAME = VENDOR:PRODUCT" once split; a name defined twice is refused. */
+int policy_add_alias(struct dg_policy *p, const char *name, const char *value,
+		     struct dg_error *err);
+/* "profile NAME = gpus=2 arch=ampere ..."; an alias it names must be defined above. */
+int policy_add_profile(struct dg_policy *p, const char *name, const char *value,
+		       struct dg_error *err);
+
+/* Marks the GPUs outside gpu-allow excluded. */
+void policy_apply(const struct dg_policy *p, struct dg_inventory *inv);
+
+/*
+ * The request a grant means once its profile and alias are expanded:
+ * fields it sets itself win over the profile's. Strings point into g or p.
+ */
+struct policy_request {
+	const char *selectors;
+	unsigned int count;
+	bool has_count;
+	const char *model, *arch, *product, *min_memory, *min_cc;
+	bool shared;
+};
+
+int policy_resolve(const struct dg_policy *p, const char *profile, const char *alias,
+		   struct policy_request *req, struct dg_error *err);
+
+/* The gpu-allow list as the file writes it: "10de:2330, 10de:20b0"; "" for none. */
+void policy_allow_text(const struct dg_policy *p, char *buf, size_t len);
+/* Every alias and profile, one "alias NAME = ..." line each. */
+void policy_print(const struct dg_policy *p, FILE *f);
+
+#endif
