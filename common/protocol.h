@@ -40,6 +40,7 @@ enum dg_op {
 	DG_OP_WATCH,
 	DG_OP_METRICS,
 	DG_OP_EVENTS,
+	DG_OP_EXTEND,
 	DG_OP_MAX,
 };
 

@@ -53,6 +53,9 @@ struct dg_grant_req {
 	struct dg_root_id root_id;
 	bool has_root_id;
 	bool from_image; /* asked for by the image's environment */
+	int64_t ttl;	 /* seconds until the lease expires; replaces an expiry it had */
+	bool has_ttl;
+	bool kill_on_expiry; /* with ttl: kill holders of its nodes at expiry */
 };
 
 struct dg_revoke_req {
@@ -69,6 +72,15 @@ struct dg_events_req {
 	bool follow;
 };
 
+/* More time for a lease that expires: by seconds more, or ttl seconds from now. */
+struct dg_extend_req {
+	struct dg_target_args target;
+	int64_t by;
+	bool has_by;
+	int64_t ttl;
+	bool has_ttl;
+};
+
 struct dg_request {
 	enum dg_op op;
 	union {
@@ -76,6 +88,7 @@ struct dg_request {
 		struct dg_grant_req grant;
 		struct dg_revoke_req revoke;
 		struct dg_events_req events;
+		struct dg_extend_req extend;
 	} u;
 	struct dg_arena arena;
 };
@@ -157,6 +170,11 @@ struct dg_lease_info {
 	size_t n_gpus;
 	struct dg_lease_device *devices;
 	size_t n_devices;
+	const char *expires; /* RFC 3339 UTC; NULL: the lease does not expire */
+	int64_t expires_in;  /* seconds left when the reply was made */
+	bool has_expires_in;
+	bool kill_on_expiry;
+	bool has_kill_on_expiry;
 };
 
 struct dg_node_status {
@@ -195,6 +213,10 @@ struct dg_revoke_reply {
 	struct dg_holder_proc *holders;
 	size_t n_holders;
 	int64_t killed; /* holders signalled (revoke with kill) */
+};
+
+struct dg_extend_reply {
+	struct dg_lease_info lease;
 };
 
 struct dg_status_reply {
@@ -249,7 +271,7 @@ struct dg_watch_reply {
 };
 
 struct dg_watch_event {
-	const char *type; /* granted, revoked, released */
+	const char *type; /* granted, revoked, released, expired, extended */
 	struct dg_lease_info lease;
 	const char **gpus;
 	size_t n_gpus;
@@ -265,6 +287,7 @@ union dg_reply {
 	struct dg_watch_reply watch;
 	struct dg_metrics_reply metrics;
 	struct dg_events_reply events;
+	struct dg_extend_reply extend;
 };
 
 union dg_stream_event {

@@ -31,6 +31,7 @@ enum {
 	TAG_METRICS,
 	TAG_ATTACH,
 	TAG_HEAL,
+	TAG_EXPIRY,
 	TAG_MAX
 };
 
