@@ -26,6 +26,7 @@
 #define ANNOT_MODEL "devgate.io/gpu-model"
 #define ANNOT_PRODUCT "devgate.io/gpu-product"
 #define ANNOT_SHARED "devgate.io/shared"
+#define ANNOT_TTL "devgate.io/ttl"
 
 enum oci_stage {
 	STAGE_NONE,
@@ -63,6 +64,7 @@ struct oci_request {
 	char *model;
 	char *product;
 	bool shared;
+	int64_t ttl; /* devgate.io/ttl in seconds, whatever asked for the GPUs; 0: none */
 };
 
 int oci_state_parse(const char *text, struct oci_state *ret, struct dg_error *err);
