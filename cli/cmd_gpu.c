@@ -153,7 +153,7 @@ static const char grant_help[] =
 	"  -S, --shared           share the GPUs (time slicing) instead of holding them\n"
 	"      --root PATH        rootfs inside the container's mount namespace, for\n"
 	"                         containers that have not pivoted yet (OCI hooks)\n"
-	"  -t, --ttl DURATION     revoke the whole lease this long from now (90s, 10m,\n"
+	"      --ttl DURATION     revoke the whole lease this long from now (90s, 10m,\n"
 	"                         2h, 1d; at most 366d); replaces the lease's expiry.\n"
 	"                         Without it an expiry the lease has stays\n"
 	"      --kill-on-expiry   with --ttl: at expiry, kill processes that still\n"
@@ -186,7 +186,7 @@ enum {
 	OPT_MISSING_OK,
 	OPT_KILL,
 	OPT_KILL_ON_EXPIRY,
-	OPT_BY,
+	OPT_TTL, /* no short option: -t before the command is --timeout */
 };
 
 /* --ttl, --by: a usage error that says what a duration looks like. */
@@ -301,7 +301,7 @@ static int grant_opt(struct cli *cli, int o, struct dg_request *req, bool *done)
 	case 'S':
 		g->shared = true;
 		return 0;
-	case 't':
+	case OPT_TTL:
 		g->has_ttl = true;
 		return parse_duration_opt(cli, "grant", "--ttl", optarg, &g->ttl);
 	case OPT_KILL_ON_EXPIRY:
@@ -334,7 +334,7 @@ int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, 
 		{ "product", required_argument, NULL, OPT_PRODUCT },
 		{ "shared", no_argument, NULL, 'S' },
 		{ "root", required_argument, NULL, OPT_ROOT },
-		{ "ttl", required_argument, NULL, 't' },
+		{ "ttl", required_argument, NULL, OPT_TTL },
 		{ "kill-on-expiry", no_argument, NULL, OPT_KILL_ON_EXPIRY },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
@@ -347,7 +347,7 @@ int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, 
 	g->target.source = "cli";
 	*done = false;
 	while (r == 0 && !*done &&
-	       (o = getopt_long(argc, argv, "p:c:n:g:N:d:t:sSjh", opts, NULL)) != -1) {
+	       (o = getopt_long(argc, argv, "p:c:n:g:N:d:sSjh", opts, NULL)) != -1) {
 		bool handled;
 
 		r = target_opt(cli, "grant", o, &g->target, &g->gpus, &handled);
@@ -620,7 +620,7 @@ static const char extend_help[] =
 	"  -c, --cgroup PATH      the container's cgroup, relative to the cgroup v2 root\n"
 	"  -n, --container LABEL  the label given at grant time\n"
 	"  -b, --by DURATION      this much more time\n"
-	"  -t, --ttl DURATION     expire this long from now\n";
+	"      --ttl DURATION     expire this long from now\n";
 
 static void render_extend(const struct cli *cli, const union dg_reply *reply)
 {
@@ -640,7 +640,7 @@ int extend_parse(struct cli *cli, int argc, char **argv, struct dg_request *req,
 		{ "cgroup", required_argument, NULL, 'c' },
 		{ "container", required_argument, NULL, 'n' },
 		{ "by", required_argument, NULL, 'b' },
-		{ "ttl", required_argument, NULL, 't' },
+		{ "ttl", required_argument, NULL, OPT_TTL },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -652,7 +652,7 @@ int extend_parse(struct cli *cli, int argc, char **argv, struct dg_request *req,
 	*req = (struct dg_request){ .op = DG_OP_EXTEND };
 	x->target.source = "cli";
 	*done = false;
-	while (r == 0 && (o = getopt_long(argc, argv, "p:c:n:b:t:jh", opts, NULL)) != -1) {
+	while (r == 0 && (o = getopt_long(argc, argv, "p:c:n:b:jh", opts, NULL)) != -1) {
 		bool handled;
 
 		r = target_opt(cli, "extend", o, &x->target, &gpus, &handled);
@@ -661,7 +661,7 @@ int extend_parse(struct cli *cli, int argc, char **argv, struct dg_request *req,
 		if (o == 'b') {
 			x->has_by = true;
 			r = parse_duration_opt(cli, "extend", "--by", optarg, &x->by);
-		} else if (o == 't') {
+		} else if (o == OPT_TTL) {
 			x->has_ttl = true;
 			r = parse_duration_opt(cli, "extend", "--ttl", optarg, &x->ttl);
 		} else if (o == 'h') {

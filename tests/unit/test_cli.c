@@ -210,8 +210,8 @@ static void test_ttl_options(void **state)
 	assert_true(req.u.grant.has_ttl);
 	assert_int_equal(req.u.grant.ttl, 600);
 	assert_true(req.u.grant.kill_on_expiry);
-	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "-p", "1", "-g", "0", "-t",
-			       "2h", NULL),
+	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "-p", "1", "-g", "0",
+			       "--ttl", "2h", NULL),
 			 0);
 	assert_int_equal(req.u.grant.ttl, 7200);
 	assert_false(req.u.grant.kill_on_expiry);
@@ -240,8 +240,8 @@ static void test_ttl_options(void **state)
 	assert_true(req.u.extend.has_by);
 	assert_int_equal(req.u.extend.by, 90);
 	assert_false(req.u.extend.has_ttl);
-	assert_int_equal(parse(extend_parse, &cli, &req, &done, "extend", "-p", "7", "-t", "1d",
-			       NULL),
+	assert_int_equal(parse(extend_parse, &cli, &req, &done, "extend", "-p", "7", "--ttl",
+			       "1d", NULL),
 			 0);
 	assert_true(req.u.extend.has_ttl);
 	assert_int_equal(req.u.extend.ttl, 86400);
