@@ -241,6 +241,26 @@ wait_denied() {
 	[ "$output" = "/dev/nvidia8 ENOENT" ]
 }
 
+@test "extend is for root and admin-group only, as grant and revoke are" {
+	# nobody must reach the socket's directory, which devgated makes.
+	chmod 0711 "$DG_TMP"
+	DG_SOCK="$DG_TMP/run/sock"
+	start_daemon --socket-group 4242 --admin-group 4343
+	gpu_container c
+	run -0 dg grant --pid "$CPID" --gpu 0 --ttl 1h
+	before=$(lease_field "$CID" .expires)
+	run -4 setpriv --reuid 65534 --regid 65534 --groups 4242 \
+		"$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" extend --pid "$CPID" --by 1h
+	[[ "${lines[0]}" == *"'extend' changes leases: root or devgated's admin-group only"* ]]
+	[ "$(lease_field "$CID" .expires)" = "$before" ]
+	run -0 setpriv --reuid 65534 --regid 65534 --groups 4242 \
+		"$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" status --json
+	[ "$(echo "$output" | jq -r '.leases[0].expires')" = "$before" ]
+	run -0 setpriv --reuid 65534 --regid 65534 --groups 4242,4343 \
+		"$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" extend --pid "$CPID" --by 1h
+	[ "$(expires_s "$CID")" = $(($(date -d "$before" +%s) + 3600)) ]
+}
+
 # hooked_bundle NAME JQ-FILTER: a runc bundle with devgate's hooks (as in hook.bats).
 hooked_bundle() {
 	CID="$DG_ID-$1"
