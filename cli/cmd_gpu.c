@@ -198,12 +198,10 @@ static int parse_duration_opt(struct cli *cli, const char *cmd, const char *opt,
 
 	if (r == 0)
 		return 0;
-	dg_error_set(&err, DG_E_INVALID, EINVAL, "%s: %s wants a duration, not '%s'%s", cmd, opt,
-		     s,
+	dg_error_set(&err, DG_E_INVALID, EINVAL, "%s: %s wants a duration, not '%s'%s", cmd, opt, s,
 		     r == -ERANGE ? " (from 1 second to 366 days)" : "");
-	dg_error_hint(&err,
-		      "a duration is a whole number with an optional unit s, m, h or d: "
-		      "90s, 10m, 2h, 1d");
+	dg_error_hint(&err, "a duration is a whole number with an optional unit s, m, h or d: "
+			    "90s, 10m, 2h, 1d");
 	return cli_error(cli, &err);
 }
 
@@ -629,8 +627,8 @@ static void render_extend(const struct cli *cli, const union dg_reply *reply)
 
 	(void)cli;
 	format_left(l->expires_in, left, sizeof(left));
-	printf("the lease of %s now expires at %s (in %s)\n", who(l),
-	       l->expires ? l->expires : "-", left);
+	printf("the lease of %s now expires at %s (in %s)\n", who(l), l->expires ? l->expires : "-",
+	       left);
 }
 
 int extend_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, bool *done)
@@ -702,7 +700,6 @@ static const char status_help[] =
 	"shared or exclusive, and for a lease with a ttl when it expires and the time\n"
 	"left (EXPIRES, LEFT; '-' for a lease that does not expire).\n";
 
-
 /* exclusive, shared, or mixed when the lease holds both kinds. */
 static const char *lease_mode(const struct dg_lease_info *l)
 {
@@ -719,7 +716,7 @@ static const char *lease_mode(const struct dg_lease_info *l)
 
 static void render_status(const struct cli *cli, const union dg_reply *reply)
 {
-	static const char *const head[] = { "CONTAINER", "CGROUP", "PID",	  "SINCE",
+	static const char *const head[] = { "CONTAINER", "CGROUP", "PID",  "SINCE",
 					    "EXPIRES",	 "LEFT",   "MODE", "GPUS/DEVICES" };
 	const struct dg_status_reply *r = &reply->status;
 	struct table *t = table_new(ARRAY_SIZE(head), head);

@@ -86,11 +86,11 @@ struct daemon {
 	int signal_fd;
 	int inotify_fd;
 	int timer_fd;
-	int heal_fd;	    /* one-shot timer of the displaced-gate check */
-	int expiry_fd;	    /* CLOCK_REALTIME timer at the earliest lease expiry */
+	int heal_fd;	      /* one-shot timer of the displaced-gate check */
+	int expiry_fd;	      /* CLOCK_REALTIME timer at the earliest lease expiry */
 	int64_t expiry_armed; /* the expiry it is armed for; 0: disarmed */
-	size_t heal_next;   /* the lease the next heal tick starts at */
-	size_t tick_cursor; /* next lease the periodic re-check looks at */
+	size_t heal_next;     /* the lease the next heal tick starts at */
+	size_t tick_cursor;   /* next lease the periodic re-check looks at */
 	struct client *clients;
 	size_t n_clients;
 	bool listen_paused; /* at max-clients, or out of file descriptors */

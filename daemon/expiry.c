@@ -41,7 +41,8 @@ void expiry_fini(struct daemon *d)
 void expiry_note(struct daemon *d, const struct lease *l)
 {
 	/* A lease that went (released, expired) holds nothing and needs no wake-up. */
-	if (lease_holds(l) && l->expires > 0 && (d->expiry_armed == 0 || l->expires < d->expiry_armed))
+	if (lease_holds(l) && l->expires > 0 &&
+	    (d->expiry_armed == 0 || l->expires < d->expiry_armed))
 		arm(d, l->expires);
 }
 

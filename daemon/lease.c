@@ -161,8 +161,7 @@ static struct lease_use *use_find(const struct lease_table *t, const char *uuid)
 /* Room for the entries l's GPUs need, so that counting it cannot fail. */
 static int use_reserve(struct lease_table *t, const struct lease *l)
 {
-	return array_reserve((void **)&t->use, &t->cap_use, t->n_use + l->n_gpus,
-			     sizeof(*t->use));
+	return array_reserve((void **)&t->use, &t->cap_use, t->n_use + l->n_gpus, sizeof(*t->use));
 }
 
 static void use_hold(struct lease_table *t, const struct lease *l, const struct lease_gpu *g)

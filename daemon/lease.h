@@ -65,8 +65,8 @@ struct lease_table {
 	struct lease **v;
 	size_t n;
 	size_t cap;
-	uint32_t *index; /* open addressing by cgroup id: position in v + 1, 0: empty */
-	size_t n_index;	 /* a power of two, at least twice n */
+	uint32_t *index;       /* open addressing by cgroup id: position in v + 1, 0: empty */
+	size_t n_index;	       /* a power of two, at least twice n */
 	struct lease_use *use; /* one per GPU UUID ever held, n_use of them */
 	size_t n_use;
 	size_t cap_use;

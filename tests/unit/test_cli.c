@@ -240,8 +240,8 @@ static void test_ttl_options(void **state)
 	assert_true(req.u.extend.has_by);
 	assert_int_equal(req.u.extend.by, 90);
 	assert_false(req.u.extend.has_ttl);
-	assert_int_equal(parse(extend_parse, &cli, &req, &done, "extend", "-p", "7", "--ttl",
-			       "1d", NULL),
+	assert_int_equal(parse(extend_parse, &cli, &req, &done, "extend", "-p", "7", "--ttl", "1d",
+			       NULL),
 			 0);
 	assert_true(req.u.extend.has_ttl);
 	assert_int_equal(req.u.extend.ttl, 86400);
@@ -254,8 +254,9 @@ static void test_ttl_options(void **state)
 			 -EINVAL);
 	assert_int_equal(parse(extend_parse, &cli, &req, &done, "extend", "--by", "1m", NULL),
 			 -EINVAL);
-	assert_string_equal(cli.err.message,
-			    "extend: name the container with one of --pid, --cgroup or --container");
+	assert_string_equal(
+		cli.err.message,
+		"extend: name the container with one of --pid, --cgroup or --container");
 	assert_int_equal(parse(extend_parse, &cli, &req, &done, "extend", "-p", "7", "--by", "-1m",
 			       NULL),
 			 -EINVAL);
