@@ -617,6 +617,7 @@ static const char extend_help[] =
 	"  -p, --pid PID          a process of the container (host PID)\n"
 	"  -c, --cgroup PATH      the container's cgroup, relative to the cgroup v2 root\n"
 	"  -n, --container LABEL  the label given at grant time\n"
+	"HOW LONG (one of):\n"
 	"  -b, --by DURATION      this much more time\n"
 	"      --ttl DURATION     expire this long from now\n";
 
