@@ -235,7 +235,7 @@ wait_denied() {
 	wait_until 3 no_leases
 	grep -q "$cid_k: PID $holder_k (sleep) still holds /dev/nvidia7" "$DG_TMP/daemon.log"
 	grep -q "$cid_k: sent signal 9 to 1 holder(s)" "$DG_TMP/daemon.log"
-	! gone "$holder_h"
+	run -1 gone "$holder_h"
 	grep -q "$cid_h: PID $holder_h (sleep) still holds /dev/nvidia8" "$DG_TMP/daemon.log"
 	run -1 probe "$cid_h" /dev/nvidia8
 	[ "$output" = "/dev/nvidia8 ENOENT" ]
