@@ -210,6 +210,24 @@ wait_denied() {
 	[ -z "$(gate_leftovers)" ]
 }
 
+@test "a crash while an expired lease is revoked: the next start finishes the revoke" {
+	for point in revoke.journal revoke.grants revoke.record; do
+		gpu_container "c-${point#revoke.}"
+		crash_with "$point" sh -c "'$DEVGATE_BUILD/devgatectl' -s '$DG_SOCK' grant \
+			--pid $CPID --gpu 0 --ttl 1s && sleep 4"
+		grep -q "the lease of $CID expired at" "$DG_TMP/daemon.log"
+		start_daemon
+		run -1 probe "$CID" /gpu0
+		[ "$output" = "/gpu0 EPERM" ] || fail "after a crash at $point: $output"
+		no_leases
+		[ "$(grant_entries)" = 0 ]
+		[ -z "$(gate_leftovers)" ]
+		left=$(find "$DG_TMP/state/leases" -maxdepth 1 -type f)
+		[ -z "$left" ] || fail "after a crash at $point, left in the state: $left"
+		stop_daemon
+	done
+}
+
 @test "--kill-on-expiry kills a process holding the node; without it, it is reported" {
 	# GPUs are 1:7 (/dev/full) and 1:8 here: nodes that open, so they can be held.
 	make_host --nvidia-major 1 --minor-base 7
