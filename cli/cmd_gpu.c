@@ -179,7 +179,12 @@ static const char grant_help[] =
 	"  -n, --container LABEL  name to show for the container (e.g. its runtime id)\n"
 	"  -S, --shared           share the GPUs (time slicing) instead of holding them\n"
 	"      --root PATH        rootfs inside the container's mount namespace, for\n"
-	"                         containers that have not pivoted yet (OCI hooks)\n";
+	"                         containers that have not pivoted yet (OCI hooks)\n"
+	"      --ttl DURATION     revoke the whole lease this long from now (90s, 10m,\n"
+	"                         2h, 1d; at most 366d); replaces the lease's expiry.\n"
+	"                         Without it an expiry the lease has stays\n"
+	"      --kill-on-expiry   with --ttl: at expiry, kill processes that still\n"
+	"                         hold the lease's nodes open (as revoke --kill)\n";
 
 static const char revoke_help[] =
 	"Usage: devgatectl revoke TARGET [--gpu SEL[,SEL..]] [--device PATH].. [--missing-ok]\n"
@@ -211,7 +216,25 @@ enum {
 	OPT_ROOT,
 	OPT_MISSING_OK,
 	OPT_KILL,
+	OPT_KILL_ON_EXPIRY,
+	OPT_TTL, /* no short option: -t before the command is --timeout */
 };
+
+/* --ttl, --by: a usage error that says what a duration looks like. */
+static int parse_duration_opt(struct cli *cli, const char *cmd, const char *opt, const char *s,
+			      int64_t *ret)
+{
+	struct dg_error err = { 0 };
+	int r = parse_duration(s, ret);
+
+	if (r == 0)
+		return 0;
+	dg_error_set(&err, DG_E_INVALID, EINVAL, "%s: %s wants a duration, not '%s'%s", cmd, opt, s,
+		     r == -ERANGE ? " (from 1 second to 366 days)" : "");
+	dg_error_hint(&err, "a duration is a whole number with an optional unit s, m, h or d: "
+			    "90s, 10m, 2h, 1d");
+	return cli_error(cli, &err);
+}
 
 static int parse_target_pid(struct cli *cli, const char *cmd, struct dg_target_args *t,
 			    const char *s)
@@ -339,6 +362,12 @@ static int grant_opt(struct cli *cli, int o, struct dg_request *req, bool *done)
 	case 'S':
 		g->shared = true;
 		return 0;
+	case OPT_TTL:
+		g->has_ttl = true;
+		return parse_duration_opt(cli, "grant", "--ttl", optarg, &g->ttl);
+	case OPT_KILL_ON_EXPIRY:
+		g->kill_on_expiry = true;
+		return 0;
 	case 'h':
 		printf("%s%s", grant_help, cmd_common_help);
 		*done = true;
@@ -370,6 +399,8 @@ int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, 
 		{ "min-cc", required_argument, NULL, OPT_MIN_CC },
 		{ "shared", no_argument, NULL, 'S' },
 		{ "root", required_argument, NULL, OPT_ROOT },
+		{ "ttl", required_argument, NULL, OPT_TTL },
+		{ "kill-on-expiry", no_argument, NULL, OPT_KILL_ON_EXPIRY },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -398,6 +429,8 @@ int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, 
 			      "ask for GPUs with --gpu SEL, --gpus N, --alias NAME or --profile "
 			      "NAME, or for a device with "
 			      "--device HOST[:PATH]");
+	if (r == 0 && g->kill_on_expiry && !g->has_ttl)
+		r = cli_usage(cli, "grant", "--kill-on-expiry needs --ttl DURATION");
 	return r;
 }
 
@@ -466,6 +499,10 @@ static void render_grant(const struct cli *cli, const union dg_reply *reply)
 		       r->lease.cgroup, (long long)r->lease.pid);
 	}
 	print_nodes(r->nodes, r->n_nodes);
+	if (r->lease.expires)
+		printf("the lease expires at %s (in %llds)%s\n", r->lease.expires,
+		       (long long)r->lease.expires_in,
+		       r->lease.kill_on_expiry ? "; holders are killed then" : "");
 	for (size_t i = 0; i < r->n_warnings; i++)
 		fprintf(stderr, "warning: %s\n", r->warnings[i]);
 }
@@ -619,12 +656,118 @@ int cmd_revoke(struct cli *cli, int argc, char **argv)
 	return r;
 }
 
+/* ---- extend ---- */
+
+/* "1h02m03s", "45s": the time left of a lease. */
+static void format_left(int64_t s, char *buf, size_t len)
+{
+	if (s >= 86400)
+		snprintf(buf, len, "%lldd%02lldh", (long long)(s / 86400),
+			 (long long)(s % 86400 / 3600));
+	else if (s >= 3600)
+		snprintf(buf, len, "%lldh%02lldm%02llds", (long long)(s / 3600),
+			 (long long)(s % 3600 / 60), (long long)(s % 60));
+	else if (s >= 60)
+		snprintf(buf, len, "%lldm%02llds", (long long)(s / 60), (long long)(s % 60));
+	else
+		snprintf(buf, len, "%llds", (long long)s);
+}
+
+static const char extend_help[] =
+	"Usage: devgatectl extend TARGET (--by DURATION | --ttl DURATION) [--json]\n"
+	"\n"
+	"Moves the expiry of a lease granted with --ttl: --by adds DURATION to it (to\n"
+	"now, if it passed), --ttl sets it to DURATION from now. A DURATION is a whole\n"
+	"number with an optional unit s, m, h or d (90s, 10m, 2h, 1d); a lease ends at\n"
+	"most 366 days from now. A lease without a ttl cannot be extended.\n"
+	"\n"
+	"TARGET (one of):\n"
+	"  -p, --pid PID          a process of the container (host PID)\n"
+	"  -c, --cgroup PATH      the container's cgroup, relative to the cgroup v2 root\n"
+	"  -n, --container LABEL  the label given at grant time\n"
+	"HOW LONG (one of):\n"
+	"  -b, --by DURATION      this much more time\n"
+	"      --ttl DURATION     expire this long from now\n";
+
+static void render_extend(const struct cli *cli, const union dg_reply *reply)
+{
+	const struct dg_lease_info *l = &reply->extend.lease;
+	char left[32];
+
+	(void)cli;
+	format_left(l->expires_in, left, sizeof(left));
+	printf("the lease of %s now expires at %s (in %s)\n", who(l), l->expires ? l->expires : "-",
+	       left);
+}
+
+int extend_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, bool *done)
+{
+	static const struct option opts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "cgroup", required_argument, NULL, 'c' },
+		{ "container", required_argument, NULL, 'n' },
+		{ "by", required_argument, NULL, 'b' },
+		{ "ttl", required_argument, NULL, OPT_TTL },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct dg_extend_req *x = &req->u.extend;
+	const char *gpus = NULL;
+	int o, r = 0;
+
+	*req = (struct dg_request){ .op = DG_OP_EXTEND };
+	x->target.source = "cli";
+	*done = false;
+	while (r == 0 && (o = getopt_long(argc, argv, "p:c:n:b:jh", opts, NULL)) != -1) {
+		bool handled;
+
+		r = target_opt(cli, "extend", o, &x->target, &gpus, &handled);
+		if (handled)
+			continue;
+		if (o == 'b') {
+			x->has_by = true;
+			r = parse_duration_opt(cli, "extend", "--by", optarg, &x->by);
+		} else if (o == OPT_TTL) {
+			x->has_ttl = true;
+			r = parse_duration_opt(cli, "extend", "--ttl", optarg, &x->ttl);
+		} else if (o == 'h') {
+			printf("%s%s", extend_help, cmd_common_help);
+			*done = true;
+			return 0;
+		} else {
+			r = cli_usage(cli, "extend", "unknown option");
+		}
+	}
+	if (r == 0)
+		r = cmd_no_more_args(cli, "extend", argc, argv);
+	if (r == 0 && x->target.has_pid + !!x->target.cgroup + !!x->target.container != 1)
+		r = cli_usage(cli, "extend",
+			      "name the container with one of --pid, --cgroup or --container");
+	if (r == 0 && x->has_by == x->has_ttl)
+		r = cli_usage(cli, "extend", "say how much longer with one of --by or --ttl");
+	return r;
+}
+
+int cmd_extend(struct cli *cli, int argc, char **argv)
+{
+	struct dg_request req;
+	bool done;
+	int r = extend_parse(cli, argc, argv, &req, &done);
+
+	if (r < 0 || done)
+		return r;
+	return cmd_call(cli, &req, render_extend);
+}
+
 /* ---- status ---- */
 
-static const char status_help[] = "Usage: devgatectl status [--json]\n"
-				  "\n"
-				  "Lists leases: which container holds which GPUs and host "
-				  "devices, since when, shared or exclusive.\n";
+static const char status_help[] =
+	"Usage: devgatectl status [--json]\n"
+	"\n"
+	"Lists leases: which container holds which GPUs and host devices, since when,\n"
+	"shared or exclusive, and for a lease with a ttl when it expires and the time\n"
+	"left (EXPIRES, LEFT; '-' for a lease that does not expire).\n";
 
 /* exclusive, shared, or mixed when the lease holds both kinds. */
 static const char *lease_mode(const struct dg_lease_info *l)
@@ -642,26 +785,32 @@ static const char *lease_mode(const struct dg_lease_info *l)
 
 static void render_status(const struct cli *cli, const union dg_reply *reply)
 {
-	static const char *const head[] = { "CONTAINER", "CGROUP", "PID",
-					    "SINCE",	 "MODE",   "GPUS/DEVICES" };
+	static const char *const head[] = { "CONTAINER", "CGROUP", "PID",  "SINCE",
+					    "EXPIRES",	 "LEFT",   "MODE", "GPUS/DEVICES" };
 	const struct dg_status_reply *r = &reply->status;
 	struct table *t = table_new(ARRAY_SIZE(head), head);
 
 	(void)cli;
 	for (size_t i = 0; i < r->n_leases; i++) {
 		const struct dg_lease_info *l = &r->leases[i];
-		char pid[24], list[1024];
+		char pid[24], left[32], list[1024];
 		const char *cells[ARRAY_SIZE(head)];
 
 		snprintf(pid, sizeof(pid), "%lld", (long long)l->pid);
+		if (l->has_expires_in)
+			format_left(l->expires_in, left, sizeof(left));
+		else
+			snprintf(left, sizeof(left), "-");
 		describe_gpus(l, NULL, 0, list, sizeof(list));
 		describe_devices(l, NULL, 0, list, sizeof(list));
 		cells[0] = l->container;
 		cells[1] = l->cgroup;
 		cells[2] = pid;
 		cells[3] = l->since;
-		cells[4] = lease_mode(l);
-		cells[5] = list;
+		cells[4] = l->expires ? l->expires : "-";
+		cells[5] = left;
+		cells[6] = lease_mode(l);
+		cells[7] = list;
 		table_add(t, cells);
 	}
 	if (r->n_leases)
@@ -687,9 +836,10 @@ int cmd_status(struct cli *cli, int argc, char **argv)
 static const char watch_help[] =
 	"Usage: devgatectl watch [--json]\n"
 	"\n"
-	"Prints lease changes as they happen (granted, revoked, released), one per line,\n"
-	"until interrupted; also GPUs of a lease that vanished from the host or came\n"
-	"back (vanished, restored). With --json each line is one JSON object.\n";
+	"Prints lease changes as they happen (granted, revoked, released, expired,\n"
+	"extended), one per line, until interrupted; also GPUs of a lease that vanished\n"
+	"from the host or came back (vanished, restored). With --json each line is one\n"
+	"JSON object.\n";
 
 static void print_event(const struct cli *cli, const union dg_stream_event *ev)
 {

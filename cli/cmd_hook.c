@@ -44,6 +44,8 @@ static const char hook_help[] =
 	"     devgate.io/profile=NAME (names devgated's devgate.conf defines);\n"
 	"  3. NVIDIA_VISIBLE_DEVICES from the image, only if devgated runs with\n"
 	"     --hook-allow-env (an image must not grant itself GPUs).\n"
+	"Whichever asks, the annotation devgate.io/ttl=DURATION (90s, 10m, 2h, 1d)\n"
+	"makes the lease expire that long after the container starts, as grant --ttl.\n"
 	"\n"
 	"  -g, --gpu SEL          GPUs of a CDI device (index, UUID, PCI id or 'all')\n"
 	"  -a, --alias NAME       the GPU of a CDI device made for an alias in\n"
@@ -169,6 +171,8 @@ static void grant_args(const struct oci_state *s, const struct oci_config *cfg,
 	g->profile = oreq->profile;
 	g->shared = oreq->shared;
 	g->from_image = oreq->source == REQ_IMAGE_ENV;
+	g->ttl = oreq->ttl;
+	g->has_ttl = oreq->ttl > 0;
 }
 
 /* One request, its reply unused beyond success. */

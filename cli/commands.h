@@ -15,6 +15,7 @@ int cmd_list(struct cli *cli, int argc, char **argv);
 int cmd_grant(struct cli *cli, int argc, char **argv);
 int cmd_revoke(struct cli *cli, int argc, char **argv);
 int cmd_status(struct cli *cli, int argc, char **argv);
+int cmd_extend(struct cli *cli, int argc, char **argv);
 int cmd_watch(struct cli *cli, int argc, char **argv);
 int cmd_rescan(struct cli *cli, int argc, char **argv);
 int cmd_hook(struct cli *cli, int argc, char **argv);
@@ -51,5 +52,6 @@ int cmd_stream(struct cli *cli, const struct dg_request *req,
 int list_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, bool *done);
 int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, bool *done);
 int revoke_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, bool *done);
+int extend_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, bool *done);
 
 #endif

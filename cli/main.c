@@ -24,6 +24,7 @@ static const struct command commands[] = {
 	{ "list", "list GPUs, control nodes and who holds them", cmd_list },
 	{ "grant", "give a running container GPUs", cmd_grant },
 	{ "revoke", "take GPUs back from a container", cmd_revoke },
+	{ "extend", "give a lease with a ttl more time", cmd_extend },
 	{ "status", "list leases", cmd_status },
 	{ "watch", "print lease changes as they happen", cmd_watch },
 	{ "rescan", "make devgated re-read the host's GPUs now", cmd_rescan },

@@ -31,6 +31,7 @@
 /* Names devgated's devgate.conf defines; devgated expands them. */
 #define ANNOT_ALIAS "devgate.io/alias"
 #define ANNOT_PROFILE "devgate.io/profile"
+#define ANNOT_TTL "devgate.io/ttl"
 
 enum oci_stage {
 	STAGE_NONE,
@@ -72,6 +73,7 @@ struct oci_request {
 	char *alias;
 	char *profile;
 	bool shared;
+	int64_t ttl; /* devgate.io/ttl in seconds, whatever asked for the GPUs; 0: none */
 };
 
 int oci_state_parse(const char *text, struct oci_state *ret, struct dg_error *err);

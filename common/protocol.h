@@ -41,6 +41,7 @@ enum dg_op {
 	DG_OP_METRICS,
 	DG_OP_EVENTS,
 	DG_OP_RESCAN,
+	DG_OP_EXTEND,
 	DG_OP_MAX,
 };
 

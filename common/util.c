@@ -71,6 +71,42 @@ int parse_pid(const char *s, pid_t *ret)
 	return 0;
 }
 
+int parse_duration(const char *s, int64_t *ret)
+{
+	static const struct {
+		char unit;
+		int64_t secs;
+	} units[] = { { 's', 1 }, { 'm', 60 }, { 'h', 3600 }, { 'd', 86400 } };
+	char digits[24];
+	size_t n = 0;
+	int64_t mult = 1;
+	uint64_t v;
+
+	if (!s)
+		return -EINVAL;
+	while (s[n] >= '0' && s[n] <= '9')
+		n++;
+	if (n == 0 || n >= sizeof(digits))
+		return n ? -ERANGE : -EINVAL;
+	if (s[n]) {
+		size_t i;
+
+		for (i = 0; i < ARRAY_SIZE(units) && units[i].unit != s[n]; i++)
+			;
+		if (i == ARRAY_SIZE(units) || s[n + 1])
+			return -EINVAL;
+		mult = units[i].secs;
+	}
+	memcpy(digits, s, n);
+	digits[n] = '\0';
+	if (parse_u64(digits, &v) < 0)
+		return -ERANGE;
+	if (v == 0 || v > (uint64_t)(DURATION_MAX_S / mult))
+		return -ERANGE;
+	*ret = (int64_t)v * mult;
+	return 0;
+}
+
 int parse_mode(const char *s, mode_t *ret)
 {
 	unsigned long long v;
@@ -265,6 +301,11 @@ uint64_t now_mono_ns(void)
 int64_t now_wall_s(void)
 {
 	return (int64_t)time(NULL);
+}
+
+int64_t now_wall_ceil_s(void)
+{
+	return (int64_t)((now_real_ns() + 999999999ull) / 1000000000ull);
 }
 
 void format_time_utc(int64_t t, char *buf, size_t len)

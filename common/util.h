@@ -14,6 +14,16 @@ int parse_pid(const char *s, pid_t *ret);
 /* Octal file mode such as "0666" (at most 07777). */
 int parse_mode(const char *s, mode_t *ret);
 
+/* The longest lease time to live (--ttl, extend): 366 days. */
+#define DURATION_MAX_S (366LL * 24 * 3600)
+/*
+ * A duration such as "90s", "10m", "2h", "1d" or "300" (seconds) into
+ * seconds: digits, then at most one unit. -EINVAL for anything else
+ * (signs, spaces, fractions, unknown units), -ERANGE for 0 or more than
+ * DURATION_MAX_S.
+ */
+int parse_duration(const char *s, int64_t *ret);
+
 bool startswith(const char *s, const char *prefix);
 /* True when path is on a bpf filesystem. */
 bool path_on_bpffs(const char *path);
@@ -47,6 +57,8 @@ int mkdir_p(const char *path, mode_t mode);
 /* Monotonic and wall clocks in nanoseconds / seconds. */
 uint64_t now_mono_ns(void);
 int64_t now_wall_s(void);
+/* CLOCK_REALTIME rounded up to a whole second: a ttl counted from it is never short. */
+int64_t now_wall_ceil_s(void);
 
 /* Formats a Unix time as RFC 3339 UTC ("2026-11-21T15:28:10Z"). */
 void format_time_utc(int64_t t, char *buf, size_t len);

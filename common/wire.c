@@ -4,6 +4,7 @@
 
 #include "cleanup.h"
 #include "gpu.h"
+#include "util.h"
 #include "wire.h"
 
 /* Requests */
@@ -44,6 +45,8 @@ static const struct dg_field grant_req_fields[] = {
 	DG_STR_OPT("root", struct dg_grant_req, root),
 	DG_OBJ_OPT("root_id", struct dg_grant_req, root_id, has_root_id, &root_id_schema),
 	DG_BOOL("from_image", struct dg_grant_req, from_image),
+	DG_INT_OPT("ttl", struct dg_grant_req, ttl, has_ttl, 1, DURATION_MAX_S),
+	DG_BOOL("kill_on_expiry", struct dg_grant_req, kill_on_expiry),
 };
 
 static const struct dg_field revoke_req_fields[] = {
@@ -56,6 +59,12 @@ static const struct dg_field revoke_req_fields[] = {
 
 static const struct dg_field events_req_fields[] = {
 	DG_BOOL("follow", struct dg_events_req, follow),
+};
+
+static const struct dg_field extend_req_fields[] = {
+	DG_EMBED(struct dg_extend_req, target, &target_schema),
+	DG_INT_OPT("by", struct dg_extend_req, by, has_by, 1, DURATION_MAX_S),
+	DG_INT_OPT("ttl", struct dg_extend_req, ttl, has_ttl, 1, DURATION_MAX_S),
 };
 
 /* An op without arguments decodes into an empty struct. */
@@ -71,6 +80,7 @@ REQ(list, struct dg_list_req, list_req_fields);
 REQ(grant, struct dg_grant_req, grant_req_fields);
 REQ(revoke, struct dg_revoke_req, revoke_req_fields);
 REQ(events, struct dg_events_req, events_req_fields);
+REQ(extend, struct dg_extend_req, extend_req_fields);
 
 /* Replies */
 
@@ -163,6 +173,9 @@ static const struct dg_field lease_fields[] = {
 	DG_STR("since", struct dg_lease_info, since),
 	DG_OBJS("gpus", struct dg_lease_info, gpus, n_gpus, &lease_gpu_schema),
 	DG_OBJS_OPT("devices", struct dg_lease_info, devices, n_devices, &lease_device_schema),
+	DG_STR_OPT("expires", struct dg_lease_info, expires),
+	DG_INT_OPT("expires_in", struct dg_lease_info, expires_in, has_expires_in, 0, 0),
+	DG_BOOL_OPT("kill_on_expiry", struct dg_lease_info, kill_on_expiry, has_kill_on_expiry),
 };
 const struct dg_schema dg_lease_schema = DG_SCHEMA("lease", struct dg_lease_info, lease_fields);
 
@@ -196,6 +209,10 @@ static const struct dg_field revoke_fields[] = {
 	DG_OBJS("nodes", struct dg_revoke_reply, nodes, n_nodes, &node_status_schema),
 	DG_OBJS("holders", struct dg_revoke_reply, holders, n_holders, &holder_proc_schema),
 	DG_INT("killed", struct dg_revoke_reply, killed),
+};
+
+static const struct dg_field extend_fields[] = {
+	DG_EMBED(struct dg_extend_reply, lease, &dg_lease_schema),
 };
 
 static const struct dg_field status_fields[] = {
@@ -276,6 +293,7 @@ REPLY(watch, struct dg_watch_reply, watch_fields);
 REPLY(metrics, struct dg_metrics_reply, metrics_fields);
 REPLY(events, struct dg_events_reply, events_fields);
 REPLY(rescan, struct dg_rescan_reply, rescan_fields);
+REPLY(extend, struct dg_extend_reply, extend_fields);
 
 /* The one table of operations: what each takes, answers and streams. */
 static const struct dg_op_info op_table[DG_OP_MAX] = {
@@ -291,6 +309,7 @@ static const struct dg_op_info op_table[DG_OP_MAX] = {
 			   &dg_denied_event_schema, false },
 	/* Changes no lease, but makes devgated re-read the host: the admin's call. */
 	[DG_OP_RESCAN] = { "rescan", &no_args_schema, &rescan_reply_schema, NULL, true },
+	[DG_OP_EXTEND] = { "extend", &extend_req_schema, &extend_reply_schema, NULL, true },
 };
 
 const struct dg_op_info *dg_op_info(enum dg_op op)

@@ -57,6 +57,9 @@ struct dg_grant_req {
 	struct dg_root_id root_id;
 	bool has_root_id;
 	bool from_image; /* asked for by the image's environment */
+	int64_t ttl;	 /* seconds until the lease expires; replaces an expiry it had */
+	bool has_ttl;
+	bool kill_on_expiry; /* with ttl: kill holders of its nodes at expiry */
 };
 
 struct dg_revoke_req {
@@ -73,6 +76,15 @@ struct dg_events_req {
 	bool follow;
 };
 
+/* More time for a lease that expires: by seconds more, or ttl seconds from now. */
+struct dg_extend_req {
+	struct dg_target_args target;
+	int64_t by;
+	bool has_by;
+	int64_t ttl;
+	bool has_ttl;
+};
+
 struct dg_request {
 	enum dg_op op;
 	union {
@@ -80,6 +92,7 @@ struct dg_request {
 		struct dg_grant_req grant;
 		struct dg_revoke_req revoke;
 		struct dg_events_req events;
+		struct dg_extend_req extend;
 	} u;
 	struct dg_arena arena;
 };
@@ -172,6 +185,11 @@ struct dg_lease_info {
 	size_t n_gpus;
 	struct dg_lease_device *devices;
 	size_t n_devices;
+	const char *expires; /* RFC 3339 UTC; NULL: the lease does not expire */
+	int64_t expires_in;  /* seconds left when the reply was made */
+	bool has_expires_in;
+	bool kill_on_expiry;
+	bool has_kill_on_expiry;
 };
 
 struct dg_node_status {
@@ -210,6 +228,10 @@ struct dg_revoke_reply {
 	struct dg_holder_proc *holders;
 	size_t n_holders;
 	int64_t killed; /* holders signalled (revoke with kill) */
+};
+
+struct dg_extend_reply {
+	struct dg_lease_info lease;
 };
 
 struct dg_status_reply {
@@ -275,7 +297,8 @@ struct dg_rescan_reply {
 };
 
 struct dg_watch_event {
-	const char *type; /* granted, revoked, released; vanished, restored (GPUs of the lease) */
+	/* granted, revoked, released, expired, extended; vanished, restored (GPUs of the lease) */
+	const char *type;
 	struct dg_lease_info lease;
 	const char **gpus;
 	size_t n_gpus;
@@ -292,6 +315,7 @@ union dg_reply {
 	struct dg_metrics_reply metrics;
 	struct dg_events_reply events;
 	struct dg_rescan_reply rescan;
+	struct dg_extend_reply extend;
 };
 
 union dg_stream_event {

@@ -22,7 +22,8 @@ void alloc_usage(const struct dg_inventory *inv, const struct lease_table *t, ui
 	memset(use, 0, inv->n_gpus * sizeof(*use));
 	for (size_t i = 0; i < inv->n_gpus; i++) {
 		const struct lease_use *u = lease_table_use(t, inv->gpus[i].uuid);
-		const struct lease_gpu *mine = self ? lease_find_gpu(self, inv->gpus[i].uuid) : NULL;
+		const struct lease_gpu *mine = self ? lease_find_gpu(self, inv->gpus[i].uuid)
+						    : NULL;
 		uint32_t exclusive, shared;
 
 		if (!u)

@@ -57,11 +57,16 @@ struct dg_denied_event;
  * transactions, so no module calls back into the one that called it.
  */
 struct daemon_hooks {
-	/* type: "granted", "revoked" or "released"; l is the lease after the change. */
+	/*
+	 * type: "granted", "revoked", "released", "expired" or "extended"; l is the
+	 * lease after the change.
+	 */
 	void (*lease_changed)(struct daemon *d, const char *type, const struct lease *l,
 			      const char *const *gpus, size_t n_gpus);
 	/* A leased cgroup's processes are gone (watch.c): its lease must go. */
 	void (*cgroup_ended)(struct daemon *d, uint64_t cgid, const char *why);
+	/* A lease's expiry passed (expiry.c): it must be revoked. */
+	void (*lease_expired)(struct daemon *d, uint64_t cgid);
 	/* A denied access read from the BPF ring (events.c). */
 	void (*denied)(struct daemon *d, const struct dg_denied_event *ev);
 };
@@ -83,10 +88,12 @@ struct daemon {
 	int signal_fd;
 	int inotify_fd;
 	int timer_fd;
-	int heal_fd;	    /* one-shot timer of the displaced-gate check */
-	int uevent_fd;	    /* kernel uevents (rescan.c); -1 without */
-	size_t heal_next;   /* the lease the next heal tick starts at */
-	size_t tick_cursor; /* next lease the periodic re-check looks at */
+	int heal_fd;	      /* one-shot timer of the displaced-gate check */
+	int uevent_fd;	      /* kernel uevents (rescan.c); -1 without */
+	int expiry_fd;	      /* CLOCK_REALTIME timer at the earliest lease expiry */
+	int64_t expiry_armed; /* the expiry it is armed for; 0: disarmed */
+	size_t heal_next;     /* the lease the next heal tick starts at */
+	size_t tick_cursor;   /* next lease the periodic re-check looks at */
 	struct client *clients;
 	size_t n_clients;
 	bool listen_paused; /* at max-clients, or out of file descriptors */

@@ -459,6 +459,15 @@ static int grant_check(struct daemon *d, const struct dg_grant_req *g, struct al
 		r = label_check(g->target.container, err);
 	if (r < 0)
 		return r;
+	if (g->has_ttl && (g->ttl < 1 || g->ttl > DURATION_MAX_S))
+		return dg_error_set(err, DG_E_INVALID, ERANGE,
+				    "a ttl must be between 1 second and %lld days",
+				    (long long)(DURATION_MAX_S / 86400));
+	if (g->kill_on_expiry && !g->has_ttl) {
+		dg_error_set(err, DG_E_INVALID, EINVAL, "kill_on_expiry needs a ttl");
+		dg_error_hint(err, "give the lease a time to live: --ttl DURATION");
+		return -EINVAL;
+	}
 	if (g->has_root_id && !g->root)
 		return dg_error_set(
 			err, DG_E_INVALID, EINVAL,
@@ -532,6 +541,12 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_gran
 	r = add_devices(d, next, g, out, a, err);
 	if (r < 0)
 		return r;
+	/* A new ttl replaces the expiry; a grant without one keeps it. */
+	if (g->has_ttl) {
+		if (lease_expiry_new(now_wall_ceil_s(), g->ttl, &next->expires) < 0)
+			return dg_error_set(err, DG_E_INVALID, ERANGE, "ttl out of range");
+		next->kill_on_expiry = g->kill_on_expiry;
+	}
 	r = grant_apply(d, &t, old, next, g, &x, err);
 	if (r < 0)
 		return r;
@@ -546,6 +561,13 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_gran
 	for (size_t i = 0; i < out->n_granted_devices; i++)
 		log_info("granted device %s to %s (cgroup %s, PID %d)", out->granted_devices[i],
 			 lease_label(next), next->cgroup, (int)next->pid);
+	if (g->has_ttl) {
+		char when[64];
+
+		format_time_utc(next->expires, when, sizeof(when));
+		log_info("the lease of %s expires at %s%s", lease_label(next), when,
+			 next->kill_on_expiry ? "; its holders will be killed" : "");
+	}
 	emit(d, "granted", next, out->granted, out->n_granted);
 	commit_lease(d, old, TAKE_PTR(next));
 	return 0;
@@ -889,27 +911,22 @@ static int report_holders(struct daemon *d, const struct lease *l, const struct 
 	return 0;
 }
 
-int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_revoke_reply *out,
-		 struct dg_arena *a, struct dg_error *err)
+/*
+ * Revokes what req names from old (in the table); t: the target the
+ * request resolved, if any. A full revoke reports full_type ("released",
+ * or "expired" at expiry).
+ */
+static int revoke_lease(struct daemon *d, struct lease *old, const struct dg_revoke_req *req,
+			const struct target *t, const char *full_type, struct dg_revoke_reply *out,
+			struct dg_arena *a, struct dg_error *err)
 {
 	auto_cleanup(lease_freep) struct lease *next = NULL, *gone = NULL;
-	auto_cleanup(target_donep) struct target t = TARGET_INIT;
 	struct node_result res[DG_MAX_NODES] = { 0 };
 	struct dg_node gone_nodes[DG_MAX_NODES];
 	size_t n_gone = 0;
-	struct lease *old;
 	char note[40];
 	int r;
 
-	old = find_lease(d, &req->target, &t, err);
-	if (!old && req->missing_ok &&
-	    (err->code == DG_E_NOT_GRANTED ||
-	     (err->code == DG_E_NO_TARGET && req->target.container))) {
-		memset(err, 0, sizeof(*err));
-		return 0;
-	}
-	if (!old)
-		return -(err->errnum ? err->errnum : EINVAL);
 	r = revoke_plan(d, old, req, &next, out, a, err);
 	if (r == 0 && !(gone = gone_lease(old, next)))
 		r = dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
@@ -920,7 +937,7 @@ int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_re
 	if (r < 0)
 		return record_error(d, r, "revoke", err);
 	fault_point("revoke.journal");
-	revoke_steps(d, old, next, &t, res, gone_nodes, &n_gone);
+	revoke_steps(d, old, next, t, res, gone_nodes, &n_gone);
 	if (report_holders(d, old, gone_nodes, n_gone, req, out, a) < 0)
 		log_error("out of memory describing the holders in %s", lease_label(old));
 	out->has_lease = true;
@@ -929,12 +946,98 @@ int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_re
 		log_error("out of memory describing the revoke from %s", lease_label(old));
 	log_info("revoked %zu GPU(s)%s from %s", out->n_revoked,
 		 lease_devices_note(out->n_revoked_devices, note, sizeof(note)), lease_label(old));
-	emit(d, lease_holds(next) ? "revoked" : "released", next, out->revoked, out->n_revoked);
+	emit(d, lease_holds(next) ? "revoked" : full_type, next, out->revoked, out->n_revoked);
 	if (!lease_holds(next)) {
 		watch_del(d, old);
 		lease_free(lease_table_take(&d->leases, old->cgid));
 		return 0;
 	}
+	commit_lease(d, old, TAKE_PTR(next));
+	return 0;
+}
+
+int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_revoke_reply *out,
+		 struct dg_arena *a, struct dg_error *err)
+{
+	auto_cleanup(target_donep) struct target t = TARGET_INIT;
+	struct lease *old = find_lease(d, &req->target, &t, err);
+
+	if (!old && req->missing_ok &&
+	    (err->code == DG_E_NOT_GRANTED ||
+	     (err->code == DG_E_NO_TARGET && req->target.container))) {
+		memset(err, 0, sizeof(*err));
+		return 0;
+	}
+	if (!old)
+		return -(err->errnum ? err->errnum : EINVAL);
+	return revoke_lease(d, old, req, &t, "released", out, a, err);
+}
+
+void grant_expire(struct daemon *d, uint64_t cgid)
+{
+	struct lease *l = lease_table_find(&d->leases, cgid);
+	struct dg_revoke_req req = { .kill = 9 };
+	struct dg_revoke_reply out = { 0 };
+	struct dg_error err = { 0 };
+	struct dg_arena a = { 0 };
+	char when[64];
+
+	if (!l || l->expires <= 0)
+		return;
+	req.has_kill = l->kill_on_expiry;
+	format_time_utc(l->expires, when, sizeof(when));
+	log_notice("the lease of %s expired at %s: revoking it%s", lease_label(l), when,
+		   l->kill_on_expiry ? " and killing its holders" : "");
+	if (revoke_lease(d, l, &req, NULL, "expired", &out, &a, &err) < 0)
+		log_error("cannot revoke the expired lease of cgroup %llu: %s",
+			  (unsigned long long)cgid, err.message);
+	else
+		metrics_inc(d->metrics, METRIC_EXPIRATIONS, 1);
+	dg_arena_free(&a);
+}
+
+int grant_extend(struct daemon *d, const struct dg_extend_req *req, struct dg_extend_reply *out,
+		 struct dg_arena *a, struct dg_error *err)
+{
+	auto_cleanup(target_donep) struct target t = TARGET_INIT;
+	auto_cleanup(lease_freep) struct lease *next = NULL;
+	struct lease *old;
+	int64_t now = now_wall_ceil_s(), expires;
+	char when[64];
+	int r;
+
+	if (req->has_by == req->has_ttl)
+		return dg_error_set(err, DG_E_INVALID, EINVAL,
+				    "say how much longer with exactly one of by or ttl");
+	old = find_lease(d, &req->target, &t, err);
+	if (!old)
+		return -(err->errnum ? err->errnum : EINVAL);
+	if (old->expires <= 0) {
+		dg_error_set(err, DG_E_INVALID, ENOENT, "the lease of %s does not expire",
+			     lease_label(old));
+		dg_error_hint(err, "give it a time to live with 'devgatectl grant ... --ttl "
+				   "DURATION'; extend only moves an expiry");
+		return -ENOENT;
+	}
+	r = req->has_by ? lease_expiry_extend(old->expires, now, req->by, &expires)
+			: lease_expiry_new(now, req->ttl, &expires);
+	if (r < 0)
+		return dg_error_set(err, DG_E_INVALID, ERANGE,
+				    "the lease would end more than %lld days from now",
+				    (long long)(DURATION_MAX_S / 86400));
+	next = lease_copy(old);
+	if (!next)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	next->expires = expires;
+	r = state_save(d->state, next);
+	if (r < 0)
+		return record_error(d, r, "new expiry", err);
+	format_time_utc(expires, when, sizeof(when));
+	log_info("the lease of %s now expires at %s", lease_label(next), when);
+	if (view_lease(d, next, &out->lease, a) < 0)
+		log_error("out of memory describing the lease of %s", lease_label(next));
+	emit(d, "extended", next, NULL, 0);
+	/* Out of the table and back: it keeps per-GPU counts. */
 	commit_lease(d, old, TAKE_PTR(next));
 	return 0;
 }

@@ -23,6 +23,14 @@ int grant_request(struct daemon *d, const struct dg_grant_req *req, struct dg_gr
 		  struct dg_arena *a, struct dg_error *err);
 int grant_revoke(struct daemon *d, const struct dg_revoke_req *req, struct dg_revoke_reply *out,
 		 struct dg_arena *a, struct dg_error *err);
+/* More time for a lease that expires; nothing else about it changes. */
+int grant_extend(struct daemon *d, const struct dg_extend_req *req, struct dg_extend_reply *out,
+		 struct dg_arena *a, struct dg_error *err);
+/*
+ * The lease's expiry passed: revoked as a full revoke is (with kill, if
+ * the lease asked for it), reported as "expired".
+ */
+void grant_expire(struct daemon *d, uint64_t cgid);
 /* The container ended: drop its lease and everything devgate put on it. */
 void grant_release(struct daemon *d, uint64_t cgid, const char *why);
 

@@ -10,6 +10,7 @@
 #include "cleanup.h"
 #include "jsonutil.h"
 #include "lease.h"
+#include "util.h"
 
 #define LEASE_FORMAT 1
 
@@ -52,6 +53,8 @@ struct lease *lease_copy(const struct lease *l)
 		return NULL;
 	c->pid = l->pid;
 	c->since = l->since;
+	c->expires = l->expires;
+	c->kill_on_expiry = l->kill_on_expiry;
 	if (l->n_gpus) {
 		c->gpus = malloc(l->n_gpus * sizeof(*c->gpus));
 		if (!c->gpus) {
@@ -158,8 +161,7 @@ static struct lease_use *use_find(const struct lease_table *t, const char *uuid)
 /* Room for the entries l's GPUs need, so that counting it cannot fail. */
 static int use_reserve(struct lease_table *t, const struct lease *l)
 {
-	return array_reserve((void **)&t->use, &t->cap_use, t->n_use + l->n_gpus,
-			     sizeof(*t->use));
+	return array_reserve((void **)&t->use, &t->cap_use, t->n_use + l->n_gpus, sizeof(*t->use));
 }
 
 static void use_hold(struct lease_table *t, const struct lease *l, const struct lease_gpu *g)
@@ -467,6 +469,46 @@ char *lease_label_from_cgroup(const char *cgroup)
 	return len ? strndup(base, len) : NULL;
 }
 
+int lease_expiry_new(int64_t now, int64_t ttl, int64_t *ret)
+{
+	if (ttl <= 0 || ttl > DURATION_MAX_S || now < 0)
+		return -ERANGE;
+	*ret = now + ttl;
+	return 0;
+}
+
+int lease_expiry_extend(int64_t expires, int64_t now, int64_t by, int64_t *ret)
+{
+	int64_t base = expires > now ? expires : now;
+
+	if (expires <= 0)
+		return -ENOENT;
+	if (by <= 0 || by > DURATION_MAX_S || base - now > DURATION_MAX_S - by)
+		return -ERANGE;
+	*ret = base + by;
+	return 0;
+}
+
+int64_t lease_expiry_left(const struct lease *l, int64_t now)
+{
+	if (l->expires <= 0)
+		return -1;
+	return l->expires > now ? l->expires - now : 0;
+}
+
+int64_t lease_table_next_expiry(const struct lease_table *t)
+{
+	int64_t next = 0;
+
+	for (size_t i = 0; i < t->n; i++) {
+		int64_t e = t->v[i]->expires;
+
+		if (e > 0 && (next == 0 || e < next))
+			next = e;
+	}
+	return next;
+}
+
 const char *lease_label(const struct lease *l)
 {
 	return l->container ? l->container : l->cgroup;
@@ -495,6 +537,12 @@ json_object *lease_to_json(const struct lease *l)
 		json_object_array_add(gpus, g);
 	}
 	json_object_object_add(o, "gpus", gpus);
+	/* Left out without a ttl: such a record reads the same as before. */
+	if (l->expires > 0) {
+		json_object_object_add(o, "expires", json_object_new_int64(l->expires));
+		json_object_object_add(o, "kill_on_expiry",
+				       json_object_new_boolean(l->kill_on_expiry));
+	}
 	/* Left out when empty: a record without devices reads the same as before. */
 	if (l->n_devices) {
 		json_object *devs = json_object_new_array();
@@ -706,6 +754,19 @@ int lease_from_json(json_object *o, struct lease **ret, char *why, size_t len)
 	if (want(o, "gpus", json_type_array, false, &v, why, len) < 0 ||
 	    gpus_from_json(v, l, why, len) < 0)
 		goto fail;
+	/* Optional: records of leases without a ttl have none. */
+	if (json_object_object_get_ex(o, "expires", NULL)) {
+		if (want(o, "expires", json_type_int, false, &v, why, len) < 0)
+			goto fail;
+		l->expires = json_object_get_int64(v);
+		if (l->expires <= 0) {
+			snprintf(why, len, "bad expires");
+			goto fail;
+		}
+		if (want(o, "kill_on_expiry", json_type_boolean, false, &v, why, len) < 0)
+			goto fail;
+		l->kill_on_expiry = json_object_get_boolean(v);
+	}
 	/* Optional: records written before grant --device have none. */
 	if (json_object_object_get_ex(o, "devices", NULL) &&
 	    (want(o, "devices", json_type_array, false, &v, why, len) < 0 ||

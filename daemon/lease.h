@@ -39,6 +39,9 @@ struct lease {
 	size_t n_gpus;
 	struct lease_device *devices; /* n_devices of them, at most DG_MAX_DEVICES */
 	size_t n_devices;
+	/* CLOCK_REALTIME seconds at which the lease is revoked (grant --ttl); 0: never. */
+	int64_t expires;
+	bool kill_on_expiry; /* holders of its nodes are killed at expiry */
 	/* runtime only, never persisted; no fd: a host may have thousands of leases */
 	int watch;
 	uint64_t progs_digest; /* the cgroup's device programs when last found settled; 0: unknown
@@ -62,8 +65,8 @@ struct lease_table {
 	struct lease **v;
 	size_t n;
 	size_t cap;
-	uint32_t *index; /* open addressing by cgroup id: position in v + 1, 0: empty */
-	size_t n_index;	 /* a power of two, at least twice n */
+	uint32_t *index;       /* open addressing by cgroup id: position in v + 1, 0: empty */
+	size_t n_index;	       /* a power of two, at least twice n */
 	struct lease_use *use; /* one per GPU UUID ever held, n_use of them */
 	size_t n_use;
 	size_t cap_use;
@@ -111,6 +114,19 @@ void lease_del_device(struct lease *l, const char *name);
 /* Device nodes the lease grants: its GPUs, control nodes if any GPU, its devices. */
 size_t lease_nodes(const struct lease *l, const struct dg_inventory *inv, struct dg_node *out,
 		   size_t max);
+
+/*
+ * Expiry arithmetic, in CLOCK_REALTIME seconds. A new expiry is ttl after
+ * now; an extension adds by to the expiry (or to now, if that passed).
+ * Either is -ERANGE when it would end more than DURATION_MAX_S from now;
+ * an extension of a lease without expiry is -ENOENT.
+ */
+int lease_expiry_new(int64_t now, int64_t ttl, int64_t *ret);
+int lease_expiry_extend(int64_t expires, int64_t now, int64_t by, int64_t *ret);
+/* Seconds left, 0 once passed; -1 when the lease does not expire. */
+int64_t lease_expiry_left(const struct lease *l, int64_t now);
+/* The earliest expiry of the table's leases; 0 when none expires. */
+int64_t lease_table_next_expiry(const struct lease_table *t);
 
 /* Persistent form; lease_from_json is strict and names what is wrong. */
 json_object *lease_to_json(const struct lease *l);

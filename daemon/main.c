@@ -26,6 +26,7 @@
 #include "confine.h"
 #include "daemon.h"
 #include "events.h"
+#include "expiry.h"
 #include "fault.h"
 #include "grant.h"
 #include "guard.h"
@@ -364,6 +365,7 @@ static void on_lease_changed(struct daemon *d, const char *type, const struct le
 		.watch = { .type = type, .gpus = (const char **)gpus, .n_gpus = n_gpus },
 	};
 
+	expiry_note(d, l);
 	if (view_lease(d, l, &ev.watch.lease, &a) == 0)
 		server_broadcast(d, DG_OP_WATCH, &ev);
 	dg_arena_free(&a);
@@ -449,7 +451,13 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 				    strerror(-r));
 	log_info("%zu GPU(s) under %s, cgroup v2 at %s, %zu lease(s) on record", d->inv->n_gpus,
 		 d->cfg.host_root, d->cg.mount, d->leases.n);
+	r = expiry_init(d);
+	if (r < 0)
+		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up the expiry timer: %s",
+				    strerror(-r));
 	reconcile(d);
+	/* Leases whose time ran out while devgated was down go before anyone is served. */
+	expiry_run(d);
 	r = server_listen(d, err);
 	if (r < 0)
 		return r;
@@ -473,6 +481,8 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 		r = epoll_tag(d, d->heal_fd, TAG_HEAL);
 	if (r == 0 && d->uevent_fd >= 0)
 		r = epoll_tag(d, d->uevent_fd, TAG_UEVENT);
+	if (r == 0)
+		r = epoll_tag(d, d->expiry_fd, TAG_EXPIRY);
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up the event loop: %s",
 				    strerror(-r));
@@ -495,6 +505,7 @@ static void daemon_teardown(struct daemon *d)
 	attach_watch_free(d->attach);
 	rescan_close(d);
 	watch_fini(d);
+	expiry_fini(d);
 	lease_table_clear(&d->leases);
 	guard_fini(d->bg);
 	bpfgate_free(d->bg);
@@ -539,6 +550,9 @@ static bool dispatch(struct daemon *d, const struct epoll_event *ev)
 		return false;
 	case TAG_UEVENT:
 		rescan_uevents(d);
+		break;
+	case TAG_EXPIRY:
+		expiry_run(d);
 		break;
 	default:
 		server_client_event(d, ev->data.ptr, ev->events);
@@ -614,9 +628,11 @@ int main(int argc, char **argv)
 		.timer_fd = -1,
 		.heal_fd = -1,
 		.uevent_fd = -1,
+		.expiry_fd = -1,
 		.hooks = {
 			.lease_changed = on_lease_changed,
 			.cgroup_ended = grant_release,
+			.lease_expired = grant_expire,
 			.denied = on_denied,
 		},
 	};

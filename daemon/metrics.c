@@ -21,6 +21,7 @@
  *   devgate_grants_total                   grant requests served
  *   devgate_revokes_total                  revoke requests served
  *   devgate_releases_total                 leases released because the container ended
+ *   devgate_lease_expirations_total        leases revoked because their ttl ran out
  *   devgate_request_failures_total{op,reason}  failed requests by error code name
  *   devgate_grant_duration_seconds         histogram of grant request latency
  *   devgate_revoke_duration_seconds        histogram of revoke request latency
@@ -79,6 +80,8 @@ static const struct {
 	[METRIC_RECORDS_BROKEN] = { "devgate_state_records_broken_total",
 				    "Lease records that did not parse at start and were moved to "
 				    "leases/broken/." },
+	[METRIC_EXPIRATIONS] = { "devgate_lease_expirations_total",
+				 "Leases revoked because their time to live (grant --ttl) ran out." },
 	[METRIC_RECONCILE_FIXES] = { "devgate_reconcile_corrections_total",
 				     "Corrections made to the kernel by start-up reconciliation "
 				     "and the periodic re-check of gates." },

@@ -32,6 +32,7 @@ enum {
 	TAG_ATTACH,
 	TAG_HEAL,
 	TAG_UEVENT,
+	TAG_EXPIRY,
 	TAG_MAX
 };
 

@@ -124,6 +124,18 @@ int view_lease(const struct daemon *d, const struct lease *l, struct dg_lease_in
 	if (!out->since || !out->cgroup || (l->container && !out->container) ||
 	    (l->n_gpus && !out->gpus))
 		return -ENOMEM;
+	if (l->expires > 0) {
+		char expires[64];
+
+		format_time_utc(l->expires, expires, sizeof(expires));
+		out->expires = dg_arena_strdup(a, expires);
+		out->expires_in = lease_expiry_left(l, now_wall_s());
+		out->has_expires_in = true;
+		out->kill_on_expiry = l->kill_on_expiry;
+		out->has_kill_on_expiry = true;
+		if (!out->expires)
+			return -ENOMEM;
+	}
 	for (size_t i = 0; i < l->n_gpus; i++) {
 		const struct dg_gpu *gpu = inventory_find_uuid(d->inv, l->gpus[i].uuid);
 		struct dg_lease_gpu *g = &out->gpus[i];

@@ -197,6 +197,71 @@ static void test_exit_codes(void **state)
 	assert_int_equal(cli_exit(&cli, -EIO), 1);
 }
 
+static void test_ttl_options(void **state)
+{
+	struct cli cli;
+	struct dg_request req;
+	bool done;
+
+	(void)state;
+	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "--pid", "42", "--gpu", "0",
+			       "--ttl", "10m", "--kill-on-expiry", NULL),
+			 0);
+	assert_true(req.u.grant.has_ttl);
+	assert_int_equal(req.u.grant.ttl, 600);
+	assert_true(req.u.grant.kill_on_expiry);
+	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "-p", "1", "-g", "0",
+			       "--ttl", "2h", NULL),
+			 0);
+	assert_int_equal(req.u.grant.ttl, 7200);
+	assert_false(req.u.grant.kill_on_expiry);
+	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "-p", "1", "-g", "0", NULL),
+			 0);
+	assert_false(req.u.grant.has_ttl);
+	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "-p", "1", "-g", "0",
+			       "--ttl", "0", NULL),
+			 -EINVAL);
+	assert_string_equal(cli.err.message,
+			    "grant: --ttl wants a duration, not '0' (from 1 second to 366 days)");
+	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "-p", "1", "-g", "0",
+			       "--ttl", "soon", NULL),
+			 -EINVAL);
+	assert_string_equal(cli.err.message, "grant: --ttl wants a duration, not 'soon'");
+	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "-p", "1", "-g", "0",
+			       "--kill-on-expiry", NULL),
+			 -EINVAL);
+	assert_string_equal(cli.err.message, "grant: --kill-on-expiry needs --ttl DURATION");
+
+	assert_int_equal(parse(extend_parse, &cli, &req, &done, "extend", "--container", "job",
+			       "--by", "90s", NULL),
+			 0);
+	assert_int_equal(req.op, DG_OP_EXTEND);
+	assert_string_equal(req.u.extend.target.container, "job");
+	assert_true(req.u.extend.has_by);
+	assert_int_equal(req.u.extend.by, 90);
+	assert_false(req.u.extend.has_ttl);
+	assert_int_equal(parse(extend_parse, &cli, &req, &done, "extend", "-p", "7", "--ttl", "1d",
+			       NULL),
+			 0);
+	assert_true(req.u.extend.has_ttl);
+	assert_int_equal(req.u.extend.ttl, 86400);
+	assert_int_equal(parse(extend_parse, &cli, &req, &done, "extend", "-p", "7", NULL),
+			 -EINVAL);
+	assert_string_equal(cli.err.message,
+			    "extend: say how much longer with one of --by or --ttl");
+	assert_int_equal(parse(extend_parse, &cli, &req, &done, "extend", "-p", "7", "-c", "/c",
+			       "--by", "1m", NULL),
+			 -EINVAL);
+	assert_int_equal(parse(extend_parse, &cli, &req, &done, "extend", "--by", "1m", NULL),
+			 -EINVAL);
+	assert_string_equal(
+		cli.err.message,
+		"extend: name the container with one of --pid, --cgroup or --container");
+	assert_int_equal(parse(extend_parse, &cli, &req, &done, "extend", "-p", "7", "--by", "-1m",
+			       NULL),
+			 -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -207,6 +272,7 @@ int main(void)
 		cmocka_unit_test(test_revoke_and_list),
 		cmocka_unit_test(test_devices),
 		cmocka_unit_test(test_exit_codes),
+		cmocka_unit_test(test_ttl_options),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

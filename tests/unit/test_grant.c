@@ -14,6 +14,7 @@
 
 #include "fakes/kernel_fakes.h"
 #include "grant.h"
+#include "util.h"
 
 #define CGID 77
 
@@ -310,6 +311,96 @@ static void test_devices_only(void **state)
 	assert_int_equal(d.leases.n, 0);
 }
 
+static int grant_ttl(const char *sel, int64_t ttl, struct dg_error *err)
+{
+	struct dg_grant_req req = {
+		.target = { .pid = 4242, .has_pid = true, .container = "job" },
+		.gpus = sel,
+		.ttl = ttl,
+		.has_ttl = ttl > 0,
+	};
+	struct dg_grant_reply out = { 0 };
+	struct dg_arena a = { 0 };
+	int r = grant_request(&d, &req, &out, &a, err);
+
+	dg_arena_free(&a);
+	return r;
+}
+
+static int extend(int64_t by, int64_t ttl, struct dg_error *err)
+{
+	struct dg_extend_req req = {
+		.target = { .container = "job" },
+		.by = by,
+		.has_by = by > 0,
+		.ttl = ttl,
+		.has_ttl = ttl > 0,
+	};
+	struct dg_extend_reply out = { 0 };
+	struct dg_arena a = { 0 };
+	int r = grant_extend(&d, &req, &out, &a, err);
+
+	dg_arena_free(&a);
+	return r;
+}
+
+/*
+ * A ttl sets the expiry; a grant without one keeps it; extend moves it with
+ * the lease taken out of the table and put back (its GPU counts stay
+ * right); at expiry everything goes as in a full revoke, reported "expired".
+ */
+static void test_ttl_extend_expire(void **state)
+{
+	struct dg_error err = { 0 };
+	const struct lease_use *u;
+	int64_t t0 = now_wall_s(), e;
+
+	(void)state;
+	assert_int_equal(extend(60, 0, &err), -ENOENT); /* no lease yet */
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(grant("0", &err), 0);
+	assert_int_equal(extend(60, 0, &err), -ENOENT);
+	assert_int_equal(err.code, DG_E_INVALID);
+	assert_int_equal(d.leases.v[0]->expires, 0);
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(grant_ttl("0", 100, &err), 0);
+	e = d.leases.v[0]->expires;
+	assert_true(e >= t0 + 100 && e <= t0 + 102);
+	assert_int_equal(grant("1", &err), 0);
+	assert_int_equal(d.leases.v[0]->expires, e);
+	assert_int_equal(extend(50, 0, &err), 0);
+	assert_int_equal(d.leases.v[0]->expires, e + 50);
+	assert_string_equal(changes[n_changes - 1], "extended");
+	u = lease_table_use(&d.leases, gpus[1].uuid);
+	assert_non_null(u);
+	assert_int_equal(u->n_exclusive, 1);
+	assert_int_equal(extend(0, 10, &err), 0);
+	assert_true(d.leases.v[0]->expires <= now_wall_s() + 11);
+	/* by and ttl together, or neither: refused */
+	assert_int_equal(extend(10, 10, &err), -EINVAL);
+	assert_int_equal(extend(0, 0, &err), -EINVAL);
+	assert_int_equal(d.leases.n, 1);
+	/* A failed record keeps the old expiry. */
+	e = d.leases.v[0]->expires;
+	fake_fail("state_save", 1, -EIO);
+	assert_true(extend(100, 0, &err) < 0);
+	assert_int_equal(err.code, DG_E_STATE);
+	assert_int_equal(d.leases.v[0]->expires, e);
+
+	grant_expire(&d, CGID + 1); /* no such lease: nothing */
+	assert_int_equal(d.leases.n, 1);
+	grant_expire(&d, CGID);
+	assert_int_equal(fake.n_grants, 0);
+	assert_int_equal(fake.n_nodes, 0);
+	assert_false(fake_is_guarded(CGID));
+	assert_false(fake_is_saved(CGID));
+	assert_int_equal(d.leases.n, 0);
+	assert_int_equal(fake.revoking, 0);
+	assert_string_equal(changes[n_changes - 1], "expired");
+	u = lease_table_use(&d.leases, gpus[1].uuid);
+	assert_true(!u || u->n_exclusive == 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -321,6 +412,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_release, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_devices_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_busy_gpu_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ttl_extend_expire, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

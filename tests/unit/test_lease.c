@@ -11,6 +11,7 @@
 #include "cleanup.h"
 #include "jsonutil.h"
 #include "lease.h"
+#include "util.h"
 
 static void test_roundtrip(void **state)
 {
@@ -283,13 +284,121 @@ static void test_table_use(void **state)
 	lease_table_clear(&t);
 }
 
+static void test_expiry_record(void **state)
+{
+	struct lease *l = lease_new(12), *back = NULL, *c;
+	auto_json json_object *o = NULL, *o2 = NULL;
+	char why[128] = "";
+
+	(void)state;
+	l->cgroup = strdup("/c");
+	/* Without a ttl the record has no expiry keys at all. */
+	o = lease_to_json(l);
+	assert_false(json_object_object_get_ex(o, "expires", NULL));
+	assert_false(json_object_object_get_ex(o, "kill_on_expiry", NULL));
+	l->expires = 1795276300;
+	l->kill_on_expiry = true;
+	c = lease_copy(l);
+	assert_int_equal(c->expires, 1795276300);
+	assert_true(c->kill_on_expiry);
+	lease_free(c);
+	o2 = lease_to_json(l);
+	assert_int_equal(lease_from_json(o2, &back, why, sizeof(why)), 0);
+	assert_int_equal(back->expires, 1795276300);
+	assert_true(back->kill_on_expiry);
+	lease_free(back);
+	back = NULL;
+	assert_int_equal(lease_from_json(o, &back, why, sizeof(why)), 0);
+	assert_int_equal(back->expires, 0);
+	assert_false(back->kill_on_expiry);
+	lease_free(back);
+	lease_free(l);
+#define HEAD                                                                                 \
+	"{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,\"pid\":1," \
+	"\"since\":0,\"gpus\":[],"
+	bad(HEAD "\"expires\":0,\"kill_on_expiry\":false}", "bad expires");
+	bad(HEAD "\"expires\":-5,\"kill_on_expiry\":false}", "bad expires");
+	bad(HEAD "\"expires\":\"soon\",\"kill_on_expiry\":false}", "field 'expires' must be a int");
+	bad(HEAD "\"expires\":100}", "missing field 'kill_on_expiry'");
+#undef HEAD
+}
+
+static void test_expiry_arithmetic(void **state)
+{
+	const int64_t now = 1795276298;
+	struct lease l = { .expires = 0 };
+	int64_t e = -1;
+
+	(void)state;
+	assert_int_equal(lease_expiry_new(now, 90, &e), 0);
+	assert_int_equal(e, now + 90);
+	assert_int_equal(lease_expiry_new(now, DURATION_MAX_S, &e), 0);
+	assert_int_equal(e, now + DURATION_MAX_S);
+	e = -1;
+	assert_int_equal(lease_expiry_new(now, 0, &e), -ERANGE);
+	assert_int_equal(lease_expiry_new(now, -1, &e), -ERANGE);
+	assert_int_equal(lease_expiry_new(now, DURATION_MAX_S + 1, &e), -ERANGE);
+	assert_int_equal(e, -1);
+
+	/* by is added to the expiry ... */
+	assert_int_equal(lease_expiry_extend(now + 10, now, 60, &e), 0);
+	assert_int_equal(e, now + 70);
+	/* ... or to now once it passed (the timer has not run yet) */
+	assert_int_equal(lease_expiry_extend(now - 5, now, 60, &e), 0);
+	assert_int_equal(e, now + 60);
+	/* up to DURATION_MAX_S from now, not past it */
+	assert_int_equal(lease_expiry_extend(now + 10, now, DURATION_MAX_S - 10, &e), 0);
+	assert_int_equal(e, now + DURATION_MAX_S);
+	e = -1;
+	assert_int_equal(lease_expiry_extend(now + 10, now, DURATION_MAX_S - 9, &e), -ERANGE);
+	assert_int_equal(lease_expiry_extend(now + DURATION_MAX_S, now, 1, &e), -ERANGE);
+	assert_int_equal(lease_expiry_extend(now + 10, now, INT64_MAX, &e), -ERANGE);
+	assert_int_equal(lease_expiry_extend(now + 10, now, 0, &e), -ERANGE);
+	/* a lease without an expiry is not extended */
+	assert_int_equal(lease_expiry_extend(0, now, 60, &e), -ENOENT);
+	assert_int_equal(e, -1);
+
+	assert_int_equal(lease_expiry_left(&l, now), -1);
+	l.expires = now + 42;
+	assert_int_equal(lease_expiry_left(&l, now), 42);
+	l.expires = now;
+	assert_int_equal(lease_expiry_left(&l, now), 0);
+	l.expires = now - 3;
+	assert_int_equal(lease_expiry_left(&l, now), 0);
+}
+
+static void test_table_next_expiry(void **state)
+{
+	struct lease_table t = { 0 };
+	const int64_t exp[] = { 0, 500, 0, 300, 900 };
+
+	(void)state;
+	assert_int_equal(lease_table_next_expiry(&t), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(exp); i++) {
+		struct lease *l = lease_new(100 + i);
+
+		assert_non_null(l);
+		l->cgroup = strdup("/c");
+		l->expires = exp[i];
+		assert_int_equal(lease_table_add(&t, l), 0);
+	}
+	assert_int_equal(lease_table_next_expiry(&t), 300);
+	lease_free(lease_table_take(&t, 103));
+	assert_int_equal(lease_table_next_expiry(&t), 500);
+	lease_free(lease_table_take(&t, 101));
+	lease_free(lease_table_take(&t, 104));
+	assert_int_equal(lease_table_next_expiry(&t), 0);
+	lease_table_clear(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_roundtrip), cmocka_unit_test(test_devices_roundtrip),
-		cmocka_unit_test(test_rejects),	  cmocka_unit_test(test_labels),
-		cmocka_unit_test(test_table_ids), cmocka_unit_test(test_table_index),
-		cmocka_unit_test(test_table_use),
+		cmocka_unit_test(test_roundtrip),	  cmocka_unit_test(test_devices_roundtrip),
+		cmocka_unit_test(test_rejects),		  cmocka_unit_test(test_labels),
+		cmocka_unit_test(test_table_ids),	  cmocka_unit_test(test_table_index),
+		cmocka_unit_test(test_table_use),	  cmocka_unit_test(test_expiry_record),
+		cmocka_unit_test(test_expiry_arithmetic), cmocka_unit_test(test_table_next_expiry),
 	};
 
 	return cmocka_run_group_tests_name("lease", tests, NULL, NULL);

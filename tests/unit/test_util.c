@@ -155,13 +155,70 @@ static void test_ancestor(void **state)
 	assert_false(cgroup_path_is_ancestor("/a/b", "/a"));
 }
 
+static void duration_ok(const char *s, int64_t want)
+{
+	int64_t v = -1;
+
+	assert_int_equal(parse_duration(s, &v), 0);
+	assert_int_equal(v, want);
+}
+
+static void duration_bad(const char *s, int want)
+{
+	int64_t v = -1;
+
+	assert_int_equal(parse_duration(s, &v), want);
+	assert_int_equal(v, -1); /* untouched */
+}
+
+static void test_parse_duration(void **state)
+{
+	(void)state;
+	duration_ok("90s", 90);
+	duration_ok("90", 90);
+	duration_ok("10m", 600);
+	duration_ok("2h", 7200);
+	duration_ok("1d", 86400);
+	duration_ok("1s", 1);
+	duration_ok("007s", 7);
+	duration_ok("366d", DURATION_MAX_S);
+	duration_ok("8784h", DURATION_MAX_S);
+	duration_ok("31622400", DURATION_MAX_S);
+	/* zero, and past the limit */
+	duration_bad("0", -ERANGE);
+	duration_bad("0s", -ERANGE);
+	duration_bad("000h", -ERANGE);
+	duration_bad("367d", -ERANGE);
+	duration_bad("31622401s", -ERANGE);
+	duration_bad("527041m", -ERANGE);
+	duration_bad("99999999999999999999s", -ERANGE);
+	duration_bad("18446744073709551617", -ERANGE);
+	duration_bad("9999999999999999999999999", -ERANGE);
+	/* garbage */
+	duration_bad(NULL, -EINVAL);
+	duration_bad("", -EINVAL);
+	duration_bad("s", -EINVAL);
+	duration_bad("-5s", -EINVAL);
+	duration_bad("+5s", -EINVAL);
+	duration_bad(" 5s", -EINVAL);
+	duration_bad("5s ", -EINVAL);
+	duration_bad("5 s", -EINVAL);
+	duration_bad("1.5h", -EINVAL);
+	duration_bad("5ss", -EINVAL);
+	duration_bad("5s5", -EINVAL);
+	duration_bad("1h30m", -EINVAL);
+	duration_bad("2w", -EINVAL);
+	duration_bad("5S", -EINVAL);
+	duration_bad("0x10", -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_numbers), cmocka_unit_test(test_strstrip),
 		cmocka_unit_test(test_atomic_write),  cmocka_unit_test(test_path_parent),
 		cmocka_unit_test(test_mountinfo),     cmocka_unit_test(test_proc_cgroup),
-		cmocka_unit_test(test_ancestor),
+		cmocka_unit_test(test_ancestor),      cmocka_unit_test(test_parse_duration),
 	};
 
 	return cmocka_run_group_tests_name("util", tests, NULL, NULL);
