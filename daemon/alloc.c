@@ -3,13 +3,11 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "alloc.h"
 #include "gpu_arch.h"
 #include "select.h"
 
-/* The lease's GPU in the inventory: its minor first, one compare of the UUID. */
 /*
  * From the table's counts, less what self holds: O(GPUs), not O(leases). A
  * lease whose GPU the driver renumbered still counts, by UUID.
@@ -22,12 +20,12 @@ void alloc_usage(const struct dg_inventory *inv, const struct lease_table *t, ui
 	memset(use, 0, inv->n_gpus * sizeof(*use));
 	for (size_t i = 0; i < inv->n_gpus; i++) {
 		const struct lease_use *u = lease_table_use(t, inv->gpus[i].uuid);
-		const struct lease_gpu *mine = self ? lease_find_gpu(self, inv->gpus[i].uuid)
-						    : NULL;
+		const struct lease_gpu *mine;
 		uint32_t exclusive, shared;
 
 		if (!u)
 			continue;
+		mine = self ? lease_find_gpu(self, u->uuid) : NULL;
 		exclusive = u->n_exclusive - (mine && !mine->shared);
 		shared = u->n_shared - (mine && mine->shared);
 		use[i].shared = shared;

@@ -231,7 +231,14 @@ static int client_send(struct client *c, json_object *msg)
 	const char *s = json_object_to_json_string_ext(msg, JSON_C_TO_STRING_PLAIN);
 	size_t len = strlen(s);
 
-	if (len + 1 > DG_REPLY_MAX || (pending(c) && pending(c) + len + 1 > OUT_MAX)) {
+	if (len + 1 > DG_REPLY_MAX) {
+		log_warning("cut client uid %u pid %d%s: a reply of %zu bytes is more than a "
+			    "client reads",
+			    (unsigned int)c->peer.uid, (int)c->peer.pid,
+			    peer_pid_note(c->peer.pidfd), len);
+		return -EMSGSIZE;
+	}
+	if (pending(c) && pending(c) + len + 1 > OUT_MAX) {
 		log_warning("cut client uid %u pid %d%s: it stopped reading (%zu bytes queued)",
 			    (unsigned int)c->peer.uid, (int)c->peer.pid,
 			    peer_pid_note(c->peer.pidfd), pending(c));
