@@ -177,6 +177,46 @@ container() {
 	[ -n "$CPID" ] && [ "$CPID" != null ]
 }
 
+# hooked_bundle NAME JQ-FILTER [MINOR...]: a runc bundle with devgate's hooks
+# in its config.json (createRuntime and poststop), edited further by the
+# filter, with /gpuM nodes made in its rootfs; sets CID.
+hooked_bundle() {
+	local name=$1 filter=$2 m
+	shift 2
+	CID="$DG_ID-$name"
+	dg_bundle "$DG_TMP/$name" "$DEVGATE_BUILD/probe"
+	for m in "$@"; do
+		[ -e "$DG_TMP/$name/rootfs/gpu$m" ] || mknod -m 666 "$DG_TMP/$name/rootfs/gpu$m" c 195 "$m"
+	done
+	jq --arg hook "$DEVGATE_BUILD/devgate-hook" --arg s "$DG_SOCK" '
+		.hooks = {
+			createRuntime: [{path: $hook, args: ["devgate-hook", "-s", $s, "createRuntime"]}],
+			poststop: [{path: $hook, args: ["devgate-hook", "-s", $s, "poststop"]}]
+		} | '"$filter" "$DG_TMP/$name/config.json" >"$DG_TMP/$name/config.new"
+	mv "$DG_TMP/$name/config.new" "$DG_TMP/$name/config.json"
+	DG_CONTAINERS+=("$CID")
+}
+
+# run_bundle NAME: runs hooked_bundle NAME in the foreground; the output is
+# the container's.
+run_bundle() {
+	dg_runc run -b "$DG_TMP/$1" "$CID" </dev/null
+}
+
+# For the setup_file and teardown_file of a file that runs podman: the
+# probe's image, made once, and every container it left.
+dg_podman_setup_file() {
+	dg_setup_file
+	if command -v podman >/dev/null && [ -d "$DG_NSDIR" ]; then
+		dg_podman_image localhost/devgate-test "$DEVGATE_BUILD/probe"
+	fi
+}
+
+dg_podman_teardown_file() {
+	dg_podman rm -af >/dev/null 2>&1 || true
+	dg_teardown_file
+}
+
 # lxc_container NAME: starts an LXC container (dg_lxc_create); sets CPID,
 # CID (its LXC name) and CG (its cgroup).
 lxc_container() {

@@ -4,17 +4,8 @@
 
 load helpers
 
-setup_file() {
-	dg_setup_file
-	if command -v podman >/dev/null && [ -d "$DG_NSDIR" ]; then
-		dg_podman_image localhost/devgate-test "$DEVGATE_BUILD/probe"
-	fi
-}
-
-teardown_file() {
-	dg_podman rm -af >/dev/null 2>&1 || true
-	dg_teardown_file
-}
+setup_file() { dg_podman_setup_file; }
+teardown_file() { dg_podman_teardown_file; }
 
 setup() {
 	dg_setup
@@ -25,25 +16,6 @@ setup() {
 teardown() {
 	[ -n "$DG_CDI" ] && rm -f "$DG_CDI"
 	dg_teardown
-}
-
-# hooked_bundle NAME JQ-FILTER: a runc bundle with devgate's hooks in its
-# config.json (createRuntime and poststop), edited further by the filter.
-hooked_bundle() {
-	CID="$DG_ID-$1"
-	dg_bundle "$DG_TMP/$1" "$DEVGATE_BUILD/probe"
-	jq --arg hook "$DEVGATE_BUILD/devgate-hook" --arg s "$DG_SOCK" '
-		.hooks = {
-			createRuntime: [{path: $hook, args: ["devgate-hook", "-s", $s, "createRuntime"]}],
-			poststop: [{path: $hook, args: ["devgate-hook", "-s", $s, "poststop"]}]
-		} | '"$2" "$DG_TMP/$1/config.json" >"$DG_TMP/$1/config.new"
-	mv "$DG_TMP/$1/config.new" "$DG_TMP/$1/config.json"
-	DG_CONTAINERS+=("$CID")
-}
-
-# Runs the bundle in the foreground; the output is the container's.
-run_bundle() {
-	dg_runc run -b "$DG_TMP/$1" "$CID" </dev/null
 }
 
 @test "runc: the entrypoint's first open reaches the GPU; poststop releases the lease" {

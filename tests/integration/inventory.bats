@@ -167,28 +167,11 @@ no_refusal_logged() {
 	[ "$(dg status --json | jq '.leases | length')" = 2 ]
 }
 
-# hooked_bundle NAME JQ-FILTER MINOR...: a runc bundle with devgate's hooks
-# (createRuntime and poststop), /gpuM nodes made in its rootfs.
-hooked_bundle() {
-	local name=$1 filter=$2 m
-	shift 2
-	CID="$DG_ID-$name"
-	dg_bundle "$DG_TMP/$name" "$DEVGATE_BUILD/probe"
-	for m in "$@"; do
-		[ -e "$DG_TMP/$name/rootfs/gpu$m" ] || mknod -m 666 "$DG_TMP/$name/rootfs/gpu$m" c 195 "$m"
-	done
-	jq --arg hook "$DEVGATE_BUILD/devgate-hook" --arg s "$DG_SOCK" '
-		.hooks = {
-			createRuntime: [{path: $hook, args: ["devgate-hook", "-s", $s, "createRuntime"]}],
-			poststop: [{path: $hook, args: ["devgate-hook", "-s", $s, "poststop"]}]
-		} | '"$filter" "$DG_TMP/$name/config.json" >"$DG_TMP/$name/config.new"
-	mv "$DG_TMP/$name/config.new" "$DG_TMP/$name/config.json"
-	DG_CONTAINERS+=("$CID")
+# inventory_bundle NAME JQ-FILTER MINOR...: hooked_bundle, its cgroup
+# removed at teardown.
+inventory_bundle() {
+	hooked_bundle "$@"
 	DG_CGROUPS+=("$DG_CGROOT/$CID")
-}
-
-run_bundle() {
-	dg_runc run -b "$DG_TMP/$1" "$CID" </dev/null
 }
 
 @test "OCI hook: annotations devgate.io/alias and devgate.io/profile grant what devgate.conf names" {
@@ -197,17 +180,17 @@ run_bundle() {
 		-g "NVIDIA H100 80GB HBM3=2330"
 	write_conf "alias small = 10de:20b0" "profile pair = gpus=2 arch=hopper"
 	start_daemon --config "$DG_TMP/devgate.conf"
-	hooked_bundle a '.annotations = {"devgate.io/alias": "small"} |
+	inventory_bundle a '.annotations = {"devgate.io/alias": "small"} |
 		.process.args = ["probe", "/dev/nvidia1", "/gpu0", "/gpu2"]' 0 2
 	run -1 run_bundle a
 	[ "$output" = "$(printf '/dev/nvidia1 ENXIO\n/gpu0 EPERM\n/gpu2 EPERM')" ]
-	hooked_bundle b '.annotations = {"devgate.io/profile": "pair"} |
+	inventory_bundle b '.annotations = {"devgate.io/profile": "pair"} |
 		.process.args = ["probe", "/dev/nvidia0", "/dev/nvidia2", "/gpu1"]' 1
 	run -1 run_bundle b
 	[ "$output" = "$(printf '/dev/nvidia0 ENXIO\n/dev/nvidia2 ENXIO\n/gpu1 EPERM')" ]
 	grep -q "granted 2 GPU(s) to $CID" "$DG_TMP/daemon.log"
 	# An unknown name fails the container's start, with devgate's reason.
-	hooked_bundle c '.annotations = {"devgate.io/profile": "nope"} |
+	inventory_bundle c '.annotations = {"devgate.io/profile": "nope"} |
 		.process.args = ["probe", "/gpu1"]' 1
 	run ! run_bundle c
 	[[ "$output" == *"no profile 'nope' in devgate.conf"* ]]
@@ -352,7 +335,7 @@ run_bundle() {
 	[[ "$stderr" == *"no device for alias 0: its name is a GPU's"* ]]
 	[[ "$stderr" == *"no device for alias none: no usable GPU has its id"* ]]
 	# What a CDI runtime does with devgate.io/gpu=small: run the device's hook.
-	hooked_bundle a '.process.args = ["probe", "/dev/nvidia1", "/gpu0", "/gpu2"]' 0 2
+	inventory_bundle a '.process.args = ["probe", "/dev/nvidia1", "/gpu0", "/gpu2"]' 0 2
 	jq --argjson dev "$dev" '.hooks = {createRuntime: [$dev.hooks[0] | {path, args, env}]}' \
 		"$DG_TMP/a/config.json" >"$DG_TMP/a/config.new"
 	mv "$DG_TMP/a/config.new" "$DG_TMP/a/config.json"

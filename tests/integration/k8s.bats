@@ -7,17 +7,8 @@
 
 load helpers
 
-setup_file() {
-	dg_setup_file
-	if command -v podman >/dev/null && [ -d "$DG_NSDIR" ]; then
-		dg_podman_image localhost/devgate-test "$DEVGATE_BUILD/probe"
-	fi
-}
-
-teardown_file() {
-	dg_podman rm -af >/dev/null 2>&1 || true
-	dg_teardown_file
-}
+setup_file() { dg_podman_setup_file; }
+teardown_file() { dg_podman_teardown_file; }
 
 setup() {
 	dg_setup

@@ -279,19 +279,6 @@ wait_denied() {
 	[ "$(expires_s "$CID")" = $(($(date -d "$before" +%s) + 3600)) ]
 }
 
-# hooked_bundle NAME JQ-FILTER: a runc bundle with devgate's hooks (as in hook.bats).
-hooked_bundle() {
-	CID="$DG_ID-$1"
-	dg_bundle "$DG_TMP/$1" "$DEVGATE_BUILD/probe"
-	jq --arg hook "$DEVGATE_BUILD/devgate-hook" --arg s "$DG_SOCK" '
-		.hooks = {
-			createRuntime: [{path: $hook, args: ["devgate-hook", "-s", $s, "createRuntime"]}],
-			poststop: [{path: $hook, args: ["devgate-hook", "-s", $s, "poststop"]}]
-		} | '"$2" "$DG_TMP/$1/config.json" >"$DG_TMP/$1/config.new"
-	mv "$DG_TMP/$1/config.new" "$DG_TMP/$1/config.json"
-	DG_CONTAINERS+=("$CID")
-}
-
 @test "OCI hook: devgate.io/ttl makes the lease expire; a bad one fails the start" {
 	requires runc
 	start_daemon
