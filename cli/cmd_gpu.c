@@ -174,7 +174,11 @@ static const char grant_help[] =
 	"      --profile NAME     the request devgate.conf names NAME (\"profile NAME =\n"
 	"                         gpus=2 arch=ampere\"); options given here override it\n"
 	"  -d, --device HOST[:PATH]  a host character device (root only; repeatable):\n"
-	"                         node PATH (default HOST, /dev/NAME) in the container\n"
+	"                         node PATH (default HOST, /dev/NAME) in the container.\n"
+	"                         Devices past the container's walls (/dev/mem, raw\n"
+	"                         disks) only if devgate.conf's device-allow names them\n"
+	"      --access ACC       what the --device nodes allow: r, w, m (mknod) or a\n"
+	"                         mix (default rw)\n"
 	"OPTIONS:\n"
 	"  -n, --container LABEL  name to show for the container (e.g. its runtime id)\n"
 	"  -S, --shared           share the GPUs (time slicing) instead of holding them\n"
@@ -217,6 +221,7 @@ enum {
 	OPT_MISSING_OK,
 	OPT_KILL,
 	OPT_KILL_ON_EXPIRY,
+	OPT_ACCESS,
 	OPT_TTL, /* no short option: -t before the command is --timeout */
 };
 
@@ -368,6 +373,9 @@ static int grant_opt(struct cli *cli, int o, struct dg_request *req, bool *done)
 	case OPT_KILL_ON_EXPIRY:
 		g->kill_on_expiry = true;
 		return 0;
+	case OPT_ACCESS:
+		g->access = optarg;
+		return 0;
 	case 'h':
 		printf("%s%s", grant_help, cmd_common_help);
 		*done = true;
@@ -401,6 +409,7 @@ int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, 
 		{ "root", required_argument, NULL, OPT_ROOT },
 		{ "ttl", required_argument, NULL, OPT_TTL },
 		{ "kill-on-expiry", no_argument, NULL, OPT_KILL_ON_EXPIRY },
+		{ "access", required_argument, NULL, OPT_ACCESS },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -431,6 +440,10 @@ int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, 
 			      "--device HOST[:PATH]");
 	if (r == 0 && g->kill_on_expiry && !g->has_ttl)
 		r = cli_usage(cli, "grant", "--kill-on-expiry needs --ttl DURATION");
+	if (r == 0 && g->access && !g->n_devices)
+		r = cli_usage(cli, "grant",
+			      "--access sets the access of --device nodes; GPUs are read and "
+			      "write");
 	return r;
 }
 
@@ -462,8 +475,12 @@ static void describe_devices(const struct dg_lease_info *l, const char *const *o
 
 	for (size_t i = 0; i < n && off < len; i++) {
 		const char *path = only ? only[i] : l->devices[i].path;
+		/* Read and write goes without saying; anything else is shown. */
+		const char *acc = only ? NULL : l->devices[i].access;
+		bool odd = acc && strcmp(acc, "rw") != 0;
 
-		off += (size_t)snprintf(buf + off, len - off, "%sdevice %s", off ? ", " : "", path);
+		off += (size_t)snprintf(buf + off, len - off, "%sdevice %s%s%s%s", off ? ", " : "",
+					path, odd ? " (" : "", odd ? acc : "", odd ? ")" : "");
 	}
 }
 

@@ -13,7 +13,7 @@ static const struct dg_code_info code_table[DG_CODE_MAX] = {
 	[DG_E_INVALID] = { "invalid", 2, "bad command line, request or input" },
 	[DG_E_UNREACHABLE] = { "daemon_unreachable", 3,
 			       "devgated is not running or not reachable" },
-	[DG_E_PERM] = { "permission_denied", 4, "caller lacks the authority (not root)" },
+	[DG_E_PERM] = { "permission_denied", 4, "caller lacks the authority (not root, or a device devgate.conf does not allow)" },
 	[DG_E_NO_TARGET] = { "no_such_target", 5, "the PID, container or cgroup does not exist" },
 	[DG_E_TARGET_UNSUPPORTED] = { "target_unsupported", 6,
 				      "target is not in a usable cgroup v2 cgroup" },

@@ -277,9 +277,8 @@ static void add_ctl(struct dg_inventory *inv, const char *name, uint32_t major, 
 {
 	struct dg_node *n = &inv->ctl[inv->n_ctl++];
 
+	*n = (struct dg_node){ .major = major, .minor = minor };
 	snprintf(n->name, sizeof(n->name), "%s", name);
-	n->major = major;
-	n->minor = minor;
 }
 
 static void gpu_load(int rootfd, const struct dg_inventory *inv, const char *pci_dir,

@@ -27,6 +27,7 @@ struct dg_node {
 	char name[32]; /* file name in /dev, no slashes */
 	uint32_t major;
 	uint32_t minor;
+	uint32_t access; /* DG_ACC_* the gate allows; 0: read and write (GPU nodes) */
 };
 
 struct dg_majors {

@@ -47,6 +47,7 @@ static const struct dg_field grant_req_fields[] = {
 	DG_BOOL("from_image", struct dg_grant_req, from_image),
 	DG_INT_OPT("ttl", struct dg_grant_req, ttl, has_ttl, 1, DURATION_MAX_S),
 	DG_BOOL("kill_on_expiry", struct dg_grant_req, kill_on_expiry),
+	DG_STR_OPT("access", struct dg_grant_req, access),
 };
 
 static const struct dg_field revoke_req_fields[] = {
@@ -161,6 +162,7 @@ static const struct dg_field lease_device_fields[] = {
 	DG_STR("type", struct dg_lease_device, type),
 	DG_INT("major", struct dg_lease_device, major),
 	DG_INT("minor", struct dg_lease_device, minor),
+	DG_STR_OPT("access", struct dg_lease_device, access),
 };
 static const struct dg_schema lease_device_schema =
 	DG_SCHEMA("device", struct dg_lease_device, lease_device_fields);

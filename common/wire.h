@@ -60,6 +60,7 @@ struct dg_grant_req {
 	int64_t ttl;	 /* seconds until the lease expires; replaces an expiry it had */
 	bool has_ttl;
 	bool kill_on_expiry; /* with ttl: kill holders of its nodes at expiry */
+	const char *access;  /* the devices' access: "r", "rw", "rwm"; NULL: rw */
 };
 
 struct dg_revoke_req {
@@ -173,6 +174,7 @@ struct dg_lease_device {
 	const char *host; /* on the host, as granted */
 	const char *type; /* "c" */
 	int64_t major, minor;
+	const char *access; /* "r", "rw", "rwm" */
 };
 
 struct dg_lease_info {

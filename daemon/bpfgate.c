@@ -465,11 +465,11 @@ static struct dg_grant_key grant_key(uint64_t cgid, const struct dg_node *node)
 	};
 }
 
-int bpfgate_grant_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *node,
-		      uint32_t access)
+int bpfgate_grant_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *node)
 {
 	struct dg_grant_key key = grant_key(cgid, node);
-	struct dg_grant_val val = { .access = access };
+	struct dg_grant_val val = { .access = node->access ? node->access
+							  : DG_ACC_READ | DG_ACC_WRITE };
 
 	return bpf_map_update_elem(bg->grants_fd, &key, &val, BPF_ANY) < 0 ? -errno : 0;
 }

@@ -41,8 +41,8 @@ void bpfgate_repin(struct bpfgate *bg);
 void bpfgate_free(struct bpfgate *bg);
 const char *bpfgate_pin_root(const struct bpfgate *bg);
 
-int bpfgate_grant_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *node,
-		      uint32_t access);
+/* Allows the cgroup node->access on the node (read and write when 0). */
+int bpfgate_grant_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *node);
 int bpfgate_grant_del(struct bpfgate *bg, uint64_t cgid, const struct dg_node *node);
 /*
  * The gate looks non-GPU devices up in the grants map only while this flag

@@ -38,6 +38,7 @@ enum key_type {
 	K_LEVEL,   /* int, syslog level */
 	K_SECCOMP, /* int, enum dg_seccomp_mode */
 	K_ALLOW,   /* struct dg_policy's gpu-allow list */
+	K_DEVALLOW, /* struct hostdev_allow */
 };
 
 struct key {
@@ -72,6 +73,7 @@ static const struct key keys[] = {
 	KEY("log-level", K_LEVEL, log_level),
 	KEY("seccomp", K_SECCOMP, seccomp),
 	KEY("gpu-allow", K_ALLOW, policy),
+	KEY("device-allow", K_DEVALLOW, device_allow),
 };
 
 static const char *const level_names[] = {
@@ -320,6 +322,8 @@ static int set_value(struct dg_config *c, const struct key *k, const char *v, st
 		return 0;
 	case K_ALLOW:
 		return policy_set_allow(&c->policy, v, err);
+	case K_DEVALLOW:
+		return hostdev_set_allow(&c->device_allow, v, err);
 	}
 	return -EINVAL;
 }
@@ -502,6 +506,13 @@ static void print_key(const struct dg_config *c, const struct key *k, FILE *f)
 
 		policy_allow_text(&c->policy, ids, sizeof(ids));
 		fprintf(f, "%s\n", ids);
+		break;
+	}
+	case K_DEVALLOW: {
+		char devs[HOSTDEV_MAX_ALLOW * 132];
+
+		hostdev_allow_text(&c->device_allow, devs, sizeof(devs));
+		fprintf(f, "%s\n", devs);
 		break;
 	}
 	}

@@ -14,6 +14,7 @@
 #include "cgroup.h"
 #include "gpu.h"
 #include "lease.h"
+#include "hostdev.h"
 #include "policy.h"
 #include "state.h"
 
@@ -38,6 +39,7 @@ struct dg_config {
 	int log_level;
 	int seccomp;		 /* enum dg_seccomp_mode (confine.h) */
 	struct dg_policy policy; /* gpu-allow, aliases, profiles */
+	struct hostdev_allow device_allow; /* host devices past a container's walls */
 };
 
 #define DG_NO_GID ((gid_t)-1)

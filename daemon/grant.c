@@ -22,7 +22,6 @@
 #include "view.h"
 #include "watch.h"
 
-#define GRANT_ACCESS (DG_ACC_READ | DG_ACC_WRITE)
 
 static void target_donep(struct target *t)
 {
@@ -136,7 +135,7 @@ static int grants_put(struct daemon *d, uint64_t cgid, const struct dg_node *nod
 					    "cannot set the device grant flag: %s", strerror(-r));
 	}
 	for (size_t i = 0; i < n; i++) {
-		int r = bpfgate_grant_put(d->bg, cgid, &nodes[i], GRANT_ACCESS);
+		int r = bpfgate_grant_put(d->bg, cgid, &nodes[i]);
 
 		if (r < 0)
 			return dg_error_set(err, DG_E_KERNEL, r, "cannot add grant of %u:%u: %s",
@@ -266,10 +265,18 @@ static int add_devices(struct daemon *d, struct lease *next, const struct dg_gra
 			     : NULL;
 	if (g->n_devices && !out->granted_devices)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	uint32_t access = 0;
+
+	if (g->access && hostdev_access_parse(g->access, &access, err) < 0)
+		return -EINVAL;
+	/* Read and write, the default, is stored as 0: such a record reads as before. */
+	if (access == (DG_ACC_READ | DG_ACC_WRITE))
+		access = 0;
 	for (size_t i = 0; i < g->n_devices; i++) {
 		struct lease_device dev;
 		char path[40];
-		int r = hostdev_parse(g->devices[i], &d->inv->majors, &dev, err);
+		int r = hostdev_parse(g->devices[i], &d->inv->majors, &d->cfg.device_allow, access,
+				      &dev, err);
 
 		if (r < 0)
 			return r;
@@ -452,6 +459,9 @@ static int grant_check(struct daemon *d, const struct dg_grant_req *g, struct al
 {
 	int r = wants_gpus(g) ? alloc_request_from(&d->cfg.policy, g, req, err) : 0;
 
+	if (r == 0 && g->access && !g->n_devices)
+		r = dg_error_set(err, DG_E_INVALID, EINVAL,
+				 "access is for --device nodes; the request names none");
 	if (r == 0 && g->n_devices > DG_MAX_DEVICES)
 		r = dg_error_set(err, DG_E_INVALID, E2BIG, "at most %d devices in one lease",
 				 DG_MAX_DEVICES);

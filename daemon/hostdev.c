@@ -1,11 +1,184 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include "devgate.h"
+#include "cleanup.h"
 #include "hostdev.h"
+#include "util.h"
+
+#define ANY_MINOR (-1)
+
+/*
+ * Devices that reach past a container. Majors are the fixed ones of the
+ * kernel's devices.txt; names are /proc/devices's, for drivers that take a
+ * major at load time (and for the fixed ones, in case a kernel moves them).
+ */
+struct breakout {
+	uint32_t major; /* 0: by name only */
+	const char *name;
+	int64_t minor;
+	const char *what;
+};
+
+static const struct breakout breakouts[] = {
+	{ 1, "mem", 1, "the host's physical memory (/dev/mem)" },
+	{ 1, "mem", 2, "the kernel's memory (/dev/kmem)" },
+	{ 1, "mem", 4, "the host's I/O ports (/dev/port)" },
+	{ 10, "misc", 231, "the hibernation image of host memory (/dev/snapshot)" },
+	{ 10, "misc", 234, "btrfs control (/dev/btrfs-control)" },
+	{ 10, "misc", 236, "device-mapper control (/dev/mapper/control)" },
+	{ 21, "sg", ANY_MINOR, "raw SCSI commands to a host disk (/dev/sg*)" },
+	{ 90, "mtd", ANY_MINOR, "raw flash memory (/dev/mtd*)" },
+	{ 202, "cpu/msr", ANY_MINOR, "CPU model-specific registers (/dev/cpu/*/msr)" },
+	{ 0, "bsg", ANY_MINOR, "raw block commands to a host disk (/dev/bsg/*)" },
+	{ 0, "nvme", ANY_MINOR, "an NVMe controller of the host (/dev/nvme*)" },
+	{ 0, "nvme-generic", ANY_MINOR, "raw NVMe commands to a host disk (/dev/ng*)" },
+};
+
+/* The name /proc/devices's "Character devices:" part gives major; "" if none. */
+static void major_name(const char *proc_devices, uint32_t major, char *name, size_t len)
+{
+	const char *p = proc_devices ? strstr(proc_devices, "Character devices:") : NULL;
+	const char *end = p ? strstr(p, "Block devices:") : NULL;
+
+	name[0] = '\0';
+	for (p = p ? strchr(p, '\n') : NULL; p && (!end || p < end); p = strchr(p + 1, '\n')) {
+		unsigned int m;
+		char n[64];
+
+		if (sscanf(p + 1, "%u %63s", &m, n) == 2 && m == major) {
+			snprintf(name, len, "%s", n);
+			return;
+		}
+	}
+}
+
+const char *hostdev_breakout(dev_t rdev, const char *proc_devices)
+{
+	uint32_t maj = major(rdev), min = minor(rdev);
+	char name[64];
+
+	major_name(proc_devices, maj, name, sizeof(name));
+	for (size_t i = 0; i < ARRAY_SIZE(breakouts); i++) {
+		const struct breakout *b = &breakouts[i];
+		bool by_major = b->major && b->major == maj;
+		bool by_name = name[0] && strcmp(b->name, name) == 0;
+
+		if ((by_major || by_name) && (b->minor == ANY_MINOR || b->minor == min))
+			return b->what;
+	}
+	return NULL;
+}
+
+static int bad_allow(const char *item, struct dg_error *err)
+{
+	dg_error_set(err, DG_E_INVALID, EINVAL,
+		     "'%s' is not a device: give an absolute host path, MAJOR:MINOR or MAJOR:*",
+		     item);
+	return -EINVAL;
+}
+
+static int allow_entry(const char *item, struct hostdev_allow_entry *e, struct dg_error *err)
+{
+	const char *m;
+	char *end;
+	unsigned long maj, min;
+
+	*e = (struct hostdev_allow_entry){ .minor = ANY_MINOR };
+	if (item[0] == '/') {
+		if (strlen(item) >= sizeof(e->path))
+			return bad_allow(item, err);
+		snprintf(e->path, sizeof(e->path), "%s", item);
+		return 0;
+	}
+	errno = 0;
+	maj = strtoul(item, &end, 10);
+	if (end == item || *end != ':' || errno || maj > 4095 || item[0] == '-')
+		return bad_allow(item, err);
+	e->major = (uint32_t)maj;
+	if (strcmp(end + 1, "*") == 0)
+		return 0;
+	m = end + 1;
+	min = strtoul(m, &end, 10);
+	if (end == m || *end || errno || min > 0xfffff || m[0] == '-')
+		return bad_allow(item, err);
+	e->minor = (int64_t)min;
+	return 0;
+}
+
+int hostdev_set_allow(struct hostdev_allow *a, const char *value, struct dg_error *err)
+{
+	struct hostdev_allow next = { .n = 0 };
+	char buf[4096], *save = NULL;
+
+	if (strlen(value) >= sizeof(buf))
+		return dg_error_set(err, DG_E_INVALID, E2BIG, "the list is too long");
+	snprintf(buf, sizeof(buf), "%s", value);
+	for (char *t = strtok_r(buf, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
+		if (next.n == HOSTDEV_MAX_ALLOW)
+			return dg_error_set(err, DG_E_INVALID, E2BIG, "at most %d devices",
+					    HOSTDEV_MAX_ALLOW);
+		if (allow_entry(t, &next.e[next.n++], err) < 0)
+			return -EINVAL;
+	}
+	*a = next;
+	return 0;
+}
+
+void hostdev_allow_text(const struct hostdev_allow *a, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < a->n && off < len; i++) {
+		const struct hostdev_allow_entry *e = &a->e[i];
+		const char *sep = i ? ", " : "";
+		int w;
+
+		if (e->path[0])
+			w = snprintf(buf + off, len - off, "%s%s", sep, e->path);
+		else if (e->minor == ANY_MINOR)
+			w = snprintf(buf + off, len - off, "%s%u:*", sep, e->major);
+		else
+			w = snprintf(buf + off, len - off, "%s%u:%" PRId64, sep, e->major, e->minor);
+		off += w > 0 ? (size_t)w : 0;
+	}
+}
+
+/* A path entry names the node it leads to now: a symlink or a moved node still matches. */
+static bool allowed(const struct hostdev_allow *a, dev_t rdev)
+{
+	for (size_t i = 0; i < a->n; i++) {
+		const struct hostdev_allow_entry *e = &a->e[i];
+		struct stat st;
+
+		if (e->path[0]) {
+			if (stat(e->path, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == rdev)
+				return true;
+		} else if (e->major == major(rdev) &&
+			   (e->minor == ANY_MINOR || e->minor == (int64_t)minor(rdev))) {
+			return true;
+		}
+	}
+	return false;
+}
+
+int hostdev_access_parse(const char *s, uint32_t *ret, struct dg_error *err)
+{
+	if (lease_access_parse(s, ret) < 0) {
+		dg_error_set(err, DG_E_INVALID, EINVAL, "access '%s' is not a set of r, w and m", s);
+		dg_error_hint(err, "e.g. --access r (read only), rw (the default) or rwm (and mknod)");
+		return -EINVAL;
+	}
+	return 0;
+}
 
 static int bad_path(const char *path, const char *why, struct dg_error *err)
 {
@@ -31,14 +204,70 @@ static int container_name(const char *path, char *name, size_t len, struct dg_er
 	return 0;
 }
 
-int hostdev_parse(const char *spec, const struct dg_majors *majors, struct lease_device *ret,
+static int host_node(const char *host, struct stat *st, struct dg_error *err)
+{
+	int r;
+
+	/* A host path, named by an admin: devgated's own view of the host. */
+	if (stat(host, st) < 0) {
+		r = -errno;
+		dg_error_set(err, DG_E_INVALID, -r, "device '%s': %s", host, strerror(-r));
+		dg_error_hint(err, "name a character device node on the host, e.g. /dev/full");
+		return r;
+	}
+	if (S_ISBLK(st->st_mode)) {
+		dg_error_set(err, DG_E_INVALID, ENOTSUP, "device '%s' is a block device", host);
+		dg_error_hint(err, "devgate grants character devices only; give disks to a "
+				   "container through its runtime's configuration");
+		return -ENOTSUP;
+	}
+	if (!S_ISCHR(st->st_mode)) {
+		dg_error_set(err, DG_E_INVALID, ENODEV, "'%s' is not a character device", host);
+		dg_error_hint(err, "name a character device node on the host, e.g. /dev/full");
+		return -ENODEV;
+	}
+	return 0;
+}
+
+/* Refuses GPU-class nodes (devgate's own) and nodes past the container the admin did not allow. */
+static int check_kind(const char *host, dev_t rdev, const struct dg_majors *majors,
+		      const struct hostdev_allow *allow, struct dg_error *err)
+{
+	uint32_t maj = major(rdev);
+	auto_free char *proc_devices = NULL;
+	const char *what;
+
+	if ((majors->has_nvidia && maj == majors->nvidia) ||
+	    (majors->has_uvm && maj == majors->uvm)) {
+		dg_error_set(err, DG_E_INVALID, EINVAL,
+			     "device '%s' (%u:%u) is a GPU-class device devgate manages", host, maj,
+			     minor(rdev));
+		dg_error_hint(err, "grant GPUs with --gpu");
+		return -EINVAL;
+	}
+	(void)read_file_at(AT_FDCWD, "/proc/devices", 1 << 16, &proc_devices, NULL);
+	what = hostdev_breakout(rdev, proc_devices);
+	if (what && !allowed(allow, rdev)) {
+		dg_error_set(err, DG_E_PERM, EPERM,
+			     "device '%s' (%u:%u) is %s: a container holding it reaches past "
+			     "its walls",
+			     host, maj, minor(rdev), what);
+		dg_error_hint(err, "if this container must have it, the admin names it in "
+				   "devgate.conf: device-allow = %s",
+			      host);
+		return -EPERM;
+	}
+	return 0;
+}
+
+int hostdev_parse(const char *spec, const struct dg_majors *majors,
+		  const struct hostdev_allow *allow, uint32_t access, struct lease_device *ret,
 		  struct dg_error *err)
 {
-	struct lease_device dev = { 0 };
+	struct lease_device dev = { .access = access };
 	const char *sep = NULL, *path;
 	size_t host_len;
 	struct stat st;
-	uint32_t maj;
 	int r;
 
 	for (const char *p = strchr(spec, ':'); p; p = strchr(p + 1, ':')) {
@@ -55,35 +284,13 @@ int hostdev_parse(const char *spec, const struct dg_majors *majors, struct lease
 				    "device '%s': the host path is too long", spec);
 	memcpy(dev.host, spec, host_len);
 	r = container_name(path, dev.name, sizeof(dev.name), err);
+	if (r == 0)
+		r = host_node(dev.host, &st, err);
+	if (r == 0)
+		r = check_kind(dev.host, st.st_rdev, majors, allow, err);
 	if (r < 0)
 		return r;
-	/* A host path, named by an admin: devgated's own view of the host. */
-	if (stat(dev.host, &st) < 0) {
-		r = -errno;
-		dg_error_set(err, DG_E_INVALID, -r, "device '%s': %s", dev.host, strerror(-r));
-		dg_error_hint(err, "name a character device node on the host, e.g. /dev/full");
-		return r;
-	}
-	if (S_ISBLK(st.st_mode)) {
-		dg_error_set(err, DG_E_INVALID, ENOTSUP, "device '%s' is a block device", dev.host);
-		dg_error_hint(err, "devgate grants character devices only");
-		return -ENOTSUP;
-	}
-	if (!S_ISCHR(st.st_mode)) {
-		dg_error_set(err, DG_E_INVALID, ENODEV, "'%s' is not a character device", dev.host);
-		dg_error_hint(err, "name a character device node on the host, e.g. /dev/full");
-		return -ENODEV;
-	}
-	maj = major(st.st_rdev);
-	if ((majors->has_nvidia && maj == majors->nvidia) ||
-	    (majors->has_uvm && maj == majors->uvm)) {
-		dg_error_set(err, DG_E_INVALID, EINVAL,
-			     "device '%s' (%u:%u) is a GPU-class device devgate manages", dev.host,
-			     maj, minor(st.st_rdev));
-		dg_error_hint(err, "grant GPUs with --gpu");
-		return -EINVAL;
-	}
-	dev.major = maj;
+	dev.major = major(st.st_rdev);
 	dev.minor = minor(st.st_rdev);
 	*ret = dev;
 	return 0;

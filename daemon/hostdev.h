@@ -3,22 +3,63 @@
  * Host character devices granted by path (grant --device HOST[:PATH]), the
  * way lxc-device add does. devgated reads the numbers from the host node
  * itself; the client names only paths.
+ *
+ * Some character devices reach past any container: host memory (/dev/mem,
+ * /dev/kmem), I/O ports, CPU registers, raw disk commands, the control nodes
+ * of device-mapper, loop and btrfs. They are refused unless the admin's
+ * device-allow list (devgate.conf) names them.
  */
 #ifndef DEVGATE_HOSTDEV_H
 #define DEVGATE_HOSTDEV_H
+
+#include <stdint.h>
+#include <sys/types.h>
 
 #include "errors.h"
 #include "gpu.h"
 #include "lease.h"
 
+#define HOSTDEV_MAX_ALLOW 32
+
+/* One device-allow entry: a host path (compared by the node it names) or numbers. */
+struct hostdev_allow_entry {
+	char path[128];	  /* "" when by numbers */
+	uint32_t major;
+	int64_t minor; /* -1: any minor of major */
+};
+
+struct hostdev_allow {
+	struct hostdev_allow_entry e[HOSTDEV_MAX_ALLOW];
+	size_t n;
+};
+
+/* "/dev/mem, 1:4, 21:*"; empty: no list. Replaces the list. DG_E_INVALID. */
+int hostdev_set_allow(struct hostdev_allow *a, const char *value, struct dg_error *err);
+/* The list as the file writes it; "" for none. */
+void hostdev_allow_text(const struct hostdev_allow *a, char *buf, size_t len);
+
+/*
+ * What rdev is when it is a device that reaches past a container ("the
+ * host's physical memory (/dev/mem)"), or NULL. proc_devices is the text of
+ * /proc/devices, for the majors drivers take at load time; NULL: fixed
+ * majors only.
+ */
+const char *hostdev_breakout(dev_t rdev, const char *proc_devices);
+
+/* "r", "rw", "rwm" (any order, each once) -> DG_ACC_* bits. DG_E_INVALID. */
+int hostdev_access_parse(const char *s, uint32_t *ret, struct dg_error *err);
+
 /*
  * "HOST[:PATH]" -> a lease device. The PATH separator is the last ':'
  * followed by '/', so "/dev/char/1:7" is a HOST alone. HOST: an absolute
  * host path, symlinks followed, to a character device that is not of a
- * GPU-class major (majors). PATH (default: HOST): /dev/NAME with one
- * component NAME, not "nvidia*" (GPU nodes' names). DG_E_INVALID otherwise.
+ * GPU-class major (majors) and, unless allow names it, not one that
+ * reaches past the container. PATH (default: HOST): /dev/NAME with one
+ * component NAME, not "nvidia*" (GPU nodes' names). access: DG_ACC_* bits
+ * the gate allows. DG_E_INVALID or DG_E_PERM otherwise.
  */
-int hostdev_parse(const char *spec, const struct dg_majors *majors, struct lease_device *ret,
+int hostdev_parse(const char *spec, const struct dg_majors *majors,
+		  const struct hostdev_allow *allow, uint32_t access, struct lease_device *ret,
 		  struct dg_error *err);
 
 #endif

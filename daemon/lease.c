@@ -8,9 +8,11 @@
 
 #include "array.h"
 #include "cleanup.h"
+#include "devgate.h"
 #include "jsonutil.h"
 #include "lease.h"
 #include "util.h"
+#include "view.h"
 
 #define LEASE_FORMAT 1
 
@@ -373,6 +375,24 @@ const struct lease_device *lease_find_device(const struct lease *l, const char *
 	return NULL;
 }
 
+int lease_access_parse(const char *s, uint32_t *ret)
+{
+	uint32_t acc = 0;
+
+	for (const char *p = s; *p; p++) {
+		uint32_t bit = *p == 'r' ? DG_ACC_READ : *p == 'w' ? DG_ACC_WRITE
+					: *p == 'm' ? DG_ACC_MKNOD : 0;
+
+		if (!bit || (acc & bit))
+			return -EINVAL;
+		acc |= bit;
+	}
+	if (!acc)
+		return -EINVAL;
+	*ret = acc;
+	return 0;
+}
+
 int lease_add_device(struct lease *l, const struct lease_device *dev)
 {
 	struct lease_device *v;
@@ -382,8 +402,13 @@ int lease_add_device(struct lease *l, const struct lease_device *dev)
 		bool same_name = strcmp(o->name, dev->name) == 0;
 		bool same_dev = o->major == dev->major && o->minor == dev->minor;
 
-		if (same_name && same_dev)
-			return 0;
+		/* The same device again: only its access may change. */
+		if (same_name && same_dev) {
+			if (o->access == dev->access)
+				return 0;
+			l->devices[i].access = dev->access;
+			return 1;
+		}
 		if (same_name || same_dev)
 			return -EEXIST;
 	}
@@ -415,9 +440,12 @@ static size_t device_nodes(const struct lease *l, struct dg_node *out, size_t n,
 	for (size_t i = 0; i < l->n_devices && n < max; i++) {
 		struct dg_node *node = &out[n++];
 
+		*node = (struct dg_node){
+			.major = l->devices[i].major,
+			.minor = l->devices[i].minor,
+			.access = l->devices[i].access,
+		};
 		snprintf(node->name, sizeof(node->name), "%s", l->devices[i].name);
-		node->major = l->devices[i].major;
-		node->minor = l->devices[i].minor;
 	}
 	return n;
 }
@@ -430,9 +458,8 @@ size_t lease_nodes(const struct lease *l, const struct dg_inventory *inv, struct
 	for (size_t i = 0; i < l->n_gpus && n < max; i++) {
 		struct dg_node *node = &out[n++];
 
+		*node = (struct dg_node){ .major = inv->majors.nvidia, .minor = l->gpus[i].minor };
 		snprintf(node->name, sizeof(node->name), "nvidia%u", l->gpus[i].minor);
-		node->major = inv->majors.nvidia;
-		node->minor = l->gpus[i].minor;
 	}
 	if (l->n_gpus > 0) {
 		for (size_t i = 0; i < inv->n_ctl && n < max; i++)
@@ -560,6 +587,13 @@ json_object *lease_to_json(const struct lease *l)
 					       json_object_new_int64(l->devices[i].major));
 			json_object_object_add(dv, "minor",
 					       json_object_new_int64(l->devices[i].minor));
+			/* Left out for read and write: such a record reads the same as before. */
+			if (l->devices[i].access) {
+				char acc[8];
+
+				view_access_str(l->devices[i].access, acc, sizeof(acc));
+				json_object_object_add(dv, "access", json_object_new_string(acc));
+			}
 			json_object_array_add(devs, dv);
 		}
 		json_object_object_add(o, "devices", devs);
@@ -700,6 +734,12 @@ static int devices_from_json(json_object *arr, struct lease *l, char *why, size_
 		if (want_u32(dv, "major", 4095, &dev.major, why, len) < 0 ||
 		    want_u32(dv, "minor", 1048575, &dev.minor, why, len) < 0)
 			return -EINVAL;
+		if (json_object_object_get_ex(dv, "access", &v) &&
+		    (!json_object_is_type(v, json_type_string) ||
+		     lease_access_parse(json_object_get_string(v), &dev.access) < 0)) {
+			snprintf(why, len, "device access must be a string of r, w, m");
+			return -EINVAL;
+		}
 		r = lease_add_device(l, &dev);
 		if (r == -ENOMEM) {
 			snprintf(why, len, "out of memory");

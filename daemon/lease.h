@@ -27,6 +27,7 @@ struct lease_device {
 	char host[256]; /* the host path it was granted from, for display and revoke */
 	uint32_t major;
 	uint32_t minor;
+	uint32_t access; /* DG_ACC_* (grant --access); 0: read and write */
 };
 
 struct lease {
@@ -110,6 +111,9 @@ const struct lease_device *lease_find_device(const struct lease *l, const char *
  * taken by another of its devices, -E2BIG full, -ENOMEM. */
 int lease_add_device(struct lease *l, const struct lease_device *dev);
 void lease_del_device(struct lease *l, const char *name);
+
+/* "r", "rw", "rwm" (any order, each once) -> DG_ACC_* bits; -EINVAL. */
+int lease_access_parse(const char *s, uint32_t *ret);
 
 /* Device nodes the lease grants: its GPUs, control nodes if any GPU, its devices. */
 size_t lease_nodes(const struct lease *l, const struct dg_inventory *inv, struct dg_node *out,

@@ -82,6 +82,9 @@ static void usage(FILE *f)
 		"                          the kernel) or off; --no-seccomp is 'off'\n"
 		"      --gpu-allow IDS     grant only GPUs with these PCI vendor:device ids\n"
 		"                          (\"10de:2330,10de:20b0\"); the rest are 'excluded'\n"
+		"      --device-allow DEVS allow grant --device of these host devices that\n"
+		"                          reach past a container (/dev/mem, raw disks...):\n"
+		"                          paths, MAJOR:MINOR or MAJOR:* (\"/dev/loop-control\")\n"
 		"      --hook-allow-env    let OCI hooks honour NVIDIA_VISIBLE_DEVICES from\n"
 		"                          container images (off: an image must not grant\n"
 		"                          itself GPUs)\n"
@@ -148,6 +151,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "no-attach-events", no_argument, NULL, OPT_UNSET },
 		{ "seccomp", required_argument, NULL, OPT_SET },
 		{ "gpu-allow", required_argument, NULL, OPT_SET },
+		{ "device-allow", required_argument, NULL, OPT_SET },
 		{ "no-seccomp", no_argument, NULL, OPT_NO_SECCOMP },
 		{ "config", required_argument, NULL, OPT_CONFIG },
 		{ "check-config", no_argument, NULL, OPT_CHECK },

@@ -39,7 +39,7 @@ static void adopt_grants(struct daemon *d, struct lease *l, int cgfd, unsigned i
 	}
 	/* Grants are re-put unconditionally: cheap, and exact afterwards. */
 	for (size_t i = 0; i < n; i++) {
-		if (bpfgate_grant_put(d->bg, l->cgid, &nodes[i], DG_ACC_READ | DG_ACC_WRITE) < 0)
+		if (bpfgate_grant_put(d->bg, l->cgid, &nodes[i]) < 0)
 			log_error("reconcile: cannot restore grant %u:%u of %s", nodes[i].major,
 				  nodes[i].minor, lease_label(l));
 	}

@@ -85,17 +85,20 @@ static int view_devices(const struct lease *l, struct dg_lease_info *out, struct
 		return -ENOMEM;
 	for (size_t i = 0; i < l->n_devices; i++) {
 		struct dg_lease_device *v = &out->devices[i];
-		char path[40];
+		uint32_t acc = l->devices[i].access;
+		char path[40], access[8];
 
 		snprintf(path, sizeof(path), "/dev/%s", l->devices[i].name);
+		view_access_str(acc ? acc : DG_ACC_READ | DG_ACC_WRITE, access, sizeof(access));
 		*v = (struct dg_lease_device){
 			.path = dg_arena_strdup(a, path),
 			.host = dg_arena_strdup(a, l->devices[i].host),
 			.type = "c",
 			.major = l->devices[i].major,
 			.minor = l->devices[i].minor,
+			.access = dg_arena_strdup(a, access),
 		};
-		if (!v->path || !v->host)
+		if (!v->path || !v->host || !v->access)
 			return -ENOMEM;
 	}
 	out->n_devices = l->n_devices;

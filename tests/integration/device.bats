@@ -45,7 +45,7 @@ devflag() {
 	[ "${lines[1]}" = "/gpu1 EPERM" ]
 	run -0 dg --json status
 	[ "$(echo "$output" | jq -c '.leases[0].devices')" = \
-		'[{"path":"/dev/loop-control","host":"/dev/loop-control","type":"c","major":10,"minor":237}]' ]
+		'[{"path":"/dev/loop-control","host":"/dev/loop-control","type":"c","major":10,"minor":237,"access":"rw"}]' ]
 	[ "$(echo "$output" | jq '.leases[0].gpus | length')" = 0 ]
 	run -0 dg status
 	[[ "$output" == *"device $LC"* ]]
@@ -266,4 +266,85 @@ crash_at() {
 	no_leases
 	run -0 setpriv --reuid 65534 --regid 65534 --groups 4242,4343 \
 		"$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" grant --pid "$CPID" --gpu 0
+}
+
+@test "--access r: a read opens, a write is denied; another grant changes it; a restart keeps it" {
+	container c
+	run -0 dg grant --pid "$CPID" --device $LC --access r
+	[[ "$output" == "granted device $LC to $CID"* ]]
+	run -0 probe "$CID" $LC
+	run -1 probe "$CID" -w $LC
+	[ "$output" = "$LC EPERM" ]
+	run -0 dg status
+	[[ "$output" == *"device $LC (r)"* ]]
+	run -0 dg --json status
+	[ "$(echo "$output" | jq -r '.leases[0].devices[0].access')" = r ]
+	record=$(ls "$DG_TMP/state/leases/"*.json)
+	[ "$(jq -r '.devices[0].access' "$record")" = r ]
+	stop_daemon
+	start_daemon
+	run -0 probe "$CID" $LC
+	run -1 probe "$CID" -w $LC
+	[ "$output" = "$LC EPERM" ]
+
+	# The same device again with the default: read and write, no access field.
+	run -0 dg grant --pid "$CPID" --device $LC
+	run -0 probe "$CID" -w $LC
+	[ "$(jq -r '.devices[0].access // "none"' "$record")" = none ]
+	run -0 dg --json status
+	[ "$(echo "$output" | jq -r '.leases[0].devices[0].access')" = rw ]
+
+	run -2 dg grant --pid "$CPID" --device /dev/full:/dev/f2 --access rx
+	[[ "$output" == *"access 'rx' is not a set of r, w and m"* ]]
+	run -2 dg grant --pid "$CPID" --device /dev/full:/dev/f2 --access rr
+	run -2 dg grant --pid "$CPID" --gpu 0 --access r
+	[[ "$output" == *"--access sets the access of --device nodes"* ]]
+	run -0 dg --json status
+	[ "$(echo "$output" | jq '.leases[0].devices | length')" = 1 ]
+}
+
+@test "devices past the container's walls: refused by their numbers unless device-allow names them" {
+	container c
+	mknod "$DG_TMP/mem" c 1 1
+	mknod "$DG_TMP/innocent" c 1 1
+	mknod "$DG_TMP/port" c 1 4
+	mknod "$DG_TMP/sg3" c 21 3
+	mknod "$DG_TMP/msr" c 202 0
+	run -4 dg grant --pid "$CPID" --device "$DG_TMP/mem:/dev/mem"
+	[[ "$output" == *"(1:1) is the host's physical memory (/dev/mem)"* ]]
+	[[ "$output" == *"hint: if this container must have it, the admin names it in devgate.conf: device-allow = $DG_TMP/mem"* ]]
+	# A node by another name is the same device.
+	run -4 dg grant --pid "$CPID" --device "$DG_TMP/innocent:/dev/innocent"
+	[[ "$output" == *"physical memory"* ]]
+	run -4 dg grant --pid "$CPID" --device "$DG_TMP/port:/dev/port"
+	[[ "$output" == *"I/O ports"* ]]
+	run -4 dg grant --pid "$CPID" --device "$DG_TMP/sg3:/dev/sg3"
+	[[ "$output" == *"raw SCSI commands"* ]]
+	run -4 dg grant --pid "$CPID" --device "$DG_TMP/msr:/dev/msr"
+	[[ "$output" == *"model-specific registers"* ]]
+	# One refused device spoils the request: /dev/full does not go in either.
+	run -4 dg grant --pid "$CPID" --device /dev/full:/dev/f2 --device "$DG_TMP/mem:/dev/mem"
+	no_leases
+	[ "$(grants_of "$DG_CGROOT/$CID")" = 0 ]
+	run -1 probe "$CID" /dev/mem /dev/f2
+	[ "${lines[0]}" = "/dev/mem ENOENT" ]
+
+	stop_daemon
+	start_daemon --device-allow "$DG_TMP/mem, 21:*"
+	run -0 "$DEVGATE_BUILD/devgated" --check-config --device-allow "$DG_TMP/mem, 21:*" \
+		--host-root "$DG_HOST" --state-dir "$DG_TMP/state" --pin-root "$DG_PINS"
+	[[ "$output" == *"device-allow = $DG_TMP/mem, 21:*"* ]]
+	run -0 dg grant --pid "$CPID" --device "$DG_TMP/mem:/dev/mem" --device "$DG_TMP/sg3:/dev/sg3"
+	# ENXIO: the gate let the open through (this kernel has no /dev/mem driver, no sg).
+	run -1 probe "$CID" /dev/mem /dev/sg3
+	[ "${lines[0]}" = "/dev/mem ENXIO" ]
+	[ "${lines[1]}" = "/dev/sg3 ENXIO" ]
+	run -4 dg grant --pid "$CPID" --device "$DG_TMP/port:/dev/port"
+	run -4 dg grant --pid "$CPID" --device "$DG_TMP/msr:/dev/msr"
+	run -1 probe "$CID" /dev/port
+	[ "$output" = "/dev/port ENOENT" ]
+
+	run -2 "$DEVGATE_BUILD/devgated" --check-config --device-allow "21:x" \
+		--host-root "$DG_HOST" --state-dir "$DG_TMP/state" --pin-root "$DG_PINS"
+	[[ "$output" == *"'21:x' is not a device: give an absolute host path, MAJOR:MINOR or MAJOR:*"* ]]
 }

@@ -8,12 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 #include <syslog.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "confine.h"
 #include "daemon.h"
+#include "hostdev.h"
 #include "peer.h"
 #include "policy.h"
 
@@ -349,6 +351,50 @@ static void test_print_round_trip(void **state)
 	free(text);
 }
 
+/* device-allow: paths, numbers and MAJOR:*, printed back as given; bad items refused whole. */
+static void test_device_allow(void **state)
+{
+	struct dg_config *c = *state;
+	struct dg_error err = { 0 };
+	char text[512];
+
+	assert_int_equal(config_set(c, "device-allow", "/dev/mem, 21:*,1:4", &err), 0);
+	assert_int_equal(c->device_allow.n, 3);
+	hostdev_allow_text(&c->device_allow, text, sizeof(text));
+	assert_string_equal(text, "/dev/mem, 21:*, 1:4");
+	assert_int_equal(config_set(c, "device-allow", "21:x", &err), -EINVAL);
+	assert_non_null(strstr(err.message, "'21:x' is not a device"));
+	assert_int_equal(config_set(c, "device-allow", "-1:2", &err), -EINVAL);
+	assert_int_equal(config_set(c, "device-allow", "5000:1", &err), -EINVAL);
+	assert_int_equal(config_set(c, "device-allow", "dev/mem", &err), -EINVAL);
+	/* A refused value leaves the list as it was. */
+	assert_int_equal(c->device_allow.n, 3);
+	assert_int_equal(config_set(c, "device-allow", "", &err), 0);
+	assert_int_equal(c->device_allow.n, 0);
+}
+
+/* What reaches past a container, by fixed major and by /proc/devices's name. */
+static void test_breakout(void **state)
+{
+	static const char procdev[] = "Character devices:\n  1 mem\n 10 misc\n240 nvme-generic\n"
+				      "241 bsg\n\nBlock devices:\n242 sg\n";
+
+	(void)state;
+	assert_non_null(hostdev_breakout(makedev(1, 1), NULL));
+	assert_non_null(hostdev_breakout(makedev(1, 4), procdev));
+	assert_null(hostdev_breakout(makedev(1, 3), procdev)); /* /dev/null */
+	assert_null(hostdev_breakout(makedev(1, 7), procdev)); /* /dev/full */
+	assert_non_null(hostdev_breakout(makedev(10, 236), procdev));
+	assert_null(hostdev_breakout(makedev(10, 237), procdev)); /* loop-control */
+	assert_non_null(hostdev_breakout(makedev(21, 9), NULL));
+	assert_non_null(hostdev_breakout(makedev(202, 3), NULL));
+	assert_non_null(hostdev_breakout(makedev(240, 0), procdev));
+	assert_non_null(hostdev_breakout(makedev(241, 5), procdev));
+	/* A block major of the same number is not a character device's name. */
+	assert_null(hostdev_breakout(makedev(242, 0), procdev));
+	assert_null(hostdev_breakout(makedev(240, 0), NULL));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -363,6 +409,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_print_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_policy, setup, teardown),
 		cmocka_unit_test(test_policy_errors),
+		cmocka_unit_test_setup_teardown(test_device_allow, setup, teardown),
+		cmocka_unit_test(test_breakout),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

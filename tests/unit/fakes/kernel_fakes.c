@@ -97,13 +97,11 @@ bool fake_has_node(const char *name)
 
 /* bpfgate */
 
-int bpfgate_grant_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *node,
-		      uint32_t access)
+int bpfgate_grant_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *node)
 {
 	int r = injected(__func__);
 
 	(void)bg;
-	(void)access;
 	if (r < 0)
 		return r;
 	if (!fake_has_grant(cgid, node->major, node->minor))
