@@ -24,20 +24,20 @@
 #define LINE_MAX_LEN 4096
 
 enum key_type {
-	K_ABSPATH, /* char *, absolute path */
-	K_PATH,	   /* char *, any non-empty path */
-	K_LISTEN,  /* char *, ADDR:PORT, empty for none */
-	K_OPTPATH, /* char *, absolute path, empty for none */
-	K_MODE,	   /* mode_t, octal up to 0777 */
-	K_OWNER,   /* node_uid and node_gid */
-	K_MS,	   /* unsigned int, 100 to 3600000 */
-	K_COUNT,   /* unsigned int, 1 to 65536 */
-	K_HEAL_MS, /* unsigned int, 0 (off) to 1000 */
-	K_GROUP,   /* gid_t, a group name or number; empty for none */
-	K_BOOL,	   /* bool */
-	K_LEVEL,   /* int, syslog level */
-	K_SECCOMP, /* int, enum dg_seccomp_mode */
-	K_ALLOW,   /* struct dg_policy's gpu-allow list */
+	K_ABSPATH,  /* char *, absolute path */
+	K_PATH,	    /* char *, any non-empty path */
+	K_LISTEN,   /* char *, ADDR:PORT, empty for none */
+	K_OPTPATH,  /* char *, absolute path, empty for none */
+	K_MODE,	    /* mode_t, octal up to 0777 */
+	K_OWNER,    /* node_uid and node_gid */
+	K_MS,	    /* unsigned int, 100 to 3600000 */
+	K_COUNT,    /* unsigned int, 1 to 65536 */
+	K_HEAL_MS,  /* unsigned int, 0 (off) to 1000 */
+	K_GROUP,    /* gid_t, a group name or number; empty for none */
+	K_BOOL,	    /* bool */
+	K_LEVEL,    /* int, syslog level */
+	K_SECCOMP,  /* int, enum dg_seccomp_mode */
+	K_ALLOW,    /* struct dg_policy's gpu-allow list */
 	K_DEVALLOW, /* struct hostdev_allow */
 };
 

@@ -159,6 +159,16 @@ static const int daemon_syscalls[] = {
 	SCMP_SYS(wait4),
 	SCMP_SYS(waitid),
 	SCMP_SYS(setns),
+	/* nodes for containers in another user namespace (nodes.c, helper.c) */
+	SCMP_SYS(fsopen),
+	SCMP_SYS(fsconfig),
+	SCMP_SYS(fsmount),
+	SCMP_SYS(open_tree),
+	SCMP_SYS(move_mount),
+	SCMP_SYS(umount2), /* a node's bind mount, in a helper that forked from devgated */
+	SCMP_SYS(fchdir),
+	SCMP_SYS(setfsuid),
+	SCMP_SYS(setfsgid),
 	SCMP_SYS(capget),
 	SCMP_SYS(capset),
 	SCMP_SYS(prctl),
@@ -207,12 +217,12 @@ static const int daemon_syscalls[] = {
 
 /* Never needed once devgated serves; each one would only serve an attacker. */
 static const int fatal_syscalls[] = {
-	SCMP_SYS(execve),      SCMP_SYS(execveat),	  SCMP_SYS(process_vm_writev),
-	SCMP_SYS(kexec_load),  SCMP_SYS(init_module),	  SCMP_SYS(finit_module),
-	SCMP_SYS(mount),       SCMP_SYS(umount2),	  SCMP_SYS(pivot_root),
-	SCMP_SYS(chroot),      SCMP_SYS(swapon),	  SCMP_SYS(reboot),
-	SCMP_SYS(keyctl),      SCMP_SYS(add_key),	  SCMP_SYS(request_key),
-	SCMP_SYS(userfaultfd), SCMP_SYS(perf_event_open),
+	SCMP_SYS(execve),	   SCMP_SYS(execveat),	  SCMP_SYS(process_vm_writev),
+	SCMP_SYS(kexec_load),	   SCMP_SYS(init_module), SCMP_SYS(finit_module),
+	SCMP_SYS(mount),	   SCMP_SYS(pivot_root),  SCMP_SYS(chroot),
+	SCMP_SYS(swapon),	   SCMP_SYS(reboot),	  SCMP_SYS(keyctl),
+	SCMP_SYS(add_key),	   SCMP_SYS(request_key), SCMP_SYS(userfaultfd),
+	SCMP_SYS(perf_event_open),
 #if !defined(__SANITIZE_ADDRESS__)
 	SCMP_SYS(ptrace),
 #endif

@@ -9,7 +9,10 @@
 
 #include <stddef.h>
 
-#define FDPASS_MAX 2 /* descriptors in one message */
+#include "gpu.h"
+
+/* Descriptors in one message: a pidfd, a root, and a mount of each node (rootless). */
+#define FDPASS_MAX (2 + DG_MAX_NODES)
 
 /* Sends len bytes of buf with n (1 to FDPASS_MAX) descriptors; 0 or -errno. */
 int fds_send(int sock, const void *buf, size_t len, const int *fds, size_t n);

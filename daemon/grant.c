@@ -22,7 +22,6 @@
 #include "view.h"
 #include "watch.h"
 
-
 static void target_donep(struct target *t)
 {
 	target_done(t);

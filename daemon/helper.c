@@ -3,11 +3,14 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <linux/mount.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/fsuid.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -88,27 +91,70 @@ static void inspect(int devfd, const struct dg_node *node, struct node_result *r
 	res->minor = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? minor(st.st_rdev) : 0;
 }
 
-static void make_one(int devfd, const struct dg_node *node, const struct helper_job *o,
+/*
+ * A file to mount on, owned by an id the container's namespace maps: its
+ * /dev refuses inodes whose owner it cannot represent (EOVERFLOW for root).
+ */
+static int mount_point(int devfd, const char *name, const struct helper_job *o)
+{
+	int fd, e;
+
+	(void)setfsgid(o->fs_gid);
+	(void)setfsuid(o->fs_uid);
+	fd = openat(devfd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+	e = errno;
+	(void)setfsuid(0);
+	(void)setfsgid(0);
+	if (fd < 0)
+		return -e;
+	close(fd);
+	return 0;
+}
+
+/* The node as a bind mount of devgated's (tree): a node the container's /dev could not open. */
+static int bind_node(int devfd, const struct dg_node *node, const struct helper_job *o, int tree)
+{
+	int r = mount_point(devfd, node->name, o);
+
+	if (r < 0)
+		return r;
+	/* No MOVE_MOUNT_T_SYMLINKS: a symlink swapped in is not followed. */
+	if (syscall(SYS_move_mount, tree, "", devfd, node->name, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+		r = -errno;
+		(void)unlinkat(devfd, node->name, 0);
+		return r;
+	}
+	return 0;
+}
+
+static int place_node(int devfd, const struct dg_node *node, const struct helper_job *o, int tree)
+{
+	if (o->bind)
+		return bind_node(devfd, node, o, tree);
+	if (mknodat(devfd, node->name, S_IFCHR | o->mode, makedev(node->major, node->minor)) < 0)
+		return -errno;
+	if ((o->uid || o->gid) &&
+	    fchownat(devfd, node->name, o->uid, o->gid, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	return 0;
+}
+
+static void make_one(int devfd, const struct dg_node *node, const struct helper_job *o, int tree,
 		     struct node_result *res)
 {
 	struct stat st;
+	int r = place_node(devfd, node, o, tree);
 
-	if (mknodat(devfd, node->name, S_IFCHR | o->mode, makedev(node->major, node->minor)) < 0) {
-		if (errno == EEXIST) { /* raced with the container: judge what is there */
+	if (r < 0) {
+		if (r == -EEXIST) { /* raced with the container: judge what is there */
 			inspect(devfd, node, res);
 			return;
 		}
 		res->status = NODE_FAILED;
-		res->err = errno;
+		res->err = -r;
 		return;
 	}
 	res->status = NODE_CREATED;
-	if ((o->uid || o->gid) &&
-	    fchownat(devfd, node->name, o->uid, o->gid, AT_SYMLINK_NOFOLLOW) < 0) {
-		res->status = NODE_FAILED;
-		res->err = errno;
-		return;
-	}
 	/* Check what the path holds now; the container may have swapped it. */
 	if (fstatat(devfd, node->name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISCHR(st.st_mode) ||
 	    st.st_rdev != makedev(node->major, node->minor) || (st.st_mode & 07777) != o->mode) {
@@ -117,11 +163,34 @@ static void make_one(int devfd, const struct dg_node *node, const struct helper_
 	}
 }
 
-static void unmake_one(int devfd, const struct dg_node *node, struct node_result *res)
+/*
+ * A bind-mounted node comes off before its file goes. umount2 takes a path,
+ * so it is resolved from /dev's fd as the working directory: one component,
+ * not followed if a symlink.
+ */
+static int unbind_node(int devfd, const char *name)
 {
+	if (fchdir(devfd) < 0)
+		return -errno;
+	if (umount2(name, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL)
+		return -errno;
+	return 0;
+}
+
+static void unmake_one(int devfd, const struct dg_node *node, const struct helper_job *o,
+		       struct node_result *res)
+{
+	int r;
+
 	inspect(devfd, node, res);
 	if (res->status != NODE_PRESENT)
 		return;
+	r = o->bind ? unbind_node(devfd, node->name) : 0;
+	if (r < 0) {
+		res->status = NODE_FAILED;
+		res->err = -r;
+		return;
+	}
 	/* unlinkat never follows: at worst it removes what was swapped in. */
 	if (unlinkat(devfd, node->name, 0) < 0) {
 		res->status = errno == ENOENT ? NODE_ABSENT : NODE_FAILED;
@@ -132,7 +201,7 @@ static void unmake_one(int devfd, const struct dg_node *node, struct node_result
 }
 
 static int create_all(int devfd, const struct helper_job *o, const struct dg_node *nodes, size_t n,
-		      struct node_result *res)
+		      const int *trees, struct node_result *res)
 {
 	bool blocked = false;
 
@@ -151,21 +220,22 @@ static int create_all(int devfd, const struct helper_job *o, const struct dg_nod
 	for (size_t i = 0; i < n; i++) {
 		if (res[i].status != NODE_ABSENT)
 			continue;
-		make_one(devfd, &nodes[i], o, &res[i]);
+		make_one(devfd, &nodes[i], o, o->bind ? trees[i] : -1, &res[i]);
 		if (res[i].status == NODE_CONFLICT || res[i].status == NODE_FAILED)
 			return -EIO;
 	}
 	return 0;
 }
 
-static void undo_created(int devfd, const struct dg_node *nodes, size_t n, struct node_result *res)
+static void undo_created(int devfd, const struct helper_job *o, const struct dg_node *nodes,
+			 size_t n, struct node_result *res)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct node_result tmp = { 0 };
 
 		if (res[i].status != NODE_CREATED)
 			continue;
-		unmake_one(devfd, &nodes[i], &tmp);
+		unmake_one(devfd, &nodes[i], o, &tmp);
 		res[i].status = NODE_UNTOUCHED;
 	}
 }
@@ -178,6 +248,9 @@ static void undo_created(int devfd, const struct dg_node *nodes, size_t n, struc
 #define HELPER_CAPS                                                         \
 	((1ULL << CAP_MKNOD) | (1ULL << CAP_CHOWN) | (1ULL << CAP_FOWNER) | \
 	 (1ULL << CAP_DAC_OVERRIDE) | (1ULL << CAP_DAC_READ_SEARCH))
+/* Bind-mounted nodes: mount and unmount, and file ids the container maps. */
+#define HELPER_BIND_CAPS \
+	(HELPER_CAPS | (1ULL << CAP_SYS_ADMIN) | (1ULL << CAP_SETUID) | (1ULL << CAP_SETGID))
 
 static int drop_caps(uint64_t keep, uint64_t *ret)
 {
@@ -199,7 +272,8 @@ static int drop_caps(uint64_t keep, uint64_t *ret)
 	return 0;
 }
 
-static void helper_run(const struct helper_job *job, int pidfd, int rootfd, struct helper_msg *msg)
+static void helper_run(const struct helper_job *job, int pidfd, int rootfd, const int *trees,
+		       struct helper_msg *msg)
 {
 	int root = rootfd, devfd;
 	struct stat st;
@@ -209,7 +283,7 @@ static void helper_run(const struct helper_job *job, int pidfd, int rootfd, stru
 		msg->err = errno;
 		return;
 	}
-	if (drop_caps(HELPER_CAPS, &msg->caps) < 0) {
+	if (drop_caps(job->bind ? HELPER_BIND_CAPS : HELPER_CAPS, &msg->caps) < 0) {
 		msg->stage = STAGE_CAPS;
 		msg->err = errno;
 		return;
@@ -244,17 +318,25 @@ static void helper_run(const struct helper_job *job, int pidfd, int rootfd, stru
 	}
 	if (job->op == OP_REMOVE) {
 		for (size_t i = 0; i < job->n; i++)
-			unmake_one(devfd, &job->nodes[i], &msg->res[i]);
+			unmake_one(devfd, &job->nodes[i], job, &msg->res[i]);
 		return;
 	}
-	if (create_all(devfd, job, job->nodes, job->n, msg->res) == -EIO)
-		undo_created(devfd, job->nodes, job->n, msg->res);
+	if (create_all(devfd, job, job->nodes, job->n, trees, msg->res) == -EIO)
+		undo_created(devfd, job, job->nodes, job->n, msg->res);
 }
 
-/* Receives the job and its two fds; false when the daemon hung up. */
+/* The fds a job comes with: pidfd, root, and a mount per node to bind. */
+static size_t job_fds(const struct helper_job *job)
+{
+	return 2 + (job->bind && job->op == OP_CREATE ? job->n : 0);
+}
+
+/* Receives the job and its fds; false when the daemon hung up. */
 static bool spare_receive(int sock, struct helper_job *job, int fds[FDPASS_MAX])
 {
-	if (fds_recv(sock, job, sizeof(*job), fds) != 2 || job->n > DG_MAX_NODES)
+	int n = fds_recv(sock, job, sizeof(*job), fds);
+
+	if (n < 2 || job->n > DG_MAX_NODES || (size_t)n != job_fds(job))
 		return false;
 	job->root_path[sizeof(job->root_path) - 1] = '\0';
 	return true;
@@ -281,7 +363,7 @@ void helper_main(int sock, const struct sock_fprog *filter)
 	if (!spare_receive(3, &job, fds))
 		_exit(0);
 	if (confined)
-		helper_run(&job, fds[0], fds[1], &msg);
+		helper_run(&job, fds[0], fds[1], fds + 2, &msg);
 	else
 		msg.stage = STAGE_SECCOMP;
 	if (write(3, &msg, sizeof(msg)) != (ssize_t)sizeof(msg))

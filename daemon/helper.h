@@ -57,10 +57,22 @@ struct helper_msg {
 	struct node_result res[DG_MAX_NODES];
 };
 
-/* What the daemon asks of a helper; pidfd and rootfd travel as SCM_RIGHTS. */
+/*
+ * What the daemon asks of a helper; pidfd and rootfd travel as SCM_RIGHTS,
+ * and with bind, one detached mount of each node after them.
+ */
 struct helper_job {
 	int op;
 	int enter;	/* join the target's mount namespace */
+	/*
+	 * The target is in another user namespace: its /dev was mounted there,
+	 * so a node made in it cannot be opened (and root cannot even create a
+	 * file in it). Nodes are bind mounts of devgated's own, on files made
+	 * as fs_uid/fs_gid, an owner the container's namespace maps.
+	 */
+	int bind;
+	uid_t fs_uid;
+	gid_t fs_gid;
 	int no_openat2; /* tests: walk as on a kernel without openat2 */
 	int check_root; /* root_path must be root_dev/root_ino */
 	dev_t root_dev;

@@ -147,7 +147,8 @@ void hostdev_allow_text(const struct hostdev_allow *a, char *buf, size_t len)
 		else if (e->minor == ANY_MINOR)
 			w = snprintf(buf + off, len - off, "%s%u:*", sep, e->major);
 		else
-			w = snprintf(buf + off, len - off, "%s%u:%" PRId64, sep, e->major, e->minor);
+			w = snprintf(buf + off, len - off, "%s%u:%" PRId64, sep, e->major,
+				     e->minor);
 		off += w > 0 ? (size_t)w : 0;
 	}
 }
@@ -173,8 +174,10 @@ static bool allowed(const struct hostdev_allow *a, dev_t rdev)
 int hostdev_access_parse(const char *s, uint32_t *ret, struct dg_error *err)
 {
 	if (lease_access_parse(s, ret) < 0) {
-		dg_error_set(err, DG_E_INVALID, EINVAL, "access '%s' is not a set of r, w and m", s);
-		dg_error_hint(err, "e.g. --access r (read only), rw (the default) or rwm (and mknod)");
+		dg_error_set(err, DG_E_INVALID, EINVAL, "access '%s' is not a set of r, w and m",
+			     s);
+		dg_error_hint(err,
+			      "e.g. --access r (read only), rw (the default) or rwm (and mknod)");
 		return -EINVAL;
 	}
 	return 0;
@@ -252,8 +255,9 @@ static int check_kind(const char *host, dev_t rdev, const struct dg_majors *majo
 			     "device '%s' (%u:%u) is %s: a container holding it reaches past "
 			     "its walls",
 			     host, maj, minor(rdev), what);
-		dg_error_hint(err, "if this container must have it, the admin names it in "
-				   "devgate.conf: device-allow = %s",
+		dg_error_hint(err,
+			      "if this container must have it, the admin names it in "
+			      "devgate.conf: device-allow = %s",
 			      host);
 		return -EPERM;
 	}

@@ -23,7 +23,7 @@
 
 /* One device-allow entry: a host path (compared by the node it names) or numbers. */
 struct hostdev_allow_entry {
-	char path[128];	  /* "" when by numbers */
+	char path[128]; /* "" when by numbers */
 	uint32_t major;
 	int64_t minor; /* -1: any minor of major */
 };

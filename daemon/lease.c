@@ -380,8 +380,10 @@ int lease_access_parse(const char *s, uint32_t *ret)
 	uint32_t acc = 0;
 
 	for (const char *p = s; *p; p++) {
-		uint32_t bit = *p == 'r' ? DG_ACC_READ : *p == 'w' ? DG_ACC_WRITE
-					: *p == 'm' ? DG_ACC_MKNOD : 0;
+		uint32_t bit = *p == 'r'   ? DG_ACC_READ
+			       : *p == 'w' ? DG_ACC_WRITE
+			       : *p == 'm' ? DG_ACC_MKNOD
+					   : 0;
 
 		if (!bit || (acc & bit))
 			return -EINVAL;

@@ -222,7 +222,8 @@ static int configure(struct dg_config *c, const struct args *a, struct dg_error 
 static const cap_value_t kept_caps[] = {
 	CAP_SYS_ADMIN,	CAP_BPF,	  CAP_PERFMON,		CAP_NET_ADMIN,	CAP_MKNOD,
 	CAP_SYS_PTRACE, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH,	CAP_SYS_CHROOT, CAP_CHOWN,
-	CAP_FOWNER,	CAP_SYS_RESOURCE, CAP_NET_BIND_SERVICE, CAP_KILL,
+	CAP_FOWNER,	CAP_SYS_RESOURCE, CAP_NET_BIND_SERVICE, CAP_KILL,	CAP_SETUID,
+	CAP_SETGID,
 };
 
 static bool cap_has(cap_t caps, cap_value_t c)

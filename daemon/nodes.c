@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/mount.h>
 #include <poll.h>
 #include <seccomp.h>
 #include <stdbool.h>
@@ -7,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -15,6 +19,7 @@
 #include "helper.h"
 #include "log.h"
 #include "nodes.h"
+#include "util.h"
 #include "zygote.h"
 
 #define HELPER_TIMEOUT_MS 5000
@@ -37,19 +42,46 @@ static struct sock_fprog helper_filter;
  * devgated's own mount namespace, read once: devgated never changes it
  * (only helpers setns). Unknown, every target is entered.
  */
-static struct stat own_mntns;
-static bool own_mntns_known;
+static struct stat own_mntns, own_userns;
+static bool own_mntns_known, own_userns_known;
+
+/*
+ * Nodes for containers in another user namespace: a tmpfs of devgated's own,
+ * mounted nowhere (no path anyone could reach), whose nodes are cloned into
+ * the container as bind mounts. Made at the first such grant.
+ */
+static int node_src = -1;
 
 /* DEVGATE_TEST_NO_OPENAT2=1: the fallback walk, for tests on kernels that have openat2. */
 static bool walk_paths;
 
 /* The only syscalls the helper may make once it runs untrusted paths. */
 static const int helper_syscalls[] = {
-	SCMP_SYS(setns),    SCMP_SYS(umask),  SCMP_SYS(openat2),      SCMP_SYS(newfstatat),
-	SCMP_SYS(fstat),    SCMP_SYS(statx),  SCMP_SYS(mknodat),      SCMP_SYS(fchownat),
-	SCMP_SYS(unlinkat), SCMP_SYS(write),  SCMP_SYS(close),	      SCMP_SYS(exit_group),
-	SCMP_SYS(exit),	    SCMP_SYS(getpid), SCMP_SYS(rt_sigreturn), SCMP_SYS(recvmsg),
-	SCMP_SYS(capget),   SCMP_SYS(capset), SCMP_SYS(openat),
+	SCMP_SYS(setns),
+	SCMP_SYS(umask),
+	SCMP_SYS(openat2),
+	SCMP_SYS(newfstatat),
+	SCMP_SYS(fstat),
+	SCMP_SYS(statx),
+	SCMP_SYS(mknodat),
+	SCMP_SYS(fchownat),
+	SCMP_SYS(unlinkat),
+	SCMP_SYS(write),
+	SCMP_SYS(close),
+	SCMP_SYS(exit_group),
+	SCMP_SYS(exit),
+	SCMP_SYS(getpid),
+	SCMP_SYS(rt_sigreturn),
+	SCMP_SYS(recvmsg),
+	SCMP_SYS(capget),
+	SCMP_SYS(capset),
+	SCMP_SYS(openat),
+	/* bind-mounted nodes (another user namespace) */
+	SCMP_SYS(move_mount),
+	SCMP_SYS(umount2),
+	SCMP_SYS(fchdir),
+	SCMP_SYS(setfsuid),
+	SCMP_SYS(setfsgid),
 };
 
 /* The zygote's (or devgated's own) forked child. */
@@ -65,6 +97,7 @@ int nodes_init(struct dg_error *err)
 
 	walk_paths = test && strcmp(test, "1") == 0;
 	own_mntns_known = stat("/proc/self/ns/mnt", &own_mntns) == 0;
+	own_userns_known = stat("/proc/self/ns/user", &own_userns) == 0;
 	if (walk_paths)
 		log_warning(
 			"DEVGATE_TEST_NO_OPENAT2=1: container paths are walked without openat2");
@@ -81,14 +114,97 @@ int nodes_init(struct dg_error *err)
 
 /* ---- daemon side ---- */
 
-static bool same_mntns(pid_t pid)
+static bool same_ns(pid_t pid, const char *ns, const struct stat *own, bool known)
 {
 	struct stat other;
 	char path[64];
 
-	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
-	return own_mntns_known && stat(path, &other) == 0 && own_mntns.st_dev == other.st_dev &&
-	       own_mntns.st_ino == other.st_ino;
+	snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, ns);
+	return known && stat(path, &other) == 0 && own->st_dev == other.st_dev &&
+	       own->st_ino == other.st_ino;
+}
+
+static bool same_mntns(pid_t pid)
+{
+	return same_ns(pid, "mnt", &own_mntns, own_mntns_known);
+}
+
+/*
+ * The host id the target's namespace maps to its root (or, if it maps no
+ * root, to its first id): the owner its /dev accepts for a new file.
+ */
+static int mapped_id(pid_t pid, const char *map, uint32_t *ret)
+{
+	auto_free char *text = NULL;
+	char path[64];
+	unsigned int inside, outside, count;
+	int r;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, map);
+	r = read_file_at(AT_FDCWD, path, 4096, &text, NULL);
+	if (r < 0)
+		return r;
+	if (sscanf(text, "%u %u %u", &inside, &outside, &count) != 3 || count == 0)
+		return -EINVAL;
+	*ret = outside;
+	for (const char *l = text; l; l = strchr(l + 1, '\n')) {
+		if (sscanf(l, "%u %u %u", &inside, &outside, &count) == 3 && inside == 0 && count)
+			*ret = outside;
+	}
+	return 0;
+}
+
+static int node_src_open(void)
+{
+	auto_close int fs = (int)syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC);
+
+	if (fs < 0)
+		return -errno;
+	if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "mode", "0700", 0) < 0 ||
+	    syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		return -errno;
+	node_src = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC,
+				MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+	return node_src < 0 ? -errno : 0;
+}
+
+/* A detached mount of node, as the job wants it (mode, owner), to bind into the container. */
+static int node_tree(const struct dg_node *node, const struct helper_job *job)
+{
+	char name[32];
+	int fd;
+
+	snprintf(name, sizeof(name), "%u:%u", node->major, node->minor);
+	if (mknodat(node_src, name, S_IFCHR, makedev(node->major, node->minor)) < 0 &&
+	    errno != EEXIST)
+		return -errno;
+	/* Mode and owner set every time: one node serves every container. */
+	if (fchmodat(node_src, name, job->mode, 0) < 0 ||
+	    fchownat(node_src, name, job->uid, job->gid, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	fd = (int)syscall(SYS_open_tree, node_src, name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+static void close_all(int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		fds[i] = safe_close(fds[i]);
+}
+
+/* One detached mount per node of the job, in its order; all or none. */
+static int node_trees(const struct helper_job *job, int *trees)
+{
+	int r = node_src < 0 ? node_src_open() : 0;
+
+	for (size_t i = 0; r == 0 && i < job->n; i++) {
+		trees[i] = node_tree(&job->nodes[i], job);
+		if (trees[i] < 0) {
+			r = trees[i];
+			close_all(trees, i);
+		}
+	}
+	return r;
 }
 
 static int read_reply(struct child *c, struct helper_msg *msg)
@@ -147,14 +263,20 @@ void nodes_prepare(void)
 		log_debug_errno(r, "cannot fork a spare node helper yet: %m");
 }
 
-static int send_job(const struct helper_job *job, int pidfd, int rootfd)
+static int send_job(const struct helper_job *job, int pidfd, int rootfd, const int *trees)
 {
-	const int fds[2] = { pidfd, rootfd };
+	int fds[FDPASS_MAX] = { pidfd, rootfd };
+	size_t n = 2;
 
-	return fds_send(spare.sock, job, sizeof(*job), fds, 2);
+	if (job->bind && job->op == OP_CREATE) {
+		memcpy(fds + 2, trees, job->n * sizeof(*trees));
+		n += job->n;
+	}
+	return fds_send(spare.sock, job, sizeof(*job), fds, n);
 }
 
-static int run_helper(const struct target *t, const struct helper_job *job, struct helper_msg *msg)
+static int run_helper(const struct target *t, const struct helper_job *job, const int *trees,
+		      struct helper_msg *msg)
 {
 	int r;
 
@@ -166,7 +288,7 @@ static int run_helper(const struct target *t, const struct helper_job *job, stru
 			if (r < 0)
 				return r;
 		}
-		r = send_job(job, t->pidfd, t->rootfd);
+		r = send_job(job, t->pidfd, t->rootfd, trees);
 		if (r == 0)
 			break;
 		spare_drop();
@@ -307,6 +429,13 @@ static int make_job(const struct target *t, enum helper_op op, const struct node
 				    "honoured only inside a container's own",
 				    (int)t->pid, o->root_path);
 	job->host_dev = host.st_dev;
+	job->bind = job->enter && !same_ns(t->pid, "user", &own_userns, own_userns_known);
+	if (job->bind && (mapped_id(t->pid, "uid_map", &job->fs_uid) < 0 ||
+			  mapped_id(t->pid, "gid_map", &job->fs_gid) < 0))
+		return dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EINVAL,
+				    "PID %d is in another user namespace that maps no id devgate "
+				    "could own its nodes' files with",
+				    (int)t->pid);
 	job->no_openat2 = walk_paths;
 	job->check_root = o->root_path && o->check_root;
 	job->root_dev = o->root_dev;
@@ -327,11 +456,22 @@ static int nodes_apply(const struct target *t, enum helper_op op, const struct n
 {
 	struct helper_msg msg = { 0 };
 	struct helper_job job;
+	int trees[DG_MAX_NODES];
+	bool bind;
 	int r = make_job(t, op, o, nodes, n, &job, err);
 
 	if (r < 0)
 		return r;
-	r = run_helper(t, &job, &msg);
+	bind = job.bind && op == OP_CREATE;
+	if (bind && (r = node_trees(&job, trees)) < 0)
+		return dg_error_set(
+			err, DG_E_KERNEL, r,
+			"cannot make the nodes to bind into PID %d's /dev (another user "
+			"namespace): %s",
+			(int)t->pid, strerror(-r));
+	r = run_helper(t, &job, trees, &msg);
+	if (bind)
+		close_all(trees, n);
 	if (r < 0)
 		return dg_error_set(err, DG_E_KERNEL, r, "node helper for PID %d failed: %s",
 				    (int)t->pid, r == -ETIMEDOUT ? "timed out" : strerror(-r));
@@ -358,6 +498,7 @@ int nodes_remove(const struct target *t, const struct node_opts *opts, const str
 
 void nodes_fini(void)
 {
+	node_src = safe_close(node_src);
 	reap_spent();
 	spare_drop();
 	zygote_stop();
