@@ -469,7 +469,7 @@ int bpfgate_grant_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *n
 {
 	struct dg_grant_key key = grant_key(cgid, node);
 	struct dg_grant_val val = { .access = node->access ? node->access
-							  : DG_ACC_READ | DG_ACC_WRITE };
+							   : DG_ACC_READ | DG_ACC_WRITE };
 
 	return bpf_map_update_elem(bg->grants_fd, &key, &val, BPF_ANY) < 0 ? -errno : 0;
 }
