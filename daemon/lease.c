@@ -12,7 +12,6 @@
 #include "jsonutil.h"
 #include "lease.h"
 #include "util.h"
-#include "view.h"
 
 #define LEASE_FORMAT 1
 
@@ -589,13 +588,11 @@ json_object *lease_to_json(const struct lease *l)
 					       json_object_new_int64(l->devices[i].major));
 			json_object_object_add(dv, "minor",
 					       json_object_new_int64(l->devices[i].minor));
-			/* Left out for read and write: such a record reads the same as before. */
-			if (l->devices[i].access) {
-				char acc[8];
-
-				view_access_str(l->devices[i].access, acc, sizeof(acc));
-				json_object_object_add(dv, "access", json_object_new_string(acc));
-			}
+			/* DG_ACC_* bits; left out for read and write, so such a record reads as
+			 * before. */
+			if (l->devices[i].access)
+				json_object_object_add(dv, "access",
+						       json_object_new_int64(l->devices[i].access));
 			json_object_array_add(devs, dv);
 		}
 		json_object_object_add(o, "devices", devs);
@@ -737,11 +734,9 @@ static int devices_from_json(json_object *arr, struct lease *l, char *why, size_
 		    want_u32(dv, "minor", 1048575, &dev.minor, why, len) < 0)
 			return -EINVAL;
 		if (json_object_object_get_ex(dv, "access", &v) &&
-		    (!json_object_is_type(v, json_type_string) ||
-		     lease_access_parse(json_object_get_string(v), &dev.access) < 0)) {
-			snprintf(why, len, "device access must be a string of r, w, m");
+		    want_u32(dv, "access", DG_ACC_MKNOD | DG_ACC_READ | DG_ACC_WRITE, &dev.access,
+			     why, len) < 0)
 			return -EINVAL;
-		}
 		r = lease_add_device(l, &dev);
 		if (r == -ENOMEM) {
 			snprintf(why, len, "out of memory");

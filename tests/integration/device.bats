@@ -280,7 +280,7 @@ crash_at() {
 	run -0 dg --json status
 	[ "$(echo "$output" | jq -r '.leases[0].devices[0].access')" = r ]
 	record=$(ls "$DG_TMP/state/leases/"*.json)
-	[ "$(jq -r '.devices[0].access' "$record")" = r ]
+	[ "$(jq -r '.devices[0].access' "$record")" = 2 ] # DG_ACC_READ
 	stop_daemon
 	start_daemon
 	run -0 probe "$CID" $LC
