@@ -105,7 +105,7 @@ K8S_PY := $(O)/k8s/py/api_pb2.py $(O)/k8s/py/api_pb2_grpc.py
 
 SKEL := $(O)/devgate.skel.h $(O)/attach_watch.skel.h
 BINS := $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/devgate-k8s $(O)/probe \
-	$(O)/displace $(O)/runtime_like.bpf.o $(K8S_PY)
+	$(O)/displace $(O)/runtime_like.bpf.o $(K8S_PY) $(O)/dlprobe $(O)/fakedrv.so
 
 BENCH_BIN := $(O)/bench/dgload $(O)/bench/floor $(O)/bench/opencost
 
@@ -207,6 +207,18 @@ $(O)/devgate-k8s: $(K8S_OBJ) $(COMMON_LIB)
 	$(call msg,LINK,$@)
 	$(Q)$(CXX) $(LDFLAGS) -o $@ $^ $(K8S_LIBS)
 
+# Dynamic on purpose: it loads driver libraries the way a CUDA program does.
+$(O)/dlprobe: tests/helpers/dlprobe.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
+
+# A stand-in for every library of the driver in fixtures (mkfixture --driver).
+$(O)/fakedrv.so: tests/helpers/fakedrv.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -Wall -Wextra -Werror -shared -fPIC -o $@ $<
+
 # Static, so it runs inside a bare busybox rootfs.
 $(O)/probe: tests/helpers/probe.c
 	$(call msg,CC-STATIC,$@)
@@ -224,7 +236,8 @@ $(O)/tests/test_%: tests/unit/test_%.c $(DAEMON_LIB_OBJ) $(CLI_LIB_OBJ) $(COMMON
 	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -Idaemon -Icli $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lcmocka
 
 # The lease transactions alone: grant.c and its pure neighbours, the kernel faked.
-GRANT_TEST_OBJ := $(addprefix $(O)/daemon/,grant.o alloc.o lease.o view.o fault.o hostdev.o policy.o)
+GRANT_TEST_OBJ := $(addprefix $(O)/daemon/,grant.o alloc.o lease.o view.o fault.o hostdev.o policy.o \
+	driverfs.o)
 $(O)/tests/test_grant: tests/unit/test_grant.c tests/unit/fakes/kernel_fakes.c $(GRANT_TEST_OBJ) \
 		$(COMMON_LIB)
 	$(call msg,TEST-CC,$@)

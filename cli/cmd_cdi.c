@@ -23,6 +23,7 @@
 #include "cleanup.h"
 #include "client.h"
 #include "commands.h"
+#include "driver.h"
 #include "gpu.h"
 #include "protocol.h"
 #include "util.h"
@@ -46,6 +47,8 @@ static const char cdi_help[] =
 	"      --host-root DIR    read GPUs under DIR (default: the running devgated's, else /)\n"
 	"      --hook PATH        devgate-hook as the runtime runs it (default\n"
 	"                         /usr/bin/devgate-hook)\n"
+	"      --driver CAPS      the host driver's files every device mounts, read-only:\n"
+	"                         utility, compute, video, graphics, all (default) or none\n"
 	"The hook talks to the socket given with the global -s/--socket.\n";
 
 /* An alias of devgated's, copied out of its reply. */
@@ -55,6 +58,7 @@ struct cdi_alias {
 };
 
 struct cdi_opts {
+	unsigned int driver_caps; /* DG_DRV_*: the driver's files the spec mounts */
 	const char *kind;
 	const char *hook;
 	const char *socket; /* NULL: the default */
@@ -208,6 +212,48 @@ static void alias_devices(const struct dg_inventory *inv, const struct cdi_opts 
 	}
 }
 
+static json_object *mount_obj(const char *host, const char *path)
+{
+	static const char *const ro[] = { "ro", "nosuid", "nodev", "bind" };
+	json_object *m = json_object_new_object();
+
+	json_object_object_add(m, "hostPath", json_object_new_string(host));
+	json_object_object_add(m, "containerPath", json_object_new_string(path));
+	json_object_object_add(m, "options", strings(ro, ARRAY_SIZE(ro)));
+	return m;
+}
+
+/*
+ * The driver's files, as grant --driver mounts them: each at the host's
+ * path, a library also at its soname, so no ldconfig has to run inside.
+ */
+static json_object *driver_mounts(const struct dg_inventory *inv, unsigned int caps)
+{
+	auto_close int root = open(inv->host_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	json_object *mounts = json_object_new_array();
+	struct dg_driver drv;
+
+	if (!caps || root < 0 || driver_discover(root, &drv) < 0)
+		return mounts;
+	for (size_t i = 0; i < drv.n; i++) {
+		const struct dg_driver_file *f = &drv.files[i];
+		char host[PATH_MAX], soname[256];
+		const char *slash = strrchr(f->path, '/');
+
+		if (!(f->caps & caps))
+			continue;
+		snprintf(host, sizeof(host), "%s%s", strcmp(inv->host_root, "/") ? inv->host_root : "",
+			 f->path);
+		json_object_array_add(mounts, mount_obj(host, f->path));
+		if (!f->soname[0] || !slash)
+			continue;
+		snprintf(soname, sizeof(soname), "%.*s/%s", (int)(slash - f->path), f->path,
+			 f->soname);
+		json_object_array_add(mounts, mount_obj(host, soname));
+	}
+	return mounts;
+}
+
 static json_object *spec_build(const struct dg_inventory *inv, const struct cdi_opts *o)
 {
 	char all[DG_MAX_GPUS * 82];
@@ -242,6 +288,7 @@ static json_object *spec_build(const struct dg_inventory *inv, const struct cdi_
 	json_object_array_add(hooks, hook_obj(o, "poststop", NULL, NULL));
 	json_object_object_add(edits, "deviceNodes", nodes);
 	json_object_object_add(edits, "hooks", hooks);
+	json_object_object_add(edits, "mounts", driver_mounts(inv, o->driver_caps));
 	json_object_object_add(spec, "cdiVersion", json_object_new_string(CDI_VERSION));
 	json_object_object_add(spec, "kind", json_object_new_string(o->kind));
 	json_object_object_add(spec, "devices", devices);
@@ -365,7 +412,8 @@ static const char *daemon_host_root(struct cli *cli, struct dg_arena *a)
 
 enum {
 	OPT_HOST = 256,
-	OPT_HOOK
+	OPT_HOOK,
+	OPT_DRIVER
 };
 
 int cmd_cdi(struct cli *cli, int argc, char **argv)
@@ -375,10 +423,12 @@ int cmd_cdi(struct cli *cli, int argc, char **argv)
 		{ "kind", required_argument, NULL, 'k' },
 		{ "host-root", required_argument, NULL, OPT_HOST },
 		{ "hook", required_argument, NULL, OPT_HOOK },
+		{ "driver", required_argument, NULL, OPT_DRIVER },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct cdi_opts o = { .kind = DEFAULT_KIND, .hook = DEFAULT_HOOK };
+	struct cdi_opts o = { .kind = DEFAULT_KIND, .hook = DEFAULT_HOOK, .driver_caps = DG_DRV_ALL };
+	char bad[32];
 	const char *output = NULL, *host_root = NULL;
 	struct dg_arena arena = { 0 };
 	int c, r;
@@ -396,6 +446,15 @@ int cmd_cdi(struct cli *cli, int argc, char **argv)
 			break;
 		case OPT_HOOK:
 			o.hook = optarg;
+			break;
+		case OPT_DRIVER:
+			if (strcmp(optarg, "none") == 0)
+				o.driver_caps = 0;
+			else if (driver_caps_parse(optarg, &o.driver_caps, bad, sizeof(bad)) < 0)
+				return cli_usage(cli, "cdi",
+						 "--driver: '%s' is not utility, compute, video, "
+						 "graphics, all or none",
+						 bad);
 			break;
 		case 'h':
 			printf("%s  -h, --help             show this help\n", cdi_help);

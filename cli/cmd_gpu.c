@@ -179,6 +179,9 @@ static const char grant_help[] =
 	"                         disks) only if devgate.conf's device-allow names them\n"
 	"      --access ACC       what the --device nodes allow: r, w, m (mknod) or a\n"
 	"                         mix (default rw)\n"
+	"      --driver CAPS      also mount the host driver's files of these kinds\n"
+	"                         (utility, compute, video, graphics, all), read-only,\n"
+	"                         at the host's paths; they go with the last GPU\n"
 	"OPTIONS:\n"
 	"  -n, --container LABEL  name to show for the container (e.g. its runtime id)\n"
 	"  -S, --shared           share the GPUs (time slicing) instead of holding them\n"
@@ -222,6 +225,7 @@ enum {
 	OPT_KILL,
 	OPT_KILL_ON_EXPIRY,
 	OPT_ACCESS,
+	OPT_DRIVER,
 	OPT_TTL, /* no short option: -t before the command is --timeout */
 };
 
@@ -376,6 +380,9 @@ static int grant_opt(struct cli *cli, int o, struct dg_request *req, bool *done)
 	case OPT_ACCESS:
 		g->access = optarg;
 		return 0;
+	case OPT_DRIVER:
+		g->driver = optarg;
+		return 0;
 	case 'h':
 		printf("%s%s", grant_help, cmd_common_help);
 		*done = true;
@@ -410,6 +417,7 @@ int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, 
 		{ "ttl", required_argument, NULL, OPT_TTL },
 		{ "kill-on-expiry", no_argument, NULL, OPT_KILL_ON_EXPIRY },
 		{ "access", required_argument, NULL, OPT_ACCESS },
+		{ "driver", required_argument, NULL, OPT_DRIVER },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },

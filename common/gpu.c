@@ -132,7 +132,7 @@ int gpu_info_parse(const char *text, struct dg_gpu *gpu)
 	return have_uuid && have_minor ? 0 : -EINVAL;
 }
 
-static int open_in_root(int rootfd, const char *path, int flags, uint64_t resolve)
+int open_in_root(int rootfd, const char *path, int flags, uint64_t resolve)
 {
 	struct open_how how = {
 		.flags = (uint64_t)(flags | O_CLOEXEC),
@@ -143,7 +143,7 @@ static int open_in_root(int rootfd, const char *path, int flags, uint64_t resolv
 	return fd < 0 ? -errno : (int)fd;
 }
 
-static int read_in_root(int rootfd, const char *path, size_t max, char **ret)
+int read_in_root(int rootfd, const char *path, size_t max, char **ret)
 {
 	auto_close int fd = open_in_root(rootfd, path, O_RDONLY, 0);
 

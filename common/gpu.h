@@ -76,6 +76,11 @@ int gpu_info_parse(const char *text, struct dg_gpu *gpu);
 /* Normalises a PCI address ("18:00.0", "00000000:18:00.0", ...). */
 int pci_normalize(const char *in, char *out, size_t len);
 
+/* openat2 below the host root (RESOLVE_IN_ROOT, plus resolve); the fd or -errno. */
+int open_in_root(int rootfd, const char *path, int flags, uint64_t resolve);
+/* A whole file below the host root, NUL-terminated, at most max bytes. */
+int read_in_root(int rootfd, const char *path, size_t max, char **ret);
+
 int inventory_discover(const char *host_root, struct dg_inventory **ret, struct dg_error *err);
 void inventory_free(struct dg_inventory *inv);
 

@@ -48,6 +48,7 @@ static const struct dg_field grant_req_fields[] = {
 	DG_INT_OPT("ttl", struct dg_grant_req, ttl, has_ttl, 1, DURATION_MAX_S),
 	DG_BOOL("kill_on_expiry", struct dg_grant_req, kill_on_expiry),
 	DG_STR_OPT("access", struct dg_grant_req, access),
+	DG_STR_OPT("driver", struct dg_grant_req, driver),
 };
 
 static const struct dg_field revoke_req_fields[] = {
@@ -178,6 +179,8 @@ static const struct dg_field lease_fields[] = {
 	DG_STR_OPT("expires", struct dg_lease_info, expires),
 	DG_INT_OPT("expires_in", struct dg_lease_info, expires_in, has_expires_in, 0, 0),
 	DG_BOOL_OPT("kill_on_expiry", struct dg_lease_info, kill_on_expiry, has_kill_on_expiry),
+	DG_STR_OPT("driver", struct dg_lease_info, driver),
+	DG_INT_OPT("driver_files", struct dg_lease_info, driver_files, has_driver_files, 0, 0),
 };
 const struct dg_schema dg_lease_schema = DG_SCHEMA("lease", struct dg_lease_info, lease_fields);
 

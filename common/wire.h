@@ -61,6 +61,7 @@ struct dg_grant_req {
 	bool has_ttl;
 	bool kill_on_expiry; /* with ttl: kill holders of its nodes at expiry */
 	const char *access;  /* the devices' access: "r", "rw", "rwm"; NULL: rw */
+	const char *driver;  /* the driver's files to mount: "compute,utility", "all" */
 };
 
 struct dg_revoke_req {
@@ -192,6 +193,9 @@ struct dg_lease_info {
 	bool has_expires_in;
 	bool kill_on_expiry;
 	bool has_kill_on_expiry;
+	const char *driver; /* grant --driver: "utility,compute"; NULL: none */
+	int64_t driver_files; /* how many of the driver's files are mounted */
+	bool has_driver_files;
 };
 
 struct dg_node_status {

@@ -164,6 +164,7 @@ static const int daemon_syscalls[] = {
 	SCMP_SYS(fsconfig),
 	SCMP_SYS(fsmount),
 	SCMP_SYS(open_tree),
+	SCMP_SYS(mount_setattr),
 	SCMP_SYS(move_mount),
 	SCMP_SYS(umount2), /* a node's bind mount, in a helper that forked from devgated */
 	SCMP_SYS(fchdir),

@@ -9,10 +9,12 @@
 
 #include <stddef.h>
 
-#include "gpu.h"
-
-/* Descriptors in one message: a pidfd, a root, and a mount of each node (rootless). */
-#define FDPASS_MAX (2 + DG_MAX_NODES)
+/*
+ * Descriptors in one message: a pidfd, a root, and a detached mount for each
+ * node (user-namespaced containers) or driver file (helper.h checks). The
+ * kernel takes up to 253 (SCM_MAX_FD).
+ */
+#define FDPASS_MAX 100
 
 /* Sends len bytes of buf with n (1 to FDPASS_MAX) descriptors; 0 or -errno. */
 int fds_send(int sock, const void *buf, size_t len, const int *fds, size_t n);

@@ -11,6 +11,8 @@
 #include "fault.h"
 #include "grant.h"
 #include "holders.h"
+#include "driver.h"
+#include "driverfs.h"
 #include "hostdev.h"
 #include "log.h"
 #include "metrics.h"
@@ -303,6 +305,28 @@ static int add_devices(struct daemon *d, struct lease *next, const struct dg_gra
 	return 0;
 }
 
+/* grant --driver CAPS: what the lease, with its GPUs, does not have mounted yet. */
+static int driver_request(const struct dg_grant_req *g, const struct lease *next,
+			  unsigned int *add, struct dg_error *err)
+{
+	unsigned int caps;
+	char bad[32];
+
+	*add = 0;
+	if (!g->driver)
+		return 0;
+	if (driver_caps_parse(g->driver, &caps, bad, sizeof(bad)) < 0) {
+		dg_error_set(err, DG_E_INVALID, EINVAL, "driver capability '%s' is unknown", bad);
+		dg_error_hint(err, "give utility, compute, video, graphics (comma separated) or all");
+		return -EINVAL;
+	}
+	if (next->n_gpus == 0)
+		return dg_error_set(err, DG_E_INVALID, EINVAL,
+				    "the driver's files go with a GPU; the request grants none");
+	*add = caps & ~next->driver_caps;
+	return 0;
+}
+
 /* Swaps next in for old (or adds it), carrying the runtime-only fields. */
 static void commit_lease(struct daemon *d, struct lease *old, struct lease *next)
 {
@@ -332,6 +356,9 @@ struct grant_txn {
 	struct dg_node added[DG_MAX_NODES]; /* grants new in this call */
 	size_t n_added;
 	struct guard_info guard;
+	unsigned int driver_add; /* grant --driver: DG_DRV_* the lease does not have yet */
+	size_t driver_from;	 /* where this call's files start in next->driver_files */
+	bool driver_done;
 	uint64_t t_nodes, t_bpf, t_state; /* ns per step, for -v */
 };
 
@@ -345,6 +372,8 @@ static void grant_undo(struct daemon *d, const struct target *t, const struct le
 	size_t n = 0;
 
 	grants_del(d, next->cgid, x->added, x->n_added);
+	if (x->driver_done)
+		driverfs_remove(t, next, next->driver_files + x->driver_from);
 	if (!old)
 		(void)guard_remove(d->bg, next->cgid, t->cgfd, &ignore);
 	for (size_t i = 0; i < x->n_nodes; i++) {
@@ -404,6 +433,11 @@ static int grant_apply(struct daemon *d, const struct target *t, const struct le
 		r = guard_apply(d->bg, next->cgid, t->cgfd, &x->guard, err);
 	x->t_bpf = now_mono_ns() - t0 - x->t_nodes;
 	fault_point("grant.guard");
+	if (r == 0 && x->driver_add) {
+		x->driver_from = next->driver_files ? strlen(next->driver_files) : 0;
+		r = driverfs_add(d, t, &nopts, next, x->driver_add, err);
+		x->driver_done = r == 0;
+	}
 	if (r == 0) {
 		r = state_save(d->state, next);
 		if (r < 0)
@@ -548,6 +582,8 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_gran
 	if (!next || add_picked(d, next, picked, req.shared, out, a) < 0)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	r = add_devices(d, next, g, out, a, err);
+	if (r == 0)
+		r = driver_request(g, next, &x.driver_add, err);
 	if (r < 0)
 		return r;
 	/* A new ttl replaces the expiry; a grant without one keeps it. */
@@ -702,18 +738,22 @@ static int revoke_select(struct daemon *d, const struct lease *l, const char *sp
  * /dev). Through known, a process of l's cgroup that this request resolved
  * already, when there is one: the helper still checks it runs.
  */
+/* Nodes gone from l, and the driver's files when files (l's list) is given. */
 static void remove_nodes(struct daemon *d, const struct lease *l, const struct target *known,
-			 const struct dg_node *gone, size_t n_gone, struct node_result *res)
+			 const struct dg_node *gone, size_t n_gone, struct node_result *res,
+			 const char *files)
 {
 	auto_cleanup(target_donep) struct target t = TARGET_INIT;
 	struct node_opts nopts = { .mode = d->cfg.node_mode };
 	struct dg_error err = { 0 };
 	bool reuse = known && known->pidfd >= 0 && known->cgid == l->cgid;
 
-	if (n_gone && !reuse && live_target(d, l, &t) < 0) {
+	if ((n_gone || files) && !reuse && live_target(d, l, &t) < 0) {
 		log_info("%s has no live process; its /dev needs no cleanup", lease_label(l));
 		return;
 	}
+	if (files)
+		driverfs_remove(reuse ? known : &t, l, files);
 	if (n_gone && nodes_remove(reuse ? known : &t, &nopts, gone, n_gone, res, &err) < 0)
 		log_warning("cannot remove nodes from %s: %s", lease_label(l), err.message);
 	for (size_t i = 0; i < n_gone; i++) {
@@ -761,7 +801,7 @@ void grant_rollback(struct daemon *d, const struct lease *pending)
 	size_t n_x = node_diff(p_nodes, n_p, c_nodes, n_c, extra);
 
 	grants_del(d, pending->cgid, extra, n_x);
-	remove_nodes(d, pending, NULL, extra, n_x, res);
+	remove_nodes(d, pending, NULL, extra, n_x, res, NULL);
 	if (!committed)
 		unguard_cgroup(d, pending->cgid, lease_label(pending));
 	(void)state_pending_clear(d->state, pending->cgid);
@@ -825,6 +865,11 @@ static int revoke_plan(struct daemon *d, const struct lease *old, const struct d
 		out->revoked[out->n_revoked++] = dg_arena_strdup(a, old->gpus[i].uuid);
 		lease_del_gpu(*next, old->gpus[i].uuid);
 	}
+	if ((*next)->n_gpus == 0) {
+		(*next)->driver_caps = 0;
+		free((*next)->driver_files);
+		(*next)->driver_files = NULL;
+	}
 	return 0;
 }
 
@@ -870,7 +915,9 @@ static void revoke_steps(struct daemon *d, const struct lease *old, const struct
 		log_error_errno(r, "cannot record the revoke from %s: %m (the journal keeps it)",
 				lease_label(old));
 	fault_point("revoke.record");
-	remove_nodes(d, old, t, gone, *n_gone, res);
+	/* The driver's files go with the last GPU. */
+	remove_nodes(d, old, t, gone, *n_gone, res,
+		     old->driver_files && !next->driver_files ? old->driver_files : NULL);
 	fault_point("revoke.nodes");
 	if (!lease_holds(next))
 		unguard_cgroup(d, old->cgid, lease_label(old));

@@ -95,16 +95,20 @@ static void inspect(int devfd, const struct dg_node *node, struct node_result *r
  * A file to mount on, owned by an id the container's namespace maps: its
  * /dev refuses inodes whose owner it cannot represent (EOVERFLOW for root).
  */
+static void as_owner(const struct helper_job *o, bool on)
+{
+	(void)setfsgid(on ? o->fs_gid : 0);
+	(void)setfsuid(on ? o->fs_uid : 0);
+}
+
 static int mount_point(int devfd, const char *name, const struct helper_job *o)
 {
 	int fd, e;
 
-	(void)setfsgid(o->fs_gid);
-	(void)setfsuid(o->fs_uid);
+	as_owner(o, true);
 	fd = openat(devfd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0);
 	e = errno;
-	(void)setfsuid(0);
-	(void)setfsgid(0);
+	as_owner(o, false);
 	if (fd < 0)
 		return -e;
 	close(fd);
@@ -240,6 +244,145 @@ static void undo_created(int devfd, const struct helper_job *o, const struct dg_
 	}
 }
 
+/* ---- driver files: the host's, mounted read-only at the same paths ---- */
+
+/* "/usr/lib/x" -> "usr/lib" and "x"; false for a path with no directory part. */
+static bool split_path(const char *path, char *dir, size_t len, const char **base)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n;
+
+	if (path[0] != '/' || !slash || slash == path || !slash[1])
+		return false;
+	n = (size_t)(slash - path) - 1;
+	if (n >= len)
+		return false;
+	memcpy(dir, path + 1, n);
+	dir[n] = '\0';
+	*base = slash + 1;
+	return true;
+}
+
+/* One directory, path's last component, made in its parent as the owner the container maps. */
+static int make_dir(int root, char *path, const struct helper_job *o)
+{
+	char *slash = strrchr(path, '/');
+	int parent, r;
+
+	if (slash)
+		*slash = '\0';
+	parent = in_root(root, slash ? path : ".", 0, o->no_openat2);
+	if (parent < 0)
+		return parent;
+	as_owner(o, true);
+	r = mkdirat(parent, slash ? slash + 1 : path, 0755) < 0 && errno != EEXIST ? -errno : 0;
+	as_owner(o, false);
+	close(parent);
+	return r;
+}
+
+/*
+ * The directory a file goes in, made where missing. Symlinks on the way are
+ * followed inside the root only: images link /lib to usr/lib.
+ */
+static int file_dir(int root, const char *dir, const struct helper_job *o)
+{
+	char part[HELPER_PATH_MAX];
+	size_t len = strlen(dir);
+
+	for (size_t end = 1; end <= len; end++) {
+		int fd;
+
+		if (dir[end] != '/' && dir[end] != '\0')
+			continue;
+		memcpy(part, dir, end);
+		part[end] = '\0';
+		fd = in_root(root, part, 0, o->no_openat2);
+		if (fd >= 0) {
+			close(fd);
+			continue;
+		}
+		if (fd != -ENOENT || (fd = make_dir(root, part, o)) < 0)
+			return fd;
+	}
+	return in_root(root, dir, 0, o->no_openat2);
+}
+
+static int mount_file(int root, const char *path, const struct helper_job *o, int tree)
+{
+	char dir[HELPER_PATH_MAX];
+	const char *base;
+	int dfd, r;
+
+	if (!split_path(path, dir, sizeof(dir), &base))
+		return -EINVAL;
+	dfd = file_dir(root, dir, o);
+	if (dfd < 0)
+		return dfd;
+	r = mount_point(dfd, base, o);
+	if (r == 0 && syscall(SYS_move_mount, tree, "", dfd, base, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+		r = -errno;
+		(void)unlinkat(dfd, base, 0);
+	}
+	close(dfd);
+	return r;
+}
+
+/* Only what is a mount comes off, and only then its file goes: an image's own file stays. */
+static int unmount_file(int root, const char *path, const struct helper_job *o)
+{
+	char dir[HELPER_PATH_MAX];
+	const char *base;
+	int dfd, r = 0;
+
+	if (!split_path(path, dir, sizeof(dir), &base))
+		return -EINVAL;
+	dfd = in_root(root, dir, 0, o->no_openat2);
+	if (dfd < 0)
+		return dfd == -ENOENT ? -ENOENT : dfd;
+	if (fchdir(dfd) < 0 || umount2(base, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
+		r = -errno;
+	if (r == 0 && unlinkat(dfd, base, 0) < 0)
+		r = -errno;
+	close(dfd);
+	return r;
+}
+
+/* Mounting is all or nothing: a failure takes off what this job mounted. */
+static void files_run(int root, const struct helper_job *job, const int *trees,
+		      struct helper_msg *msg)
+{
+	size_t i;
+
+	for (i = 0; i < job->n_files; i++) {
+		int r = job->op == OP_MOUNT_FILES ? mount_file(root, job->files[i], job, trees[i])
+						  : unmount_file(root, job->files[i], job);
+
+		if (job->op == OP_UNMOUNT_FILES) {
+			msg->file_status[i] = r == 0 ? NODE_REMOVED : r == -ENOENT || r == -EINVAL
+									   ? NODE_ABSENT
+									   : NODE_FAILED;
+			msg->file_err[i] = r < 0 ? -r : 0;
+			continue;
+		}
+		/* A file the image has at that path is its own; it stays, unmounted. */
+		msg->file_status[i] = r == 0 ? NODE_CREATED : r == -EEXIST ? NODE_PRESENT : NODE_FAILED;
+		msg->file_err[i] = r < 0 ? -r : 0;
+		if (msg->file_status[i] == NODE_FAILED)
+			break;
+	}
+	if (job->op == OP_UNMOUNT_FILES || i == job->n_files)
+		return;
+	while (i-- > 0) {
+		if (msg->file_status[i] == NODE_CREATED) {
+			(void)unmount_file(root, job->files[i], job);
+			msg->file_status[i] = NODE_UNTOUCHED;
+		}
+	}
+	msg->stage = STAGE_FILES;
+	msg->err = EIO;
+}
+
 /*
  * What the helper keeps once it is inside the container's mount namespace:
  * enough to make, own and remove nodes, nothing more (no CAP_SYS_ADMIN:
@@ -283,7 +426,8 @@ static void helper_run(const struct helper_job *job, int pidfd, int rootfd, cons
 		msg->err = errno;
 		return;
 	}
-	if (drop_caps(job->bind ? HELPER_BIND_CAPS : HELPER_CAPS, &msg->caps) < 0) {
+	if (drop_caps(job->bind || job->op >= OP_MOUNT_FILES ? HELPER_BIND_CAPS : HELPER_CAPS,
+		      &msg->caps) < 0) {
 		msg->stage = STAGE_CAPS;
 		msg->err = errno;
 		return;
@@ -316,6 +460,10 @@ static void helper_run(const struct helper_job *job, int pidfd, int rootfd, cons
 		msg->err = EXDEV;
 		return;
 	}
+	if (job->op == OP_MOUNT_FILES || job->op == OP_UNMOUNT_FILES) {
+		files_run(root, job, trees, msg);
+		return;
+	}
 	if (job->op == OP_REMOVE) {
 		for (size_t i = 0; i < job->n; i++)
 			unmake_one(devfd, &job->nodes[i], job, &msg->res[i]);
@@ -325,9 +473,14 @@ static void helper_run(const struct helper_job *job, int pidfd, int rootfd, cons
 		undo_created(devfd, job, job->nodes, job->n, msg->res);
 }
 
-/* The fds a job comes with: pidfd, root, and a mount per node to bind. */
+_Static_assert(FDPASS_MAX >= 2 + DG_MAX_NODES && FDPASS_MAX >= 2 + HELPER_MAX_FILES,
+	       "a job's descriptors fit one message");
+
+/* The fds a job comes with: pidfd, root, and a mount per node to bind or file to mount. */
 static size_t job_fds(const struct helper_job *job)
 {
+	if (job->op == OP_MOUNT_FILES)
+		return 2 + job->n_files;
 	return 2 + (job->bind && job->op == OP_CREATE ? job->n : 0);
 }
 
@@ -336,8 +489,11 @@ static bool spare_receive(int sock, struct helper_job *job, int fds[FDPASS_MAX])
 {
 	int n = fds_recv(sock, job, sizeof(*job), fds);
 
-	if (n < 2 || job->n > DG_MAX_NODES || (size_t)n != job_fds(job))
+	if (n < 2 || job->n > DG_MAX_NODES || job->n_files > HELPER_MAX_FILES ||
+	    (size_t)n != job_fds(job))
 		return false;
+	for (size_t i = 0; i < job->n_files; i++)
+		job->files[i][HELPER_PATH_MAX - 1] = '\0';
 	job->root_path[sizeof(job->root_path) - 1] = '\0';
 	return true;
 }

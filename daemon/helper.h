@@ -35,8 +35,14 @@ struct node_result {
 
 enum helper_op {
 	OP_CREATE,
-	OP_REMOVE
+	OP_REMOVE,
+	OP_MOUNT_FILES,	 /* bind the host's files (one mount each) read-only at files[] */
+	OP_UNMOUNT_FILES /* take them off again, and the files made to mount on */
 };
+
+/* Driver files in one job: each library twice (its name and its soname), tools. */
+#define HELPER_MAX_FILES 96
+#define HELPER_PATH_MAX 160
 
 enum helper_stage {
 	STAGE_OK = 0,
@@ -48,6 +54,7 @@ enum helper_stage {
 	STAGE_DEV,
 	STAGE_HOST_DEV,
 	STAGE_NODES,
+	STAGE_FILES, /* a driver file could not be mounted; none is */
 };
 
 struct helper_msg {
@@ -55,6 +62,8 @@ struct helper_msg {
 	int err;
 	uint64_t caps; /* the effective capabilities it worked with */
 	struct node_result res[DG_MAX_NODES];
+	int file_status[HELPER_MAX_FILES]; /* NODE_CREATED, _REMOVED, _PRESENT (kept), _FAILED */
+	int file_err[HELPER_MAX_FILES];
 };
 
 /*
@@ -84,6 +93,8 @@ struct helper_job {
 	char root_path[4096]; /* "" for the target's own root */
 	size_t n;
 	struct dg_node nodes[DG_MAX_NODES];
+	size_t n_files; /* OP_*_FILES: absolute paths in the container */
+	char files[HELPER_MAX_FILES][HELPER_PATH_MAX];
 };
 
 /*

@@ -9,6 +9,7 @@
 #include "array.h"
 #include "cleanup.h"
 #include "devgate.h"
+#include "driver.h"
 #include "jsonutil.h"
 #include "lease.h"
 #include "util.h"
@@ -34,6 +35,7 @@ void lease_free(struct lease *l)
 	free(l->devices);
 	free(l->cgroup);
 	free(l->container);
+	free(l->driver_files);
 	free(l);
 }
 
@@ -56,6 +58,7 @@ struct lease *lease_copy(const struct lease *l)
 	c->since = l->since;
 	c->expires = l->expires;
 	c->kill_on_expiry = l->kill_on_expiry;
+	c->driver_caps = l->driver_caps;
 	if (l->n_gpus) {
 		c->gpus = malloc(l->n_gpus * sizeof(*c->gpus));
 		if (!c->gpus) {
@@ -74,7 +77,8 @@ struct lease *lease_copy(const struct lease *l)
 		memcpy(c->devices, l->devices, l->n_devices * sizeof(*c->devices));
 		c->n_devices = l->n_devices;
 	}
-	if (dup_str(l->cgroup, &c->cgroup) < 0 || dup_str(l->container, &c->container) < 0) {
+	if (dup_str(l->cgroup, &c->cgroup) < 0 || dup_str(l->container, &c->container) < 0 ||
+	    dup_str(l->driver_files, &c->driver_files) < 0) {
 		lease_free(c);
 		return NULL;
 	}
@@ -571,6 +575,12 @@ json_object *lease_to_json(const struct lease *l)
 		json_object_object_add(o, "kill_on_expiry",
 				       json_object_new_boolean(l->kill_on_expiry));
 	}
+	/* Left out without grant --driver: such a record reads the same as before. */
+	if (l->driver_caps) {
+		json_object_object_add(o, "driver_caps", json_object_new_int64(l->driver_caps));
+		json_object_object_add(o, "driver_files",
+				       json_object_new_string(l->driver_files ? l->driver_files : ""));
+	}
 	/* Left out when empty: a record without devices reads the same as before. */
 	if (l->n_devices) {
 		json_object *devs = json_object_new_array();
@@ -803,6 +813,15 @@ int lease_from_json(json_object *o, struct lease **ret, char *why, size_t len)
 		if (want(o, "kill_on_expiry", json_type_boolean, false, &v, why, len) < 0)
 			goto fail;
 		l->kill_on_expiry = json_object_get_boolean(v);
+	}
+	/* Optional: records of leases without grant --driver have none. */
+	if (json_object_object_get_ex(o, "driver_caps", NULL)) {
+		if (want(o, "driver_caps", json_type_int, false, &v, why, len) < 0)
+			goto fail;
+		l->driver_caps = (unsigned int)json_object_get_int64(v) & DG_DRV_ALL;
+		if (want(o, "driver_files", json_type_string, false, &v, why, len) < 0 ||
+		    dup_str(json_object_get_string(v), &l->driver_files) < 0)
+			goto fail;
 	}
 	/* Optional: records written before grant --device have none. */
 	if (json_object_object_get_ex(o, "devices", NULL) &&

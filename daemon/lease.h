@@ -43,6 +43,9 @@ struct lease {
 	/* CLOCK_REALTIME seconds at which the lease is revoked (grant --ttl); 0: never. */
 	int64_t expires;
 	bool kill_on_expiry; /* holders of its nodes are killed at expiry */
+	/* grant --driver: DG_DRV_* asked for, and the files mounted (container paths, '\n' after each) */
+	unsigned int driver_caps;
+	char *driver_files;
 	/* runtime only, never persisted; no fd: a host may have thousands of leases */
 	int watch;
 	uint64_t progs_digest; /* the cgroup's device programs when last found settled; 0: unknown

@@ -82,6 +82,8 @@ static const int helper_syscalls[] = {
 	SCMP_SYS(fchdir),
 	SCMP_SYS(setfsuid),
 	SCMP_SYS(setfsgid),
+	/* driver files: the directories they go in */
+	SCMP_SYS(mkdirat),
 };
 
 /* The zygote's (or devgated's own) forked child. */
@@ -263,20 +265,20 @@ void nodes_prepare(void)
 		log_debug_errno(r, "cannot fork a spare node helper yet: %m");
 }
 
-static int send_job(const struct helper_job *job, int pidfd, int rootfd, const int *trees)
+static int send_job(const struct helper_job *job, int pidfd, int rootfd, const int *trees,
+		    size_t n_trees)
 {
 	int fds[FDPASS_MAX] = { pidfd, rootfd };
-	size_t n = 2;
 
-	if (job->bind && job->op == OP_CREATE) {
-		memcpy(fds + 2, trees, job->n * sizeof(*trees));
-		n += job->n;
-	}
-	return fds_send(spare.sock, job, sizeof(*job), fds, n);
+	if (n_trees > FDPASS_MAX - 2)
+		return -E2BIG;
+	memcpy(fds + 2, trees, n_trees * sizeof(*trees));
+	return fds_send(spare.sock, job, sizeof(*job), fds, 2 + n_trees);
 }
 
+/* trees: the detached mounts the job binds (one per node or file), passed with it. */
 static int run_helper(const struct target *t, const struct helper_job *job, const int *trees,
-		      struct helper_msg *msg)
+		      size_t n_trees, struct helper_msg *msg)
 {
 	int r;
 
@@ -288,7 +290,7 @@ static int run_helper(const struct target *t, const struct helper_job *job, cons
 			if (r < 0)
 				return r;
 		}
-		r = send_job(job, t->pidfd, t->rootfd, trees);
+		r = send_job(job, t->pidfd, t->rootfd, trees, n_trees);
 		if (r == 0)
 			break;
 		spare_drop();
@@ -446,7 +448,8 @@ static int make_job(const struct target *t, enum helper_op op, const struct node
 	if (o->root_path)
 		snprintf(job->root_path, sizeof(job->root_path), "%s", o->root_path);
 	job->n = n;
-	memcpy(job->nodes, nodes, n * sizeof(*nodes));
+	if (n)
+		memcpy(job->nodes, nodes, n * sizeof(*nodes));
 	return 0;
 }
 
@@ -469,7 +472,7 @@ static int nodes_apply(const struct target *t, enum helper_op op, const struct n
 			"cannot make the nodes to bind into PID %d's /dev (another user "
 			"namespace): %s",
 			(int)t->pid, strerror(-r));
-	r = run_helper(t, &job, trees, &msg);
+	r = run_helper(t, &job, trees, bind ? n : 0, &msg);
 	if (bind)
 		close_all(trees, n);
 	if (r < 0)
@@ -494,6 +497,107 @@ int nodes_remove(const struct target *t, const struct node_opts *opts, const str
 		 size_t n, struct node_result *res, struct dg_error *err)
 {
 	return nodes_apply(t, OP_REMOVE, opts, nodes, n, res, err);
+}
+
+/* ---- driver files ---- */
+
+/* The host's file, read-only, as a detached mount to put in a container. */
+static int file_tree(int host_root, const char *path)
+{
+	struct mount_attr attr = {
+		.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+	};
+	auto_close int fd = open_in_root(host_root, path, O_PATH, 0);
+	int tree;
+
+	if (fd < 0)
+		return fd;
+	tree = (int)syscall(SYS_open_tree, fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	if (tree < 0)
+		return -errno;
+	if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+		int r = -errno;
+
+		close(tree);
+		return r;
+	}
+	return tree;
+}
+
+static int files_job(const struct target *t, enum helper_op op, const struct node_opts *o,
+		     const struct node_file *f, size_t n, struct helper_job *job, struct dg_error *err)
+{
+	int r;
+
+	if (n > HELPER_MAX_FILES)
+		return dg_error_set(err, DG_E_INTERNAL, E2BIG, "too many driver files");
+	r = make_job(t, op, o, NULL, 0, job, err);
+	if (r < 0)
+		return r;
+	if (!job->enter)
+		return dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EXDEV,
+				    "PID %d shares devgated's mount namespace: driver files go only "
+				    "into a container's own",
+				    (int)t->pid);
+	for (size_t i = 0; i < n; i++) {
+		if (strlen(f[i].path) >= HELPER_PATH_MAX || f[i].path[0] != '/')
+			return dg_error_set(err, DG_E_INTERNAL, EINVAL, "bad driver file path");
+		snprintf(job->files[i], HELPER_PATH_MAX, "%s", f[i].path);
+	}
+	job->n_files = n;
+	return 0;
+}
+
+static int files_apply(const struct target *t, enum helper_op op, const struct node_opts *o,
+		       int host_root, const struct node_file *f, size_t n, int *status,
+		       struct dg_error *err)
+{
+	struct helper_msg msg = { 0 };
+	struct helper_job job;
+	int trees[HELPER_MAX_FILES];
+	size_t n_trees = 0;
+	int r = files_job(t, op, o, f, n, &job, err);
+
+	for (; r == 0 && op == OP_MOUNT_FILES && n_trees < n; n_trees++) {
+		trees[n_trees] = file_tree(host_root, f[n_trees].host);
+		if (trees[n_trees] < 0)
+			r = dg_error_set(err, DG_E_KERNEL, -trees[n_trees],
+					 "cannot open the driver's %s on the host: %s", f[n_trees].host,
+					 strerror(-trees[n_trees]));
+	}
+	if (r == 0)
+		r = run_helper(t, &job, trees, n_trees, &msg);
+	close_all(trees, n_trees);
+	if (r < 0)
+		return dg_error_is_set(err) ? r
+					    : dg_error_set(err, DG_E_KERNEL, r,
+							   "node helper for PID %d failed: %s",
+							   (int)t->pid, strerror(-r));
+	log_debug("node helper for PID %d worked with capabilities %#llx (driver files)",
+		  (int)t->pid, (unsigned long long)msg.caps);
+	memcpy(status, msg.file_status, n * sizeof(*status));
+	if (msg.stage == STAGE_FILES) {
+		for (size_t i = 0; i < n; i++) {
+			if (msg.file_status[i] == NODE_FAILED)
+				return dg_error_set(err, DG_E_KERNEL, msg.file_err[i],
+						    "cannot mount the driver's %s in the container "
+						    "of PID %d: %s",
+						    f[i].path, (int)t->pid, strerror(msg.file_err[i]));
+		}
+	}
+	return check_msg(t, o->root_path, &msg, err);
+}
+
+int nodes_mount_files(const struct target *t, const struct node_opts *o, int host_root,
+		      const struct node_file *f, size_t n, int *status, struct dg_error *err)
+{
+	return files_apply(t, OP_MOUNT_FILES, o, host_root, f, n, status, err);
+}
+
+int nodes_unmount_files(const struct target *t, const struct node_opts *o,
+			const struct node_file *f, size_t n, int *status, struct dg_error *err)
+{
+	return files_apply(t, OP_UNMOUNT_FILES, o, -1, f, n, status, err);
 }
 
 void nodes_fini(void)

@@ -38,6 +38,23 @@ void nodes_prepare(void);
 /* All-or-nothing: on a conflict nothing is created. */
 int nodes_create(const struct target *t, const struct node_opts *opts, const struct dg_node *nodes,
 		 size_t n, struct node_result *res, struct dg_error *err);
+/* A driver file: the host's (below the host root) and where it goes in the container. */
+struct node_file {
+	const char *host;
+	const char *path;
+};
+
+/*
+ * Mounts the host's files read-only at their paths in the container, making
+ * directories where missing; all or none. status[i]: NODE_CREATED, or
+ * NODE_PRESENT where the image has a file of its own there (left alone).
+ */
+int nodes_mount_files(const struct target *t, const struct node_opts *o, int host_root,
+		      const struct node_file *f, size_t n, int *status, struct dg_error *err);
+/* Unmounts them and removes the files they were mounted on; NODE_REMOVED or NODE_ABSENT. */
+int nodes_unmount_files(const struct target *t, const struct node_opts *o,
+			const struct node_file *f, size_t n, int *status, struct dg_error *err);
+
 /* Removes nodes that still carry our numbers; leaves anything else alone. */
 int nodes_remove(const struct target *t, const struct node_opts *opts, const struct dg_node *nodes,
 		 size_t n, struct node_result *res, struct dg_error *err);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "devgate.h"
+#include "driver.h"
 #include "gpu_arch.h"
 #include "util.h"
 #include "view.h"
@@ -137,6 +138,19 @@ int view_lease(const struct daemon *d, const struct lease *l, struct dg_lease_in
 		out->kill_on_expiry = l->kill_on_expiry;
 		out->has_kill_on_expiry = true;
 		if (!out->expires)
+			return -ENOMEM;
+	}
+	if (l->driver_caps) {
+		char caps[64];
+		size_t n = 0;
+
+		driver_caps_text(l->driver_caps, caps, sizeof(caps));
+		for (const char *p = l->driver_files; p && *p; p++)
+			n += *p == '\n';
+		out->driver = dg_arena_strdup(a, caps);
+		out->driver_files = (int64_t)n;
+		out->has_driver_files = true;
+		if (!out->driver)
 			return -ENOMEM;
 	}
 	for (size_t i = 0; i < l->n_gpus; i++) {

@@ -209,6 +209,31 @@ int nodes_create(const struct target *t, const struct node_opts *opts, const str
 	return 0;
 }
 
+/* Driver files: grant --driver is tested against real containers (driver.bats). */
+int nodes_mount_files(const struct target *t, const struct node_opts *o, int host_root,
+		      const struct node_file *f, size_t n, int *status, struct dg_error *err)
+{
+	(void)t;
+	(void)o;
+	(void)host_root;
+	(void)f;
+	(void)n;
+	(void)status;
+	return dg_error_set(err, DG_E_KERNEL, ENOSYS, "no driver files in unit tests");
+}
+
+int nodes_unmount_files(const struct target *t, const struct node_opts *o,
+			const struct node_file *f, size_t n, int *status, struct dg_error *err)
+{
+	(void)t;
+	(void)o;
+	(void)f;
+	(void)n;
+	(void)status;
+	(void)err;
+	return 0;
+}
+
 int nodes_remove(const struct target *t, const struct node_opts *opts, const struct dg_node *nodes,
 		 size_t n, struct node_result *res, struct dg_error *err)
 {

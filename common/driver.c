@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "driver.h"
+#include "gpu.h"
+#include "util.h"
+
+static const char *const cap_names[] = { "utility", "compute", "video", "graphics" };
+
+/* A library of the driver: NAME.so.VERSION on disk, found by ld.so as SONAME. */
+struct lib {
+	const char *name;
+	const char *soname;
+	unsigned int caps;
+};
+
+static const struct lib libs[] = {
+	{ "libnvidia-ml.so", "libnvidia-ml.so.1", DG_DRV_UTILITY },
+	{ "libnvidia-cfg.so", "libnvidia-cfg.so.1", DG_DRV_UTILITY },
+	{ "libcuda.so", "libcuda.so.1", DG_DRV_COMPUTE },
+	{ "libcudadebugger.so", "libcudadebugger.so.1", DG_DRV_COMPUTE },
+	{ "libnvidia-opencl.so", "libnvidia-opencl.so.1", DG_DRV_COMPUTE },
+	{ "libnvidia-ptxjitcompiler.so", "libnvidia-ptxjitcompiler.so.1", DG_DRV_COMPUTE },
+	{ "libnvidia-nvvm.so", "libnvidia-nvvm.so.4", DG_DRV_COMPUTE },
+	{ "libnvidia-gpucomp.so", "", DG_DRV_COMPUTE },
+	{ "libnvidia-encode.so", "libnvidia-encode.so.1", DG_DRV_VIDEO },
+	{ "libnvidia-opticalflow.so", "libnvidia-opticalflow.so.1", DG_DRV_VIDEO },
+	{ "libnvcuvid.so", "libnvcuvid.so.1", DG_DRV_VIDEO },
+	{ "libvdpau_nvidia.so", "libvdpau_nvidia.so.1", DG_DRV_VIDEO },
+	{ "libEGL_nvidia.so", "libEGL_nvidia.so.0", DG_DRV_GRAPHICS },
+	{ "libGLESv2_nvidia.so", "libGLESv2_nvidia.so.2", DG_DRV_GRAPHICS },
+	{ "libGLESv1_CM_nvidia.so", "libGLESv1_CM_nvidia.so.1", DG_DRV_GRAPHICS },
+	{ "libGLX_nvidia.so", "libGLX_nvidia.so.0", DG_DRV_GRAPHICS },
+	{ "libnvidia-eglcore.so", "", DG_DRV_GRAPHICS },
+	{ "libnvidia-glcore.so", "", DG_DRV_GRAPHICS },
+	{ "libnvidia-glsi.so", "", DG_DRV_GRAPHICS },
+	{ "libnvidia-tls.so", "", DG_DRV_GRAPHICS },
+	{ "libnvidia-rtcore.so", "", DG_DRV_GRAPHICS },
+};
+
+static const struct {
+	const char *name;
+	unsigned int caps;
+} tools[] = {
+	{ "nvidia-smi", DG_DRV_UTILITY },
+	{ "nvidia-debugdump", DG_DRV_UTILITY },
+	{ "nvidia-cuda-mps-control", DG_DRV_COMPUTE },
+	{ "nvidia-cuda-mps-server", DG_DRV_COMPUTE },
+};
+
+/* Where distributions put them: Debian's multiarch first, then RHEL's. */
+static const char *const lib_dirs[] = {
+	"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
+	"/lib/x86_64-linux-gnu",
+};
+
+int driver_caps_parse(const char *s, unsigned int *ret, char *bad, size_t len)
+{
+	unsigned int caps = 0;
+
+	while (*s) {
+		size_t n = strcspn(s, ",");
+		unsigned int bit = 0;
+
+		if (n == 3 && strncmp(s, "all", 3) == 0)
+			bit = DG_DRV_ALL;
+		for (size_t i = 0; i < ARRAY_SIZE(cap_names) && !bit; i++) {
+			if (strlen(cap_names[i]) == n && strncmp(s, cap_names[i], n) == 0)
+				bit = 1U << i;
+		}
+		if (!bit) {
+			snprintf(bad, len, "%.*s", (int)n, s);
+			return -EINVAL;
+		}
+		caps |= bit;
+		s += n + (s[n] == ',');
+	}
+	if (!caps) {
+		snprintf(bad, len, "%s", "");
+		return -EINVAL;
+	}
+	*ret = caps;
+	return 0;
+}
+
+void driver_caps_text(unsigned int caps, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < ARRAY_SIZE(cap_names) && off < len; i++) {
+		if (caps & (1U << i))
+			off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? "," : "",
+						cap_names[i]);
+	}
+}
+
+/* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 ..." */
+int driver_version_parse(const char *text, char *ret, size_t len)
+{
+	const char *p = strstr(text, "NVRM version:");
+	const char *km = p ? strstr(p, "Kernel Module") : NULL;
+	size_t n;
+
+	if (!km)
+		return -EINVAL;
+	p = km + strlen("Kernel Module");
+	while (*p == ' ' || *p == '\t')
+		p++;
+	/* Open kernel modules say "Kernel Module for x86_64  550.54.14". */
+	if (strncmp(p, "for ", 4) == 0) {
+		p += strcspn(p + 4, " \t") + 4;
+		while (*p == ' ' || *p == '\t')
+			p++;
+	}
+	n = strspn(p, "0123456789.");
+	if (n == 0 || n >= len || !isdigit((unsigned char)p[0]))
+		return -EINVAL;
+	memcpy(ret, p, n);
+	ret[n] = '\0';
+	return 0;
+}
+
+/* A regular file below the root, symlinks followed inside it. */
+static bool is_file(int rootfd, const char *path)
+{
+	auto_close int fd = open_in_root(rootfd, path, O_PATH, 0);
+	struct stat st;
+
+	return fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static void add(struct dg_driver *d, const char *path, const char *soname, unsigned int caps)
+{
+	struct dg_driver_file *f;
+
+	if (d->n == DG_DRIVER_MAX_FILES)
+		return;
+	f = &d->files[d->n++];
+	snprintf(f->path, sizeof(f->path), "%s", path);
+	snprintf(f->soname, sizeof(f->soname), "%s", soname);
+	f->caps = caps;
+}
+
+static void find_lib(int rootfd, struct dg_driver *d, const struct lib *l)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(lib_dirs); i++) {
+		char path[160];
+
+		snprintf(path, sizeof(path), "%s/%s.%s", lib_dirs[i], l->name, d->version);
+		if (is_file(rootfd, path)) {
+			add(d, path, l->soname, l->caps);
+			return;
+		}
+	}
+}
+
+int driver_discover(int rootfd, struct dg_driver *ret)
+{
+	auto_free char *text = NULL;
+	int r;
+
+	*ret = (struct dg_driver){ .n = 0 };
+	r = read_in_root(rootfd, "proc/driver/nvidia/version", 4096, &text);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	r = driver_version_parse(text, ret->version, sizeof(ret->version));
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < ARRAY_SIZE(libs); i++)
+		find_lib(rootfd, ret, &libs[i]);
+	for (size_t i = 0; i < ARRAY_SIZE(tools); i++) {
+		char path[160];
+
+		snprintf(path, sizeof(path), "/usr/bin/%s", tools[i].name);
+		if (is_file(rootfd, path))
+			add(ret, path, "", tools[i].caps);
+	}
+	return 0;
+}

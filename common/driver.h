@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The NVIDIA driver's user space on the host: the version the kernel module
+ * reports and the libraries and tools of that version, grouped by the
+ * capabilities NVIDIA_DRIVER_CAPABILITIES names. A container granted a GPU
+ * needs exactly these, matching the host's module; devgate mounts them in
+ * (read-only) instead of trusting the image to carry them.
+ */
+#ifndef DEVGATE_DRIVER_H
+#define DEVGATE_DRIVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define DG_DRIVER_MAX_FILES 48
+
+enum {
+	DG_DRV_UTILITY = 1 << 0, /* nvidia-smi, NVML */
+	DG_DRV_COMPUTE = 1 << 1, /* CUDA, OpenCL, PTX JIT */
+	DG_DRV_VIDEO = 1 << 2,	 /* NVENC, NVDEC, VDPAU */
+	DG_DRV_GRAPHICS = 1 << 3, /* EGL, GLX, GLES, Vulkan */
+	DG_DRV_ALL = (1 << 4) - 1,
+};
+
+struct dg_driver_file {
+	char path[160];	  /* absolute, as on the host (and in the container) */
+	char soname[64];  /* the link ld.so looks for ("libcuda.so.1"); "" for a tool */
+	unsigned int caps; /* DG_DRV_* it belongs to */
+};
+
+struct dg_driver {
+	char version[32]; /* "550.54.14"; "" when no driver */
+	struct dg_driver_file files[DG_DRIVER_MAX_FILES];
+	size_t n;
+};
+
+/* "compute,utility", "all" -> DG_DRV_* bits; -EINVAL names an unknown one in bad. */
+int driver_caps_parse(const char *s, unsigned int *ret, char *bad, size_t len);
+/* DG_DRV_* bits -> "utility,compute"; "" for none. */
+void driver_caps_text(unsigned int caps, char *buf, size_t len);
+
+/* The version from /proc/driver/nvidia/version's "NVRM version:" line; -EINVAL. */
+int driver_version_parse(const char *text, char *ret, size_t len);
+
+/*
+ * Reads the version below host_root and finds its files in the library
+ * directories and /usr/bin. No driver: version "" and no files, 0.
+ */
+int driver_discover(int rootfd, struct dg_driver *ret);
+
+#endif

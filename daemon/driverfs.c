@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "driver.h"
+#include "driverfs.h"
+#include "helper.h"
+#include "log.h"
+
+struct plan {
+	struct node_file f[HELPER_MAX_FILES];
+	char paths[HELPER_MAX_FILES][HELPER_PATH_MAX];
+	size_t n;
+};
+
+static void plan_add(struct plan *p, const char *host, const char *dir, const char *name)
+{
+	int w;
+
+	if (p->n == HELPER_MAX_FILES)
+		return;
+	w = snprintf(p->paths[p->n], HELPER_PATH_MAX, "%s%s%s", dir ? dir : "", dir ? "/" : "",
+		     name);
+	if (w < 0 || w >= HELPER_PATH_MAX)
+		return;
+	p->f[p->n] = (struct node_file){ .host = host, .path = p->paths[p->n] };
+	p->n++;
+}
+
+/* Each file of caps at its own path, and a library again at its soname beside it. */
+static void plan_make(const struct dg_driver *drv, unsigned int caps, struct plan *p)
+{
+	p->n = 0;
+	for (size_t i = 0; i < drv->n; i++) {
+		const struct dg_driver_file *f = &drv->files[i];
+		char dir[HELPER_PATH_MAX];
+		const char *slash = strrchr(f->path, '/');
+
+		if (!(f->caps & caps))
+			continue;
+		plan_add(p, f->path, NULL, f->path);
+		if (!f->soname[0] || !slash)
+			continue;
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - f->path), f->path);
+		plan_add(p, f->path, dir, f->soname);
+	}
+}
+
+/* The container paths this call mounted, appended to l's list. */
+static int record(struct lease *l, const struct plan *p, const int *status)
+{
+	size_t len = l->driver_files ? strlen(l->driver_files) : 0, add = 0;
+	char *s;
+
+	for (size_t i = 0; i < p->n; i++)
+		add += status[i] == NODE_CREATED ? strlen(p->paths[i]) + 1 : 0;
+	s = realloc(l->driver_files, len + add + 1);
+	if (!s)
+		return -ENOMEM;
+	s[len] = '\0';
+	for (size_t i = 0; i < p->n; i++) {
+		if (status[i] != NODE_CREATED)
+			continue;
+		strcat(s + len, p->paths[i]);
+		strcat(s + len, "\n");
+	}
+	l->driver_files = s;
+	return 0;
+}
+
+int driverfs_add(struct daemon *d, const struct target *t, const struct node_opts *o,
+		 struct lease *l, unsigned int caps, struct dg_error *err)
+{
+	auto_close int root = open(d->inv->host_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct dg_driver drv;
+	struct plan p;
+	int status[HELPER_MAX_FILES];
+	char names[64];
+	int r;
+
+	driver_caps_text(caps, names, sizeof(names));
+	if (root < 0 || (r = driver_discover(root, &drv)) < 0)
+		return dg_error_set(err, DG_E_UNAVAILABLE, errno,
+				    "cannot read the NVIDIA driver's version under %s",
+				    d->inv->host_root);
+	if (!drv.version[0]) {
+		dg_error_set(err, DG_E_UNAVAILABLE, ENOENT,
+			     "no NVIDIA driver user space: %s/proc/driver/nvidia/version is missing",
+			     d->inv->host_root);
+		dg_error_hint(err, "grant without --driver, or load the driver");
+		return -ENOENT;
+	}
+	plan_make(&drv, caps, &p);
+	if (p.n == 0) {
+		dg_error_set(err, DG_E_UNAVAILABLE, ENOENT,
+			     "driver %s has no %s files on this host", drv.version, names);
+		dg_error_hint(err, "'devgatectl doctor' lists the driver files it finds");
+		return -ENOENT;
+	}
+	r = nodes_mount_files(t, o, root, p.f, p.n, status, err);
+	if (r < 0)
+		return r;
+	if (record(l, &p, status) < 0)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	l->driver_caps |= caps;
+	log_info("mounted driver %s (%s) into %s", drv.version, names, lease_label(l));
+	return 0;
+}
+
+void driverfs_remove(const struct target *t, const struct lease *l, const char *files)
+{
+	struct node_opts o = { .mode = 0 };
+	struct dg_error err = { 0 };
+	auto_free char *copy = files ? strdup(files) : NULL;
+	struct node_file f[HELPER_MAX_FILES];
+	int status[HELPER_MAX_FILES];
+	char *save = NULL;
+	size_t n = 0;
+
+	if (!copy)
+		return;
+	for (char *s = strtok_r(copy, "\n", &save); s && n < HELPER_MAX_FILES;
+	     s = strtok_r(NULL, "\n", &save))
+		f[n++] = (struct node_file){ .host = s, .path = s };
+	if (n && nodes_unmount_files(t, &o, f, n, status, &err) < 0)
+		log_warning("cannot take the driver's files out of %s: %s", lease_label(l),
+			    err.message);
+}

@@ -1,0 +1,137 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+# grant --driver: the host driver's user space (libraries of the running
+# module's version, nvidia-smi) mounted read-only into a live container,
+# where a program loads them by soname, and taken out with the last GPU.
+# The fixture's libraries are copies of one small shared object.
+
+load helpers
+
+setup_file() { dg_setup_file; }
+teardown_file() { dg_teardown_file; }
+setup() {
+	dg_setup
+	chmod 0711 "$DG_TMP" # a user-namespaced container walks into its bundle
+	make_host --driver "550.54.14:$DEVGATE_BUILD/fakedrv.so"
+	start_daemon
+}
+teardown() { dg_teardown; }
+
+LIB=/usr/lib/x86_64-linux-gnu
+
+# glibc_container NAME [JQ-FILTER]: a runc container that can run dlprobe
+# (dynamic: ld.so and libc.so.6 copied in); sets CPID and CID.
+glibc_container() {
+	local b="$DG_TMP/$1"
+	requires runc
+	CID="$DG_ID-$1"
+	dg_bundle "$b" "$DEVGATE_BUILD/probe"
+	mkdir -p "$b/rootfs/lib64" "$b/rootfs/lib/x86_64-linux-gnu"
+	cp -L /lib64/ld-linux-x86-64.so.2 "$b/rootfs/lib64/"
+	cp -L /lib/x86_64-linux-gnu/libc.so.6 "$b/rootfs/lib/x86_64-linux-gnu/"
+	cp "$DEVGATE_BUILD/dlprobe" "$b/rootfs/bin/"
+	jq "${2:-.}" "$b/config.json" >"$b/c.json"
+	mv "$b/c.json" "$b/config.json"
+	[ -z "${2:-}" ] || chown -R 100000:100000 "$b/rootfs"
+	CPID=$(dg_run "$CID" "$b")
+	DG_CONTAINERS+=("$CID")
+	DG_CGROUPS+=("$DG_CGROOT/$CID")
+	[ -n "$CPID" ] && [ "$CPID" != null ]
+}
+
+dlprobe() {
+	dg_runc exec "$CID" dlprobe "$@"
+}
+
+# Mounts below the container's /usr, by path.
+usr_mounts() {
+	awk '$5 ~ "^/usr/" { print $5 }' "/proc/$CPID/mountinfo" | sort | tr '\n' ' '
+}
+
+@test "grant --driver: the libraries load by soname, read-only; more kinds later; revoke takes them out" {
+	glibc_container c
+	run -1 dlprobe libcuda.so.1
+	[[ "$output" == "libcuda.so.1 libcuda.so.1: cannot open shared object file"* ]]
+
+	run -0 dg grant --pid "$CPID" --gpu 0 --driver compute,utility
+	run -0 dlprobe libcuda.so.1 libnvidia-ml.so.1 libnvidia-ptxjitcompiler.so.1 \
+		libcuda.so.550.54.14
+	[ "${lines[0]}" = "libcuda.so.1 ok devgate-fixture" ]
+	[ "${lines[1]}" = "libnvidia-ml.so.1 ok devgate-fixture" ]
+	# Video was not asked for.
+	run -1 dlprobe libnvcuvid.so.1
+	run -0 dg_runc exec "$CID" nvidia-smi
+	[ "$output" = "fixture nvidia-smi 550.54.14" ]
+	run -1 dg_runc exec "$CID" sh -c "echo x >>$LIB/libcuda.so.550.54.14"
+	[[ "$output" == *"Read-only file system"* ]]
+	run -0 dg --json status
+	[ "$(echo "$output" | jq -r '.leases[0].driver')" = utility,compute ]
+	# libcuda, libnvidia-ml, -cfg, -ptxjitcompiler: each at its name and soname; nvidia-smi.
+	[ "$(echo "$output" | jq '.leases[0].driver_files')" = 9 ]
+	record=$(ls "$DG_TMP/state/leases/"*.json)
+	[ "$(jq '.driver_files | split("\n") | map(select(. != "")) | length' "$record")" = 9 ]
+
+	# More kinds on the same lease: only the new files are mounted.
+	run -0 dg grant --pid "$CPID" --gpu 0 --driver video
+	run -0 dlprobe libnvcuvid.so.1 libnvidia-encode.so.1
+	run -0 dg --json status
+	[ "$(echo "$output" | jq -r '.leases[0].driver')" = utility,compute,video ]
+	[ "$(echo "$output" | jq '.leases[0].driver_files')" = 13 ]
+
+	# The record keeps what is mounted: a restarted devgated takes it out.
+	stop_daemon
+	start_daemon
+	run -0 dg revoke --pid "$CPID"
+	run -1 dlprobe libcuda.so.1
+	[ "$(usr_mounts)" = "" ]
+	run -0 dg_runc exec "$CID" ls -A $LIB
+	[ "$output" = "" ]
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENOENT" ]
+}
+
+@test "grant --driver into a user-namespaced container" {
+	glibc_container u '.linux.namespaces += [{"type": "user"}] |
+		.linux.uidMappings = [{"containerID": 0, "hostID": 100000, "size": 65536}] |
+		.linux.gidMappings = [{"containerID": 0, "hostID": 100000, "size": 65536}]'
+	run -0 dg grant --pid "$CPID" --gpus 1 --driver compute
+	run -0 dlprobe libcuda.so.1
+	[ "$output" = "libcuda.so.1 ok devgate-fixture" ]
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+	run -0 dg revoke --pid "$CPID"
+	run -1 dlprobe libcuda.so.1
+	[ "$(usr_mounts)" = "" ]
+}
+
+@test "grant --driver refused: unknown kind, no GPU, no driver on the host; nothing changes" {
+	glibc_container c
+	run -2 dg grant --pid "$CPID" --gpu 0 --driver compute,cuda
+	[[ "$output" == *"driver capability 'cuda' is unknown"* ]]
+	run -2 dg grant --pid "$CPID" --device /dev/full:/dev/f2 --driver compute
+	[[ "$output" == *"the driver's files go with a GPU"* ]]
+	no_leases
+	rm "$DG_HOST/proc/driver/nvidia/version"
+	run -8 dg grant --pid "$CPID" --gpu 0 --driver compute
+	[[ "$output" == *"no NVIDIA driver user space"* ]]
+	no_leases
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENOENT" ]
+	[ "$(usr_mounts)" = "" ]
+	[ "$(grants_of "$DG_CGROOT/$CID")" = 0 ]
+}
+
+@test "cdi generate mounts the driver's files, each library also at its soname" {
+	run -0 dg cdi generate --host-root "$DG_HOST"
+	mounts=$(echo "$output" | jq -c '.containerEdits.mounts')
+	# Eight libraries (seven with a soname) and nvidia-smi.
+	[ "$(echo "$mounts" | jq length)" = 16 ]
+	[ "$(echo "$mounts" | jq -c '[.[] | select(.containerPath == "/usr/lib/x86_64-linux-gnu/libcuda.so.1")][0]')" = \
+		"{\"hostPath\":\"$DG_HOST/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.14\",\"containerPath\":\"/usr/lib/x86_64-linux-gnu/libcuda.so.1\",\"options\":[\"ro\",\"nosuid\",\"nodev\",\"bind\"]}" ]
+	run -0 dg cdi generate --host-root "$DG_HOST" --driver compute
+	[ "$(echo "$output" | jq '.containerEdits.mounts | length')" = 4 ]
+	run -0 dg cdi generate --host-root "$DG_HOST" --driver none
+	[ "$(echo "$output" | jq '.containerEdits.mounts | length')" = 0 ]
+	run -2 dg cdi generate --host-root "$DG_HOST" --driver cuda
+	[[ "$output" == *"--driver: 'cuda' is not utility, compute, video, graphics, all or none"* ]]
+}
