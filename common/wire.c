@@ -159,6 +159,7 @@ static const struct dg_field list_fields[] = {
 static const struct dg_field lease_gpu_fields[] = {
 	DG_EMBED(struct dg_lease_gpu, gpu, &gpu_schema),
 	DG_BOOL("shared", struct dg_lease_gpu, shared),
+	DG_NUM_OPT("gpu_seconds", struct dg_lease_gpu, gpu_seconds, has_gpu_seconds),
 };
 static const struct dg_schema lease_gpu_schema =
 	DG_SCHEMA("GPU", struct dg_lease_gpu, lease_gpu_fields);
@@ -184,6 +185,7 @@ static const struct dg_field lease_fields[] = {
 	DG_STR_OPT("expires", struct dg_lease_info, expires),
 	DG_INT_OPT("expires_in", struct dg_lease_info, expires_in, has_expires_in, 0, 0),
 	DG_BOOL_OPT("kill_on_expiry", struct dg_lease_info, kill_on_expiry, has_kill_on_expiry),
+	DG_NUM_OPT("gpu_seconds", struct dg_lease_info, gpu_seconds, has_gpu_seconds),
 };
 const struct dg_schema dg_lease_schema = DG_SCHEMA("lease", struct dg_lease_info, lease_fields);
 

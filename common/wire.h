@@ -175,6 +175,8 @@ struct dg_list_reply {
 struct dg_lease_gpu {
 	struct dg_gpu_info gpu;
 	bool shared;
+	double gpu_seconds; /* this lease's time on this GPU */
+	bool has_gpu_seconds;
 };
 
 /* A host character device a lease holds (grant --device). */
@@ -200,6 +202,8 @@ struct dg_lease_info {
 	bool has_expires_in;
 	bool kill_on_expiry;
 	bool has_kill_on_expiry;
+	double gpu_seconds; /* GPU-seconds of the lease: a second with N GPUs adds N */
+	bool has_gpu_seconds;
 };
 
 struct dg_node_status {

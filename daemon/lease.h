@@ -19,6 +19,15 @@ struct lease_gpu {
 	char uuid[80];
 	uint32_t minor;
 	bool shared;
+	/* GPU time: held since since_ms (CLOCK_REALTIME ms), after ms of earlier spans. */
+	int64_t since_ms;
+	int64_t ms;
+};
+
+/* The GPU time of a GPU that left the lease, kept while the lease lives. */
+struct lease_spent {
+	char uuid[80];
+	int64_t ms;
 };
 
 /* A host character device granted by path (grant --device), not a GPU. */
@@ -42,6 +51,8 @@ struct lease {
 	/* CLOCK_REALTIME seconds at which the lease is revoked (grant --ttl); 0: never. */
 	int64_t expires;
 	bool kill_on_expiry; /* holders of its nodes are killed at expiry */
+	struct lease_spent *spent; /* n_spent GPUs it held before, at most DG_MAX_GPUS */
+	size_t n_spent;
 	/* runtime only, never persisted; no fd: a host may have thousands of leases */
 	int watch;
 	uint64_t progs_digest; /* the cgroup's device programs when last found settled; 0: unknown
@@ -100,6 +111,15 @@ void lease_table_del_gpu(struct lease_table *t, struct lease *l, const char *uui
 const struct lease_gpu *lease_find_gpu(const struct lease *l, const char *uuid);
 int lease_add_gpu(struct lease *l, const struct dg_gpu *gpu, bool shared);
 void lease_del_gpu(struct lease *l, const char *uuid);
+
+/*
+ * GPU-milliseconds, to now_ms (CLOCK_REALTIME): of one GPU of the lease (held
+ * or spent; 0 if neither), and of all of them. A lease holding N GPUs adds N
+ * a millisecond. The spans start when a GPU enters the lease and are kept in
+ * the record, so time while devgated is down counts: the kernel kept the grant.
+ */
+int64_t lease_gpu_ms(const struct lease *l, const char *uuid, int64_t now_ms);
+int64_t lease_total_ms(const struct lease *l, int64_t now_ms);
 
 /* Whether the lease holds anything: a lease with devices only is a lease. */
 bool lease_holds(const struct lease *l);
