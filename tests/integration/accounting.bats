@@ -27,6 +27,19 @@ held() {
 		'BEGIN { printf "%.3f %.3f\n", n * (c - b) / 1000, n * (d - a) / 1000 }'
 }
 
+# check_held N T0 T1 WHAT CMD...: CMD prints a count of GPU-seconds: N GPUs'
+# time from between T0 and T1 (ms) to when CMD ran, within 1%.
+check_held() {
+	local n=$1 t0=$2 t1=$3 what=$4 t2 t3 v lo hi
+	shift 4
+	t2=$(now_ms)
+	v=$("$@")
+	t3=$(now_ms)
+	read -r lo hi < <(held "$n" "$t0" "$t1" "$t2" "$t3")
+	echo "# $what: $v GPU-seconds of $n GPU(s) held [$lo, $hi]" >&3
+	within "$v" "$lo" "$hi"
+}
+
 lease_seconds() { dg status --json | jq -r ".leases[] | select(.cgroup == \"/$1\") | .gpu_seconds"; }
 
 # metric_sum CID [GPU-UUID]: devgate_gpu_seconds_total of a container, summed.
@@ -44,23 +57,13 @@ metric_sum() {
 	run -1 probe "$CID" /dev/nvidia0
 	[ "$output" = "/dev/nvidia0 ENXIO" ]
 	sleep 3
-	t2=$(now_ms)
-	json=$(dg status --json)
-	t3=$(now_ms)
-	read -r lo hi < <(held 2 "$t0" "$t1" "$t2" "$t3")
-	got=$(echo "$json" | jq -r '.leases[0].gpu_seconds')
-	echo "# status: $got GPU-seconds for 2 GPUs held [$lo, $hi]" >&3
-	within "$got" "$lo" "$hi"
-	read -r lo1 hi1 < <(held 1 "$t0" "$t1" "$t2" "$t3")
-	for s in $(echo "$json" | jq -r '.leases[0].gpus[].gpu_seconds'); do
-		within "$s" "$lo1" "$hi1"
+	check_held 2 "$t0" "$t1" "status, the lease" lease_seconds "$CID"
+	for g in 0 1; do
+		check_held 1 "$t0" "$t1" "status, GPU $g" \
+			sh -c "\"\$0\" -s \"\$1\" status --json | jq -r '.leases[0].gpus[$g].gpu_seconds'" \
+			"$DEVGATE_BUILD/devgatectl" "$DG_SOCK"
 	done
-	t2=$(now_ms)
-	m=$(metric_sum "$CID")
-	t3=$(now_ms)
-	read -r lo hi < <(held 2 "$t0" "$t1" "$t2" "$t3")
-	echo "# metric: $m GPU-seconds [$lo, $hi]" >&3
-	within "$m" "$lo" "$hi"
+	check_held 2 "$t0" "$t1" "metric" metric_sum "$CID"
 	[ "$(dg metrics | grep -c "^devgate_gpu_seconds_total{container=\"$CID\",cgroup=\"/$CID\",gpu=\"GPU-")" = 2 ]
 	dg metrics | grep -q '^# TYPE devgate_gpu_seconds_total counter$'
 }
@@ -108,12 +111,9 @@ metric_sum() {
 	run -1 probe "$CID" /dev/nvidia1
 	[ "$output" = "/dev/nvidia1 ENXIO" ]
 	start_daemon
-	t2=$(now_ms)
+	check_held 2 "$t0" "$t1" "after 2 s down and a start ($before before the stop)" \
+		lease_seconds "$CID"
 	after=$(lease_seconds "$CID")
-	t3=$(now_ms)
-	read -r lo hi < <(held 2 "$t0" "$t1" "$t2" "$t3")
-	echo "# $before GPU-seconds before the stop, $after after 2 s down and a start [$lo, $hi]" >&3
-	within "$after" "$lo" "$hi"
 	awk -v a="$after" -v b="$before" 'BEGIN { exit !(a >= b + 4 * 0.99) }'
 	m=$(metric_sum "$CID")
 	awk -v a="$m" -v b="$after" 'BEGIN { exit !(a >= b) }'
