@@ -862,8 +862,9 @@ int move_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, b
 	if (r == 0)
 		r = cmd_no_more_args(cli, "move", argc, argv);
 	if (r == 0 && (!m->gpus || !from || !to))
-		r = cli_usage(cli, "move", "name the GPUs, the source and the destination: "
-					   "--gpu SEL --from TARGET --to TARGET");
+		r = cli_usage(cli, "move",
+			      "name the GPUs, the source and the destination: "
+			      "--gpu SEL --from TARGET --to TARGET");
 	return r;
 }
 

@@ -1210,12 +1210,14 @@ static int move_plan(struct daemon *d, const struct lease *src, const struct lea
 	if (out->n_moved == 0)
 		return dg_error_set(err, DG_E_NOT_GRANTED, ENOENT, "%s holds no GPU",
 				    lease_label(src));
-	if (src->expires > 0 && (p->dst_next->expires <= 0 || src->expires < p->dst_next->expires)) {
+	if (src->expires > 0 &&
+	    (p->dst_next->expires <= 0 || src->expires < p->dst_next->expires)) {
 		p->dst_next->expires = src->expires;
 		p->dst_next->kill_on_expiry = src->kill_on_expiry;
 	}
 	p->n_gone = node_diff(src_nodes, lease_nodes(src, d->inv, src_nodes, DG_MAX_NODES),
-			      next_nodes, lease_nodes(p->src_next, d->inv, next_nodes, DG_MAX_NODES),
+			      next_nodes,
+			      lease_nodes(p->src_next, d->inv, next_nodes, DG_MAX_NODES),
 			      p->gone_nodes);
 	return 0;
 }

@@ -50,7 +50,7 @@ struct lease {
 	size_t n_devices;
 	/* CLOCK_REALTIME seconds at which the lease is revoked (grant --ttl); 0: never. */
 	int64_t expires;
-	bool kill_on_expiry; /* holders of its nodes are killed at expiry */
+	bool kill_on_expiry;	   /* holders of its nodes are killed at expiry */
 	struct lease_spent *spent; /* n_spent GPUs it held before, at most DG_MAX_GPUS */
 	size_t n_spent;
 	/* runtime only, never persisted; no fd: a host may have thousands of leases */

@@ -412,7 +412,8 @@ static int parse_move(struct state *s, const char *name, struct lease **ret, uin
 		return -EINVAL;
 	snprintf(expect, sizeof(expect), "%llu.moving", (unsigned long long)(*ret)->cgid);
 	if (strcmp(expect, name) != 0) {
-		snprintf(why, why_len, "it describes cgroup %llu", (unsigned long long)(*ret)->cgid);
+		snprintf(why, why_len, "it describes cgroup %llu",
+			 (unsigned long long)(*ret)->cgid);
 		lease_free(*ret);
 		return -EINVAL;
 	}
@@ -441,8 +442,8 @@ static int load_moving(struct state *s, const char *name, void *data)
 	return 0;
 }
 
-int state_moving_each(struct state *s, void (*fn)(void *data, const struct lease *gone, uint64_t to),
-		      void *data)
+int state_moving_each(struct state *s,
+		      void (*fn)(void *data, const struct lease *gone, uint64_t to), void *data)
 {
 	struct moving_walk w = { fn, data };
 

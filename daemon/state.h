@@ -58,7 +58,7 @@ int state_revoking_load(struct state *s, struct lease_table *out);
 int state_moving_mark(struct state *s, const struct lease *gone, uint64_t to);
 int state_moving_clear(struct state *s, uint64_t cgid);
 /* Calls fn for every move in flight; an unreadable journal is dropped. */
-int state_moving_each(struct state *s, void (*fn)(void *data, const struct lease *gone, uint64_t to),
-		      void *data);
+int state_moving_each(struct state *s,
+		      void (*fn)(void *data, const struct lease *gone, uint64_t to), void *data);
 
 #endif
