@@ -545,18 +545,19 @@ int cmd_grant(struct cli *cli, int argc, char **argv)
 }
 
 /* Devices are checked at open(): a descriptor opened before keeps working. */
-static void print_holders(const struct dg_revoke_reply *r)
+static void print_holders(const struct dg_holder_proc *h, size_t n, int64_t killed,
+			  const char *again)
 {
-	for (size_t i = 0; i < r->n_holders; i++)
-		printf("  still open: PID %lld (%s) holds %s\n", (long long)r->holders[i].pid,
-		       r->holders[i].comm, r->holders[i].node);
-	if (r->n_holders && r->killed)
-		printf("signalled %lld of %zu holder(s)\n", (long long)r->killed, r->n_holders);
-	else if (r->n_holders)
+	for (size_t i = 0; i < n; i++)
+		printf("  still open: PID %lld (%s) holds %s\n", (long long)h[i].pid, h[i].comm,
+		       h[i].node);
+	if (n && killed)
+		printf("signalled %lld of %zu holder(s)\n", (long long)killed, n);
+	else if (n)
 		fprintf(stderr,
-			"warning: %zu process(es) still use the revoked device through an "
-			"open descriptor\nhint: revoke again with --kill to end them\n",
-			r->n_holders);
+			"warning: %zu process(es) still use the device through an open "
+			"descriptor\nhint: %s with --kill to end them\n",
+			n, again);
 }
 
 static void render_revoke(const struct cli *cli, const union dg_reply *reply)
@@ -585,11 +586,12 @@ static void render_revoke(const struct cli *cli, const union dg_reply *reply)
 		printf("%s holds no GPU now; its device programs are restored\n", who(&r->lease));
 	else if (r->lease.n_gpus == 0)
 		printf("%s holds no GPU now\n", who(&r->lease));
-	print_holders(r);
+	print_holders(r->holders, r->n_holders, r->killed, "revoke again");
 }
 
 /* --kill[=SIGNAL]: a number or a name (TERM, SIGTERM); KILL by default. */
-static int parse_signal(struct cli *cli, const char *s, struct dg_revoke_req *v)
+static int parse_signal(struct cli *cli, const char *cmd, const char *s, int64_t *sig,
+			bool *has_sig)
 {
 	static const struct {
 		const char *name;
@@ -598,24 +600,24 @@ static int parse_signal(struct cli *cli, const char *s, struct dg_revoke_req *v)
 		      { "QUIT", 3 }, { "USR1", 10 }, { "USR2", 12 } };
 	uint32_t n;
 
-	v->has_kill = true;
-	v->kill = 9;
+	*has_sig = true;
+	*sig = 9;
 	if (!s)
 		return 0;
 	if (strncasecmp(s, "SIG", 3) == 0)
 		s += 3;
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		if (strcasecmp(s, names[i].name) == 0) {
-			v->kill = names[i].sig;
+			*sig = names[i].sig;
 			return 0;
 		}
 	}
 	if (parse_u32(s, &n) < 0 || n < 1 || n > 64)
-		return cli_usage(cli, "revoke",
+		return cli_usage(cli, cmd,
 				 "--kill wants a signal (KILL, TERM, or 1 to 64), not "
 				 "'%s'",
 				 s);
-	v->kill = n;
+	*sig = n;
 	return 0;
 }
 
@@ -651,7 +653,7 @@ int revoke_parse(struct cli *cli, int argc, char **argv, struct dg_request *req,
 		} else if (o == OPT_MISSING_OK) {
 			v->missing_ok = true;
 		} else if (o == OPT_KILL) {
-			r = parse_signal(cli, optarg, v);
+			r = parse_signal(cli, "revoke", optarg, &v->kill, &v->has_kill);
 		} else if (o == 'h') {
 			printf("%s%s", revoke_help, cmd_common_help);
 			*done = true;
@@ -783,6 +785,123 @@ int cmd_extend(struct cli *cli, int argc, char **argv)
 	if (r < 0 || done)
 		return r;
 	return cmd_call(cli, &req, render_extend);
+}
+
+/* ---- move ---- */
+
+static const char move_help[] =
+	"Usage: devgatectl move --gpu SEL[,SEL..] --from TARGET --to TARGET [--kill[=SIGNAL]]\n"
+	"\n"
+	"Moves GPUs the source container holds to another container in one step, each\n"
+	"in its mode (exclusive or shared): the source loses them (its open() fails\n"
+	"with EPERM, its nodes go) before the destination gets them, so the two never\n"
+	"both have them and no other grant can take them in between. A destination\n"
+	"without a lease gets one; its expiry becomes the source's when that is earlier.\n"
+	"\n"
+	"A TARGET is a host PID (digits), a cgroup path relative to the cgroup v2 root\n"
+	"(starting with /), or a container label; pid:N, cgroup:PATH and container:LABEL\n"
+	"say which outright. The destination named by label must hold a lease.\n"
+	"\n"
+	"  -g, --gpu SEL[,SEL..]  GPUs of the source to move (index, UUID, PCI, all)\n"
+	"  -f, --from TARGET      the container that holds them\n"
+	"  -T, --to TARGET        the container that gets them\n"
+	"      --kill[=SIGNAL]    end processes in the source that still hold a moved\n"
+	"                         GPU open (opened before the move); KILL by default\n";
+
+/* "pid:N", "cgroup:PATH", "container:LABEL", or by its look: digits, "/...", a label. */
+static int parse_move_target(struct cli *cli, const char *s, struct dg_target_args *t)
+{
+	*t = (struct dg_target_args){ .source = "cli" };
+	if (strncmp(s, "pid:", 4) == 0)
+		return parse_target_pid(cli, "move", t, s + 4);
+	if (strncmp(s, "cgroup:", 7) == 0)
+		t->cgroup = s + 7;
+	else if (strncmp(s, "container:", 10) == 0)
+		t->container = s + 10;
+	else if (*s >= '0' && *s <= '9')
+		return parse_target_pid(cli, "move", t, s);
+	else if (*s == '/')
+		t->cgroup = s;
+	else
+		t->container = s;
+	if (!*s || (t->cgroup && !*t->cgroup) || (t->container && !*t->container))
+		return cli_usage(cli, "move", "an empty TARGET");
+	return 0;
+}
+
+static void render_move(const struct cli *cli, const union dg_reply *reply)
+{
+	const struct dg_move_reply *r = &reply->move;
+	char text[2048] = "";
+
+	(void)cli;
+	describe_gpus(&r->to, r->moved, r->n_moved, text, sizeof(text));
+	printf("moved %s from %s to %s (cgroup %s, PID %lld)\n", text, who(&r->from), who(&r->to),
+	       r->to.cgroup, (long long)r->to.pid);
+	if (r->from.n_gpus == 0 && r->from.n_devices == 0)
+		printf("%s holds no GPU now; its device programs are restored\n", who(&r->from));
+	if (r->to.expires)
+		printf("the lease of %s expires at %s (in %llds)\n", who(&r->to), r->to.expires,
+		       (long long)r->to.expires_in);
+	print_holders(r->holders, r->n_holders, r->killed, "kill them, or move");
+}
+
+int move_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, bool *done)
+{
+	static const struct option opts[] = {
+		{ "gpu", required_argument, NULL, 'g' },
+		{ "from", required_argument, NULL, 'f' },
+		{ "to", required_argument, NULL, 'T' },
+		{ "kill", optional_argument, NULL, OPT_KILL },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct dg_move_req *m = &req->u.move;
+	bool from = false, to = false;
+	int o, r = 0;
+
+	*req = (struct dg_request){ .op = DG_OP_MOVE };
+	*done = false;
+	while (r == 0 && (o = getopt_long(argc, argv, "g:f:T:jh", opts, NULL)) != -1) {
+		if (o == 'g') {
+			m->gpus = optarg;
+		} else if (o == 'f') {
+			from = true;
+			r = parse_move_target(cli, optarg, &m->from);
+		} else if (o == 'T') {
+			to = true;
+			r = parse_move_target(cli, optarg, &m->to);
+		} else if (o == OPT_KILL) {
+			r = parse_signal(cli, "move", optarg, &m->kill, &m->has_kill);
+		} else if (o == 'j') {
+			cli->json = true;
+		} else if (o == 'h') {
+			printf("%s%s", move_help, cmd_common_help);
+			*done = true;
+			return 0;
+		} else {
+			r = cli_usage(cli, "move", "unknown option");
+		}
+	}
+	if (r == 0)
+		r = cmd_no_more_args(cli, "move", argc, argv);
+	if (r == 0 && (!m->gpus || !from || !to))
+		r = cli_usage(cli, "move",
+			      "name the GPUs, the source and the destination: "
+			      "--gpu SEL --from TARGET --to TARGET");
+	return r;
+}
+
+int cmd_move(struct cli *cli, int argc, char **argv)
+{
+	struct dg_request req;
+	bool done;
+	int r = move_parse(cli, argc, argv, &req, &done);
+
+	if (r < 0 || done)
+		return r;
+	return cmd_call(cli, &req, render_move);
 }
 
 /* ---- status ---- */

@@ -16,6 +16,7 @@ int cmd_grant(struct cli *cli, int argc, char **argv);
 int cmd_revoke(struct cli *cli, int argc, char **argv);
 int cmd_status(struct cli *cli, int argc, char **argv);
 int cmd_extend(struct cli *cli, int argc, char **argv);
+int cmd_move(struct cli *cli, int argc, char **argv);
 int cmd_watch(struct cli *cli, int argc, char **argv);
 int cmd_rescan(struct cli *cli, int argc, char **argv);
 int cmd_hook(struct cli *cli, int argc, char **argv);
@@ -53,5 +54,6 @@ int list_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, b
 int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, bool *done);
 int revoke_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, bool *done);
 int extend_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, bool *done);
+int move_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, bool *done);
 
 #endif

@@ -25,6 +25,7 @@ static const struct command commands[] = {
 	{ "grant", "give a running container GPUs", cmd_grant },
 	{ "revoke", "take GPUs back from a container", cmd_revoke },
 	{ "extend", "give a lease with a ttl more time", cmd_extend },
+	{ "move", "move GPUs from one container to another, without a gap", cmd_move },
 	{ "status", "list leases", cmd_status },
 	{ "watch", "print lease changes as they happen", cmd_watch },
 	{ "rescan", "make devgated re-read the host's GPUs now", cmd_rescan },

@@ -42,6 +42,7 @@ enum dg_op {
 	DG_OP_EVENTS,
 	DG_OP_RESCAN,
 	DG_OP_EXTEND,
+	DG_OP_MOVE,
 	DG_OP_MAX,
 };
 

@@ -63,6 +63,8 @@ static const char *type_word(enum dg_ftype t)
 		return "a boolean";
 	case DG_F_INT:
 		return "an integer";
+	case DG_F_NUM:
+		return "a number";
 	case DG_F_STR:
 		return "a string";
 	case DG_F_ID:
@@ -83,6 +85,8 @@ static json_type json_type_of(enum dg_ftype t)
 		return json_type_boolean;
 	case DG_F_INT:
 		return json_type_int;
+	case DG_F_NUM:
+		return json_type_double;
 	case DG_F_STR:
 	case DG_F_ID:
 		return json_type_string;
@@ -245,7 +249,8 @@ static int decode_field(struct decoder *dc, const struct dg_field *f, json_objec
 	size_t len;
 	int r;
 
-	if (!json_object_is_type(v, json_type_of(f->type)))
+	if (!json_object_is_type(v, json_type_of(f->type)) &&
+	    !(f->type == DG_F_NUM && json_object_is_type(v, json_type_int)))
 		return bad(dc, "'%s' must be %s", f->name, type_word(f->type));
 	if (f->has_off != DG_NO_FLAG)
 		*AT(base, f->has_off, bool) = true;
@@ -255,6 +260,9 @@ static int decode_field(struct decoder *dc, const struct dg_field *f, json_objec
 		return 0;
 	case DG_F_INT:
 		return decode_int(dc, f, v, AT(base, f->off, int64_t));
+	case DG_F_NUM:
+		*AT(base, f->off, double) = json_object_get_double(v);
+		return 0;
 	case DG_F_STR:
 		return decode_str(dc, f, v, AT(base, f->off, const char *));
 	case DG_F_ID:
@@ -348,6 +356,9 @@ static json_object *encode_field(const struct dg_field *f, const void *in)
 		return json_object_new_boolean(*CAT(in, f->off, bool));
 	case DG_F_INT:
 		return json_object_new_int64(*CAT(in, f->off, int64_t));
+	case DG_F_NUM:
+		snprintf(id, sizeof(id), "%.3f", *CAT(in, f->off, double));
+		return json_object_new_double_s(*CAT(in, f->off, double), id);
 	case DG_F_STR:
 		s = *CAT(in, f->off, char *);
 		return s ? json_object_new_string(s) : NULL;

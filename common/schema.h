@@ -38,6 +38,7 @@ enum dg_ftype {
 	DG_F_OBJ,   /* struct described by sub, stored inline */
 	DG_F_OBJS,  /* array of sub structs: pointer at off, count at n_off */
 	DG_F_EMBED, /* sub's fields flattened into this object (no key) */
+	DG_F_NUM,   /* double; written with 3 decimals (milliseconds of a second) */
 };
 
 #define DG_NO_FLAG SIZE_MAX
@@ -84,6 +85,10 @@ struct dg_schema {
 #define DG_INT_OPT(key, st, m, has, lo, hi)                                                     \
 	{                                                                                       \
 		(key), DG_F_INT, false, offsetof(st, m), offsetof(st, has), 0, NULL, (lo), (hi) \
+	}
+#define DG_NUM_OPT(key, st, m, has)                                                       \
+	{                                                                                 \
+		(key), DG_F_NUM, false, offsetof(st, m), offsetof(st, has), 0, NULL, 0, 0 \
 	}
 #define DG_STR(key, st, m)                                                        \
 	{                                                                         \

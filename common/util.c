@@ -303,6 +303,11 @@ int64_t now_wall_s(void)
 	return (int64_t)time(NULL);
 }
 
+int64_t now_wall_ms(void)
+{
+	return (int64_t)(now_real_ns() / 1000000ull);
+}
+
 int64_t now_wall_ceil_s(void)
 {
 	return (int64_t)((now_real_ns() + 999999999ull) / 1000000000ull);

@@ -57,6 +57,8 @@ int mkdir_p(const char *path, mode_t mode);
 /* Monotonic and wall clocks in nanoseconds / seconds. */
 uint64_t now_mono_ns(void);
 int64_t now_wall_s(void);
+/* CLOCK_REALTIME in milliseconds. */
+int64_t now_wall_ms(void);
 /* CLOCK_REALTIME rounded up to a whole second: a ttl counted from it is never short. */
 int64_t now_wall_ceil_s(void);
 

@@ -69,6 +69,13 @@ static const struct dg_field extend_req_fields[] = {
 	DG_INT_OPT("ttl", struct dg_extend_req, ttl, has_ttl, 1, DURATION_MAX_S),
 };
 
+static const struct dg_field move_req_fields[] = {
+	DG_OBJ("from", struct dg_move_req, from, &target_schema),
+	DG_OBJ("to", struct dg_move_req, to, &target_schema),
+	DG_STR("gpus", struct dg_move_req, gpus),
+	DG_INT_OPT("kill", struct dg_move_req, kill, has_kill, 1, 64),
+};
+
 /* An op without arguments decodes into an empty struct. */
 struct no_args {
 	char unused;
@@ -83,6 +90,7 @@ REQ(grant, struct dg_grant_req, grant_req_fields);
 REQ(revoke, struct dg_revoke_req, revoke_req_fields);
 REQ(events, struct dg_events_req, events_req_fields);
 REQ(extend, struct dg_extend_req, extend_req_fields);
+REQ(move, struct dg_move_req, move_req_fields);
 
 /* Replies */
 
@@ -153,6 +161,7 @@ static const struct dg_field list_fields[] = {
 static const struct dg_field lease_gpu_fields[] = {
 	DG_EMBED(struct dg_lease_gpu, gpu, &gpu_schema),
 	DG_BOOL("shared", struct dg_lease_gpu, shared),
+	DG_NUM_OPT("gpu_seconds", struct dg_lease_gpu, gpu_seconds, has_gpu_seconds),
 };
 static const struct dg_schema lease_gpu_schema =
 	DG_SCHEMA("GPU", struct dg_lease_gpu, lease_gpu_fields);
@@ -181,6 +190,7 @@ static const struct dg_field lease_fields[] = {
 	DG_BOOL_OPT("kill_on_expiry", struct dg_lease_info, kill_on_expiry, has_kill_on_expiry),
 	DG_STR_OPT("driver", struct dg_lease_info, driver),
 	DG_INT_OPT("driver_files", struct dg_lease_info, driver_files, has_driver_files, 0, 0),
+	DG_NUM_OPT("gpu_seconds", struct dg_lease_info, gpu_seconds, has_gpu_seconds),
 };
 const struct dg_schema dg_lease_schema = DG_SCHEMA("lease", struct dg_lease_info, lease_fields);
 
@@ -218,6 +228,14 @@ static const struct dg_field revoke_fields[] = {
 
 static const struct dg_field extend_fields[] = {
 	DG_EMBED(struct dg_extend_reply, lease, &dg_lease_schema),
+};
+
+static const struct dg_field move_fields[] = {
+	DG_OBJ("from", struct dg_move_reply, from, &dg_lease_schema),
+	DG_OBJ("to", struct dg_move_reply, to, &dg_lease_schema),
+	DG_STRS("moved", struct dg_move_reply, moved, n_moved),
+	DG_OBJS("holders", struct dg_move_reply, holders, n_holders, &holder_proc_schema),
+	DG_INT("killed", struct dg_move_reply, killed),
 };
 
 static const struct dg_field status_fields[] = {
@@ -299,6 +317,7 @@ REPLY(metrics, struct dg_metrics_reply, metrics_fields);
 REPLY(events, struct dg_events_reply, events_fields);
 REPLY(rescan, struct dg_rescan_reply, rescan_fields);
 REPLY(extend, struct dg_extend_reply, extend_fields);
+REPLY(move, struct dg_move_reply, move_fields);
 
 /* The one table of operations: what each takes, answers and streams. */
 static const struct dg_op_info op_table[DG_OP_MAX] = {
@@ -315,6 +334,7 @@ static const struct dg_op_info op_table[DG_OP_MAX] = {
 	/* Changes no lease, but makes devgated re-read the host: the admin's call. */
 	[DG_OP_RESCAN] = { "rescan", &no_args_schema, &rescan_reply_schema, NULL, true },
 	[DG_OP_EXTEND] = { "extend", &extend_req_schema, &extend_reply_schema, NULL, true },
+	[DG_OP_MOVE] = { "move", &move_req_schema, &move_reply_schema, NULL, true },
 };
 
 const struct dg_op_info *dg_op_info(enum dg_op op)

@@ -87,6 +87,15 @@ struct dg_extend_req {
 	bool has_ttl;
 };
 
+/* GPUs held by from go to to in one step (devgatectl move). */
+struct dg_move_req {
+	struct dg_target_args from;
+	struct dg_target_args to;
+	const char *gpus; /* selectors of GPUs from holds; "all" */
+	int64_t kill;	  /* signal for processes in from still holding a moved GPU */
+	bool has_kill;
+};
+
 struct dg_request {
 	enum dg_op op;
 	union {
@@ -95,6 +104,7 @@ struct dg_request {
 		struct dg_revoke_req revoke;
 		struct dg_events_req events;
 		struct dg_extend_req extend;
+		struct dg_move_req move;
 	} u;
 	struct dg_arena arena;
 };
@@ -167,6 +177,8 @@ struct dg_list_reply {
 struct dg_lease_gpu {
 	struct dg_gpu_info gpu;
 	bool shared;
+	double gpu_seconds; /* this lease's time on this GPU */
+	bool has_gpu_seconds;
 };
 
 /* A host character device a lease holds (grant --device). */
@@ -196,6 +208,8 @@ struct dg_lease_info {
 	const char *driver; /* grant --driver: "utility,compute"; NULL: none */
 	int64_t driver_files; /* how many of the driver's files are mounted */
 	bool has_driver_files;
+	double gpu_seconds; /* GPU-seconds of the lease: a second with N GPUs adds N */
+	bool has_gpu_seconds;
 };
 
 struct dg_node_status {
@@ -238,6 +252,16 @@ struct dg_revoke_reply {
 
 struct dg_extend_reply {
 	struct dg_lease_info lease;
+};
+
+struct dg_move_reply {
+	struct dg_lease_info from; /* what the source holds after the move */
+	struct dg_lease_info to;
+	const char **moved; /* UUIDs */
+	size_t n_moved;
+	struct dg_holder_proc *holders; /* in from, still holding a moved GPU's node */
+	size_t n_holders;
+	int64_t killed;
 };
 
 struct dg_status_reply {
@@ -322,6 +346,7 @@ union dg_reply {
 	struct dg_events_reply events;
 	struct dg_rescan_reply rescan;
 	struct dg_extend_reply extend;
+	struct dg_move_reply move;
 };
 
 union dg_stream_event {

@@ -865,11 +865,8 @@ static int revoke_plan(struct daemon *d, const struct lease *old, const struct d
 		out->revoked[out->n_revoked++] = dg_arena_strdup(a, old->gpus[i].uuid);
 		lease_del_gpu(*next, old->gpus[i].uuid);
 	}
-	if ((*next)->n_gpus == 0) {
-		(*next)->driver_caps = 0;
-		free((*next)->driver_files);
-		(*next)->driver_files = NULL;
-	}
+	if ((*next)->n_gpus == 0)
+		lease_driver_clear(*next);
 	return 0;
 }
 
@@ -1166,4 +1163,277 @@ void grant_finish_revoke(struct daemon *d, const struct lease *gone)
 		"reconcile: finished the revoke of %zu GPU(s)%s from %s that a crash interrupted",
 		gone->n_gpus, lease_devices_note(gone->n_devices, note, sizeof(note)),
 		lease_label(gone));
+}
+
+/* ---- move: GPUs from one container to another, in one transaction ---- */
+
+/* The destination: a PID or cgroup is resolved; a label names a lease's container. */
+static int move_target(struct daemon *d, const struct dg_target_args *ta, struct target *t,
+		       struct dg_error *err)
+{
+	struct lease *l;
+
+	if (!ta->container || ta->has_pid || ta->cgroup)
+		return resolve_target(d, ta, t, err);
+	l = find_lease(d, ta, t, err);
+	if (!l)
+		return -(err->errnum ? err->errnum : EINVAL);
+	if (live_target(d, l, t) < 0)
+		return dg_error_set(err, DG_E_NO_TARGET, ESRCH, "%s has no live process",
+				    lease_label(l));
+	return 0;
+}
+
+struct move_plan {
+	struct lease *src_next; /* the source without what moves */
+	struct lease *gone;	/* what moves, as a lease of the source */
+	struct lease *dst_next; /* the destination with it */
+	struct dg_node gone_nodes[DG_MAX_NODES];
+	size_t n_gone;
+};
+
+static void move_plan_done(struct move_plan *p)
+{
+	lease_free(p->src_next);
+	lease_free(p->gone);
+	lease_free(p->dst_next);
+}
+
+/* Whether a GPU of the source may go to dst; ret: the GPU in the inventory. */
+static int move_check_gpu(struct daemon *d, const struct lease_gpu *lg, const struct lease *dst,
+			  const struct dg_gpu **ret, struct dg_error *err)
+{
+	const struct dg_gpu *g = inventory_find_uuid(d->inv, lg->uuid);
+
+	if (!g || g->problem[0] || g->excluded)
+		return dg_error_set(err, DG_E_UNAVAILABLE, EIO, "GPU %s cannot be granted now: %s",
+				    lg->uuid,
+				    !g		    ? "it is not on this host"
+				    : g->problem[0] ? g->problem
+						    : "the gpu-allow list excludes it");
+	if (dst && lease_find_gpu(dst, lg->uuid)) {
+		dg_error_set(err, DG_E_UNAVAILABLE, EEXIST, "%s holds GPU %u already",
+			     lease_label(dst), g->index);
+		dg_error_hint(err, "move only GPUs the destination does not hold");
+		return -EEXIST;
+	}
+	*ret = g;
+	return 0;
+}
+
+/*
+ * The leases before and after: what the source keeps, what moves, what the
+ * destination gets (each GPU in its mode). A moved GPU keeps its time
+ * limit: the destination's lease gets the source's expiry when it has none
+ * or a later one.
+ */
+static int move_plan(struct daemon *d, const struct lease *src, const struct lease *dst_old,
+		     const struct target *dt, const struct dg_move_req *req, struct move_plan *p,
+		     struct dg_move_reply *out, struct dg_arena *a, struct dg_error *err)
+{
+	struct dg_node src_nodes[DG_MAX_NODES], next_nodes[DG_MAX_NODES];
+	bool drop[DG_MAX_GPUS];
+	int r = revoke_select(d, src, req->gpus, false, drop, err);
+
+	if (r < 0)
+		return r;
+	p->src_next = lease_copy(src);
+	p->gone = lease_copy(src);
+	p->dst_next = next_lease(dst_old, dt, NULL);
+	out->moved = dg_arena_alloc(a, src->n_gpus * sizeof(*out->moved) + 1);
+	if (!p->src_next || !p->gone || !p->dst_next || !out->moved)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	for (size_t i = 0; i < src->n_devices; i++)
+		lease_del_device(p->gone, src->devices[i].name);
+	for (size_t i = 0; i < src->n_gpus; i++) {
+		const struct dg_gpu *g = NULL;
+
+		if (!drop[i]) {
+			lease_del_gpu(p->gone, src->gpus[i].uuid);
+			continue;
+		}
+		r = move_check_gpu(d, &src->gpus[i], dst_old, &g, err);
+		if (r < 0)
+			return r;
+		lease_del_gpu(p->src_next, src->gpus[i].uuid);
+		if (lease_add_gpu(p->dst_next, g, src->gpus[i].shared) < 0)
+			return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+		out->moved[out->n_moved++] = dg_arena_strdup(a, g->uuid);
+	}
+	if (out->n_moved == 0)
+		return dg_error_set(err, DG_E_NOT_GRANTED, ENOENT, "%s holds no GPU",
+				    lease_label(src));
+	/* The driver's files stay with the source until its last GPU leaves. */
+	if (p->src_next->n_gpus == 0)
+		lease_driver_clear(p->src_next);
+	if (src->expires > 0 &&
+	    (p->dst_next->expires <= 0 || src->expires < p->dst_next->expires)) {
+		p->dst_next->expires = src->expires;
+		p->dst_next->kill_on_expiry = src->kill_on_expiry;
+	}
+	p->n_gone = node_diff(src_nodes, lease_nodes(src, d->inv, src_nodes, DG_MAX_NODES),
+			      next_nodes,
+			      lease_nodes(p->src_next, d->inv, next_nodes, DG_MAX_NODES),
+			      p->gone_nodes);
+	return 0;
+}
+
+/* Makes nodes in l's container again (a move given back); best effort. */
+static void restore_nodes(struct daemon *d, const struct lease *l, const struct target *known,
+			  const struct dg_node *nodes, size_t n)
+{
+	auto_cleanup(target_donep) struct target t = TARGET_INIT;
+	struct node_opts nopts = { .mode = d->cfg.node_mode,
+				   .uid = d->cfg.node_uid,
+				   .gid = d->cfg.node_gid };
+	struct node_result res[DG_MAX_NODES];
+	struct dg_error err = { 0 };
+	bool reuse = known && known->pidfd >= 0 && known->cgid == l->cgid;
+
+	if (n && (reuse || live_target(d, l, &t) == 0) &&
+	    nodes_create(reuse ? known : &t, &nopts, nodes, n, res, &err) < 0)
+		log_warning("cannot make the nodes of %s again: %s", lease_label(l), err.message);
+}
+
+/* The destination's grant failed (and undid itself): the source gets it back. */
+static void move_undo(struct daemon *d, const struct lease *src, const struct target *st,
+		      const struct move_plan *p)
+{
+	struct dg_error err = { 0 };
+
+	if (grants_put(d, src->cgid, p->gone_nodes, p->n_gone, &err) < 0)
+		log_error("cannot give %s its grants back: %s", lease_label(src), err.message);
+	restore_nodes(d, src, st, p->gone_nodes, p->n_gone);
+	(void)state_moving_clear(d->state, src->cgid);
+}
+
+/* Holders in the source of a moved GPU's nodes: reported, signalled with kill. */
+static void move_holders(struct daemon *d, const struct lease *src, const struct move_plan *p,
+			 const struct dg_move_req *req, struct dg_move_reply *out,
+			 struct dg_arena *a)
+{
+	struct dg_revoke_req rq = { .kill = req->kill, .has_kill = req->has_kill };
+	struct dg_revoke_reply rp = { 0 };
+
+	if (report_holders(d, src, p->gone_nodes, p->n_gone, &rq, &rp, a) < 0)
+		log_error("out of memory describing the holders in %s", lease_label(src));
+	out->holders = rp.holders;
+	out->n_holders = rp.n_holders;
+	out->killed = rp.killed;
+}
+
+/*
+ * After the destination's record (the commit): the source's record, its
+ * gate if it holds nothing more, the journal, the table.
+ */
+static void move_commit(struct daemon *d, struct lease *src, struct lease *dst_old,
+			struct move_plan *p, struct dg_move_reply *out)
+{
+	bool keeps = lease_holds(p->src_next);
+	int r = keeps ? state_save(d->state, p->src_next) : state_remove(d->state, src->cgid);
+
+	if (r < 0)
+		log_error_errno(r, "cannot record the move from %s: %m (the journal keeps it)",
+				lease_label(src));
+	if (!keeps)
+		unguard_cgroup(d, src->cgid, lease_label(src));
+	if (r == 0)
+		(void)state_moving_clear(d->state, src->cgid);
+	emit(d, keeps ? "revoked" : "released", p->src_next, out->moved, out->n_moved);
+	emit(d, "granted", p->dst_next, out->moved, out->n_moved);
+	commit_lease(d, dst_old, TAKE_PTR(p->dst_next));
+	if (keeps) {
+		commit_lease(d, src, TAKE_PTR(p->src_next));
+	} else {
+		watch_del(d, src);
+		lease_free(lease_table_take(&d->leases, src->cgid));
+	}
+}
+
+/*
+ * The source loses the GPUs in the kernel (grants, then nodes) before the
+ * destination gets them (nodes, grants, gate, record): a gap where neither
+ * can open them, never an overlap. One handler of a single-threaded loop:
+ * no other request sees the table between the steps.
+ */
+int grant_move(struct daemon *d, const struct dg_move_req *req, struct dg_move_reply *out,
+	       struct dg_arena *a, struct dg_error *err)
+{
+	auto_cleanup(target_donep) struct target st = TARGET_INIT, dt = TARGET_INIT;
+	auto_cleanup(move_plan_done) struct move_plan p = { 0 };
+	struct node_result res[DG_MAX_NODES] = { 0 };
+	const struct dg_grant_req g = { 0 };
+	struct grant_txn x = { 0 };
+	struct lease *src, *dst_old;
+	char from[280];
+	int r;
+
+	src = find_lease(d, &req->from, &st, err);
+	if (!src)
+		return -(err->errnum ? err->errnum : EINVAL);
+	r = move_target(d, &req->to, &dt, err);
+	if (r < 0)
+		return r;
+	if (dt.cgid == src->cgid)
+		return dg_error_set(err, DG_E_INVALID, EINVAL,
+				    "the source and the destination are one container (%s)",
+				    lease_label(src));
+	if (d->inv->ctl_problem[0])
+		return dg_error_set(err, DG_E_UNAVAILABLE, EIO, "cannot grant: %s",
+				    d->inv->ctl_problem);
+	dst_old = lease_table_find(&d->leases, dt.cgid);
+	r = move_plan(d, src, dst_old, &dt, req, &p, out, a, err);
+	if (r < 0)
+		return r;
+	r = state_moving_mark(d->state, p.gone, dt.cgid);
+	if (r < 0)
+		return record_error(d, r, "move", err);
+	fault_point("move.journal");
+	grants_del(d, src->cgid, p.gone_nodes, p.n_gone);
+	fault_point("move.grants");
+	remove_nodes(d, src, &st, p.gone_nodes, p.n_gone, res, NULL);
+	fault_point("move.nodes");
+	r = grant_apply(d, &dt, dst_old, p.dst_next, &g, &x, err);
+	if (r < 0) {
+		move_undo(d, src, &st, &p);
+		return r;
+	}
+	fault_point("move.commit");
+	if (src->driver_files && !p.src_next->driver_files)
+		remove_nodes(d, src, &st, NULL, 0, res, src->driver_files);
+	move_holders(d, src, &p, req, out, a);
+	snprintf(from, sizeof(from), "%s", lease_label(src));
+	if (view_lease(d, p.src_next, &out->from, a) < 0 ||
+	    view_lease(d, p.dst_next, &out->to, a) < 0)
+		log_error("out of memory describing the move from %s", from);
+	log_info("moved %zu GPU(s) from %s to %s (cgroup %s, PID %d)", out->n_moved, from,
+		 lease_label(p.dst_next), p.dst_next->cgroup, (int)p.dst_next->pid);
+	move_commit(d, src, dst_old, &p, out);
+	return 0;
+}
+
+/*
+ * A move a crash cut short: finished when the destination's record holds
+ * what moved (the commit), else given back to the source, whose record
+ * still holds it (its grants are re-put with every lease's; its nodes here).
+ */
+void grant_finish_move(struct daemon *d, const struct lease *gone, uint64_t to)
+{
+	const struct lease *dst = lease_table_find(&d->leases, to);
+	struct lease *src = lease_table_find(&d->leases, gone->cgid);
+	struct dg_node nodes[DG_MAX_NODES];
+	bool committed = dst != NULL;
+
+	for (size_t i = 0; i < gone->n_gpus; i++)
+		committed = committed && lease_find_gpu(dst, gone->gpus[i].uuid);
+	if (committed) {
+		grant_finish_revoke(d, gone);
+		log_notice("reconcile: the move from %s to %s had committed: finished",
+			   lease_label(gone), lease_label(dst));
+	} else if (src) {
+		restore_nodes(d, src, NULL, nodes, lease_nodes(gone, d->inv, nodes, DG_MAX_NODES));
+		log_notice("reconcile: the move from %s had not committed: its GPU(s) stay there",
+			   lease_label(src));
+	}
+	(void)state_moving_clear(d->state, gone->cgid);
 }

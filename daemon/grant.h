@@ -6,6 +6,8 @@
  * kernel match the state directory:
  *   grant:   nodes -> grants map -> gates -> state   (state last)
  *   revoke:  state -> grants map -> nodes -> gates   (state first)
+ *   move:    journal -> source's grants, nodes -> the destination's grant
+ *            (its record is the commit) -> the source's record
  * so the kernel never holds less than the state says after an
  * acknowledged change, and anything extra is removed on restart.
  */
@@ -31,6 +33,13 @@ int grant_extend(struct daemon *d, const struct dg_extend_req *req, struct dg_ex
  * the lease asked for it), reported as "expired".
  */
 void grant_expire(struct daemon *d, uint64_t cgid);
+/*
+ * GPUs (req->gpus, of those from holds) go to another container, each in
+ * its mode, in one transaction: from loses them in the kernel before to
+ * gets them. Journal CGID.moving; see grant_finish_move.
+ */
+int grant_move(struct daemon *d, const struct dg_move_req *req, struct dg_move_reply *out,
+	       struct dg_arena *a, struct dg_error *err);
 /* The container ended: drop its lease and everything devgate put on it. */
 void grant_release(struct daemon *d, uint64_t cgid, const char *why);
 
@@ -41,5 +50,7 @@ void grant_release(struct daemon *d, uint64_t cgid, const char *why);
  */
 void grant_rollback(struct daemon *d, const struct lease *pending);
 void grant_finish_revoke(struct daemon *d, const struct lease *was);
+/* A move in flight: finished if to's record holds what moved, else given back. */
+void grant_finish_move(struct daemon *d, const struct lease *gone, uint64_t to);
 
 #endif

@@ -32,6 +32,7 @@ void lease_free(struct lease *l)
 	if (!l)
 		return;
 	free(l->gpus);
+	free(l->spent);
 	free(l->devices);
 	free(l->cgroup);
 	free(l->container);
@@ -67,6 +68,15 @@ struct lease *lease_copy(const struct lease *l)
 		}
 		memcpy(c->gpus, l->gpus, l->n_gpus * sizeof(*c->gpus));
 		c->n_gpus = l->n_gpus;
+	}
+	if (l->n_spent) {
+		c->spent = malloc(l->n_spent * sizeof(*c->spent));
+		if (!c->spent) {
+			lease_free(c);
+			return NULL;
+		}
+		memcpy(c->spent, l->spent, l->n_spent * sizeof(*c->spent));
+		c->n_spent = l->n_spent;
 	}
 	if (l->n_devices) {
 		c->devices = malloc(l->n_devices * sizeof(*c->devices));
@@ -336,8 +346,19 @@ static struct lease_gpu *gpu_slot(struct lease *l)
 	return &l->gpus[l->n_gpus++];
 }
 
+static struct lease_spent *find_spent(const struct lease *l, const char *uuid)
+{
+	for (size_t i = 0; i < l->n_spent; i++) {
+		if (strcasecmp(l->spent[i].uuid, uuid) == 0)
+			return &l->spent[i];
+	}
+	return NULL;
+}
+
+/* A GPU back in the lease carries on from the time it had. */
 int lease_add_gpu(struct lease *l, const struct dg_gpu *gpu, bool shared)
 {
+	struct lease_spent *sp;
 	struct lease_gpu *g;
 
 	if (lease_find_gpu(l, gpu->uuid))
@@ -348,17 +369,64 @@ int lease_add_gpu(struct lease *l, const struct dg_gpu *gpu, bool shared)
 	snprintf(g->uuid, sizeof(g->uuid), "%s", gpu->uuid);
 	g->minor = gpu->minor;
 	g->shared = shared;
+	g->since_ms = now_wall_ms();
+	g->ms = 0;
+	sp = find_spent(l, gpu->uuid);
+	if (sp) {
+		g->ms = sp->ms;
+		*sp = l->spent[--l->n_spent];
+	}
 	return 1;
+}
+
+static int64_t span_ms(const struct lease_gpu *g, int64_t now_ms)
+{
+	return g->ms + (now_ms > g->since_ms ? now_ms - g->since_ms : 0);
+}
+
+/* Without memory for it, a GPU's spent time is lost, never its grant. */
+static void add_spent(struct lease *l, const char *uuid, int64_t ms)
+{
+	struct lease_spent *v;
+
+	if (l->n_spent == DG_MAX_GPUS)
+		return;
+	v = realloc(l->spent, (l->n_spent + 1) * sizeof(*v));
+	if (!v)
+		return;
+	l->spent = v;
+	snprintf(v[l->n_spent].uuid, sizeof(v->uuid), "%s", uuid);
+	v[l->n_spent++].ms = ms;
 }
 
 void lease_del_gpu(struct lease *l, const char *uuid)
 {
 	for (size_t i = 0; i < l->n_gpus; i++) {
 		if (strcasecmp(l->gpus[i].uuid, uuid) == 0) {
+			add_spent(l, l->gpus[i].uuid, span_ms(&l->gpus[i], now_wall_ms()));
 			l->gpus[i] = l->gpus[--l->n_gpus];
 			return;
 		}
 	}
+}
+
+int64_t lease_gpu_ms(const struct lease *l, const char *uuid, int64_t now_ms)
+{
+	const struct lease_gpu *g = lease_find_gpu(l, uuid);
+	const struct lease_spent *sp = g ? NULL : find_spent(l, uuid);
+
+	return g ? span_ms(g, now_ms) : sp ? sp->ms : 0;
+}
+
+int64_t lease_total_ms(const struct lease *l, int64_t now_ms)
+{
+	int64_t ms = 0;
+
+	for (size_t i = 0; i < l->n_gpus; i++)
+		ms += span_ms(&l->gpus[i], now_ms);
+	for (size_t i = 0; i < l->n_spent; i++)
+		ms += l->spent[i].ms;
+	return ms;
 }
 
 bool lease_holds(const struct lease *l)
@@ -376,6 +444,13 @@ const struct lease_device *lease_find_device(const struct lease *l, const char *
 			return &l->devices[i];
 	}
 	return NULL;
+}
+
+void lease_driver_clear(struct lease *l)
+{
+	l->driver_caps = 0;
+	free(l->driver_files);
+	l->driver_files = NULL;
 }
 
 int lease_access_parse(const char *s, uint32_t *ret)
@@ -566,9 +641,24 @@ json_object *lease_to_json(const struct lease *l)
 		json_object_object_add(g, "uuid", json_object_new_string(l->gpus[i].uuid));
 		json_object_object_add(g, "minor", json_object_new_int64(l->gpus[i].minor));
 		json_object_object_add(g, "shared", json_object_new_boolean(l->gpus[i].shared));
+		json_object_object_add(g, "since_ms", json_object_new_int64(l->gpus[i].since_ms));
+		json_object_object_add(g, "ms", json_object_new_int64(l->gpus[i].ms));
 		json_object_array_add(gpus, g);
 	}
 	json_object_object_add(o, "gpus", gpus);
+	/* Left out when empty: a record without it reads the same as before. */
+	if (l->n_spent) {
+		json_object *sp = json_object_new_array();
+
+		for (size_t i = 0; i < l->n_spent; i++) {
+			json_object *e = json_object_new_object();
+
+			json_object_object_add(e, "uuid", json_object_new_string(l->spent[i].uuid));
+			json_object_object_add(e, "ms", json_object_new_int64(l->spent[i].ms));
+			json_object_array_add(sp, e);
+		}
+		json_object_object_add(o, "spent", sp);
+	}
 	/* Left out without a ttl: such a record reads the same as before. */
 	if (l->expires > 0) {
 		json_object_object_add(o, "expires", json_object_new_int64(l->expires));
@@ -638,6 +728,23 @@ static int want_str(json_object *o, const char *key, bool nullable, char **ret, 
 	return dup_str(v ? json_object_get_string(v) : NULL, ret);
 }
 
+/* An optional count of milliseconds: absent leaves *ret as it is. */
+static int want_ms(json_object *o, const char *key, int64_t *ret, char *why, size_t len)
+{
+	json_object *v;
+
+	if (!json_object_object_get_ex(o, key, NULL))
+		return 0;
+	if (want(o, key, json_type_int, false, &v, why, len) < 0)
+		return -EINVAL;
+	*ret = json_object_get_int64(v);
+	if (*ret < 0) {
+		snprintf(why, len, "field '%s' is negative", key);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int gpus_from_json(json_object *arr, struct lease *l, char *why, size_t len)
 {
 	size_t n = json_object_array_length(arr);
@@ -670,6 +777,33 @@ static int gpus_from_json(json_object *arr, struct lease *l, char *why, size_t l
 		if (want(g, "shared", json_type_boolean, false, &v, why, len) < 0)
 			return -EINVAL;
 		lg->shared = json_object_get_boolean(v);
+		/* Optional: a record from before accounting counts from the lease's start. */
+		lg->since_ms = l->since * 1000;
+		lg->ms = 0;
+		if (want_ms(g, "since_ms", &lg->since_ms, why, len) < 0 ||
+		    want_ms(g, "ms", &lg->ms, why, len) < 0)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+static int spent_from_json(json_object *arr, struct lease *l, char *why, size_t len)
+{
+	size_t n = json_object_array_length(arr);
+
+	if (n > DG_MAX_GPUS) {
+		snprintf(why, len, "too many spent GPUs");
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_object *e = json_object_array_get_idx(arr, i), *v;
+		int64_t ms = 0;
+
+		if (!json_object_is_type(e, json_type_object) ||
+		    want(e, "uuid", json_type_string, false, &v, why, len) < 0 ||
+		    want_ms(e, "ms", &ms, why, len) < 0)
+			return -EINVAL;
+		add_spent(l, json_object_get_string(v), ms);
 	}
 	return 0;
 }
@@ -800,6 +934,10 @@ int lease_from_json(json_object *o, struct lease **ret, char *why, size_t len)
 	l->since = json_object_get_int64(v);
 	if (want(o, "gpus", json_type_array, false, &v, why, len) < 0 ||
 	    gpus_from_json(v, l, why, len) < 0)
+		goto fail;
+	if (json_object_object_get_ex(o, "spent", NULL) &&
+	    (want(o, "spent", json_type_array, false, &v, why, len) < 0 ||
+	     spent_from_json(v, l, why, len) < 0))
 		goto fail;
 	/* Optional: records of leases without a ttl have none. */
 	if (json_object_object_get_ex(o, "expires", NULL)) {

@@ -19,6 +19,15 @@ struct lease_gpu {
 	char uuid[80];
 	uint32_t minor;
 	bool shared;
+	/* GPU time: held since since_ms (CLOCK_REALTIME ms), after ms of earlier spans. */
+	int64_t since_ms;
+	int64_t ms;
+};
+
+/* The GPU time of a GPU that left the lease, kept while the lease lives. */
+struct lease_spent {
+	char uuid[80];
+	int64_t ms;
 };
 
 /* A host character device granted by path (grant --device), not a GPU. */
@@ -42,10 +51,12 @@ struct lease {
 	size_t n_devices;
 	/* CLOCK_REALTIME seconds at which the lease is revoked (grant --ttl); 0: never. */
 	int64_t expires;
-	bool kill_on_expiry; /* holders of its nodes are killed at expiry */
+	bool kill_on_expiry;	   /* holders of its nodes are killed at expiry */
 	/* grant --driver: DG_DRV_* asked for, and the files mounted (container paths, '\n' after each) */
 	unsigned int driver_caps;
 	char *driver_files;
+	struct lease_spent *spent; /* n_spent GPUs it held before, at most DG_MAX_GPUS */
+	size_t n_spent;
 	/* runtime only, never persisted; no fd: a host may have thousands of leases */
 	int watch;
 	uint64_t progs_digest; /* the cgroup's device programs when last found settled; 0: unknown
@@ -105,6 +116,15 @@ const struct lease_gpu *lease_find_gpu(const struct lease *l, const char *uuid);
 int lease_add_gpu(struct lease *l, const struct dg_gpu *gpu, bool shared);
 void lease_del_gpu(struct lease *l, const char *uuid);
 
+/*
+ * GPU-milliseconds, to now_ms (CLOCK_REALTIME): of one GPU of the lease (held
+ * or spent; 0 if neither), and of all of them. A lease holding N GPUs adds N
+ * a millisecond. The spans start when a GPU enters the lease and are kept in
+ * the record, so time while devgated is down counts: the kernel kept the grant.
+ */
+int64_t lease_gpu_ms(const struct lease *l, const char *uuid, int64_t now_ms);
+int64_t lease_total_ms(const struct lease *l, int64_t now_ms);
+
 /* Whether the lease holds anything: a lease with devices only is a lease. */
 bool lease_holds(const struct lease *l);
 
@@ -114,6 +134,9 @@ const struct lease_device *lease_find_device(const struct lease *l, const char *
  * taken by another of its devices, -E2BIG full, -ENOMEM. */
 int lease_add_device(struct lease *l, const struct lease_device *dev);
 void lease_del_device(struct lease *l, const char *name);
+
+/* Forgets grant --driver's files (the lease's last GPU left). */
+void lease_driver_clear(struct lease *l);
 
 /* "r", "rw", "rwm" (any order, each once) -> DG_ACC_* bits; -EINVAL. */
 int lease_access_parse(const char *s, uint32_t *ret);

@@ -14,6 +14,10 @@
  *             gpu (UUID, "" when not a GPU), access ("r", "w", "rw", "m", ...)
  *   devgate_bpf_counters_map_entries       keys in the BPF counters map (all cgroups)
  *   devgate_bpf_counters_map_capacity      its size; a full map stops counting new keys
+ * From the lease records (per lease and GPU it holds or held; gone with the lease):
+ *   devgate_gpu_seconds_total{container,cgroup,gpu}  GPU time of the lease, in
+ *                                          seconds with milliseconds; kept in the
+ *                                          record, so it continues across restarts
  * From the daemon:
  *   devgate_build_info{version}            always 1
  *   devgate_leases                         leases held now
@@ -391,6 +395,36 @@ static void write_state(FILE *f, struct daemon *d)
 	}
 }
 
+static void gpu_time_sample(FILE *f, const struct lease *l, const char *uuid, int64_t now_ms)
+{
+	struct promtext_label labels[3] = {
+		{ "container", l->container ? l->container : "" },
+		{ "cgroup", l->cgroup },
+		{ "gpu", uuid },
+	};
+
+	promtext_sample_milli(f, "devgate_gpu_seconds_total", labels, 3,
+			      (uint64_t)lease_gpu_ms(l, uuid, now_ms));
+}
+
+/* From the records, at the time of the scrape: no timer, no polling. */
+static void write_gpu_time(FILE *f, struct daemon *d)
+{
+	int64_t now_ms = now_wall_ms();
+
+	promtext_family(f, "devgate_gpu_seconds_total", "counter",
+			"GPU time of a lease, per GPU it holds or held, in seconds; kept across "
+			"restarts of devgated while the lease lives.");
+	for (size_t i = 0; i < d->leases.n; i++) {
+		const struct lease *l = d->leases.v[i];
+
+		for (size_t g = 0; g < l->n_gpus; g++)
+			gpu_time_sample(f, l, l->gpus[g].uuid, now_ms);
+		for (size_t g = 0; g < l->n_spent; g++)
+			gpu_time_sample(f, l, l->spent[g].uuid, now_ms);
+	}
+}
+
 static void write_failures(FILE *f, const struct metrics *m)
 {
 	static const char name[] = "devgate_request_failures_total";
@@ -459,6 +493,7 @@ int metrics_render(struct daemon *d, char **ret, size_t *ret_len)
 		r = -errno;
 	if (f) {
 		write_state(f, d);
+		write_gpu_time(f, d);
 		write_daemon(f, d->metrics, d->events, dropped);
 		if (d->bg)
 			write_devices(f, d, &dc);

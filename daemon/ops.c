@@ -140,11 +140,17 @@ static int op_extend(struct daemon *d, const struct dg_request *req, union dg_re
 	return grant_extend(d, &req->u.extend, &reply->extend, a, err);
 }
 
+static int op_move(struct daemon *d, const struct dg_request *req, union dg_reply *reply,
+		   struct dg_arena *a, struct dg_error *err)
+{
+	return grant_move(d, &req->u.move, &reply->move, a, err);
+}
+
 static const op_fn handlers[DG_OP_MAX] = {
 	[DG_OP_PING] = op_ping,	      [DG_OP_LIST] = op_list,	  [DG_OP_GRANT] = op_grant,
 	[DG_OP_REVOKE] = op_revoke,   [DG_OP_STATUS] = op_status, [DG_OP_WATCH] = op_watch,
 	[DG_OP_METRICS] = op_metrics, [DG_OP_EVENTS] = op_events, [DG_OP_RESCAN] = op_rescan,
-	[DG_OP_EXTEND] = op_extend,
+	[DG_OP_EXTEND] = op_extend,   [DG_OP_MOVE] = op_move,
 };
 
 bool ops_streams(const struct dg_request *req)
@@ -160,6 +166,8 @@ static const char *source_of(const struct dg_request *req)
 		return req->u.revoke.target.source;
 	if (req->op == DG_OP_EXTEND)
 		return req->u.extend.target.source;
+	if (req->op == DG_OP_MOVE)
+		return req->u.move.from.source;
 	return NULL;
 }
 

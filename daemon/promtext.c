@@ -46,6 +46,15 @@ void promtext_sample(FILE *f, const char *name, const struct promtext_label *lab
 	fprintf(f, " %llu\n", (unsigned long long)value);
 }
 
+void promtext_sample_milli(FILE *f, const char *name, const struct promtext_label *labels,
+			   size_t n_labels, uint64_t milli)
+{
+	fputs(name, f);
+	write_labels(f, labels, n_labels);
+	fprintf(f, " %llu.%03llu\n", (unsigned long long)(milli / 1000),
+		(unsigned long long)(milli % 1000));
+}
+
 void promtext_histogram_init(struct promtext_histogram *h, const double *bounds, size_t n)
 {
 	*h = (struct promtext_histogram){ .bounds = bounds };

@@ -28,6 +28,9 @@ void promtext_escaped(FILE *f, const char *s);
 void promtext_family(FILE *f, const char *name, const char *type, const char *help);
 void promtext_sample(FILE *f, const char *name, const struct promtext_label *labels,
 		     size_t n_labels, uint64_t value);
+/* A value in thousandths, written as a decimal: 1500 -> 1.500. */
+void promtext_sample_milli(FILE *f, const char *name, const struct promtext_label *labels,
+			   size_t n_labels, uint64_t milli);
 void promtext_histogram_init(struct promtext_histogram *h, const double *bounds, size_t n);
 void promtext_histogram_observe(struct promtext_histogram *h, double v);
 /* The family, its cumulative buckets, _sum and _count. */

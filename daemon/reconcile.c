@@ -55,7 +55,17 @@ static void adopt_grants(struct daemon *d, struct lease *l, int cgfd, unsigned i
 	}
 }
 
-/* Journals first: finish the revokes, roll back the grants a crash cut short. */
+static void finish_move(void *data, const struct lease *gone, uint64_t to)
+{
+	grant_finish_move(data, gone, to);
+	fault_point("reconcile.move");
+}
+
+/*
+ * Journals first: finish the revokes, roll back the grants a crash cut
+ * short, then settle the moves (their destination's grant rolled back
+ * already if it had not committed).
+ */
 static void reconcile_journals(struct daemon *d, unsigned int *fixes)
 {
 	struct lease_table revoking = { 0 }, pending = { 0 };
@@ -74,6 +84,7 @@ static void reconcile_journals(struct daemon *d, unsigned int *fixes)
 	}
 	lease_table_clear(&revoking);
 	lease_table_clear(&pending);
+	(void)state_moving_each(d->state, finish_move, d);
 }
 
 /* The lease of l that booked gpu, if another one than l booked it too. */

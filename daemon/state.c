@@ -363,3 +363,89 @@ static void import_legacy(struct state *s, const char *legacy_dir)
 		log_notice("moved %zu lease record(s) from %s to %s (records now live on tmpfs)", n,
 			   path, s->dir);
 }
+
+/* A move's journal: {"to": "CGID", "lease": the part that moves, as a record}. */
+int state_moving_mark(struct state *s, const struct lease *gone, uint64_t to)
+{
+	auto_json json_object *o = json_object_new_object();
+	json_object *l = lease_to_json(gone);
+	const char *text;
+	char name[64], id[24];
+
+	if (!o || !l) {
+		json_object_put(l);
+		return -ENOMEM;
+	}
+	snprintf(id, sizeof(id), "%llu", (unsigned long long)to);
+	json_add_str(o, "to", id);
+	json_object_object_add(o, "lease", l);
+	text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED);
+	snprintf(name, sizeof(name), "%llu.moving", (unsigned long long)gone->cgid);
+	return write_file_atomic_at(s->leases_fd, name, text, strlen(text), 0600, false);
+}
+
+int state_moving_clear(struct state *s, uint64_t cgid)
+{
+	return remove_as(s, cgid, ".moving");
+}
+
+static int parse_move(struct state *s, const char *name, struct lease **ret, uint64_t *to,
+		      char *why, size_t why_len)
+{
+	auto_free char *text = NULL;
+	auto_json json_object *o = NULL;
+	json_object *l = NULL;
+	char expect[64];
+	int r = read_file_at(s->leases_fd, name, LEASE_FILE_MAX, &text, NULL);
+
+	if (r < 0) {
+		snprintf(why, why_len, "cannot read it: %s", strerror(-r));
+		return r;
+	}
+	o = json_parse_object(text);
+	if (!o || !json_object_object_get_ex(o, "lease", &l) || !json_get_str(o, "to") ||
+	    parse_u64(json_get_str(o, "to"), to) < 0) {
+		snprintf(why, why_len, "not a move journal (truncated or damaged)");
+		return -EINVAL;
+	}
+	if (lease_from_json(l, ret, why, why_len) < 0)
+		return -EINVAL;
+	snprintf(expect, sizeof(expect), "%llu.moving", (unsigned long long)(*ret)->cgid);
+	if (strcmp(expect, name) != 0) {
+		snprintf(why, why_len, "it describes cgroup %llu",
+			 (unsigned long long)(*ret)->cgid);
+		lease_free(*ret);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+struct moving_walk {
+	void (*fn)(void *data, const struct lease *gone, uint64_t to);
+	void *data;
+};
+
+static int load_moving(struct state *s, const char *name, void *data)
+{
+	struct moving_walk *w = data;
+	struct lease *l = NULL;
+	uint64_t to = 0;
+	char why[256] = "";
+
+	if (parse_move(s, name, &l, &to, why, sizeof(why)) < 0) {
+		log_warning("dropping unreadable journal %s/leases/%s: %s", s->dir, name, why);
+		(void)unlinkat(s->leases_fd, name, 0);
+		return 0;
+	}
+	w->fn(w->data, l, to);
+	lease_free(l);
+	return 0;
+}
+
+int state_moving_each(struct state *s,
+		      void (*fn)(void *data, const struct lease *gone, uint64_t to), void *data)
+{
+	struct moving_walk w = { fn, data };
+
+	return each_file(s, ".moving", load_moving, &w);
+}

@@ -13,6 +13,9 @@
  *                  found at start, the grant is rolled back.
  *   CGID.revoking  a full revoke in flight: its record is already gone;
  *                  found at start, the revoke is finished, never undone.
+ *   CGID.moving    a move in flight from CGID: what moves, and to which
+ *                  cgroup; found at start, finished if the destination's
+ *                  record holds it, given back to the source if not.
  * A record that does not parse is moved to leases/broken/ and counted.
  */
 #ifndef DEVGATE_STATE_H
@@ -50,5 +53,12 @@ int state_revoking_mark(struct state *s, const struct lease *l);
 int state_revoking_clear(struct state *s, uint64_t cgid);
 /* Every full revoke in flight, as the lease it revokes. */
 int state_revoking_load(struct state *s, struct lease_table *out);
+
+/* gone: the part of the source's lease that moves; to: the destination's cgroup. */
+int state_moving_mark(struct state *s, const struct lease *gone, uint64_t to);
+int state_moving_clear(struct state *s, uint64_t cgid);
+/* Calls fn for every move in flight; an unreadable journal is dropped. */
+int state_moving_each(struct state *s,
+		      void (*fn)(void *data, const struct lease *gone, uint64_t to), void *data);
 
 #endif

@@ -109,6 +109,7 @@ static int view_devices(const struct lease *l, struct dg_lease_info *out, struct
 int view_lease(const struct daemon *d, const struct lease *l, struct dg_lease_info *out,
 	       struct dg_arena *a)
 {
+	int64_t now_ms = now_wall_ms();
 	char since[64];
 
 	/*
@@ -153,11 +154,15 @@ int view_lease(const struct daemon *d, const struct lease *l, struct dg_lease_in
 		if (!out->driver)
 			return -ENOMEM;
 	}
+	out->gpu_seconds = (double)lease_total_ms(l, now_ms) / 1000.0;
+	out->has_gpu_seconds = true;
 	for (size_t i = 0; i < l->n_gpus; i++) {
 		const struct dg_gpu *gpu = inventory_find_uuid(d->inv, l->gpus[i].uuid);
 		struct dg_lease_gpu *g = &out->gpus[i];
 
 		g->shared = l->gpus[i].shared;
+		g->gpu_seconds = (double)lease_gpu_ms(l, l->gpus[i].uuid, now_ms) / 1000.0;
+		g->has_gpu_seconds = true;
 		if (gpu) {
 			if (view_gpu(d->inv, gpu, &g->gpu, a) < 0)
 				return -ENOMEM;

@@ -9,6 +9,13 @@
  *   probe -C MAJOR:COUNT DIR   make DIR/1..COUNT, char nodes MAJOR:1..COUNT
  *   probe -X A B               swap A and B with renameat2(RENAME_EXCHANGE)
  *                              forever (a container racing devgate's node work)
+ *   probe -L MS PATH           open PATH again and again for MS milliseconds;
+ *                              one line per run of equal results: "FIRST LAST
+ *                              RESULT", CLOCK_MONOTONIC ns (one clock for every
+ *                              container on the host) after the run's first
+ *                              open returned and before its last began: the
+ *                              result held from FIRST to LAST, whatever the
+ *                              scheduler did around each open
  *
  * -C runs on the host (containers lack CAP_MKNOD): one process for thousands
  * of nodes, where a mknod(1) loop would take seconds.
@@ -22,6 +29,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *errname(int e)
@@ -58,11 +66,53 @@ static int exchange_forever(const char *a, const char *b)
 	return 0;
 }
 
+static long long mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int open_result(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return errno;
+	close(fd);
+	return 0;
+}
+
+static int loop_spans(const char *ms, const char *path)
+{
+	long long end = mono_ns() + atoll(ms) * 1000000LL, last = mono_ns();
+	int cur = open_result(path);
+	long long first = mono_ns();
+
+	for (;;) {
+		long long before = mono_ns();
+		int r = before < end ? open_result(path) : -1;
+		long long after = mono_ns();
+
+		if (r != cur) {
+			printf("%lld %lld %s\n", first, last, cur ? errname(cur) : "ok");
+			if (r < 0)
+				return 0;
+			cur = r;
+			first = after;
+		}
+		last = before;
+	}
+}
+
 int main(int argc, char **argv)
 {
 	int count = 1, flags = O_RDONLY, opt, bad = 0;
 
-	while ((opt = getopt(argc, argv, "n:wC:X:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:wC:X:L:")) != -1) {
+		if (opt == 'L')
+			return optind < argc ? loop_spans(optarg, argv[optind]) : 2;
 		if (opt == 'C')
 			return optind < argc ? make_nodes(optarg, argv[optind]) : 2;
 		if (opt == 'X')

@@ -377,6 +377,26 @@ int state_revoking_clear(struct state *s, uint64_t cgid)
 	return 0;
 }
 
+int state_moving_mark(struct state *s, const struct lease *gone, uint64_t to)
+{
+	int r = injected(__func__);
+
+	(void)s;
+	(void)to;
+	if (r < 0)
+		return r;
+	fake.moving = gone->cgid;
+	return 0;
+}
+
+int state_moving_clear(struct state *s, uint64_t cgid)
+{
+	(void)s;
+	if (fake.moving == cgid)
+		fake.moving = 0;
+	return 0;
+}
+
 /* The fake cgroup cannot be opened, so nobody holds anything. */
 size_t holders_find(int cgfd, const struct dg_node *nodes, size_t n, struct holder *out, size_t max)
 {

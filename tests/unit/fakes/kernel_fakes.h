@@ -33,6 +33,7 @@ struct fake_kernel {
 	size_t watched;
 	uint64_t pending;  /* cgroup of the grant journal, 0: none */
 	uint64_t revoking; /* cgroup of the revoke journal, 0: none */
+	uint64_t moving;   /* source cgroup of the move journal, 0: none */
 	bool devgrants;	   /* dg_devgrants_v1: a non-GPU device is granted */
 	/* Where targets resolve: every PID and cgroup is this one container. */
 	uint64_t target_cgid;
