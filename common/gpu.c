@@ -22,6 +22,7 @@
 #include "cleanup.h"
 #include "gpu.h"
 #include "gpu_arch.h"
+#include "numa.h"
 #include "util.h"
 
 #define INFO_MAX ((size_t)64 * 1024)
@@ -132,7 +133,7 @@ int gpu_info_parse(const char *text, struct dg_gpu *gpu)
 	return have_uuid && have_minor ? 0 : -EINVAL;
 }
 
-static int open_in_root(int rootfd, const char *path, int flags, uint64_t resolve)
+int open_in_root(int rootfd, const char *path, int flags, uint64_t resolve)
 {
 	struct open_how how = {
 		.flags = (uint64_t)(flags | O_CLOEXEC),
@@ -150,6 +151,21 @@ static int read_in_root(int rootfd, const char *path, size_t max, char **ret)
 	if (fd < 0)
 		return fd;
 	return read_fd_full(fd, max, ret, NULL);
+}
+
+/* sysfs numa_node: -1 (or absent) when the platform does not say. */
+static void read_numa_node(int rootfd, struct dg_gpu *gpu)
+{
+	auto_free char *text = NULL;
+	char path[96];
+	int node;
+
+	snprintf(path, sizeof(path), "sys/bus/pci/devices/%.20s/numa_node", gpu->pci);
+	if (read_in_root(rootfd, path, 64, &text) < 0 || sscanf(text, "%d", &node) != 1 ||
+	    node < 0 || node >= DG_MAX_NUMA)
+		return;
+	gpu->numa_node = node;
+	gpu->numa_known = true;
 }
 
 static int read_hex16(int rootfd, const char *path, uint16_t *ret)
@@ -309,6 +325,7 @@ static void gpu_load(int rootfd, const struct dg_inventory *inv, const char *pci
 	(void)read_hex16(rootfd, path, &gpu->vendor);
 	snprintf(path, sizeof(path), "sys/bus/pci/devices/%.20s/device", gpu->pci);
 	(void)read_hex16(rootfd, path, &gpu->device);
+	read_numa_node(rootfd, gpu);
 	kind = gpu_kind(gpu->vendor, gpu->device, gpu->model);
 	gpu->arch = kind.arch;
 	gpu->cc = kind.cc;

@@ -47,6 +47,8 @@ struct dg_gpu {
 	const char *arch;    /* static string, "unknown" when not known */
 	unsigned int cc;     /* compute capability * 10; 0: not known */
 	uint64_t memory_mib; /* from the model name; 0: not known */
+	int numa_node;	     /* with numa_known: the NUMA node of its PCI device */
+	bool numa_known;
 	bool excluded;	     /* outside the admin's gpu-allow list: never granted */
 	bool gone;	     /* vanished since devgated saw it; kept for its leases */
 	char problem[256];   /* non-empty: not grantable, and why */
@@ -61,6 +63,9 @@ struct dg_inventory {
 	size_t n_ctl;
 	char ctl_problem[256]; /* non-empty: a control node on the host is wrong */
 };
+
+/* openat2 of path under rootfd with RESOLVE_IN_ROOT: a fixture's links stay inside. */
+int open_in_root(int rootfd, const char *path, int flags, uint64_t resolve);
 
 /* Parses /proc/devices text ("Character devices:" section). */
 int proc_devices_parse(const char *text, struct dg_majors *ret);
