@@ -298,11 +298,12 @@ static int check_annotation_keys(json_object *a, struct dg_error *err)
 			ok = strcmp(key, known[i]) == 0;
 		if (!ok) {
 			dg_error_set(err, DG_E_HOOK, EINVAL, "unknown annotation '%.100s'", key);
-			dg_error_hint(err,
-				      "devgate reads %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s and %s",
-				      ANNOT_GPUS, ANNOT_COUNT, ANNOT_ARCH, ANNOT_MODEL,
-				      ANNOT_PRODUCT, ANNOT_MIN_MEMORY, ANNOT_MIN_CC, ANNOT_SHARED,
-				      ANNOT_SAME_NUMA, ANNOT_ALIAS, ANNOT_PROFILE, ANNOT_TTL);
+			dg_error_hint(
+				err,
+				"devgate reads %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s and %s",
+				ANNOT_GPUS, ANNOT_COUNT, ANNOT_ARCH, ANNOT_MODEL, ANNOT_PRODUCT,
+				ANNOT_MIN_MEMORY, ANNOT_MIN_CC, ANNOT_SHARED, ANNOT_SAME_NUMA,
+				ANNOT_ALIAS, ANNOT_PROFILE, ANNOT_TTL);
 			return -EINVAL;
 		}
 	}

@@ -22,7 +22,6 @@
 #include "cleanup.h"
 #include "gpu.h"
 #include "gpu_arch.h"
-#include "numa.h"
 #include "util.h"
 
 #define INFO_MAX ((size_t)64 * 1024)

@@ -17,6 +17,7 @@
 #define DG_UVM_MINOR 0
 #define DG_UVM_TOOLS_MINOR 1
 #define DG_MAX_GPUS 64
+#define DG_MAX_NUMA 64 /* NUMA nodes devgate tells apart */
 /* Other host character devices one lease may hold (grant --device). */
 #define DG_MAX_DEVICES 16
 /* Nodes one lease may need: every GPU, the three control nodes, its devices. */
@@ -48,7 +49,7 @@ struct dg_gpu {
 	unsigned int cc;     /* compute capability * 10; 0: not known */
 	uint64_t memory_mib; /* from the model name; 0: not known */
 	int numa_node;	     /* with numa_known: the NUMA node of its PCI device */
-	bool numa_known;
+	bool numa_known;     /* false: sysfs says -1 or nothing */
 	bool excluded;	     /* outside the admin's gpu-allow list: never granted */
 	bool gone;	     /* vanished since devgated saw it; kept for its leases */
 	char problem[256];   /* non-empty: not grantable, and why */

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include "cleanup.h"
-#include "gpu.h"
 #include "numa.h"
 #include "util.h"
 
@@ -95,22 +94,37 @@ void cpulist_format(const struct dg_cpuset *s, char *buf, size_t len)
 	}
 }
 
+/* A whole small sysfs file under the root, NUL-terminated. */
+static int read_small(int rootfd, const char *path, char **ret)
+{
+	auto_close int fd = open_in_root(rootfd, path, O_RDONLY, 0);
+
+	if (fd < 0)
+		return fd;
+	return read_fd_full(fd, 64 * 1024, ret, NULL);
+}
+
 int numa_read(const char *host_root, struct dg_numa *ret)
 {
 	auto_close int rootfd = open(host_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	auto_free char *online = NULL;
+	struct dg_cpuset nodes;
 
 	memset(ret, 0, sizeof(*ret));
 	if (rootfd < 0)
 		return -errno;
+	/* The online list, not a probe of every name: a grant pays for this. */
+	if (read_small(rootfd, "sys/devices/system/node/online", &online) < 0 ||
+	    cpulist_parse(online, &nodes) < 0)
+		return 0;
 	for (unsigned int n = 0; n < DG_MAX_NUMA; n++) {
-		char path[64];
 		auto_free char *text = NULL;
-		auto_close int fd = -1;
+		char path[64];
 
+		if (!cpu_isset(&nodes, n))
+			continue;
 		snprintf(path, sizeof(path), "sys/devices/system/node/node%u/cpulist", n);
-		fd = open_in_root(rootfd, path, O_RDONLY, 0);
-		if (fd < 0 || read_fd_full(fd, 64 * 1024, &text, NULL) < 0 ||
-		    cpulist_parse(text, &ret->cpus[n]) < 0)
+		if (read_small(rootfd, path, &text) < 0 || cpulist_parse(text, &ret->cpus[n]) < 0)
 			continue;
 		ret->present[n] = true;
 		ret->n_present++;
@@ -135,7 +149,8 @@ int numa_node_of(const struct dg_numa *n, const struct dg_cpuset *s, char *nodes
 		only = (int)node;
 		touched++;
 		if (nodes && off < len)
-			off += (size_t)snprintf(nodes + off, len - off, "%s%u", off ? "," : "", node);
+			off += (size_t)snprintf(nodes + off, len - off, "%s%u", off ? "," : "",
+						node);
 	}
 	return touched == 1 ? only : -1;
 }

@@ -11,8 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gpu.h"
+
 #define DG_MAX_CPUS 1024
-#define DG_MAX_NUMA 64
 
 struct dg_cpuset {
 	uint64_t bits[DG_MAX_CPUS / 64];
@@ -30,7 +31,10 @@ struct dg_numa {
 	unsigned int n_present;
 };
 
-/* Reads the nodes under host_root; none present is not an error (no NUMA in sysfs). */
+/*
+ * Reads the nodes that sys/devices/system/node/online lists under host_root;
+ * none is not an error (no NUMA in sysfs).
+ */
 int numa_read(const char *host_root, struct dg_numa *ret);
 
 /*

@@ -86,7 +86,8 @@ int alloc_check_request(const struct alloc_request *req, struct dg_error *err)
 	if (req->selectors && req->same_numa) {
 		dg_error_set(err, DG_E_INVALID, EINVAL,
 			     "--same-numa goes with a count of GPUs, not with GPU selectors");
-		dg_error_hint(err, "ask for --gpus N --same-numa; selected GPUs are taken as named");
+		dg_error_hint(err,
+			      "ask for --gpus N --same-numa; selected GPUs are taken as named");
 		return -EINVAL;
 	}
 	if (req->selectors && has_constraints(req))
@@ -250,10 +251,10 @@ static void constraint_text(const struct alloc_request *req, char *buf, size_t l
 /* How the GPUs a counted request may take sit on NUMA nodes; slot DG_MAX_NUMA: no known node. */
 struct topo_counts {
 	unsigned int free[DG_MAX_NUMA + 1];	/* may be taken */
-	unsigned int matching[DG_MAX_NUMA + 1]; /* match, free or not, self's included */
+	unsigned int matching[DG_MAX_NUMA + 1]; /* usable, match: free or not, self's too */
 	unsigned int first[DG_MAX_NUMA + 1];	/* lowest index that may be taken */
-	int held_node;				/* node of self's matching GPUs: -1 none, -2 mixed */
-	bool known;				/* some matching GPU has a known node */
+	int held_node; /* node of self's matching GPUs: -1 none, -2 mixed */
+	bool known;    /* some matching GPU has a known node */
 };
 
 static unsigned int node_slot(const struct dg_gpu *gpu)
@@ -270,7 +271,8 @@ static void topo_count(const struct dg_inventory *inv, const struct lease *self,
 		const struct dg_gpu *gpu = &inv->gpus[i];
 		unsigned int slot = node_slot(gpu);
 
-		if (!matches(gpu, req))
+		/* Excluded or broken GPUs will never count toward --same-numa. */
+		if (!matches(gpu, req) || gpu->excluded || gpu->problem[0])
 			continue;
 		c->matching[slot]++;
 		c->known |= gpu->numa_known;
@@ -428,7 +430,8 @@ static int pick_topo(const struct dg_inventory *inv, const struct topo_counts *c
 		snprintf(how, sizeof(how), "NUMA nodes not known, lowest free indices");
 	} else {
 		spread(c, need, quota);
-		snprintf(how, sizeof(how), "no NUMA node has %u free, spread over the fewest", need);
+		snprintf(how, sizeof(how), "no NUMA node has %u free, spread over the fewest",
+			 need);
 	}
 	for (size_t i = 0; i < inv->n_gpus; i++) {
 		unsigned int slot = node_slot(&inv->gpus[i]);

@@ -28,8 +28,8 @@ struct alloc_request {
 	const char *min_memory; /* "40G": at least this much memory (model name) */
 	const char *min_cc;	/* "8.0": at least this compute capability */
 	bool shared;
-	bool same_numa;			/* counted: all new GPUs on one NUMA node */
-	const struct alloc_cpus *cpus;	/* NULL: not known */
+	bool same_numa;		       /* counted: all new GPUs on one NUMA node */
+	const struct alloc_cpus *cpus; /* NULL: not known */
 };
 
 struct gpu_use {

@@ -14,7 +14,7 @@
 static int cgroup_cpus(int cgfd, struct dg_cpuset *ret)
 {
 	auto_close int fd = cgfd >= 0 ? openat(cgfd, "cpuset.cpus.effective", O_RDONLY | O_CLOEXEC)
-				     : -1;
+				      : -1;
 	auto_free char *text = NULL;
 	int r;
 
@@ -51,8 +51,8 @@ void topo_describe(const struct dg_numa *numa, const struct dg_cpuset *cpus, con
 	cpulist_format(cpus, list, sizeof(list));
 	ret->node = numa_node_of(numa, cpus, nodes, sizeof(nodes));
 	if (ret->node >= 0)
-		snprintf(ret->where, sizeof(ret->where), "the container's CPUs (%s%s) are on node %d",
-			 list, source, ret->node);
+		snprintf(ret->where, sizeof(ret->where),
+			 "the container's CPUs (%s%s) are on node %d", list, source, ret->node);
 	else if (nodes[0])
 		snprintf(ret->where, sizeof(ret->where),
 			 "the container's CPUs (%s%s) span nodes %s, no preference", list, source,

@@ -76,8 +76,8 @@ static int pick(uint64_t cgid, const struct alloc_request *req, char *out, struc
 	int r;
 
 	alloc_usage(&inv, &table, cgid, use);
-	r = alloc_pick_why(&inv, use, lease_table_find(&table, cgid), req, picked, why,
-			   sizeof(why), err);
+	r = alloc_pick_why(&inv, use, lease_table_find(&table, cgid), req, picked, why, sizeof(why),
+			   err);
 	for (int i = 0; i < 4; i++)
 		out[i] = picked[i] ? '1' : '0';
 	out[4] = '\0';
@@ -412,7 +412,8 @@ static void test_same_numa(void **state)
 		       "node 1: 1 free of 2)");
 	expect_pick(&(struct alloc_request){ .count = 2 }, "0101", "spread");
 	expect_refused(&(struct alloc_request){ .count = 3, .same_numa = true }, -ENODEV,
-		       DG_E_NO_GPU, "no NUMA node has 3 GPUs that match, so this request can never");
+		       DG_E_NO_GPU,
+		       "no NUMA node has 3 GPUs that match, so this request can never");
 	set_numa(-1, -1, -1, -1);
 	expect_refused(&(struct alloc_request){ .count = 1, .same_numa = true }, -ENODEV,
 		       DG_E_NO_GPU, "(no GPU says its NUMA node)");

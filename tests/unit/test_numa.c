@@ -61,11 +61,14 @@ static void make_host(char *dir)
 	char path[512];
 
 	assert_non_null(mkdtemp(dir));
-	snprintf(path, sizeof(path), "mkdir -p %s/sys/devices/system/node/node0 "
-		 "%s/sys/devices/system/node/node1", dir, dir);
+	snprintf(path, sizeof(path),
+		 "mkdir -p %s/sys/devices/system/node/node0 "
+		 "%s/sys/devices/system/node/node1",
+		 dir, dir);
 	assert_int_equal(system(path), 0);
 	write_file(dir, "sys/devices/system/node/node0/cpulist", "0-1\n");
 	write_file(dir, "sys/devices/system/node/node1/cpulist", "2-3\n");
+	write_file(dir, "sys/devices/system/node/online", "0-1\n");
 }
 
 static void expect_where(const struct dg_numa *n, const char *cpus, int node, const char *where)
@@ -92,6 +95,12 @@ static void test_nodes(void **state)
 	expect_where(&n, "3", 1, "the container's CPUs (3) are on node 1");
 	expect_where(&n, "1-2", -1, "the container's CPUs (1-2) span nodes 0,1, no preference");
 	expect_where(&n, "7", -1, "the container's CPUs (7) are on no NUMA node the host lists");
+	/* Only the nodes online count. */
+	write_file(dir, "sys/devices/system/node/online", "1\n");
+	assert_int_equal(numa_read(dir, &n), 0);
+	assert_int_equal(n.n_present, 1);
+	expect_where(&n, "0", -1, "the container's CPUs (0) are on no NUMA node the host lists");
+	expect_where(&n, "2-3", 1, "the container's CPUs (2-3) are on node 1");
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	assert_int_equal(system(cmd), 0);
 	/* No node directory: nothing present, and no error. */
