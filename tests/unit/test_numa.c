@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,11 +110,41 @@ static void test_nodes(void **state)
 	assert_int_equal(n.n_present, 0);
 }
 
+/* The cgroup's cpuset wins; without one, the process's affinity, said so. */
+static void test_container_cpus(void **state)
+{
+	char dir[] = "/tmp/dg-numa-XXXXXX", cg[600], cmd[700];
+	struct target t = TARGET_INIT;
+	struct alloc_cpus c;
+
+	(void)state;
+	make_host(dir);
+	snprintf(cg, sizeof(cg), "%s/cg", dir);
+	assert_int_equal(mkdir(cg, 0755), 0);
+	t.cgfd = open(cg, O_PATH | O_DIRECTORY);
+	t.pid = getpid();
+	assert_true(t.cgfd >= 0);
+	topo_container_cpus(dir, &t, &c);
+	assert_non_null(strstr(c.where, ", by affinity: no cpuset controller)"));
+	write_file(dir, "cg/cpuset.cpus.effective", "2-3\n");
+	topo_container_cpus(dir, &t, &c);
+	assert_int_equal(c.node, 1);
+	assert_string_equal(c.where, "the container's CPUs (2-3) are on node 1");
+	/* A host without NUMA nodes in sysfs: no preference, said so. */
+	topo_container_cpus("/nonexistent-dg", &t, &c);
+	assert_int_equal(c.node, -1);
+	assert_string_equal(c.where, "the host lists no NUMA nodes");
+	close(t.cgfd);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cpulist),
 		cmocka_unit_test(test_nodes),
+		cmocka_unit_test(test_container_cpus),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
