@@ -46,8 +46,9 @@ opens() {
 
 @test "--gpus 2 takes two GPUs of one node and says why; the pair opens, the rest EPERM" {
 	numa_container c
+	t0=$(date +%s%N)
 	run -0 dg grant --pid "$CPID" --gpus 2
-	echo "# $output" >&3
+	echo "# grant --gpus 2 with topology: $((($(date +%s%N) - t0) / 1000)) us (devgatectl included)" >&3
 	[[ "${lines[0]}" == "granted GPU 0 ("*"), GPU 1 ("* ]]
 	# Its CPUs (0-1) span both nodes: no preference, the roomiest node, lowest first.
 	[[ "$output" == *"why: picked GPU 0,1: on NUMA node 0, the node with the most free GPUs; the container's CPUs (0-1, by affinity: no cpuset controller) span nodes 0,1, no preference"* ]]
