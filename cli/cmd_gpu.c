@@ -20,8 +20,9 @@ static const char list_help[] =
 	"Usage: devgatectl list [--free] [--json]\n"
 	"\n"
 	"Lists the host's GPUs and control nodes: index, device minor, UUID, PCI bus id,\n"
-	"vendor:product id, architecture, compute capability, memory, state (free, held,\n"
-	"shared, unusable, excluded) and model. '-' where the driver does not say.\n"
+	"vendor:product id, architecture, compute capability, memory, NUMA node, state\n"
+	"(free, held, shared, unusable, excluded) and model. '-' where the driver or\n"
+	"sysfs does not say.\n"
 	"\n"
 	"  -f, --free             only GPUs nobody holds\n";
 
@@ -51,14 +52,16 @@ static void memory_text(const struct dg_gpu_info *g, char *buf, size_t len)
 
 static void list_row(struct table *t, const struct dg_list_gpu *g)
 {
-	char idx[24], minor[24], state[256], who[200], mem[32];
-	const char *cells[10];
+	char idx[24], minor[24], state[256], who[200], mem[32], numa[24] = "-";
+	const char *cells[11];
 
 	snprintf(idx, sizeof(idx), "%lld", (long long)g->gpu.index);
 	snprintf(minor, sizeof(minor), "%lld", (long long)g->gpu.minor);
 	holders_text(g, who, sizeof(who));
 	snprintf(state, sizeof(state), "%s%s%s", g->state, who[0] ? " by " : "", who);
 	memory_text(&g->gpu, mem, sizeof(mem));
+	if (g->gpu.has_numa_node)
+		snprintf(numa, sizeof(numa), "%lld", (long long)g->gpu.numa_node);
 	cells[0] = idx;
 	cells[1] = minor;
 	cells[2] = g->gpu.uuid;
@@ -67,15 +70,16 @@ static void list_row(struct table *t, const struct dg_list_gpu *g)
 	cells[5] = g->gpu.arch;
 	cells[6] = g->gpu.cc ? g->gpu.cc : "-";
 	cells[7] = mem;
-	cells[8] = state;
-	cells[9] = g->gpu.model;
+	cells[8] = numa;
+	cells[9] = state;
+	cells[10] = g->gpu.model;
 	table_add(t, cells);
 }
 
 static void render_list(const struct cli *cli, const union dg_reply *reply)
 {
-	static const char *const head[] = { "IDX",  "MINOR", "UUID", "PCI",   "PRODUCT",
-					    "ARCH", "CC",    "MEM",  "STATE", "MODEL" };
+	static const char *const head[] = { "IDX", "MINOR", "UUID", "PCI",   "PRODUCT", "ARCH",
+					    "CC",  "MEM",   "NUMA", "STATE", "MODEL" };
 	const struct dg_list_reply *r = &reply->list;
 	struct table *t = table_new(ARRAY_SIZE(head), head);
 
@@ -162,7 +166,8 @@ static const char grant_help[] =
 	"REQUEST (GPUs by --gpu, --gpus, --alias or --profile; --device with any, or\n"
 	"alone):\n"
 	"  -g, --gpu SEL[,SEL..]  index, UUID or unique UUID prefix, PCI bus id, or 'all'\n"
-	"  -N, --gpus N           N GPUs in total, lowest free indices first, optionally\n"
+	"  -N, --gpus N           N GPUs in total, on one NUMA node where it can (the\n"
+	"                         node of the container's CPUs first), optionally\n"
 	"      --model STR        ... whose model contains STR\n"
 	"      --arch NAME        ... of this architecture, any case (fermi, kepler,\n"
 	"                         maxwell, pascal, volta, turing, ampere, ada, hopper,\n"
@@ -171,6 +176,7 @@ static const char grant_help[] =
 	"      --alias NAME       ... with the vendor:device id devgate.conf names NAME\n"
 	"      --min-memory SIZE  ... with at least SIZE memory (40G, 16GiB, 512M)\n"
 	"      --min-cc X.Y       ... with at least this compute capability (8.0)\n"
+	"      --same-numa        ... all on one NUMA node, or refuse\n"
 	"      --profile NAME     the request devgate.conf names NAME (\"profile NAME =\n"
 	"                         gpus=2 arch=ampere\"); options given here override it\n"
 	"  -d, --device HOST[:PATH]  a host character device (root only; repeatable):\n"
@@ -226,6 +232,7 @@ enum {
 	OPT_KILL_ON_EXPIRY,
 	OPT_ACCESS,
 	OPT_DRIVER,
+	OPT_SAME_NUMA,
 	OPT_TTL, /* no short option: -t before the command is --timeout */
 };
 
@@ -383,6 +390,9 @@ static int grant_opt(struct cli *cli, int o, struct dg_request *req, bool *done)
 	case OPT_DRIVER:
 		g->driver = optarg;
 		return 0;
+	case OPT_SAME_NUMA:
+		g->same_numa = true;
+		return 0;
 	case 'h':
 		printf("%s%s", grant_help, cmd_common_help);
 		*done = true;
@@ -418,6 +428,7 @@ int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, 
 		{ "kill-on-expiry", no_argument, NULL, OPT_KILL_ON_EXPIRY },
 		{ "access", required_argument, NULL, OPT_ACCESS },
 		{ "driver", required_argument, NULL, OPT_DRIVER },
+		{ "same-numa", no_argument, NULL, OPT_SAME_NUMA },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -523,6 +534,8 @@ static void render_grant(const struct cli *cli, const union dg_reply *reply)
 		printf("granted %s to %s (cgroup %s, PID %lld)\n", text, who(&r->lease),
 		       r->lease.cgroup, (long long)r->lease.pid);
 	}
+	if (r->reason)
+		printf("why: %s\n", r->reason);
 	print_nodes(r->nodes, r->n_nodes);
 	if (r->lease.expires)
 		printf("the lease expires at %s (in %llds)%s\n", r->lease.expires,

@@ -40,7 +40,8 @@ static const char hook_help[] =
 	"     the user asked for;\n"
 	"  2. the annotations devgate.io/gpus=SEL or devgate.io/gpu-count=N (with\n"
 	"     devgate.io/gpu-arch, -model, -product, -min-memory, -min-cc and\n"
-	"     devgate.io/shared=true), or devgate.io/alias=NAME or\n"
+	"     devgate.io/shared=true, devgate.io/same-numa=true), or\n"
+	"     devgate.io/alias=NAME or\n"
 	"     devgate.io/profile=NAME (names devgated's devgate.conf defines);\n"
 	"  3. NVIDIA_VISIBLE_DEVICES from the image, only if devgated runs with\n"
 	"     --hook-allow-env (an image must not grant itself GPUs).\n"
@@ -170,6 +171,7 @@ static void grant_args(const struct oci_state *s, const struct oci_config *cfg,
 	g->alias = oreq->alias;
 	g->profile = oreq->profile;
 	g->shared = oreq->shared;
+	g->same_numa = oreq->same_numa;
 	g->from_image = oreq->source == REQ_IMAGE_ENV;
 	g->ttl = oreq->ttl;
 	g->has_ttl = oreq->ttl > 0;

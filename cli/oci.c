@@ -288,7 +288,7 @@ static int check_annotation_keys(json_object *a, struct dg_error *err)
 	static const char *const known[] = { ANNOT_GPUS,       ANNOT_COUNT,   ANNOT_ARCH,
 					     ANNOT_MODEL,      ANNOT_PRODUCT, ANNOT_SHARED,
 					     ANNOT_MIN_MEMORY, ANNOT_MIN_CC,  ANNOT_ALIAS,
-					     ANNOT_PROFILE,    ANNOT_TTL };
+					     ANNOT_PROFILE,    ANNOT_TTL,     ANNOT_SAME_NUMA };
 
 	json_object_object_foreach (a, key, val) {
 		bool ok = !startswith(key, "devgate.io/");
@@ -298,21 +298,33 @@ static int check_annotation_keys(json_object *a, struct dg_error *err)
 			ok = strcmp(key, known[i]) == 0;
 		if (!ok) {
 			dg_error_set(err, DG_E_HOOK, EINVAL, "unknown annotation '%.100s'", key);
-			dg_error_hint(err,
-				      "devgate reads %s, %s, %s, %s, %s, %s, %s, %s, %s, %s and %s",
-				      ANNOT_GPUS, ANNOT_COUNT, ANNOT_ARCH, ANNOT_MODEL,
-				      ANNOT_PRODUCT, ANNOT_MIN_MEMORY, ANNOT_MIN_CC, ANNOT_SHARED,
-				      ANNOT_ALIAS, ANNOT_PROFILE, ANNOT_TTL);
+			dg_error_hint(
+				err,
+				"devgate reads %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s and %s",
+				ANNOT_GPUS, ANNOT_COUNT, ANNOT_ARCH, ANNOT_MODEL, ANNOT_PRODUCT,
+				ANNOT_MIN_MEMORY, ANNOT_MIN_CC, ANNOT_SHARED, ANNOT_SAME_NUMA,
+				ANNOT_ALIAS, ANNOT_PROFILE, ANNOT_TTL);
 			return -EINVAL;
 		}
 	}
 	return 0;
 }
 
+/* A true/false annotation; absent is false. */
+static int bool_annotation(json_object *a, const char *key, bool *ret, struct dg_error *err)
+{
+	const char *v = json_get_str(a, key);
+
+	if (v && strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
+		return dg_error_set(err, DG_E_HOOK, EINVAL, "annotation %s must be true or false",
+				    key);
+	*ret = v && strcmp(v, "true") == 0;
+	return 0;
+}
+
 static int from_annotations(json_object *a, struct oci_request *r, struct dg_error *err)
 {
 	const char *gpus = json_get_str(a, ANNOT_GPUS), *count = json_get_str(a, ANNOT_COUNT);
-	const char *shared = json_get_str(a, ANNOT_SHARED);
 	uint32_t n;
 	int rc = check_annotation_keys(a, err);
 
@@ -330,12 +342,11 @@ static int from_annotations(json_object *a, struct oci_request *r, struct dg_err
 				    "annotation %s='%s' is not a count from "
 				    "1 to 64",
 				    ANNOT_COUNT, count);
-	if (shared && strcmp(shared, "true") != 0 && strcmp(shared, "false") != 0)
-		return dg_error_set(err, DG_E_HOOK, EINVAL, "annotation %s must be true or false",
-				    ANNOT_SHARED);
+	if (bool_annotation(a, ANNOT_SHARED, &r->shared, err) < 0 ||
+	    bool_annotation(a, ANNOT_SAME_NUMA, &r->same_numa, err) < 0)
+		return -EINVAL;
 	r->source = REQ_ANNOTATION;
 	r->count = count ? (int)n : 0;
-	r->shared = shared && strcmp(shared, "true") == 0;
 	if (dup_opt(gpus, &r->gpus) < 0 || dup_opt(json_get_str(a, ANNOT_ARCH), &r->arch) < 0 ||
 	    dup_opt(json_get_str(a, ANNOT_MODEL), &r->model) < 0 ||
 	    dup_opt(json_get_str(a, ANNOT_PRODUCT), &r->product) < 0 ||

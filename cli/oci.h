@@ -28,6 +28,7 @@
 #define ANNOT_SHARED "devgate.io/shared"
 #define ANNOT_MIN_MEMORY "devgate.io/gpu-min-memory"
 #define ANNOT_MIN_CC "devgate.io/gpu-min-cc"
+#define ANNOT_SAME_NUMA "devgate.io/same-numa"
 /* Names devgated's devgate.conf defines; devgated expands them. */
 #define ANNOT_ALIAS "devgate.io/alias"
 #define ANNOT_PROFILE "devgate.io/profile"
@@ -73,6 +74,7 @@ struct oci_request {
 	char *alias;
 	char *profile;
 	bool shared;
+	bool same_numa;
 	int64_t ttl; /* devgate.io/ttl in seconds, whatever asked for the GPUs; 0: none */
 };
 

@@ -152,6 +152,21 @@ int read_in_root(int rootfd, const char *path, size_t max, char **ret)
 	return read_fd_full(fd, max, ret, NULL);
 }
 
+/* sysfs numa_node: -1 (or absent) when the platform does not say. */
+static void read_numa_node(int rootfd, struct dg_gpu *gpu)
+{
+	auto_free char *text = NULL;
+	char path[96];
+	int node;
+
+	snprintf(path, sizeof(path), "sys/bus/pci/devices/%.20s/numa_node", gpu->pci);
+	if (read_in_root(rootfd, path, 64, &text) < 0 || sscanf(text, "%d", &node) != 1 ||
+	    node < 0 || node >= DG_MAX_NUMA)
+		return;
+	gpu->numa_node = node;
+	gpu->numa_known = true;
+}
+
 static int read_hex16(int rootfd, const char *path, uint16_t *ret)
 {
 	auto_free char *text = NULL;
@@ -308,6 +323,7 @@ static void gpu_load(int rootfd, const struct dg_inventory *inv, const char *pci
 	(void)read_hex16(rootfd, path, &gpu->vendor);
 	snprintf(path, sizeof(path), "sys/bus/pci/devices/%.20s/device", gpu->pci);
 	(void)read_hex16(rootfd, path, &gpu->device);
+	read_numa_node(rootfd, gpu);
 	kind = gpu_kind(gpu->vendor, gpu->device, gpu->model);
 	gpu->arch = kind.arch;
 	gpu->cc = kind.cc;

@@ -17,6 +17,7 @@
 #define DG_UVM_MINOR 0
 #define DG_UVM_TOOLS_MINOR 1
 #define DG_MAX_GPUS 64
+#define DG_MAX_NUMA 64 /* NUMA nodes devgate tells apart */
 /* Other host character devices one lease may hold (grant --device). */
 #define DG_MAX_DEVICES 16
 /* Nodes one lease may need: every GPU, the three control nodes, its devices. */
@@ -48,6 +49,8 @@ struct dg_gpu {
 	const char *arch;    /* static string, "unknown" when not known */
 	unsigned int cc;     /* compute capability * 10; 0: not known */
 	uint64_t memory_mib; /* from the model name; 0: not known */
+	int numa_node;	     /* with numa_known: the NUMA node of its PCI device */
+	bool numa_known;     /* false: sysfs says -1 or nothing */
 	bool excluded;	     /* outside the admin's gpu-allow list: never granted */
 	bool gone;	     /* vanished since devgated saw it; kept for its leases */
 	char problem[256];   /* non-empty: not grantable, and why */
@@ -63,6 +66,9 @@ struct dg_inventory {
 	char ctl_problem[256]; /* non-empty: a control node on the host is wrong */
 };
 
+/* openat2 of path under rootfd with RESOLVE_IN_ROOT: a fixture's links stay inside. */
+int open_in_root(int rootfd, const char *path, int flags, uint64_t resolve);
+
 /* Parses /proc/devices text ("Character devices:" section). */
 int proc_devices_parse(const char *text, struct dg_majors *ret);
 
@@ -76,8 +82,6 @@ int gpu_info_parse(const char *text, struct dg_gpu *gpu);
 /* Normalises a PCI address ("18:00.0", "00000000:18:00.0", ...). */
 int pci_normalize(const char *in, char *out, size_t len);
 
-/* openat2 below the host root (RESOLVE_IN_ROOT, plus resolve); the fd or -errno. */
-int open_in_root(int rootfd, const char *path, int flags, uint64_t resolve);
 /* A whole file below the host root, NUL-terminated, at most max bytes. */
 int read_in_root(int rootfd, const char *path, size_t max, char **ret);
 

@@ -49,6 +49,7 @@ static const struct dg_field grant_req_fields[] = {
 	DG_BOOL("kill_on_expiry", struct dg_grant_req, kill_on_expiry),
 	DG_STR_OPT("access", struct dg_grant_req, access),
 	DG_STR_OPT("driver", struct dg_grant_req, driver),
+	DG_BOOL("same_numa", struct dg_grant_req, same_numa),
 };
 
 static const struct dg_field revoke_req_fields[] = {
@@ -111,6 +112,7 @@ static const struct dg_field gpu_fields[] = {
 	DG_STR_OPT("arch", struct dg_gpu_info, arch),
 	DG_STR_OPT("cc", struct dg_gpu_info, cc),
 	DG_INT_OPT("memory_mib", struct dg_gpu_info, memory_mib, has_memory_mib, 0, 0),
+	DG_INT_OPT("numa_node", struct dg_gpu_info, numa_node, has_numa_node, 0, 0),
 	DG_OBJ_OPT("node", struct dg_gpu_info, node, has_node, &node_schema),
 	DG_STR_OPT("problem", struct dg_gpu_info, problem),
 };
@@ -207,6 +209,7 @@ static const struct dg_field grant_fields[] = {
 	DG_STRS_OPT("granted_devices", struct dg_grant_reply, granted_devices, n_granted_devices),
 	DG_OBJS("nodes", struct dg_grant_reply, nodes, n_nodes, &node_status_schema),
 	DG_STRS("warnings", struct dg_grant_reply, warnings, n_warnings),
+	DG_STR_OPT("reason", struct dg_grant_reply, reason),
 };
 
 static const struct dg_field holder_proc_fields[] = {

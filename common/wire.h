@@ -62,6 +62,7 @@ struct dg_grant_req {
 	bool kill_on_expiry; /* with ttl: kill holders of its nodes at expiry */
 	const char *access;  /* the devices' access: "r", "rw", "rwm"; NULL: rw */
 	const char *driver;  /* the driver's files to mount: "compute,utility", "all" */
+	bool same_numa;	     /* with a count: all on one NUMA node */
 };
 
 struct dg_revoke_req {
@@ -128,6 +129,8 @@ struct dg_gpu_info {
 	const char *cc;	    /* compute capability "9.0"; NULL when not known */
 	int64_t memory_mib; /* from the model name */
 	bool has_memory_mib;
+	int64_t numa_node; /* from sysfs */
+	bool has_numa_node;
 	struct dg_node_info node;
 	bool has_node;
 	const char *problem; /* why it cannot be used; NULL when fine */
@@ -227,6 +230,7 @@ struct dg_grant_reply {
 	size_t n_nodes;
 	const char **warnings;
 	size_t n_warnings;
+	const char *reason; /* a counted grant: why these GPUs */
 };
 
 /* A process that still has a revoked device open or mapped. */

@@ -6,6 +6,7 @@
 
 #include "alloc.h"
 #include "gpu_arch.h"
+#include "numa.h"
 #include "select.h"
 
 /*
@@ -50,7 +51,7 @@ static int parse_product(const char *s, unsigned int *vendor, unsigned int *devi
 static bool has_constraints(const struct alloc_request *req)
 {
 	return req->count || req->model || req->arch || req->product || req->min_memory ||
-	       req->min_cc;
+	       req->min_cc || req->same_numa;
 }
 
 static int check_kind(const struct alloc_request *req, struct dg_error *err)
@@ -82,6 +83,13 @@ int alloc_check_request(const struct alloc_request *req, struct dg_error *err)
 {
 	unsigned int v, d;
 
+	if (req->selectors && req->same_numa) {
+		dg_error_set(err, DG_E_INVALID, EINVAL,
+			     "--same-numa goes with a count of GPUs, not with GPU selectors");
+		dg_error_hint(err,
+			      "ask for --gpus N --same-numa; selected GPUs are taken as named");
+		return -EINVAL;
+	}
 	if (req->selectors && has_constraints(req))
 		return dg_error_set(err, DG_E_INVALID, EINVAL,
 				    "give either GPU selectors or a count "
@@ -240,10 +248,210 @@ static void constraint_text(const struct alloc_request *req, char *buf, size_t l
 		snprintf(buf + n, len - (size_t)n, " min-cc=%s", req->min_cc);
 }
 
+/* How the GPUs a counted request may take sit on NUMA nodes; slot DG_MAX_NUMA: no known node. */
+struct topo_counts {
+	unsigned int free[DG_MAX_NUMA + 1];	/* may be taken */
+	unsigned int matching[DG_MAX_NUMA + 1]; /* usable, match: free or not, self's too */
+	unsigned int first[DG_MAX_NUMA + 1];	/* lowest index that may be taken */
+	int held_node; /* node of self's matching GPUs: -1 none, -2 mixed */
+	bool known;    /* some matching GPU has a known node */
+};
+
+static unsigned int node_slot(const struct dg_gpu *gpu)
+{
+	return gpu->numa_known ? (unsigned int)gpu->numa_node : DG_MAX_NUMA;
+}
+
+static void topo_count(const struct dg_inventory *inv, const struct lease *self,
+		       const struct alloc_request *req, const bool *elig, struct topo_counts *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->held_node = -1;
+	for (size_t i = inv->n_gpus; i-- > 0;) {
+		const struct dg_gpu *gpu = &inv->gpus[i];
+		unsigned int slot = node_slot(gpu);
+
+		/* Excluded or broken GPUs will never count toward --same-numa. */
+		if (!matches(gpu, req) || gpu->excluded || gpu->problem[0])
+			continue;
+		c->matching[slot]++;
+		c->known |= gpu->numa_known;
+		if (elig[i]) {
+			c->free[slot]++;
+			c->first[slot] = gpu->index;
+		}
+		if (self && lease_find_gpu(self, gpu->uuid)) {
+			int n = slot < DG_MAX_NUMA ? (int)slot : -2;
+
+			c->held_node = c->held_node == -1 || c->held_node == n ? n : -2;
+		}
+	}
+}
+
+/* More free wins; a tie goes to the node with the lowest free index. */
+static bool roomier(const struct topo_counts *c, unsigned int n, int best)
+{
+	return best < 0 || c->free[n] > c->free[best] ||
+	       (c->free[n] == c->free[best] && c->first[n] < c->first[best]);
+}
+
+/* The one node to take need GPUs from, or -1; *because says why that one. */
+static int one_node(const struct topo_counts *c, unsigned int need, const struct alloc_request *req,
+		    const char **because)
+{
+	int cpu = req->cpus ? req->cpus->node : -1, best = -1;
+
+	if (c->held_node >= 0 && c->free[c->held_node] >= need) {
+		*because = ", with the container's other GPUs";
+		return c->held_node;
+	}
+	if (c->held_node != -1 && req->same_numa)
+		return -1;
+	if (cpu >= 0 && cpu < DG_MAX_NUMA && c->free[cpu] >= need) {
+		*because = "";
+		return cpu;
+	}
+	for (unsigned int n = 0; n < DG_MAX_NUMA; n++) {
+		if (c->free[n] >= need && roomier(c, n, best))
+			best = (int)n;
+	}
+	*because = ", the node with the most free GPUs";
+	return best;
+}
+
+/* Quotas over the fewest nodes, roomiest first; GPUs of no known node last. */
+static void spread(const struct topo_counts *c, unsigned int need, unsigned int *quota)
+{
+	bool used[DG_MAX_NUMA] = { false };
+
+	while (need) {
+		int best = -1;
+
+		for (unsigned int n = 0; n < DG_MAX_NUMA; n++) {
+			if (!used[n] && c->free[n] && roomier(c, n, best))
+				best = (int)n;
+		}
+		if (best < 0)
+			break;
+		used[best] = true;
+		quota[best] = c->free[best] < need ? c->free[best] : need;
+		need -= quota[best];
+	}
+	quota[DG_MAX_NUMA] = need;
+}
+
+/* "node 0: 1 free of 2, node 1: 0 free of 2" */
+static void node_table(const struct topo_counts *c, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (unsigned int n = 0; n < DG_MAX_NUMA && off < len; n++) {
+		if (c->matching[n])
+			off += (size_t)snprintf(buf + off, len - off, "%snode %u: %u free of %u",
+						off ? ", " : "", n, c->free[n], c->matching[n]);
+	}
+	if (!off)
+		snprintf(buf, len, "no GPU says its NUMA node");
+}
+
+/* Whether some node has count GPUs that match: the request could be met one day. */
+static bool numa_ever(const struct topo_counts *c, unsigned int count)
+{
+	for (unsigned int n = 0; n < DG_MAX_NUMA; n++) {
+		if (c->matching[n] >= count)
+			return true;
+	}
+	return false;
+}
+
+static int same_numa_error(const struct topo_counts *c, const struct alloc_request *req,
+			   struct dg_error *err)
+{
+	char nodes[512];
+
+	node_table(c, nodes, sizeof(nodes));
+	if (!numa_ever(c, req->count)) {
+		dg_error_set(err, DG_E_NO_GPU, ENODEV,
+			     "--same-numa: no NUMA node has %u GPUs that match, so this request "
+			     "can never be met (%s)",
+			     req->count, nodes);
+		dg_error_hint(err, "ask for fewer GPUs, or drop --same-numa to span nodes");
+		return -ENODEV;
+	}
+	if (c->held_node != -1) {
+		dg_error_set(err, DG_E_UNAVAILABLE, EBUSY,
+			     "--same-numa: the container's GPUs are not on one NUMA node with "
+			     "room for the rest (%s)",
+			     nodes);
+		dg_error_hint(err, "revoke its GPUs first, or drop --same-numa");
+		return -EBUSY;
+	}
+	dg_error_set(err, DG_E_UNAVAILABLE, EBUSY,
+		     "--same-numa: no NUMA node has %u free GPUs that match (%s)", req->count,
+		     nodes);
+	dg_error_hint(err, "release GPUs with 'devgatectl revoke', or drop --same-numa to "
+			   "span nodes");
+	return -EBUSY;
+}
+
+static void reason_text(const struct dg_inventory *inv, const bool *picked, const char *how,
+			const struct alloc_request *req, char *buf, size_t len)
+{
+	size_t off = (size_t)snprintf(buf, len, "picked GPU ");
+
+	for (size_t i = 0; i < inv->n_gpus && off < len; i++) {
+		if (picked[i])
+			off += (size_t)snprintf(buf + off, len - off, "%s%u",
+						buf[off - 1] == ' ' ? "" : ",", inv->gpus[i].index);
+	}
+	if (off < len)
+		snprintf(buf + off, len - off, ": %s%s%s", how, req->cpus ? "; " : "",
+			 req->cpus ? req->cpus->where : "");
+}
+
+/* Takes need of the GPUs elig marks, on as few NUMA nodes as can be. */
+static int pick_topo(const struct dg_inventory *inv, const struct topo_counts *c,
+		     const struct alloc_request *req, const bool *elig, unsigned int need,
+		     bool *picked, char *why, size_t len, struct dg_error *err)
+{
+	unsigned int quota[DG_MAX_NUMA + 1] = { 0 };
+	const char *because = "";
+	char how[256];
+	int node = c->known ? one_node(c, need, req, &because) : -1;
+
+	if (node < 0 && req->same_numa)
+		return same_numa_error(c, req, err);
+	if (node >= 0) {
+		quota[node] = need;
+		snprintf(how, sizeof(how), "on NUMA node %d%s", node, because);
+	} else if (!c->known) {
+		quota[DG_MAX_NUMA] = need;
+		snprintf(how, sizeof(how), "NUMA nodes not known, lowest free indices");
+	} else {
+		spread(c, need, quota);
+		snprintf(how, sizeof(how), "no NUMA node has %u free, spread over the fewest",
+			 need);
+	}
+	for (size_t i = 0; i < inv->n_gpus; i++) {
+		unsigned int slot = node_slot(&inv->gpus[i]);
+
+		if (elig[i] && quota[slot]) {
+			picked[i] = true;
+			quota[slot]--;
+		}
+	}
+	if (why && len)
+		reason_text(inv, picked, how, req, why, len);
+	return 0;
+}
+
 static int pick_counted(const struct dg_inventory *inv, const struct gpu_use *use,
 			const struct lease *self, const struct alloc_request *req, bool *picked,
-			struct dg_error *err)
+			char *out, size_t out_len, struct dg_error *err)
 {
+	bool elig[DG_MAX_GPUS] = { false };
+	struct topo_counts c;
 	unsigned int have = 0, matching = 0, free_n = 0, need;
 	char cons[256], why[512], reasons[1024] = "";
 	size_t rlen = 0, shown = 0;
@@ -258,7 +466,7 @@ static int pick_counted(const struct dg_inventory *inv, const struct gpu_use *us
 		if (self && lease_find_gpu(self, gpu->uuid))
 			have++;
 		else if (!blocker(gpu, &use[i], req->shared, why, sizeof(why)))
-			free_n++;
+			elig[i] = ++free_n;
 		else if (shown++ < 4 && rlen < sizeof(reasons))
 			rlen += (size_t)snprintf(reasons + rlen, sizeof(reasons) - rlen, "%s%s",
 						 rlen ? "; " : "", why);
@@ -270,6 +478,9 @@ static int pick_counted(const struct dg_inventory *inv, const struct gpu_use *us
 			      "run 'devgatectl list' to see each GPU's model, arch and product");
 		return -ENODEV;
 	}
+	topo_count(inv, self, req, elig, &c);
+	if (req->same_numa && !numa_ever(&c, req->count))
+		return same_numa_error(&c, req, err);
 	need = req->count > have ? req->count - have : 0;
 	if (free_n < need) {
 		dg_error_set(err, DG_E_UNAVAILABLE, EBUSY,
@@ -281,20 +492,12 @@ static int pick_counted(const struct dg_inventory *inv, const struct gpu_use *us
 				   "revoke' or ask for fewer");
 		return -EBUSY;
 	}
-	for (size_t i = 0; i < inv->n_gpus && need > 0; i++) {
-		const struct dg_gpu *gpu = &inv->gpus[i];
-
-		if (!matches(gpu, req) || (self && lease_find_gpu(self, gpu->uuid)) ||
-		    blocker(gpu, &use[i], req->shared, why, sizeof(why)))
-			continue;
-		picked[i] = true;
-		need--;
-	}
-	return 0;
+	return need ? pick_topo(inv, &c, req, elig, need, picked, out, out_len, err) : 0;
 }
 
-int alloc_pick(const struct dg_inventory *inv, const struct gpu_use *use, const struct lease *self,
-	       const struct alloc_request *req, bool *picked, struct dg_error *err)
+int alloc_pick_why(const struct dg_inventory *inv, const struct gpu_use *use,
+		   const struct lease *self, const struct alloc_request *req, bool *picked,
+		   char *why, size_t len, struct dg_error *err)
 {
 	int r = alloc_check_request(req, err);
 
@@ -304,8 +507,14 @@ int alloc_pick(const struct dg_inventory *inv, const struct gpu_use *use, const 
 	if (req->selectors)
 		r = pick_selected(inv, use, self, req, picked, err);
 	else
-		r = pick_counted(inv, use, self, req, picked, err);
+		r = pick_counted(inv, use, self, req, picked, why, len, err);
 	if (r < 0)
 		memset(picked, 0, inv->n_gpus * sizeof(*picked));
 	return r;
+}
+
+int alloc_pick(const struct dg_inventory *inv, const struct gpu_use *use, const struct lease *self,
+	       const struct alloc_request *req, bool *picked, struct dg_error *err)
+{
+	return alloc_pick_why(inv, use, self, req, picked, NULL, 0, err);
 }

@@ -20,6 +20,7 @@
 #include "policy.h"
 #include "select.h"
 #include "target.h"
+#include "topo.h"
 #include "util.h"
 #include "view.h"
 #include "watch.h"
@@ -203,6 +204,7 @@ static int alloc_request_from(const struct dg_policy *p, const struct dg_grant_r
 		.min_memory = pr.min_memory,
 		.min_cc = pr.min_cc,
 		.shared = pr.shared,
+		.same_numa = g->same_numa,
 	};
 	return alloc_check_request(req, err);
 }
@@ -476,14 +478,15 @@ static int grant_reply(struct daemon *d, const struct lease *l, const struct gra
 	return out->warnings[0] ? 0 : -ENOMEM;
 }
 
-/* Picks GPUs for cgid against what every other lease holds now. */
+/* Picks GPUs for cgid against what every other lease holds now; why: for a count. */
 static int pick_gpus(struct daemon *d, uint64_t cgid, const struct alloc_request *req, bool *picked,
-		     struct dg_error *err)
+		     char *why, size_t len, struct dg_error *err)
 {
 	struct gpu_use use[DG_MAX_GPUS];
 
 	alloc_usage(d->inv, &d->leases, cgid, use);
-	return alloc_pick(d->inv, use, lease_table_find(&d->leases, cgid), req, picked, err);
+	return alloc_pick_why(d->inv, use, lease_table_find(&d->leases, cgid), req, picked, why,
+			      len, err);
 }
 
 /* What the request says before any kernel object is looked at. */
@@ -553,7 +556,9 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_gran
 	auto_cleanup(target_donep) struct target t = TARGET_INIT;
 	auto_cleanup(lease_freep) struct lease *next = NULL;
 	struct alloc_request req = { 0 };
+	struct alloc_cpus cpus;
 	bool picked[DG_MAX_GPUS];
+	char why[512] = "";
 	struct grant_txn x = { 0 };
 	struct lease *old;
 	int r;
@@ -565,11 +570,15 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_gran
 		return r;
 	memset(picked, 0, sizeof(picked));
 	if (wants_gpus(g)) {
-		r = pick_gpus(d, t.cgid, &req, picked, err);
+		if (!req.selectors) {
+			topo_container_cpus(d->inv->host_root, &t, &cpus);
+			req.cpus = &cpus;
+		}
+		r = pick_gpus(d, t.cgid, &req, picked, why, sizeof(why), err);
 		/* A holder may have ended a moment ago, before the watch could say so. */
 		if (r == -EBUSY && watch_release_ended(d, t.cgid) > 0) {
 			*err = (struct dg_error){ 0 };
-			r = pick_gpus(d, t.cgid, &req, picked, err);
+			r = pick_gpus(d, t.cgid, &req, picked, why, sizeof(why), err);
 		}
 		if (r < 0)
 			return r;
@@ -595,14 +604,16 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_gran
 	r = grant_apply(d, &t, old, next, g, &x, err);
 	if (r < 0)
 		return r;
+	if (why[0])
+		out->reason = dg_arena_strdup(a, why);
 	if (grant_reply(d, next, &x, out, a) < 0)
 		log_error("out of memory describing the grant to %s", lease_label(next));
 	log_debug("grant to %s: nodes %llu us, bpf %llu us, state %llu us", lease_label(next),
 		  (unsigned long long)x.t_nodes / 1000, (unsigned long long)x.t_bpf / 1000,
 		  (unsigned long long)x.t_state / 1000);
 	if (out->n_granted)
-		log_info("granted %zu GPU(s) to %s (cgroup %s, PID %d)", out->n_granted,
-			 lease_label(next), next->cgroup, (int)next->pid);
+		log_info("granted %zu GPU(s) to %s (cgroup %s, PID %d)%s%s", out->n_granted,
+			 lease_label(next), next->cgroup, (int)next->pid, why[0] ? ": " : "", why);
 	for (size_t i = 0; i < out->n_granted_devices; i++)
 		log_info("granted device %s to %s (cgroup %s, PID %d)", out->granted_devices[i],
 			 lease_label(next), next->cgroup, (int)next->pid);

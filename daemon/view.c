@@ -64,6 +64,8 @@ int view_gpu(const struct dg_inventory *inv, const struct dg_gpu *gpu, struct dg
 		out->memory_mib = (int64_t)gpu->memory_mib;
 		out->has_memory_mib = true;
 	}
+	out->numa_node = gpu->numa_node;
+	out->has_numa_node = gpu->numa_known;
 	if (gpu->cc) {
 		char cc[16];
 

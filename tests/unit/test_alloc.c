@@ -65,6 +65,9 @@ static struct lease *hold(uint64_t cgid, const char *label, unsigned int gpu, bo
 	return l;
 }
 
+/* The reason of the last counted pick. */
+static char why[512];
+
 /* Runs a request for cgid; returns the picked GPUs as "0110"-style text. */
 static int pick(uint64_t cgid, const struct alloc_request *req, char *out, struct dg_error *err)
 {
@@ -73,7 +76,8 @@ static int pick(uint64_t cgid, const struct alloc_request *req, char *out, struc
 	int r;
 
 	alloc_usage(&inv, &table, cgid, use);
-	r = alloc_pick(&inv, use, lease_table_find(&table, cgid), req, picked, err);
+	r = alloc_pick_why(&inv, use, lease_table_find(&table, cgid), req, picked, why, sizeof(why),
+			   err);
 	for (int i = 0; i < 4; i++)
 		out[i] = picked[i] ? '1' : '0';
 	out[4] = '\0';
@@ -290,6 +294,129 @@ static void test_bad_requests(void **state)
 		  "product '10de:23g0' is not VENDOR:DEVICE in hex, e.g. 10de:2330");
 	check_bad(&(struct alloc_request){ .count = 65 },
 		  "a count of 65 GPUs is more than devgate manages (64)");
+	check_bad(&(struct alloc_request){ .selectors = "0,1", .same_numa = true },
+		  "--same-numa goes with a count of GPUs, not with GPU selectors");
+}
+
+/* NUMA node of each GPU, -1: not known. */
+static void set_numa(int a, int b, int c, int d)
+{
+	int n[4] = { a, b, c, d };
+
+	for (int i = 0; i < 4; i++) {
+		gpus[i].numa_known = n[i] >= 0;
+		gpus[i].numa_node = n[i];
+	}
+}
+
+static void expect_pick(const struct alloc_request *req, const char *want, const char *reason)
+{
+	struct dg_error err = { 0 };
+	char got[5];
+
+	why[0] = '\0';
+	assert_int_equal(pick(1, req, got, &err), 0);
+	assert_string_equal(got, want);
+	if (!strstr(why, reason))
+		fail_msg("reason '%s' lacks '%s'", why, reason);
+}
+
+static void test_numa_one_node(void **state)
+{
+	(void)state;
+	set_numa(0, 0, 1, 1);
+	expect_pick(&(struct alloc_request){ .count = 2 }, "1100",
+		    "picked GPU 0,1: on NUMA node 0, the node with the most free GPUs");
+	/* One of node 0 taken: node 1's pair, not a split. */
+	hold(7, "other", 0, false);
+	expect_pick(&(struct alloc_request){ .count = 2 }, "0011",
+		    "picked GPU 2,3: on NUMA node 1, the node with the most free GPUs");
+	/* One GPU goes where most are free: node 1. */
+	expect_pick(&(struct alloc_request){ .count = 1 }, "0010", "on NUMA node 1");
+}
+
+static void test_numa_cpus(void **state)
+{
+	struct alloc_cpus on1 = { .node = 1, .where = "the container's CPUs (1) are on node 1" };
+	struct alloc_cpus span = { .node = -1, .where = "the container's CPUs (0-1) span" };
+
+	(void)state;
+	set_numa(0, 0, 1, 1);
+	expect_pick(&(struct alloc_request){ .count = 2, .cpus = &on1 }, "0011",
+		    "picked GPU 2,3: on NUMA node 1; the container's CPUs (1) are on node 1");
+	expect_pick(&(struct alloc_request){ .count = 2, .cpus = &span }, "1100",
+		    "on NUMA node 0, the node with the most free GPUs; the container's CPUs (0-1)");
+	/* Its node lacks room: another whole node beats a split. */
+	hold(7, "other", 3, false);
+	expect_pick(&(struct alloc_request){ .count = 2, .cpus = &on1 }, "1100",
+		    "on NUMA node 0, the node with the most free GPUs");
+}
+
+static void test_numa_spread(void **state)
+{
+	(void)state;
+	set_numa(0, 1, 1, 2);
+	expect_pick(&(struct alloc_request){ .count = 2 }, "0110", "on NUMA node 1");
+	/* Node 1's two, then the lower of two single nodes. */
+	expect_pick(&(struct alloc_request){ .count = 3 }, "1110",
+		    "no NUMA node has 3 free, spread over the fewest");
+	set_numa(1, 0, 0, 0);
+	expect_pick(&(struct alloc_request){ .count = 3 }, "0111", "on NUMA node 0");
+	/* A GPU of no known node comes last. */
+	set_numa(-1, 0, 1, 1);
+	expect_pick(&(struct alloc_request){ .count = 2 }, "0011", "on NUMA node 1");
+	expect_pick(&(struct alloc_request){ .count = 4 }, "1111", "spread");
+}
+
+static void test_numa_unknown(void **state)
+{
+	(void)state;
+	set_numa(-1, -1, -1, -1);
+	expect_pick(&(struct alloc_request){ .count = 2 }, "1100",
+		    "picked GPU 0,1: NUMA nodes not known, lowest free indices");
+}
+
+static void test_numa_joins_held(void **state)
+{
+	(void)state;
+	set_numa(0, 0, 1, 1);
+	hold(1, "self", 2, false);
+	expect_pick(&(struct alloc_request){ .count = 2 }, "0001",
+		    "picked GPU 3: on NUMA node 1, with the container's other GPUs");
+	expect_pick(&(struct alloc_request){ .count = 2, .same_numa = true }, "0001", "node 1");
+}
+
+static void expect_refused(const struct alloc_request *req, int r, enum dg_code code,
+			   const char *msg)
+{
+	struct dg_error err = { 0 };
+	char got[5];
+
+	assert_int_equal(pick(1, req, got, &err), r);
+	assert_int_equal(err.code, code);
+	assert_string_equal(got, "0000");
+	if (!strstr(err.message, msg))
+		fail_msg("message '%s' lacks '%s'", err.message, msg);
+	assert_true(err.hint[0]);
+}
+
+static void test_same_numa(void **state)
+{
+	(void)state;
+	set_numa(0, 0, 1, 1);
+	hold(7, "other", 0, false);
+	hold(8, "another", 2, false);
+	expect_refused(&(struct alloc_request){ .count = 2, .same_numa = true }, -EBUSY,
+		       DG_E_UNAVAILABLE,
+		       "no NUMA node has 2 free GPUs that match (node 0: 1 free of 2, "
+		       "node 1: 1 free of 2)");
+	expect_pick(&(struct alloc_request){ .count = 2 }, "0101", "spread");
+	expect_refused(&(struct alloc_request){ .count = 3, .same_numa = true }, -ENODEV,
+		       DG_E_NO_GPU,
+		       "no NUMA node has 3 GPUs that match, so this request can never");
+	set_numa(-1, -1, -1, -1);
+	expect_refused(&(struct alloc_request){ .count = 1, .same_numa = true }, -ENODEV,
+		       DG_E_NO_GPU, "(no GPU says its NUMA node)");
 }
 
 int main(void)
@@ -305,6 +432,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_counted_no_match, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unusable_gpu_skipped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_requests, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_numa_one_node, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_numa_cpus, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_numa_spread, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_numa_unknown, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_numa_joins_held, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_same_numa, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("alloc", tests, NULL, NULL);
