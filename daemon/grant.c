@@ -93,7 +93,7 @@ static size_t node_diff(const struct dg_node *from, size_t n_from, const struct 
 static bool has_host_device(struct daemon *d, const struct dg_node *nodes, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (!bpfgate_is_gpu_major(d->bg, nodes[i].major))
+		if (!bpfgate_is_guarded(d->bg, nodes[i].major, nodes[i].minor))
 			return true;
 	}
 	return false;
@@ -269,7 +269,7 @@ static int add_devices(struct daemon *d, struct lease *next, const struct dg_gra
 	for (size_t i = 0; i < g->n_devices; i++) {
 		struct lease_device dev;
 		char path[40];
-		int r = hostdev_parse(g->devices[i], &d->inv->majors, &dev, err);
+		int r = hostdev_parse(g->devices[i], d->inv, &dev, err);
 
 		if (r < 0)
 			return r;
@@ -1072,7 +1072,7 @@ void grant_release(struct daemon *d, uint64_t cgid, const char *why)
 
 static int add_lease_gpu(struct lease *l, const struct lease_gpu *g)
 {
-	struct dg_gpu gpu = { .minor = g->minor };
+	struct dg_gpu gpu = { .family = g->family, .minor = g->minor };
 
 	snprintf(gpu.uuid, sizeof(gpu.uuid), "%s", g->uuid);
 	return lease_add_gpu(l, &gpu, g->shared);

@@ -7,6 +7,7 @@
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -68,11 +69,56 @@ static int in_root(int dirfd, const char *path, uint64_t resolve, bool walk)
 	return fd < 0 ? -errno : (int)fd;
 }
 
+/*
+ * The directory a node is in: devfd, or for "dri/NAME" /dev/dri, made when
+ * create and never reached through a symlink (the container owns it).
+ * *base: the name within it. Close the result only when it is not devfd.
+ */
+static int node_dir(int devfd, const struct dg_node *node, bool create, const char **base)
+{
+	const char *slash = strchr(node->name, '/');
+	char dir[sizeof(node->name)];
+	int fd;
+
+	*base = slash ? slash + 1 : node->name;
+	if (!slash)
+		return devfd;
+	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - node->name), node->name);
+	if (create && mkdirat(devfd, dir, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	fd = openat(devfd, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+static void dir_close(int fd, int devfd)
+{
+	if (fd >= 0 && fd != devfd)
+		close(fd);
+}
+
+static void inspect_in(int devfd, const char *name, const struct dg_node *node,
+		       struct node_result *res);
+
 static void inspect(int devfd, const struct dg_node *node, struct node_result *res)
+{
+	const char *name;
+	int dfd = node_dir(devfd, node, false, &name);
+
+	if (dfd < 0) {
+		res->status = dfd == -ENOENT ? NODE_ABSENT : NODE_FAILED;
+		res->err = dfd == -ENOENT ? 0 : -dfd;
+		return;
+	}
+	inspect_in(dfd, name, node, res);
+	dir_close(dfd, devfd);
+}
+
+static void inspect_in(int devfd, const char *name, const struct dg_node *node,
+		       struct node_result *res)
 {
 	struct stat st;
 
-	if (fstatat(devfd, node->name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+	if (fstatat(devfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		res->status = errno == ENOENT ? NODE_ABSENT : NODE_FAILED;
 		res->err = errno == ENOENT ? 0 : errno;
 		return;
@@ -88,14 +134,14 @@ static void inspect(int devfd, const struct dg_node *node, struct node_result *r
 	res->minor = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? minor(st.st_rdev) : 0;
 }
 
-static void make_one(int devfd, const struct dg_node *node, const struct helper_job *o,
-		     struct node_result *res)
+static void make_in(int devfd, const char *name, const struct dg_node *node,
+		    const struct helper_job *o, struct node_result *res)
 {
 	struct stat st;
 
-	if (mknodat(devfd, node->name, S_IFCHR | o->mode, makedev(node->major, node->minor)) < 0) {
+	if (mknodat(devfd, name, S_IFCHR | o->mode, makedev(node->major, node->minor)) < 0) {
 		if (errno == EEXIST) { /* raced with the container: judge what is there */
-			inspect(devfd, node, res);
+			inspect_in(devfd, name, node, res);
 			return;
 		}
 		res->status = NODE_FAILED;
@@ -103,32 +149,53 @@ static void make_one(int devfd, const struct dg_node *node, const struct helper_
 		return;
 	}
 	res->status = NODE_CREATED;
-	if ((o->uid || o->gid) &&
-	    fchownat(devfd, node->name, o->uid, o->gid, AT_SYMLINK_NOFOLLOW) < 0) {
+	if ((o->uid || o->gid) && fchownat(devfd, name, o->uid, o->gid, AT_SYMLINK_NOFOLLOW) < 0) {
 		res->status = NODE_FAILED;
 		res->err = errno;
 		return;
 	}
 	/* Check what the path holds now; the container may have swapped it. */
-	if (fstatat(devfd, node->name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISCHR(st.st_mode) ||
+	if (fstatat(devfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISCHR(st.st_mode) ||
 	    st.st_rdev != makedev(node->major, node->minor) || (st.st_mode & 07777) != o->mode) {
 		res->status = NODE_FAILED;
 		res->err = EIO;
 	}
 }
 
-static void unmake_one(int devfd, const struct dg_node *node, struct node_result *res)
+static void make_one(int devfd, const struct dg_node *node, const struct helper_job *o,
+		     struct node_result *res)
 {
-	inspect(devfd, node, res);
-	if (res->status != NODE_PRESENT)
-		return;
-	/* unlinkat never follows: at worst it removes what was swapped in. */
-	if (unlinkat(devfd, node->name, 0) < 0) {
-		res->status = errno == ENOENT ? NODE_ABSENT : NODE_FAILED;
-		res->err = errno == ENOENT ? 0 : errno;
+	const char *name;
+	int dfd = node_dir(devfd, node, true, &name);
+
+	if (dfd < 0) {
+		res->status = NODE_FAILED;
+		res->err = -dfd;
 		return;
 	}
-	res->status = NODE_REMOVED;
+	make_in(dfd, name, node, o, res);
+	dir_close(dfd, devfd);
+}
+
+static void unmake_one(int devfd, const struct dg_node *node, struct node_result *res)
+{
+	const char *name;
+	int dfd = node_dir(devfd, node, false, &name);
+
+	if (dfd < 0) {
+		res->status = dfd == -ENOENT ? NODE_ABSENT : NODE_FAILED;
+		res->err = dfd == -ENOENT ? 0 : -dfd;
+		return;
+	}
+	inspect_in(dfd, name, node, res);
+	/* unlinkat never follows: at worst it removes what was swapped in. */
+	if (res->status == NODE_PRESENT && unlinkat(dfd, name, 0) < 0) {
+		res->status = errno == ENOENT ? NODE_ABSENT : NODE_FAILED;
+		res->err = errno == ENOENT ? 0 : errno;
+	} else if (res->status == NODE_PRESENT) {
+		res->status = NODE_REMOVED;
+	}
+	dir_close(dfd, devfd);
 }
 
 static int create_all(int devfd, const struct helper_job *o, const struct dg_node *nodes, size_t n,

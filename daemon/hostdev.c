@@ -25,13 +25,13 @@ static int container_name(const char *path, char *name, size_t len, struct dg_er
 		return bad_path(path, "is not /dev/NAME with a single name", err);
 	if (strlen(n) >= len)
 		return bad_path(path, "has a name that is too long", err);
-	if (strncmp(n, "nvidia", 6) == 0)
+	if (strncmp(n, "nvidia", 6) == 0 || strcmp(n, "kfd") == 0)
 		return bad_path(path, "is a GPU node's name", err);
 	snprintf(name, len, "%s", n);
 	return 0;
 }
 
-int hostdev_parse(const char *spec, const struct dg_majors *majors, struct lease_device *ret,
+int hostdev_parse(const char *spec, const struct dg_inventory *inv, struct lease_device *ret,
 		  struct dg_error *err)
 {
 	struct lease_device dev = { 0 };
@@ -75,8 +75,7 @@ int hostdev_parse(const char *spec, const struct dg_majors *majors, struct lease
 		return -ENODEV;
 	}
 	maj = major(st.st_rdev);
-	if ((majors->has_nvidia && maj == majors->nvidia) ||
-	    (majors->has_uvm && maj == majors->uvm)) {
+	if (inventory_guards(inv, maj, minor(st.st_rdev))) {
 		dg_error_set(err, DG_E_INVALID, EINVAL,
 			     "device '%s' (%u:%u) is a GPU-class device devgate manages", dev.host,
 			     maj, minor(st.st_rdev));

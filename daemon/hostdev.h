@@ -18,7 +18,7 @@
  * GPU-class major (majors). PATH (default: HOST): /dev/NAME with one
  * component NAME, not "nvidia*" (GPU nodes' names). DG_E_INVALID otherwise.
  */
-int hostdev_parse(const char *spec, const struct dg_majors *majors, struct lease_device *ret,
+int hostdev_parse(const char *spec, const struct dg_inventory *inv, struct lease_device *ret,
 		  struct dg_error *err);
 
 #endif

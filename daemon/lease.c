@@ -341,6 +341,7 @@ int lease_add_gpu(struct lease *l, const struct dg_gpu *gpu, bool shared)
 	if (!g)
 		return l->n_gpus == DG_MAX_GPUS ? -E2BIG : -ENOMEM;
 	snprintf(g->uuid, sizeof(g->uuid), "%s", gpu->uuid);
+	g->family = gpu->family;
 	g->minor = gpu->minor;
 	g->shared = shared;
 	return 1;
@@ -427,15 +428,15 @@ size_t lease_nodes(const struct lease *l, const struct dg_inventory *inv, struct
 {
 	size_t n = 0;
 
-	for (size_t i = 0; i < l->n_gpus && n < max; i++) {
-		struct dg_node *node = &out[n++];
+	bool vendors[DG_VENDORS] = { false };
 
-		snprintf(node->name, sizeof(node->name), "nvidia%u", l->gpus[i].minor);
-		node->major = inv->majors.nvidia;
-		node->minor = l->gpus[i].minor;
+	for (size_t i = 0; i < l->n_gpus && n < max; i++) {
+		vendor_gpu_node(inv, l->gpus[i].family, l->gpus[i].minor, &out[n++]);
+		vendors[l->gpus[i].family] = true;
 	}
-	if (l->n_gpus > 0) {
-		for (size_t i = 0; i < inv->n_ctl && n < max; i++)
+	/* Each vendor's control nodes, for the vendors the lease holds GPUs of. */
+	for (size_t i = 0; i < inv->n_ctl && n < max; i++) {
+		if (vendors[inv->ctl_vendor[i]])
 			out[n++] = inv->ctl[i];
 	}
 	return device_nodes(l, out, n, max);
@@ -532,6 +533,9 @@ json_object *lease_to_json(const struct lease *l)
 		json_object *g = json_object_new_object();
 
 		json_object_object_add(g, "uuid", json_object_new_string(l->gpus[i].uuid));
+		/* Left out for NVIDIA: such a record reads the same as before. */
+		if (l->gpus[i].family != DG_VENDOR_NVIDIA)
+			json_add_str(g, "vendor", vendor_name(l->gpus[i].family));
 		json_object_object_add(g, "minor", json_object_new_int64(l->gpus[i].minor));
 		json_object_object_add(g, "shared", json_object_new_boolean(l->gpus[i].shared));
 		json_object_array_add(gpus, g);
@@ -616,10 +620,15 @@ static int gpus_from_json(json_object *arr, struct lease *l, char *why, size_t l
 		    want(g, "uuid", json_type_string, false, &v, why, len) < 0)
 			return -EINVAL;
 		snprintf(lg->uuid, sizeof(lg->uuid), "%s", json_object_get_string(v));
+		if (json_object_object_get_ex(g, "vendor", &v) &&
+		    vendor_parse(json_object_get_string(v), &lg->family) < 0) {
+			snprintf(why, len, "unknown GPU vendor");
+			return -EINVAL;
+		}
 		if (want(g, "minor", json_type_int, false, &v, why, len) < 0)
 			return -EINVAL;
 		minor = json_object_get_int64(v);
-		if (minor < 0 || minor > 254) {
+		if (minor < 0 || minor > (lg->family == DG_VENDOR_NVIDIA ? 254 : DG_DRM_MAX_MINOR)) {
 			snprintf(why, len, "GPU minor %lld out of range", (long long)minor);
 			return -EINVAL;
 		}

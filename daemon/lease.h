@@ -17,6 +17,7 @@
 
 struct lease_gpu {
 	char uuid[80];
+	enum dg_vendor family; /* its node: nvidiaN or dri/renderD<N> */
 	uint32_t minor;
 	bool shared;
 };

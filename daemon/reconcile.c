@@ -112,7 +112,7 @@ static void reconcile_double_bookings(struct daemon *d, unsigned int *fixes)
 		for (size_t g = 0; l && g < l->n_gpus; g++) {
 			struct lease *o = double_booker(d, l, l->gpus[g].uuid);
 			const struct lease_gpu *og = o ? lease_find_gpu(o, l->gpus[g].uuid) : NULL;
-			struct dg_node node = { .major = d->inv->majors.nvidia };
+			struct dg_node node;
 			struct lease *young;
 			char uuid[sizeof(l->gpus[g].uuid)];
 
@@ -122,7 +122,7 @@ static void reconcile_double_bookings(struct daemon *d, unsigned int *fixes)
 					? o
 					: l;
 			snprintf(uuid, sizeof(uuid), "%s", l->gpus[g].uuid);
-			node.minor = l->gpus[g].minor;
+			vendor_gpu_node(d->inv, l->gpus[g].family, l->gpus[g].minor, &node);
 			log_error(
 				"reconcile: GPU %s is booked by %s and %s, not both shared; %s keeps "
 				"it, %s loses it",
