@@ -52,7 +52,7 @@ static void memory_text(const struct dg_gpu_info *g, char *buf, size_t len)
 static void list_row(struct table *t, const struct dg_list_gpu *g)
 {
 	char idx[24], minor[24], state[256], who[200], mem[32];
-	const char *cells[10];
+	const char *cells[11];
 
 	snprintf(idx, sizeof(idx), "%lld", (long long)g->gpu.index);
 	snprintf(minor, sizeof(minor), "%lld", (long long)g->gpu.minor);
@@ -60,22 +60,23 @@ static void list_row(struct table *t, const struct dg_list_gpu *g)
 	snprintf(state, sizeof(state), "%s%s%s", g->state, who[0] ? " by " : "", who);
 	memory_text(&g->gpu, mem, sizeof(mem));
 	cells[0] = idx;
-	cells[1] = minor;
-	cells[2] = g->gpu.uuid;
-	cells[3] = g->gpu.pci;
-	cells[4] = g->gpu.product;
-	cells[5] = g->gpu.arch;
-	cells[6] = g->gpu.cc ? g->gpu.cc : "-";
-	cells[7] = mem;
-	cells[8] = state;
-	cells[9] = g->gpu.model;
+	cells[1] = g->gpu.vendor ? g->gpu.vendor : "nvidia";
+	cells[2] = minor;
+	cells[3] = g->gpu.uuid;
+	cells[4] = g->gpu.pci;
+	cells[5] = g->gpu.product;
+	cells[6] = g->gpu.arch;
+	cells[7] = g->gpu.cc ? g->gpu.cc : "-";
+	cells[8] = mem;
+	cells[9] = state;
+	cells[10] = g->gpu.model;
 	table_add(t, cells);
 }
 
 static void render_list(const struct cli *cli, const union dg_reply *reply)
 {
-	static const char *const head[] = { "IDX",  "MINOR", "UUID", "PCI",   "PRODUCT",
-					    "ARCH", "CC",    "MEM",  "STATE", "MODEL" };
+	static const char *const head[] = { "IDX", "VENDOR", "MINOR", "UUID",  "PCI",  "PRODUCT",
+					    "ARCH", "CC",     "MEM",   "STATE", "MODEL" };
 	const struct dg_list_reply *r = &reply->list;
 	struct table *t = table_new(ARRAY_SIZE(head), head);
 
@@ -166,7 +167,8 @@ static const char grant_help[] =
 	"      --model STR        ... whose model contains STR\n"
 	"      --arch NAME        ... of this architecture, any case (fermi, kepler,\n"
 	"                         maxwell, pascal, volta, turing, ampere, ada, hopper,\n"
-	"                         blackwell)\n"
+	"                         blackwell); NVIDIA GPUs only\n"
+	"      --vendor NAME      ... of this vendor: nvidia, amd or intel\n"
 	"      --product V:D      ... with this PCI vendor:device id (e.g. 10de:2330)\n"
 	"      --alias NAME       ... with the vendor:device id devgate.conf names NAME\n"
 	"      --min-memory SIZE  ... with at least SIZE memory (40G, 16GiB, 512M)\n"
@@ -208,6 +210,7 @@ static const char revoke_help[] =
 enum {
 	OPT_MODEL = 256,
 	OPT_ARCH,
+	OPT_VENDOR,
 	OPT_PRODUCT,
 	OPT_ALIAS,
 	OPT_PROFILE,
@@ -344,6 +347,9 @@ static int grant_opt(struct cli *cli, int o, struct dg_request *req, bool *done)
 	case OPT_ARCH:
 		g->arch = optarg;
 		return 0;
+	case OPT_VENDOR:
+		g->vendor = optarg;
+		return 0;
 	case OPT_PRODUCT:
 		g->product = optarg;
 		return 0;
@@ -392,6 +398,7 @@ int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, 
 		{ "device", required_argument, NULL, 'd' },
 		{ "model", required_argument, NULL, OPT_MODEL },
 		{ "arch", required_argument, NULL, OPT_ARCH },
+		{ "vendor", required_argument, NULL, OPT_VENDOR },
 		{ "product", required_argument, NULL, OPT_PRODUCT },
 		{ "alias", required_argument, NULL, OPT_ALIAS },
 		{ "profile", required_argument, NULL, OPT_PROFILE },

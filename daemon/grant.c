@@ -199,6 +199,7 @@ static int alloc_request_from(const struct dg_policy *p, const struct dg_grant_r
 		.count = pr.count,
 		.model = pr.model,
 		.arch = pr.arch,
+		.vendor = g->vendor,
 		.product = pr.product,
 		.min_memory = pr.min_memory,
 		.min_cc = pr.min_cc,
