@@ -169,3 +169,42 @@ drm_container() {
 	run -1 probe "$CID" /dev/card0
 	[ "${lines[0]}" = "/dev/card0 ENXIO" ]
 }
+
+@test "metrics: AMD accesses counted per node, labelled with the GPU's stable id; the neighbour's denials too" {
+	drm_container c
+	run -0 dg grant --pid "$CPID" --gpu 1
+	run -1 probe "$CID" /dev/dri/renderD128 /r129
+	run -0 dg metrics
+	echo "$output" | grep -E '^devgate_device_accesses_granted_total\{.*node="/dev/dri/renderD128",gpu="0000:80:00.0",access="r"\} 1$'
+	echo "$output" | grep -E '^devgate_device_accesses_denied_total\{.*device="226:129",node="/dev/dri/renderD129",gpu="0000:90:00.0",access="r"\} 1$'
+	# The host's own DRM device (card0 is no GPU devgate guards) is not counted.
+	run -1 probe "$CID" /card0
+	run -0 dg metrics
+	! echo "$output" | grep -q 'device="226:0"'
+}
+
+@test "cdi generate: a device per AMD and Intel GPU with its render node, /dev/kfd with AMD's" {
+	run -0 dg cdi generate --host-root "$DG_HOST" --kind devgate.test/gpu
+	spec=$output
+	[ "$(echo "$spec" | jq -c '[.devices[] | select(.name == "1") | .containerEdits.deviceNodes[].path]')" = \
+		'["/dev/dri/renderD128","/dev/kfd"]' ]
+	[ "$(echo "$spec" | jq -c '[.devices[] | select(.name == "0000:a0:00.0") | .containerEdits.deviceNodes[] | [.path, .major, .minor]]')" = \
+		'[["/dev/dri/renderD130",226,130]]' ]
+	[ "$(echo "$spec" | jq -r '.devices[] | select(.name == "3") | .containerEdits.hooks[0].args[-1]')" = "0000:a0:00.0" ]
+	# NVIDIA's control nodes stay spec-wide, as before; the kfd is not among them.
+	[ "$(echo "$spec" | jq -c '[.containerEdits.deviceNodes[].path]')" = \
+		'["/dev/nvidiactl","/dev/nvidia-uvm","/dev/nvidia-uvm-tools"]' ]
+	[ "$(echo "$spec" | jq -c '[.devices[] | select(.name == "all") | .containerEdits.deviceNodes[].path]')" = \
+		'["/dev/nvidia0","/dev/dri/renderD128","/dev/dri/renderD129","/dev/dri/renderD130","/dev/kfd"]' ]
+}
+
+@test "doctor: per vendor what it found, and whether /dev/kfd is there" {
+	run -0 dg doctor --host-root "$DG_HOST" --pin-root "$DG_PINS" --json
+	[ "$(echo "$output" | jq -r '.checks[] | select(.name == "drm-gpus") | .message')" = \
+		"2 AMD GPUs with /dev/kfd, 1 Intel GPU (DRM major 226, render nodes)" ]
+	[ "$(echo "$output" | jq -r '.checks[] | select(.name == "nodes") | .message')" = \
+		"8 device nodes in /dev with the right numbers" ]
+	sed -i '/kfd/d' "$DG_HOST/proc/devices"
+	run -0 dg doctor --host-root "$DG_HOST" --pin-root "$DG_PINS" --json
+	[ "$(echo "$output" | jq -r '.checks[] | select(.name == "drm-gpus") | .status')" = warn ]
+}
