@@ -58,7 +58,12 @@ bool rescan_uevent_relevant(const char *msg, size_t len)
 		return false;
 	/* The nvidia, nvidia_uvm, nvidia_modeset... modules: a driver load or unload. */
 	if (strcmp(subsystem, "module") == 0)
-		return (v = uevent_get(msg, len, "DEVPATH")) && startswith(v, "/module/nvidia");
+		return (v = uevent_get(msg, len, "DEVPATH")) &&
+		       (startswith(v, "/module/nvidia") || strcmp(v, "/module/amdgpu") == 0 ||
+			strcmp(v, "/module/i915") == 0 || strcmp(v, "/module/xe") == 0);
+	/* A DRM node (AMD's and Intel's GPUs) came or went. */
+	if (strcmp(subsystem, "drm") == 0)
+		return true;
 	if (strcmp(subsystem, "pci") != 0)
 		return false;
 	/* A display controller (class 03xxxx) or anything of NVIDIA's or its driver's. */

@@ -208,3 +208,23 @@ drm_container() {
 	run -0 dg doctor --host-root "$DG_HOST" --pin-root "$DG_PINS" --json
 	[ "$(echo "$output" | jq -r '.checks[] | select(.name == "drm-gpus") | .status')" = warn ]
 }
+
+@test "rescan: an AMD GPU that appears is guarded and grantable at once" {
+	stop_daemon
+	rm -rf "$DG_HOST"
+	make_host -n 1 --amd 1
+	start_daemon
+	drm_container c
+	[ "$(dg list --json | jq '.gpus | length')" = 2 ]
+	make_host -n 1 --amd 2
+	run -0 dg rescan
+	[ "$(dg list --json | jq -c '[.gpus[] | .vendor]')" = '["nvidia","amd","amd"]' ]
+	run -0 dg grant --pid "$CPID" --gpu 0000:90:00.0
+	[[ "$output" == "granted GPU 2 ("* ]]
+	run -1 probe "$CID" /r129 /r128
+	[ "${lines[0]}" = "/r129 ENXIO" ]
+	[ "${lines[1]}" = "/r128 EPERM" ]
+	# The new minor is GPU-class now: the tally counts the denial of its neighbour.
+	run -0 dg metrics
+	echo "$output" | grep -E '^devgate_device_accesses_denied_total\{.*device="226:128".*\} 1$'
+}
