@@ -180,6 +180,7 @@ static const char grant_help[] =
 	"OPTIONS:\n"
 	"  -n, --container LABEL  name to show for the container (e.g. its runtime id)\n"
 	"  -S, --shared           share the GPUs (time slicing) instead of holding them\n"
+	"      --card             AMD and Intel GPUs: their /dev/dri/cardN (display) too\n"
 	"      --root PATH        rootfs inside the container's mount namespace, for\n"
 	"                         containers that have not pivoted yet (OCI hooks)\n"
 	"      --ttl DURATION     revoke the whole lease this long from now (90s, 10m,\n"
@@ -211,6 +212,7 @@ enum {
 	OPT_MODEL = 256,
 	OPT_ARCH,
 	OPT_VENDOR,
+	OPT_CARD,
 	OPT_PRODUCT,
 	OPT_ALIAS,
 	OPT_PROFILE,
@@ -350,6 +352,9 @@ static int grant_opt(struct cli *cli, int o, struct dg_request *req, bool *done)
 	case OPT_VENDOR:
 		g->vendor = optarg;
 		return 0;
+	case OPT_CARD:
+		g->card = true;
+		return 0;
 	case OPT_PRODUCT:
 		g->product = optarg;
 		return 0;
@@ -399,6 +404,7 @@ int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, 
 		{ "model", required_argument, NULL, OPT_MODEL },
 		{ "arch", required_argument, NULL, OPT_ARCH },
 		{ "vendor", required_argument, NULL, OPT_VENDOR },
+		{ "card", no_argument, NULL, OPT_CARD },
 		{ "product", required_argument, NULL, OPT_PRODUCT },
 		{ "alias", required_argument, NULL, OPT_ALIAS },
 		{ "profile", required_argument, NULL, OPT_PROFILE },

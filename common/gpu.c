@@ -317,6 +317,13 @@ void vendor_gpu_node(const struct dg_inventory *inv, enum dg_vendor v, uint32_t 
 	ret->minor = minor;
 }
 
+void card_node(uint32_t minor, struct dg_node *ret)
+{
+	snprintf(ret->name, sizeof(ret->name), "dri/card%u", minor);
+	ret->major = DG_DRM_MAJOR;
+	ret->minor = minor;
+}
+
 void gpu_node(const struct dg_inventory *inv, const struct dg_gpu *gpu, struct dg_node *ret)
 {
 	vendor_gpu_node(inv, gpu->family, gpu->minor, ret);
@@ -332,7 +339,10 @@ bool inventory_guards(const struct dg_inventory *inv, uint32_t major, uint32_t m
 	    (m->has_kfd && major == m->kfd))
 		return true;
 	for (size_t i = 0; major == DG_DRM_MAJOR && i < inv->n_gpus; i++) {
-		if (inv->gpus[i].family != DG_VENDOR_NVIDIA && inv->gpus[i].minor == minor)
+		const struct dg_gpu *g = &inv->gpus[i];
+
+		if (g->family != DG_VENDOR_NVIDIA &&
+		    (g->minor == minor || (g->has_card && g->card_minor == minor)))
 			return true;
 	}
 	return false;
@@ -593,6 +603,24 @@ static void drm_load(int rootfd, struct dg_inventory *inv, const char *name, uin
 	inv->gpus[inv->n_gpus++] = gpu;
 }
 
+/* card<N>: the display node of a DRM GPU found by its render node, if any. */
+static void drm_card(int rootfd, struct dg_inventory *inv, const char *name, uint32_t minor)
+{
+	char pci[32];
+
+	if (minor > DG_DRM_MAX_MINOR || drm_bus_id(rootfd, name, pci, sizeof(pci)) < 0 ||
+	    !drm_dev_matches(rootfd, name, minor))
+		return;
+	for (size_t i = 0; i < inv->n_gpus; i++) {
+		struct dg_gpu *g = &inv->gpus[i];
+
+		if (g->family != DG_VENDOR_NVIDIA && !g->has_card && strcmp(g->pci, pci) == 0) {
+			g->has_card = true;
+			g->card_minor = minor;
+		}
+	}
+}
+
 static int drm_discover(int rootfd, struct dg_inventory *inv)
 {
 	auto_close int dfd = open_in_root(rootfd, "sys/class/drm", O_RDONLY | O_DIRECTORY, 0);
@@ -616,6 +644,14 @@ static int drm_discover(int rootfd, struct dg_inventory *inv)
 		if (inv->n_gpus == DG_MAX_GPUS)
 			return -E2BIG;
 		drm_load(rootfd, inv, de->d_name, minor);
+	}
+	rewinddir(d);
+	while ((de = readdir(d))) {
+		uint32_t minor;
+
+		if (strncmp(de->d_name, "card", 4) == 0 && parse_u32(de->d_name + 4, &minor) == 0 &&
+		    minor < DG_DRM_RENDER_BASE)
+			drm_card(rootfd, inv, de->d_name, minor);
 	}
 	return 0;
 }
@@ -706,6 +742,15 @@ bool inventory_find_node(const struct dg_inventory *inv, uint32_t major, uint32_
 		/* A GPU that is there now wins over a vanished one with its minor. */
 		if (node.major == major && node.minor == minor && (!*ret_gpu || (*ret_gpu)->gone))
 			*ret_gpu = &inv->gpus[i];
+	}
+	for (size_t i = 0; !*ret_gpu && major == DG_DRM_MAJOR && i < inv->n_gpus; i++) {
+		const struct dg_gpu *g = &inv->gpus[i];
+
+		if (g->family != DG_VENDOR_NVIDIA && g->has_card && g->card_minor == minor) {
+			*ret_gpu = g;
+			snprintf(path, len, "/dev/dri/card%u", minor);
+			return true;
+		}
 	}
 	if (*ret_gpu) {
 		struct dg_node node;

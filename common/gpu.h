@@ -21,8 +21,8 @@
 #define DG_MAX_DEVICES 16
 /* Control nodes: nvidiactl, nvidia-uvm, nvidia-uvm-tools; AMD's kfd. */
 #define DG_MAX_CTL 4
-/* Nodes one lease may need: every GPU, the control nodes, its devices. */
-#define DG_MAX_NODES (DG_MAX_GPUS + DG_MAX_CTL + DG_MAX_DEVICES)
+/* Nodes one lease may need: every GPU (with its card), the control nodes, its devices. */
+#define DG_MAX_NODES (2 * DG_MAX_GPUS + DG_MAX_CTL + DG_MAX_DEVICES)
 /* The kernel's DRM major (include/uapi/drm/drm.h), shared by every DRM GPU. */
 #define DG_DRM_MAJOR 226
 /* Render nodes are DRM minors 128 and up; card nodes 0-63. */
@@ -62,6 +62,8 @@ struct dg_gpu {
 	unsigned int index; /* position in PCI bus order */
 	enum dg_vendor family; /* whose driver: its nodes follow */
 	uint32_t minor;	       /* NVIDIA: of /dev/nvidiaN; DRM: of renderD<N> */
+	bool has_card;	       /* DRM: a card<N> node (display), granted on request */
+	uint32_t card_minor;
 	char uuid[80];	       /* the stable id: UUID, else the PCI bus id */
 	char pci[32]; /* normalised: dddd:bb:dd.f, lower case */
 	uint16_t vendor;
@@ -102,6 +104,8 @@ int gpu_info_parse(const char *text, struct dg_gpu *gpu);
  */
 int kfd_render_minor_parse(const char *text, uint32_t *ret);
 
+/* A DRM GPU's card node, dri/card<N>. */
+void card_node(uint32_t minor, struct dg_node *ret);
 /* The node of a GPU of vendor v with that minor (nvidiaN, dri/renderD<N>). */
 void vendor_gpu_node(const struct dg_inventory *inv, enum dg_vendor v, uint32_t minor,
 		     struct dg_node *ret);

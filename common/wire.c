@@ -43,6 +43,7 @@ static const struct dg_field grant_req_fields[] = {
 	DG_STR_OPT("alias", struct dg_grant_req, alias),
 	DG_STR_OPT("profile", struct dg_grant_req, profile),
 	DG_BOOL("shared", struct dg_grant_req, shared),
+	DG_BOOL("card", struct dg_grant_req, card),
 	DG_STR_OPT("root", struct dg_grant_req, root),
 	DG_OBJ_OPT("root_id", struct dg_grant_req, root_id, has_root_id, &root_id_schema),
 	DG_BOOL("from_image", struct dg_grant_req, from_image),

@@ -48,6 +48,7 @@ struct dg_grant_req {
 	const char *model;
 	const char *arch;
 	const char *vendor; /* "nvidia", "amd", "intel" */
+	bool card;	    /* DRM GPUs: their card nodes too */
 	const char *product;
 	const char *min_memory; /* "40G" */
 	const char *min_cc;	/* "8.0" */

@@ -347,6 +347,19 @@ int lease_add_gpu(struct lease *l, const struct dg_gpu *gpu, bool shared)
 	return 1;
 }
 
+void lease_gpu_add_card(struct lease *l, const struct dg_gpu *gpu)
+{
+	for (size_t i = 0; i < l->n_gpus; i++) {
+		struct lease_gpu *g = &l->gpus[i];
+
+		if (strcasecmp(g->uuid, gpu->uuid) == 0 && gpu->has_card &&
+		    gpu->family != DG_VENDOR_NVIDIA) {
+			g->card = true;
+			g->card_minor = gpu->card_minor;
+		}
+	}
+}
+
 void lease_del_gpu(struct lease *l, const char *uuid)
 {
 	for (size_t i = 0; i < l->n_gpus; i++) {
@@ -433,6 +446,8 @@ size_t lease_nodes(const struct lease *l, const struct dg_inventory *inv, struct
 	for (size_t i = 0; i < l->n_gpus && n < max; i++) {
 		vendor_gpu_node(inv, l->gpus[i].family, l->gpus[i].minor, &out[n++]);
 		vendors[l->gpus[i].family] = true;
+		if (l->gpus[i].card && n < max)
+			card_node(l->gpus[i].card_minor, &out[n++]);
 	}
 	/* Each vendor's control nodes, for the vendors the lease holds GPUs of. */
 	for (size_t i = 0; i < inv->n_ctl && n < max; i++) {
@@ -536,6 +551,8 @@ json_object *lease_to_json(const struct lease *l)
 		/* Left out for NVIDIA: such a record reads the same as before. */
 		if (l->gpus[i].family != DG_VENDOR_NVIDIA)
 			json_add_str(g, "vendor", vendor_name(l->gpus[i].family));
+		if (l->gpus[i].card)
+			json_object_object_add(g, "card", json_object_new_int64(l->gpus[i].card_minor));
 		json_object_object_add(g, "minor", json_object_new_int64(l->gpus[i].minor));
 		json_object_object_add(g, "shared", json_object_new_boolean(l->gpus[i].shared));
 		json_object_array_add(gpus, g);
@@ -633,6 +650,17 @@ static int gpus_from_json(json_object *arr, struct lease *l, char *why, size_t l
 			return -EINVAL;
 		}
 		lg->minor = (uint32_t)minor;
+		if (json_object_object_get_ex(g, "card", &v)) {
+			int64_t card = json_object_get_int64(v);
+
+			if (!json_object_is_type(v, json_type_int) || card < 0 ||
+			    card >= DG_DRM_RENDER_BASE || lg->family == DG_VENDOR_NVIDIA) {
+				snprintf(why, len, "bad GPU card minor");
+				return -EINVAL;
+			}
+			lg->card = true;
+			lg->card_minor = (uint32_t)card;
+		}
 		if (want(g, "shared", json_type_boolean, false, &v, why, len) < 0)
 			return -EINVAL;
 		lg->shared = json_object_get_boolean(v);

@@ -23,7 +23,8 @@ setup() {
 teardown() { dg_teardown; }
 
 # drm_container NAME: a runc container with DRM nodes for all three DRM GPUs,
-# the kfd and card0 made in its rootfs (/r128 /r129 /r130 /kfd /card0), which
+# the kfd, GPU 1's and GPU 2's card nodes and card7, a DRM device that is no
+# GPU (/r128 /r129 /r130 /kfd /card0 /card1 /card7) made in its rootfs, which
 # the runtime denies.
 drm_container() {
 	requires runc
@@ -35,7 +36,9 @@ drm_container() {
 		mknod -m 666 "$DG_TMP/$1/rootfs/r$m" c 226 $m
 	done
 	mknod -m 666 "$DG_TMP/$1/rootfs/kfd" c "$kfd" 0
-	mknod -m 666 "$DG_TMP/$1/rootfs/card0" c 226 0
+	for m in 0 1 7; do
+		mknod -m 666 "$DG_TMP/$1/rootfs/card$m" c 226 $m
+	done
 	CPID=$(dg_run "$CID" "$DG_TMP/$1")
 	DG_CONTAINERS+=("$CID")
 	DG_CGROUPS+=("$DG_CGROOT/$CID")
@@ -161,13 +164,40 @@ drm_container() {
 	[ "${lines[2]}" = "/dev/kfd ENOENT" ]
 }
 
-@test "grant --device refuses a GPU's DRM node but takes a DRM device that is no GPU" {
+@test "grant --device refuses a GPU's DRM nodes but takes a DRM device that is no GPU" {
 	container c
+	mknod -m 666 "$DG_HOST/dev/dri/card7" c 226 7
 	run ! dg grant --pid "$CPID" --device "$DG_HOST/dev/dri/renderD128:/dev/gpuish"
 	[[ "$output" == *"GPU-class device devgate manages"* ]]
-	run -0 dg grant --pid "$CPID" --device "$DG_HOST/dev/dri/card0:/dev/card0"
-	run -1 probe "$CID" /dev/card0
-	[ "${lines[0]}" = "/dev/card0 ENXIO" ]
+	run ! dg grant --pid "$CPID" --device "$DG_HOST/dev/dri/card0:/dev/gpuish"
+	[[ "$output" == *"GPU-class device devgate manages"* ]]
+	run -0 dg grant --pid "$CPID" --device "$DG_HOST/dev/dri/card7:/dev/card7"
+	run -1 probe "$CID" /dev/card7
+	[ "${lines[0]}" = "/dev/card7 ENXIO" ]
+}
+
+@test "grant --card: the GPU's card node too; the neighbour's stays denied, a restart keeps it, revoke takes it" {
+	drm_container c
+	run -0 dg grant --pid "$CPID" --gpu 1 --card
+	run -1 probe "$CID" /dev/dri/renderD128 /dev/dri/card0 /card0 /card1 /card7
+	[ "${lines[0]}" = "/dev/dri/renderD128 ENXIO" ]
+	[ "${lines[1]}" = "/dev/dri/card0 ENXIO" ]
+	[ "${lines[2]}" = "/card0 ENXIO" ]
+	[ "${lines[3]}" = "/card1 EPERM" ]
+	[ "${lines[4]}" = "/card7 EPERM" ]
+	# Without --card, no card node: GPU 3 (Intel) alone.
+	run -0 dg grant --pid "$CPID" --gpu 3
+	run -1 probe "$CID" /dev/dri/card2
+	[ "${lines[0]}" = "/dev/dri/card2 ENOENT" ]
+	# The record keeps the card: a restart neither loses nor widens it.
+	[ "$(jq -c '.gpus[] | select(.vendor == "amd") | .card' "$DG_TMP"/state/leases/*.json)" = 0 ]
+	stop_daemon
+	start_daemon
+	run -0 dg revoke --pid "$CPID" --gpu 1
+	run -1 probe "$CID" /card0 /dev/dri/renderD130
+	[ "${lines[0]}" = "/card0 EPERM" ]
+	[ "${lines[1]}" = "/dev/dri/renderD130 ENXIO" ]
+	run -1 dg_runc exec "$CID" test -e /dev/dri/card0
 }
 
 @test "metrics: AMD accesses counted per node, labelled with the GPU's stable id; the neighbour's denials too" {
@@ -177,10 +207,10 @@ drm_container() {
 	run -0 dg metrics
 	echo "$output" | grep -E '^devgate_device_accesses_granted_total\{.*node="/dev/dri/renderD128",gpu="0000:80:00.0",access="r"\} 1$'
 	echo "$output" | grep -E '^devgate_device_accesses_denied_total\{.*device="226:129",node="/dev/dri/renderD129",gpu="0000:90:00.0",access="r"\} 1$'
-	# The host's own DRM device (card0 is no GPU devgate guards) is not counted.
-	run -1 probe "$CID" /card0
+	# A DRM device that is no GPU (card7) is not GPU-class: not counted.
+	run -1 probe "$CID" /card7
 	run -0 dg metrics
-	! echo "$output" | grep -q 'device="226:0"'
+	! echo "$output" | grep -q 'device="226:7"'
 }
 
 @test "cdi generate: a device per AMD and Intel GPU with its render node, /dev/kfd with AMD's" {

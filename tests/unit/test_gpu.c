@@ -404,6 +404,7 @@ static void test_discover_drm(void **state)
 	add_drm("renderD130", 130, "0000:05:00.0", "0x8086\n", "0x56c0\n");
 	/* Neither a virtual display nor NVIDIA's DRM node is a GPU of this path. */
 	add_drm("renderD131", 131, "0000:00:02.0", "0x1af4\n", "0x1050\n");
+	add_drm("card0", 0, "0000:00:02.0", "0x1af4\n", "0x1050\n");
 	add_drm("renderD132", 132, "0000:07:00.0", "0x10de\n", "0x2330\n");
 	put("drm/sys/bus/pci/devices/0000:c1:00.0/unique_id", "2d1c34a1e2f8b0c5\n");
 	put("drm/sys/class/kfd/kfd/topology/nodes/0/properties", "drm_render_minor 0\n");
@@ -430,12 +431,17 @@ static void test_discover_drm(void **state)
 	assert_int_equal(inv->n_ctl, 1);
 	assert_string_equal(inv->ctl[0].name, "kfd");
 	assert_int_equal(inv->ctl_vendor[0], DG_VENDOR_AMD);
-	/* Guarded: the kfd's every minor, the GPUs' DRM minors; not card1 or the display. */
+	/* card1 is the MI300X's (the same PCI device); the Intel GPU has none. */
+	assert_true(inv->gpus[2].has_card);
+	assert_int_equal(inv->gpus[2].card_minor, 1);
+	assert_false(inv->gpus[0].has_card);
+	/* Guarded: the kfd's every minor, the GPUs' DRM minors; not the display's. */
 	assert_true(inventory_guards(inv, 507, 3));
 	assert_true(inventory_guards(inv, 226, 128));
 	assert_true(inventory_guards(inv, 226, 130));
+	assert_true(inventory_guards(inv, 226, 1));
 	assert_false(inventory_guards(inv, 226, 131));
-	assert_false(inventory_guards(inv, 226, 1));
+	assert_false(inventory_guards(inv, 226, 0));
 	assert_false(inventory_guards(inv, 1, 3));
 	inventory_free(inv);
 }
