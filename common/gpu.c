@@ -410,21 +410,34 @@ static int cmp_gpu_pci(const void *a, const void *b)
 	return strcmp(((const struct dg_gpu *)a)->pci, ((const struct dg_gpu *)b)->pci);
 }
 
-static int discover_gpus(int rootfd, struct dg_inventory *inv)
+/* A directory under the root to list; *ret NULL (and 0) when it is absent. */
+static int opendir_in_root(int rootfd, const char *path, uint64_t resolve, DIR **ret)
 {
-	auto_close int dfd = open_in_root(rootfd, "proc/driver/nvidia/gpus", O_RDONLY | O_DIRECTORY,
-					  RESOLVE_NO_SYMLINKS);
-	auto_closedir DIR *d = NULL;
-	struct dirent *de;
+	int dfd = open_in_root(rootfd, path, O_RDONLY | O_DIRECTORY, resolve);
 
+	*ret = NULL;
 	if (dfd == -ENOENT)
 		return 0;
 	if (dfd < 0)
 		return dfd;
-	d = fdopendir(dfd);
-	if (!d)
-		return -errno;
-	(void)TAKE_FD(dfd); /* the DIR owns it now */
+	*ret = fdopendir(dfd); /* the DIR owns the fd now */
+	if (!*ret) {
+		int r = -errno;
+
+		close(dfd);
+		return r;
+	}
+	return 0;
+}
+
+static int discover_gpus(int rootfd, struct dg_inventory *inv)
+{
+	auto_closedir DIR *d = NULL;
+	struct dirent *de;
+	int r = opendir_in_root(rootfd, "proc/driver/nvidia/gpus", RESOLVE_NO_SYMLINKS, &d);
+
+	if (r < 0 || !d)
+		return r;
 	while ((de = readdir(d))) {
 		struct dg_gpu *gpu;
 		char pci[32];
@@ -538,14 +551,11 @@ static void drm_stable_id(int rootfd, const char *name, struct dg_gpu *gpu)
 /* Render minors that a KFD topology node names (AMD GPUs ROCm can use). */
 static bool kfd_has_render_minor(int rootfd, uint32_t minor)
 {
-	auto_close int dfd = open_in_root(rootfd, "sys/class/kfd/kfd/topology/nodes",
-					  O_RDONLY | O_DIRECTORY, 0);
 	auto_closedir DIR *d = NULL;
 	struct dirent *de;
 
-	if (dfd < 0 || !(d = fdopendir(dfd)))
+	if (opendir_in_root(rootfd, "sys/class/kfd/kfd/topology/nodes", 0, &d) < 0 || !d)
 		return false;
-	(void)TAKE_FD(dfd);
 	while ((de = readdir(d))) {
 		auto_free char *text = NULL;
 		char path[128];
@@ -623,18 +633,12 @@ static void drm_card(int rootfd, struct dg_inventory *inv, const char *name, uin
 
 static int drm_discover(int rootfd, struct dg_inventory *inv)
 {
-	auto_close int dfd = open_in_root(rootfd, "sys/class/drm", O_RDONLY | O_DIRECTORY, 0);
 	auto_closedir DIR *d = NULL;
 	struct dirent *de;
+	int r = opendir_in_root(rootfd, "sys/class/drm", 0, &d);
 
-	if (dfd == -ENOENT)
-		return 0;
-	if (dfd < 0)
-		return dfd;
-	d = fdopendir(dfd);
-	if (!d)
-		return -errno;
-	(void)TAKE_FD(dfd);
+	if (r < 0 || !d)
+		return r;
 	while ((de = readdir(d))) {
 		uint32_t minor;
 

@@ -99,16 +99,26 @@ static void dir_close(int fd, int devfd)
 static void inspect_in(int devfd, const char *name, const struct dg_node *node,
 		       struct node_result *res);
 
-static void inspect(int devfd, const struct dg_node *node, struct node_result *res)
+/* node_dir() of an existing node: a missing directory is a missing node (in res). */
+static int existing_dir(int devfd, const struct dg_node *node, const char **name,
+			struct node_result *res)
 {
-	const char *name;
-	int dfd = node_dir(devfd, node, false, &name);
+	int dfd = node_dir(devfd, node, false, name);
 
 	if (dfd < 0) {
 		res->status = dfd == -ENOENT ? NODE_ABSENT : NODE_FAILED;
 		res->err = dfd == -ENOENT ? 0 : -dfd;
-		return;
 	}
+	return dfd;
+}
+
+static void inspect(int devfd, const struct dg_node *node, struct node_result *res)
+{
+	const char *name;
+	int dfd = existing_dir(devfd, node, &name, res);
+
+	if (dfd < 0)
+		return;
 	inspect_in(dfd, name, node, res);
 	dir_close(dfd, devfd);
 }
@@ -180,13 +190,10 @@ static void make_one(int devfd, const struct dg_node *node, const struct helper_
 static void unmake_one(int devfd, const struct dg_node *node, struct node_result *res)
 {
 	const char *name;
-	int dfd = node_dir(devfd, node, false, &name);
+	int dfd = existing_dir(devfd, node, &name, res);
 
-	if (dfd < 0) {
-		res->status = dfd == -ENOENT ? NODE_ABSENT : NODE_FAILED;
-		res->err = dfd == -ENOENT ? 0 : -dfd;
+	if (dfd < 0)
 		return;
-	}
 	inspect_in(dfd, name, node, res);
 	/* unlinkat never follows: at worst it removes what was swapped in. */
 	if (res->status == NODE_PRESENT && unlinkat(dfd, name, 0) < 0) {

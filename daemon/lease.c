@@ -328,6 +328,8 @@ static struct lease_gpu *gpu_slot(struct lease *l)
 	if (!v)
 		return NULL;
 	l->gpus = v;
+	/* Zeroed: fields a record leaves out (vendor, card) read as their defaults. */
+	memset(&l->gpus[l->n_gpus], 0, sizeof(*v));
 	return &l->gpus[l->n_gpus++];
 }
 
