@@ -329,14 +329,19 @@ void gpu_node(const struct dg_inventory *inv, const struct dg_gpu *gpu, struct d
 	vendor_gpu_node(inv, gpu->family, gpu->minor, ret);
 }
 
-bool inventory_guards(const struct dg_inventory *inv, uint32_t major, uint32_t minor)
+bool inventory_guards_all(const struct dg_inventory *inv, uint32_t major)
 {
 	const struct dg_majors *m = &inv->majors;
 
+	return major && ((m->has_nvidia && major == m->nvidia) || (m->has_uvm && major == m->uvm) ||
+			 (m->has_kfd && major == m->kfd));
+}
+
+bool inventory_guards(const struct dg_inventory *inv, uint32_t major, uint32_t minor)
+{
 	if (!major)
 		return false;
-	if ((m->has_nvidia && major == m->nvidia) || (m->has_uvm && major == m->uvm) ||
-	    (m->has_kfd && major == m->kfd))
+	if (inventory_guards_all(inv, major))
 		return true;
 	for (size_t i = 0; major == DG_DRM_MAJOR && i < inv->n_gpus; i++) {
 		const struct dg_gpu *g = &inv->gpus[i];

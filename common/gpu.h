@@ -116,6 +116,8 @@ void vendor_gpu_node(const struct dg_inventory *inv, enum dg_vendor v, uint32_t 
  * shared with the host's own display devices, which stay the runtime's).
  */
 bool inventory_guards(const struct dg_inventory *inv, uint32_t major, uint32_t minor);
+/* Whether every minor of major is guarded (NVIDIA's, nvidia-uvm's, the kfd's). */
+bool inventory_guards_all(const struct dg_inventory *inv, uint32_t major);
 
 /* Normalises a PCI address ("18:00.0", "00000000:18:00.0", ...). */
 int pci_normalize(const char *in, char *out, size_t len);

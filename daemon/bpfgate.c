@@ -359,7 +359,7 @@ static struct dg_guard guard_of(const struct dg_inventory *inv, uint32_t major)
 {
 	struct dg_guard g = { 0 };
 
-	if (inventory_guards(inv, major, DG_GUARD_MINORS + 1)) {
+	if (inventory_guards_all(inv, major)) {
 		g.all = 1;
 		return g;
 	}
