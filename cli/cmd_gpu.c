@@ -102,7 +102,7 @@ static void render_list(const struct cli *cli, const union dg_reply *reply)
 
 		printf(" %s (%lld:%lld)", c->path, (long long)c->major, (long long)c->minor);
 	}
-	printf("%s\n", r->n_control_nodes ? "" : " none (no NVIDIA driver in /proc/devices)");
+	printf("%s\n", r->n_control_nodes ? "" : " none (no NVIDIA or kfd driver in /proc/devices)");
 	if (r->control_problem)
 		printf("control nodes unusable: %s\n", r->control_problem);
 }
