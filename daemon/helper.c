@@ -71,13 +71,16 @@ static int in_root(int dirfd, const char *path, uint64_t resolve, bool walk)
 
 /*
  * The directory a node is in: devfd, or for "dri/NAME" /dev/dri, made when
- * create and never reached through a symlink (the container owns it).
- * *base: the name within it. Close the result only when it is not devfd.
+ * create, never reached through a symlink (the container owns it) and on
+ * /dev's own file system: a mount there (the host's /dev/dri bound in) is
+ * refused, so a revoke never unlinks a host node. *base: the name within
+ * it. Close the result only when it is not devfd.
  */
 static int node_dir(int devfd, const struct dg_node *node, bool create, const char **base)
 {
 	const char *slash = strchr(node->name, '/');
 	char dir[sizeof(node->name)];
+	struct stat dev_st, dir_st;
 	int fd;
 
 	*base = slash ? slash + 1 : node->name;
@@ -87,7 +90,13 @@ static int node_dir(int devfd, const struct dg_node *node, bool create, const ch
 	if (create && mkdirat(devfd, dir, 0755) < 0 && errno != EEXIST)
 		return -errno;
 	fd = openat(devfd, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	return fd < 0 ? -errno : fd;
+	if (fd < 0)
+		return -errno;
+	if (fstat(devfd, &dev_st) < 0 || fstat(fd, &dir_st) < 0 || dev_st.st_dev != dir_st.st_dev) {
+		close(fd);
+		return -EXDEV;
+	}
+	return fd;
 }
 
 static void dir_close(int fd, int devfd)

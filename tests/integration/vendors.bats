@@ -258,3 +258,24 @@ drm_container() {
 	run -0 dg metrics
 	echo "$output" | grep -E '^devgate_device_accesses_denied_total\{.*device="226:128".*\} 1$'
 }
+
+@test "a container whose /dev/dri is a host directory bound in: refused, the host's directory untouched" {
+	requires runc
+	mkdir "$DG_TMP/hostdri"
+	mknod -m 666 "$DG_TMP/hostdri/renderD129" c 226 129
+	touch "$DG_TMP/hostdri/marker"
+	CID="$DG_ID-b"
+	dg_bundle "$DG_TMP/b" "$DEVGATE_BUILD/probe"
+	jq --arg src "$DG_TMP/hostdri" '.mounts += [{destination: "/dev/dri", type: "bind",
+		source: $src, options: ["rbind", "rw"]}]' "$DG_TMP/b/config.json" >"$DG_TMP/b/c.new"
+	mv "$DG_TMP/b/c.new" "$DG_TMP/b/config.json"
+	CPID=$(dg_run "$CID" "$DG_TMP/b")
+	DG_CONTAINERS+=("$CID")
+	DG_CGROUPS+=("$DG_CGROOT/$CID")
+	run ! dg grant --pid "$CPID" --gpu 1
+	[[ "$output" == *"cannot create /dev/dri/renderD128 in the container"*"cross-device link"* ]]
+	[ "$(ls "$DG_TMP/hostdri" | tr '\n' ' ')" = "marker renderD129 " ]
+	run -1 probe "$CID" /dev/dri/renderD129
+	[ "${lines[0]}" = "/dev/dri/renderD129 EPERM" ]
+	[ "$(dg list --json | jq -r '.gpus[1].state')" = free ]
+}
