@@ -38,9 +38,9 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-const volatile __u32 shared = 0;       /* state in dg_cgstate_v1, not in "self" */
-const volatile __u32 gate_set = 0;     /* shared: which slot of dg_cgstate is this gate's */
-const volatile __u32 has_runtime = 0;  /* copies: slot 0 holds a runtime program */
+const volatile __u32 shared = 0;      /* state in dg_cgstate_v1, not in "self" */
+const volatile __u32 gate_set = 0;    /* shared: which slot of dg_cgstate is this gate's */
+const volatile __u32 has_runtime = 0; /* copies: slot 0 holds a runtime program */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -265,7 +265,8 @@ static void check_drm(struct doctor *d, struct result *r)
 		    "%zu AMD GPU%s, %zu Intel, but no kfd in /proc/devices: ROCm programs need "
 		    "/dev/kfd",
 		    amd, amd == 1 ? "" : "s", intel);
-		hint(r, "load amdgpu with its compute support (KFD); the render nodes work without");
+		hint(r,
+		     "load amdgpu with its compute support (KFD); the render nodes work without");
 		return;
 	}
 	say(r, ST_OK, "%zu AMD GPU%s%s, %zu Intel GPU%s (DRM major %u, render nodes)", amd,

@@ -75,7 +75,7 @@ static void list_row(struct table *t, const struct dg_list_gpu *g)
 
 static void render_list(const struct cli *cli, const union dg_reply *reply)
 {
-	static const char *const head[] = { "IDX", "VENDOR", "MINOR", "UUID",  "PCI",  "PRODUCT",
+	static const char *const head[] = { "IDX",  "VENDOR", "MINOR", "UUID",	"PCI",	"PRODUCT",
 					    "ARCH", "CC",     "MEM",   "STATE", "MODEL" };
 	const struct dg_list_reply *r = &reply->list;
 	struct table *t = table_new(ARRAY_SIZE(head), head);
@@ -102,7 +102,8 @@ static void render_list(const struct cli *cli, const union dg_reply *reply)
 
 		printf(" %s (%lld:%lld)", c->path, (long long)c->major, (long long)c->minor);
 	}
-	printf("%s\n", r->n_control_nodes ? "" : " none (no NVIDIA or kfd driver in /proc/devices)");
+	printf("%s\n",
+	       r->n_control_nodes ? "" : " none (no NVIDIA or kfd driver in /proc/devices)");
 	if (r->control_problem)
 		printf("control nodes unusable: %s\n", r->control_problem);
 }

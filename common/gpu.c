@@ -600,11 +600,11 @@ static void drm_load(int rootfd, struct dg_inventory *inv, const char *name, uin
 	drm_model(&gpu);
 	if (minor > DG_DRM_MAX_MINOR)
 		snprintf(gpu.problem, sizeof(gpu.problem),
-			 "render minor %u is beyond the %u devgate's gate can guard", minor,
-			 DG_DRM_MAX_MINOR);
+			 "render minor %u is above %u, the last one devgate's gate can guard",
+			 minor, DG_DRM_MAX_MINOR);
 	else if (!drm_dev_matches(rootfd, name, minor))
-		snprintf(gpu.problem, sizeof(gpu.problem),
-			 "/sys/class/drm/%s/dev is not %u:%u", name, DG_DRM_MAJOR, minor);
+		snprintf(gpu.problem, sizeof(gpu.problem), "/sys/class/drm/%s/dev is not %u:%u",
+			 name, DG_DRM_MAJOR, minor);
 	else if (gpu.family == DG_VENDOR_AMD && inv->majors.has_kfd &&
 		 !kfd_has_render_minor(rootfd, minor))
 		snprintf(gpu.problem, sizeof(gpu.problem),
@@ -647,8 +647,9 @@ static int drm_discover(int rootfd, struct dg_inventory *inv)
 	while ((de = readdir(d))) {
 		uint32_t minor;
 
-		if (strncmp(de->d_name, "renderD", 7) != 0 || parse_u32(de->d_name + 7, &minor) < 0 ||
-		    minor < DG_DRM_RENDER_BASE || minor > 0xfffff)
+		if (strncmp(de->d_name, "renderD", 7) != 0 ||
+		    parse_u32(de->d_name + 7, &minor) < 0 || minor < DG_DRM_RENDER_BASE ||
+		    minor > 0xfffff)
 			continue;
 		if (inv->n_gpus == DG_MAX_GPUS)
 			return -E2BIG;

@@ -59,13 +59,13 @@ struct dg_majors {
 };
 
 struct dg_gpu {
-	unsigned int index; /* position in PCI bus order */
+	unsigned int index;    /* position in PCI bus order */
 	enum dg_vendor family; /* whose driver: its nodes follow */
 	uint32_t minor;	       /* NVIDIA: of /dev/nvidiaN; DRM: of renderD<N> */
 	bool has_card;	       /* DRM: a card<N> node (display), granted on request */
 	uint32_t card_minor;
-	char uuid[80];	       /* the stable id: UUID, else the PCI bus id */
-	char pci[32]; /* normalised: dddd:bb:dd.f, lower case */
+	char uuid[80]; /* the stable id: UUID, else the PCI bus id */
+	char pci[32];  /* normalised: dddd:bb:dd.f, lower case */
 	uint16_t vendor;
 	uint16_t device;
 	char model[128];

@@ -110,8 +110,8 @@ struct dg_gpu_info {
 	int64_t index;
 	bool has_index;
 	int64_t minor;
-	const char *uuid;    /* the stable id: UUID, else the PCI bus id */
-	const char *vendor;  /* "nvidia", "amd", "intel" */
+	const char *uuid;   /* the stable id: UUID, else the PCI bus id */
+	const char *vendor; /* "nvidia", "amd", "intel" */
 	const char *pci;
 	const char *product; /* "10de:20b0" */
 	const char *model;

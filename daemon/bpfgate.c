@@ -471,8 +471,8 @@ int bpfgate_open(const char *pin_root, const struct dg_inventory *inv, int cgroo
  */
 void bpfgate_repin(struct bpfgate *bg)
 {
-	const int fds[SHARED_MAPS] = { bg->grants_fd,	 bg->counters_fd,  bg->events_fd,
-				       bg->ratelimit_fd, bg->drops_fd,	   bg->devgrants_fd,
+	const int fds[SHARED_MAPS] = { bg->grants_fd,	 bg->counters_fd, bg->events_fd,
+				       bg->ratelimit_fd, bg->drops_fd,	  bg->devgrants_fd,
 				       bg->cgstate_fd,	 bg->guarded_fd };
 	char path[PATH_MAX];
 

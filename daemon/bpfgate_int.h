@@ -44,8 +44,8 @@ struct replace_ask {
 
 struct bpfgate {
 	char *pin_root;
-	struct devgate *maps;  /* owns the shared maps; no programs loaded */
-	struct devgate *spare; /* a copy loaded ahead of need (gate for runc's kind) */
+	struct devgate *maps;	/* owns the shared maps; no programs loaded */
+	struct devgate *spare;	/* a copy loaded ahead of need (gate for runc's kind) */
 	struct dg_guard *guard; /* [major]: what dg_guarded_v1 holds */
 	int guarded_fd;
 	int grants_fd;

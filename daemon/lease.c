@@ -554,7 +554,8 @@ json_object *lease_to_json(const struct lease *l)
 		if (l->gpus[i].family != DG_VENDOR_NVIDIA)
 			json_add_str(g, "vendor", vendor_name(l->gpus[i].family));
 		if (l->gpus[i].card)
-			json_object_object_add(g, "card", json_object_new_int64(l->gpus[i].card_minor));
+			json_object_object_add(g, "card",
+					       json_object_new_int64(l->gpus[i].card_minor));
 		json_object_object_add(g, "minor", json_object_new_int64(l->gpus[i].minor));
 		json_object_object_add(g, "shared", json_object_new_boolean(l->gpus[i].shared));
 		json_object_array_add(gpus, g);
@@ -647,7 +648,8 @@ static int gpus_from_json(json_object *arr, struct lease *l, char *why, size_t l
 		if (want(g, "minor", json_type_int, false, &v, why, len) < 0)
 			return -EINVAL;
 		minor = json_object_get_int64(v);
-		if (minor < 0 || minor > (lg->family == DG_VENDOR_NVIDIA ? 254 : DG_DRM_MAX_MINOR)) {
+		if (minor < 0 ||
+		    minor > (lg->family == DG_VENDOR_NVIDIA ? 254 : DG_DRM_MAX_MINOR)) {
 			snprintf(why, len, "GPU minor %lld out of range", (long long)minor);
 			return -EINVAL;
 		}

@@ -282,7 +282,7 @@ static int make_job(const struct target *t, enum helper_op op, const struct node
 		const char *slash = strchr(nodes[i].name, '/');
 		/* One level of directory, dri/ only: DRM nodes live in /dev/dri. */
 		const char *base = slash && strncmp(nodes[i].name, "dri/", 4) == 0 ? slash + 1
-										    : nodes[i].name;
+										   : nodes[i].name;
 
 		if (!base[0] || strchr(base, '/') || base[0] == '.')
 			return dg_error_set(err, DG_E_INTERNAL, EINVAL, "bad node name '%s'",

@@ -194,7 +194,8 @@ static struct lease *lease_from_grants(struct daemon *d, uint64_t cgid, const ch
 		if (o && !lease_find_gpu(o, gpu->uuid)->shared)
 			continue;
 		(void)lease_add_gpu(l, gpu, o != NULL);
-		if (gpu->has_card && keys[i].major == DG_DRM_MAJOR && keys[i].minor == gpu->card_minor)
+		if (gpu->has_card && keys[i].major == DG_DRM_MAJOR &&
+		    keys[i].minor == gpu->card_minor)
 			lease_gpu_add_card(l, gpu);
 	}
 	l->cgroup = strdup(cgroup);

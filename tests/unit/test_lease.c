@@ -102,8 +102,9 @@ static void bad(const char *text, const char *why_want)
 static void test_vendor_roundtrip(void **state)
 {
 	struct lease *l = lease_new(77), *back = NULL;
-	struct dg_gpu amd = { .family = DG_VENDOR_AMD, .minor = 129, .has_card = true,
-			      .card_minor = 1 };
+	struct dg_gpu amd = {
+		.family = DG_VENDOR_AMD, .minor = 129, .has_card = true, .card_minor = 1
+	};
 	struct dg_gpu nv = { .minor = 2 };
 	struct dg_inventory inv = { .majors = { .has_nvidia = true, .nvidia = 195 } };
 	struct dg_node nodes[8];
@@ -440,12 +441,17 @@ static void test_table_next_expiry(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_roundtrip),	  cmocka_unit_test(test_devices_roundtrip),
+		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_devices_roundtrip),
 		cmocka_unit_test(test_vendor_roundtrip),
-		cmocka_unit_test(test_rejects),		  cmocka_unit_test(test_labels),
-		cmocka_unit_test(test_table_ids),	  cmocka_unit_test(test_table_index),
-		cmocka_unit_test(test_table_use),	  cmocka_unit_test(test_expiry_record),
-		cmocka_unit_test(test_expiry_arithmetic), cmocka_unit_test(test_table_next_expiry),
+		cmocka_unit_test(test_rejects),
+		cmocka_unit_test(test_labels),
+		cmocka_unit_test(test_table_ids),
+		cmocka_unit_test(test_table_index),
+		cmocka_unit_test(test_table_use),
+		cmocka_unit_test(test_expiry_record),
+		cmocka_unit_test(test_expiry_arithmetic),
+		cmocka_unit_test(test_table_next_expiry),
 	};
 
 	return cmocka_run_group_tests_name("lease", tests, NULL, NULL);

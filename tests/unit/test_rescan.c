@@ -51,8 +51,8 @@ static void test_drm_events(void **state)
 		       "SUBSYSTEM=drm", "DEVNAME=dri/renderD128"));
 	assert_true(EV("add@/module/amdgpu", "ACTION=add", "DEVPATH=/module/amdgpu",
 		       "SUBSYSTEM=module"));
-	assert_true(EV("remove@/module/xe", "ACTION=remove", "DEVPATH=/module/xe",
-		       "SUBSYSTEM=module"));
+	assert_true(
+		EV("remove@/module/xe", "ACTION=remove", "DEVPATH=/module/xe", "SUBSYSTEM=module"));
 	assert_false(EV("add@/module/amdgpu_x", "ACTION=add", "DEVPATH=/module/amdgpu_x",
 			"SUBSYSTEM=module"));
 }
