@@ -543,7 +543,7 @@ static void drm_stable_id(int rootfd, const char *name, struct dg_gpu *gpu)
 
 	snprintf(gpu->uuid, sizeof(gpu->uuid), "%s", gpu->pci);
 	snprintf(path, sizeof(path), "sys/class/drm/%s/device/unique_id", name);
-	if (read_in_root(rootfd, path, 64, &text) < 0)
+	if (gpu->family != DG_VENDOR_AMD || read_in_root(rootfd, path, 64, &text) < 0)
 		return;
 	strstrip(text);
 	ok = strlen(text) >= 8 && strlen(text) <= 32;
