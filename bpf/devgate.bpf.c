@@ -27,8 +27,9 @@
  * without BPF_F_ALLOW_MULTI): a program loaded for that one cgroup, its
  * cgroup id in its own "self" map and its runtime program in slot 0.
  *
- * Either way the host's GPU majors are in read-only data, so an open() of
- * any other device costs two compares before the runtime's program.
+ * Either way the GPU-class devices are in dg_guarded_v1, filled by devgated
+ * from its inventory: an open() of any other device costs one array lookup
+ * before the runtime's program.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -37,11 +38,9 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-const volatile __u32 shared = 0;       /* state in dg_cgstate_v1, not in "self" */
-const volatile __u32 gate_set = 0;     /* shared: which slot of dg_cgstate is this gate's */
-const volatile __u32 has_runtime = 0;  /* copies: slot 0 holds a runtime program */
-const volatile __u32 nvidia_major = 0; /* 0: no such driver */
-const volatile __u32 uvm_major = 0;
+const volatile __u32 shared = 0;      /* state in dg_cgstate_v1, not in "self" */
+const volatile __u32 gate_set = 0;    /* shared: which slot of dg_cgstate is this gate's */
+const volatile __u32 has_runtime = 0; /* copies: slot 0 holds a runtime program */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -110,6 +109,14 @@ struct {
 	__type(value, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } dg_devgrants_v1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DG_GUARD_MAJORS);
+	__type(key, __u32);
+	__type(value, struct dg_guard);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} dg_guarded_v1 SEC(".maps");
 
 /* Denial events the ring buffer had no room for: user space lagged behind. */
 struct {
@@ -190,10 +197,19 @@ static __always_inline int device_granted(struct bpf_cgroup_dev_ctx *ctx, __u32 
 
 static __always_inline int is_gpu(struct bpf_cgroup_dev_ctx *ctx)
 {
-	__u32 major = ctx->major;
+	__u32 major = ctx->major, minor = ctx->minor;
+	struct dg_guard *g;
 
-	return (ctx->access_type & 0xffff) == DG_DEV_CHAR && major &&
-	       (major == nvidia_major || major == uvm_major);
+	if ((ctx->access_type & 0xffff) != DG_DEV_CHAR)
+		return 0;
+	g = bpf_map_lookup_elem(&dg_guarded_v1, &major);
+	if (!g)
+		return 0;
+	if (g->all)
+		return 1;
+	if (minor >= DG_GUARD_MINORS)
+		return 0;
+	return (g->minors[minor >> 6] >> (minor & 63)) & 1;
 }
 
 SEC("cgroup/dev")

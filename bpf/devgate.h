@@ -24,6 +24,21 @@
 #define DG_ACC_READ 2
 #define DG_ACC_WRITE 4
 
+/*
+ * dg_guarded_v1: which devices are GPU-class, indexed by major. all: every
+ * minor (NVIDIA's, the kfd's); else the minors set in the bitmap (DRM: the
+ * host's own display devices share major 226 with GPUs and stay the
+ * runtime's). devgated fills it from its inventory.
+ */
+#define DG_GUARD_MAJORS 4096 /* majors are 12 bits */
+#define DG_GUARD_MINORS 256  /* a DRM GPU with a larger minor is refused */
+
+struct dg_guard {
+	__u64 minors[DG_GUARD_MINORS / 64];
+	__u32 all;
+	__u32 pad;
+};
+
 struct dg_grant_key {
 	__u64 cgroup_id;
 	__u32 type;

@@ -150,6 +150,7 @@ static json_object *device_obj(const struct dg_inventory *inv, const struct cdi_
 {
 	json_object *dev = json_object_new_object(), *edits = json_object_new_object();
 	json_object *nodes = json_object_new_array(), *hooks = json_object_new_array();
+	bool vendors[DG_VENDORS] = { false };
 
 	for (size_t i = 0; i < inv->n_gpus; i++) {
 		struct dg_node node = { 0 };
@@ -158,6 +159,12 @@ static json_object *device_obj(const struct dg_inventory *inv, const struct cdi_
 			continue;
 		gpu_node(inv, &inv->gpus[i], &node);
 		json_object_array_add(nodes, node_obj(&node));
+		vendors[inv->gpus[i].family] = true;
+	}
+	/* Other vendors' control nodes (/dev/kfd) go with their GPUs' devices. */
+	for (size_t i = 0; i < inv->n_ctl; i++) {
+		if (inv->ctl_vendor[i] != DG_VENDOR_NVIDIA && vendors[inv->ctl_vendor[i]])
+			json_object_array_add(nodes, node_obj(&inv->ctl[i]));
 	}
 	json_object_array_add(hooks, hook_obj(o, "createRuntime", c->opt, c->value));
 	json_object_object_add(edits, "deviceNodes", nodes);
@@ -283,8 +290,11 @@ static json_object *spec_build(const struct dg_inventory *inv, const struct cdi_
 		json_object_array_add(
 			devices, device_obj(inv, o, &(struct cdi_device){ "all", "--gpu", all }));
 	alias_devices(inv, o, devices);
-	for (size_t i = 0; i < inv->n_ctl; i++)
-		json_object_array_add(nodes, node_obj(&inv->ctl[i]));
+	/* NVIDIA's control nodes for every device of the spec, as before. */
+	for (size_t i = 0; i < inv->n_ctl; i++) {
+		if (inv->ctl_vendor[i] == DG_VENDOR_NVIDIA)
+			json_object_array_add(nodes, node_obj(&inv->ctl[i]));
+	}
 	json_object_array_add(hooks, hook_obj(o, "poststop", NULL, NULL));
 	json_object_object_add(edits, "deviceNodes", nodes);
 	json_object_object_add(edits, "hooks", hooks);

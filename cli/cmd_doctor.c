@@ -197,6 +197,10 @@ static void check_driver(struct doctor *d, struct result *r)
 		return;
 	}
 	m = &d->inv->majors;
+	if (!m->has_nvidia && d->inv->n_gpus > 0) {
+		say(r, ST_SKIP, "no NVIDIA driver; the host's GPUs are AMD or Intel (drm-gpus)");
+		return;
+	}
 	if (!m->has_nvidia) {
 		say(r, ST_FAIL,
 		    "no NVIDIA driver in %s/proc/devices: the nvidia kernel module is "
@@ -220,19 +224,61 @@ static void check_driver(struct doctor *d, struct result *r)
 
 static const struct node_seen *node_of(const struct doctor *d, const struct dg_gpu *gpu)
 {
+	struct dg_node node;
+
+	gpu_node(d->inv, gpu, &node);
 	for (size_t i = 0; i < d->n_nodes; i++) {
-		if (d->nodes[i].node.major == d->inv->majors.nvidia &&
-		    d->nodes[i].node.minor == gpu->minor)
+		if (d->nodes[i].node.major == node.major && d->nodes[i].node.minor == node.minor)
 			return &d->nodes[i];
 	}
 	return NULL;
+}
+
+static size_t count_vendor(const struct dg_inventory *inv, enum dg_vendor v)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < inv->n_gpus; i++)
+		n += inv->gpus[i].family == v;
+	return n;
+}
+
+/* AMD and Intel GPUs (DRM render nodes), and AMD's /dev/kfd. */
+static void check_drm(struct doctor *d, struct result *r)
+{
+	size_t amd, intel;
+	const struct dg_majors *m;
+
+	if (!d->inv) {
+		say(r, ST_SKIP, "no inventory");
+		return;
+	}
+	m = &d->inv->majors;
+	amd = count_vendor(d->inv, DG_VENDOR_AMD);
+	intel = count_vendor(d->inv, DG_VENDOR_INTEL);
+	if (!amd && !intel) {
+		say(r, ST_OK, "no AMD or Intel GPU in %s/sys/class/drm", d->host_root);
+		return;
+	}
+	if (amd && !m->has_kfd) {
+		say(r, ST_WARN,
+		    "%zu AMD GPU%s, %zu Intel, but no kfd in /proc/devices: ROCm programs need "
+		    "/dev/kfd",
+		    amd, amd == 1 ? "" : "s", intel);
+		hint(r,
+		     "load amdgpu with its compute support (KFD); the render nodes work without");
+		return;
+	}
+	say(r, ST_OK, "%zu AMD GPU%s%s, %zu Intel GPU%s (DRM major %u, render nodes)", amd,
+	    amd == 1 ? "" : "s", amd ? " with /dev/kfd" : "", intel, intel == 1 ? "" : "s",
+	    DG_DRM_MAJOR);
 }
 
 static void check_gpus(struct doctor *d, struct result *r)
 {
 	size_t bad = 0;
 
-	if (!d->inv || !d->inv->majors.has_nvidia) {
+	if (!d->inv || (!d->inv->majors.has_nvidia && d->inv->n_gpus == 0)) {
 		say(r, ST_SKIP, "no NVIDIA driver");
 		return;
 	}
@@ -425,6 +471,7 @@ static const struct check checks[] = {
 	{ "bpf-device", check_bpf_device },
 	{ "driver", check_driver },
 	{ "gpus", check_gpus },
+	{ "drm-gpus", check_drm },
 	{ "nodes", check_nodes },
 	{ "dev-char", check_dev_char },
 	{ "daemon", check_daemon },

@@ -53,7 +53,7 @@ static void memory_text(const struct dg_gpu_info *g, char *buf, size_t len)
 static void list_row(struct table *t, const struct dg_list_gpu *g)
 {
 	char idx[24], minor[24], state[256], who[200], mem[32], numa[24] = "-";
-	const char *cells[11];
+	const char *cells[12];
 
 	snprintf(idx, sizeof(idx), "%lld", (long long)g->gpu.index);
 	snprintf(minor, sizeof(minor), "%lld", (long long)g->gpu.minor);
@@ -63,23 +63,24 @@ static void list_row(struct table *t, const struct dg_list_gpu *g)
 	if (g->gpu.has_numa_node)
 		snprintf(numa, sizeof(numa), "%lld", (long long)g->gpu.numa_node);
 	cells[0] = idx;
-	cells[1] = minor;
-	cells[2] = g->gpu.uuid;
-	cells[3] = g->gpu.pci;
-	cells[4] = g->gpu.product;
-	cells[5] = g->gpu.arch;
-	cells[6] = g->gpu.cc ? g->gpu.cc : "-";
-	cells[7] = mem;
-	cells[8] = numa;
-	cells[9] = state;
-	cells[10] = g->gpu.model;
+	cells[1] = g->gpu.vendor ? g->gpu.vendor : "nvidia";
+	cells[2] = minor;
+	cells[3] = g->gpu.uuid;
+	cells[4] = g->gpu.pci;
+	cells[5] = g->gpu.product;
+	cells[6] = g->gpu.arch;
+	cells[7] = g->gpu.cc ? g->gpu.cc : "-";
+	cells[8] = mem;
+	cells[9] = numa;
+	cells[10] = state;
+	cells[11] = g->gpu.model;
 	table_add(t, cells);
 }
 
 static void render_list(const struct cli *cli, const union dg_reply *reply)
 {
-	static const char *const head[] = { "IDX", "MINOR", "UUID", "PCI",   "PRODUCT", "ARCH",
-					    "CC",  "MEM",   "NUMA", "STATE", "MODEL" };
+	static const char *const head[] = { "IDX", "VENDOR", "MINOR", "UUID", "PCI",	 "PRODUCT",
+					    "ARCH", "CC",     "MEM",   "NUMA", "STATE", "MODEL" };
 	const struct dg_list_reply *r = &reply->list;
 	struct table *t = table_new(ARRAY_SIZE(head), head);
 
@@ -105,7 +106,8 @@ static void render_list(const struct cli *cli, const union dg_reply *reply)
 
 		printf(" %s (%lld:%lld)", c->path, (long long)c->major, (long long)c->minor);
 	}
-	printf("%s\n", r->n_control_nodes ? "" : " none (no NVIDIA driver in /proc/devices)");
+	printf("%s\n",
+	       r->n_control_nodes ? "" : " none (no NVIDIA or kfd driver in /proc/devices)");
 	if (r->control_problem)
 		printf("control nodes unusable: %s\n", r->control_problem);
 }
@@ -171,7 +173,8 @@ static const char grant_help[] =
 	"      --model STR        ... whose model contains STR\n"
 	"      --arch NAME        ... of this architecture, any case (fermi, kepler,\n"
 	"                         maxwell, pascal, volta, turing, ampere, ada, hopper,\n"
-	"                         blackwell)\n"
+	"                         blackwell); NVIDIA GPUs only\n"
+	"      --vendor NAME      ... of this vendor: nvidia, amd or intel\n"
 	"      --product V:D      ... with this PCI vendor:device id (e.g. 10de:2330)\n"
 	"      --alias NAME       ... with the vendor:device id devgate.conf names NAME\n"
 	"      --min-memory SIZE  ... with at least SIZE memory (40G, 16GiB, 512M)\n"
@@ -191,6 +194,7 @@ static const char grant_help[] =
 	"OPTIONS:\n"
 	"  -n, --container LABEL  name to show for the container (e.g. its runtime id)\n"
 	"  -S, --shared           share the GPUs (time slicing) instead of holding them\n"
+	"      --card             AMD and Intel GPUs: their /dev/dri/cardN (display) too\n"
 	"      --root PATH        rootfs inside the container's mount namespace, for\n"
 	"                         containers that have not pivoted yet (OCI hooks)\n"
 	"      --ttl DURATION     revoke the whole lease this long from now (90s, 10m,\n"
@@ -221,6 +225,8 @@ static const char revoke_help[] =
 enum {
 	OPT_MODEL = 256,
 	OPT_ARCH,
+	OPT_VENDOR,
+	OPT_CARD,
 	OPT_PRODUCT,
 	OPT_ALIAS,
 	OPT_PROFILE,
@@ -360,6 +366,12 @@ static int grant_opt(struct cli *cli, int o, struct dg_request *req, bool *done)
 	case OPT_ARCH:
 		g->arch = optarg;
 		return 0;
+	case OPT_VENDOR:
+		g->vendor = optarg;
+		return 0;
+	case OPT_CARD:
+		g->card = true;
+		return 0;
 	case OPT_PRODUCT:
 		g->product = optarg;
 		return 0;
@@ -417,6 +429,8 @@ int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, 
 		{ "device", required_argument, NULL, 'd' },
 		{ "model", required_argument, NULL, OPT_MODEL },
 		{ "arch", required_argument, NULL, OPT_ARCH },
+		{ "vendor", required_argument, NULL, OPT_VENDOR },
+		{ "card", no_argument, NULL, OPT_CARD },
 		{ "product", required_argument, NULL, OPT_PRODUCT },
 		{ "alias", required_argument, NULL, OPT_ALIAS },
 		{ "profile", required_argument, NULL, OPT_PROFILE },

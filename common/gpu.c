@@ -26,6 +26,24 @@
 
 #define INFO_MAX ((size_t)64 * 1024)
 
+static const char *const vendor_names[DG_VENDORS] = { "nvidia", "amd", "intel" };
+
+const char *vendor_name(enum dg_vendor v)
+{
+	return (unsigned int)v < DG_VENDORS ? vendor_names[v] : "unknown";
+}
+
+int vendor_parse(const char *s, enum dg_vendor *ret)
+{
+	for (unsigned int i = 0; s && i < DG_VENDORS; i++) {
+		if (strcasecmp(s, vendor_names[i]) == 0) {
+			*ret = (enum dg_vendor)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
 int proc_devices_parse(const char *text, struct dg_majors *ret)
 {
 	struct dg_majors m = { 0 };
@@ -53,6 +71,9 @@ int proc_devices_parse(const char *text, struct dg_majors *ret)
 				} else if (strcmp(name, "nvidia-uvm") == 0) {
 					m.has_uvm = true;
 					m.uvm = major;
+				} else if (strcmp(name, "kfd") == 0) {
+					m.has_kfd = true;
+					m.kfd = major;
 				}
 			}
 		}
@@ -130,6 +151,34 @@ int gpu_info_parse(const char *text, struct dg_gpu *gpu)
 		}
 	}
 	return have_uuid && have_minor ? 0 : -EINVAL;
+}
+
+int kfd_render_minor_parse(const char *text, uint32_t *ret)
+{
+	const char *line = text;
+
+	while (line && *line) {
+		const char *eol = strchr(line, '\n');
+		uint32_t v;
+		char num[16];
+
+		if (strncmp(line, "drm_render_minor ", 17) == 0) {
+			size_t len = (eol ? (size_t)(eol - line) : strlen(line)) - 17;
+
+			if (len == 0 || len >= sizeof(num))
+				return -EINVAL;
+			memcpy(num, line + 17, len);
+			num[len] = '\0';
+			if (parse_u32(num, &v) < 0)
+				return -EINVAL;
+			if (v == 0)
+				return -ENOENT; /* a CPU node */
+			*ret = v;
+			return 0;
+		}
+		line = eol ? eol + 1 : NULL;
+	}
+	return -ENOENT;
 }
 
 int open_in_root(int rootfd, const char *path, int flags, uint64_t resolve)
@@ -270,11 +319,52 @@ int inventory_check_node(const struct dg_inventory *inv, const struct dg_node *n
 	return ret->node;
 }
 
+void vendor_gpu_node(const struct dg_inventory *inv, enum dg_vendor v, uint32_t minor,
+		     struct dg_node *ret)
+{
+	*ret = (struct dg_node){ .minor = minor };
+	if (v == DG_VENDOR_NVIDIA) {
+		snprintf(ret->name, sizeof(ret->name), "nvidia%u", minor);
+		ret->major = inv->majors.nvidia;
+	} else {
+		snprintf(ret->name, sizeof(ret->name), "dri/renderD%u", minor);
+		ret->major = DG_DRM_MAJOR;
+	}
+}
+
+void card_node(uint32_t minor, struct dg_node *ret)
+{
+	*ret = (struct dg_node){ .major = DG_DRM_MAJOR, .minor = minor };
+	snprintf(ret->name, sizeof(ret->name), "dri/card%u", minor);
+}
+
 void gpu_node(const struct dg_inventory *inv, const struct dg_gpu *gpu, struct dg_node *ret)
 {
-	snprintf(ret->name, sizeof(ret->name), "nvidia%u", gpu->minor);
-	ret->major = inv->majors.nvidia;
-	ret->minor = gpu->minor;
+	vendor_gpu_node(inv, gpu->family, gpu->minor, ret);
+}
+
+bool inventory_guards_all(const struct dg_inventory *inv, uint32_t major)
+{
+	const struct dg_majors *m = &inv->majors;
+
+	return major && ((m->has_nvidia && major == m->nvidia) || (m->has_uvm && major == m->uvm) ||
+			 (m->has_kfd && major == m->kfd));
+}
+
+bool inventory_guards(const struct dg_inventory *inv, uint32_t major, uint32_t minor)
+{
+	if (!major)
+		return false;
+	if (inventory_guards_all(inv, major))
+		return true;
+	for (size_t i = 0; major == DG_DRM_MAJOR && i < inv->n_gpus; i++) {
+		const struct dg_gpu *g = &inv->gpus[i];
+
+		if (g->family != DG_VENDOR_NVIDIA &&
+		    (g->minor == minor || (g->has_card && g->card_minor == minor)))
+			return true;
+	}
+	return false;
 }
 
 size_t inventory_nodes(const struct dg_inventory *inv, struct dg_node *out, size_t max)
@@ -288,11 +378,13 @@ size_t inventory_nodes(const struct dg_inventory *inv, struct dg_node *out, size
 	return n;
 }
 
-static void add_ctl(struct dg_inventory *inv, const char *name, uint32_t major, uint32_t minor)
+static void add_ctl(struct dg_inventory *inv, enum dg_vendor v, const char *name, uint32_t major,
+		    uint32_t minor)
 {
-	struct dg_node *n = &inv->ctl[inv->n_ctl++];
+	struct dg_node *n = &inv->ctl[inv->n_ctl];
 
 	*n = (struct dg_node){ .major = major, .minor = minor };
+	inv->ctl_vendor[inv->n_ctl++] = v;
 	snprintf(n->name, sizeof(n->name), "%s", name);
 }
 
@@ -337,24 +429,34 @@ static int cmp_gpu_pci(const void *a, const void *b)
 	return strcmp(((const struct dg_gpu *)a)->pci, ((const struct dg_gpu *)b)->pci);
 }
 
-static int discover_gpus(int rootfd, struct dg_inventory *inv)
+/* A directory under the root to list; *ret NULL (and 0) when it is absent. */
+static int opendir_in_root(int rootfd, const char *path, uint64_t resolve, DIR **ret)
 {
-	auto_close int dfd = open_in_root(rootfd, "proc/driver/nvidia/gpus", O_RDONLY | O_DIRECTORY,
-					  RESOLVE_NO_SYMLINKS);
-	auto_closedir DIR *d = NULL;
-	struct dirent *de;
+	int dfd = open_in_root(rootfd, path, O_RDONLY | O_DIRECTORY, resolve);
 
+	*ret = NULL;
 	if (dfd == -ENOENT)
 		return 0;
 	if (dfd < 0)
 		return dfd;
-	d = fdopendir(dfd);
-	if (!d)
-		return -errno;
-	(void)TAKE_FD(dfd); /* the DIR owns it now */
-	inv->gpus = calloc(DG_MAX_GPUS, sizeof(*inv->gpus));
-	if (!inv->gpus)
-		return -ENOMEM;
+	*ret = fdopendir(dfd); /* the DIR owns the fd now */
+	if (!*ret) {
+		int r = -errno;
+
+		close(dfd);
+		return r;
+	}
+	return 0;
+}
+
+static int discover_gpus(int rootfd, struct dg_inventory *inv)
+{
+	auto_closedir DIR *d = NULL;
+	struct dirent *de;
+	int r = opendir_in_root(rootfd, "proc/driver/nvidia/gpus", RESOLVE_NO_SYMLINKS, &d);
+
+	if (r < 0 || !d)
+		return r;
 	while ((de = readdir(d))) {
 		struct dg_gpu *gpu;
 		char pci[32];
@@ -367,7 +469,6 @@ static int discover_gpus(int rootfd, struct dg_inventory *inv)
 		gpu->arch = "unknown";
 		gpu_load(rootfd, inv, de->d_name, gpu);
 	}
-	inventory_order(inv);
 	return 0;
 }
 
@@ -380,11 +481,203 @@ void inventory_order(struct dg_inventory *inv)
 		g->index = (unsigned int)i;
 		for (size_t j = 0; j < i && !g->gone; j++) {
 			if (!g->problem[0] && !inv->gpus[j].gone &&
-			    inv->gpus[j].minor == g->minor && g->uuid[0])
+			    inv->gpus[j].family == g->family && inv->gpus[j].minor == g->minor &&
+			    g->uuid[0])
 				snprintf(g->problem, sizeof(g->problem),
 					 "device minor %u is also used by GPU %zu", g->minor, j);
 		}
 	}
+}
+
+/* A few AMD and Intel data centre parts; others show as "AMD GPU" / "Intel GPU". */
+static const struct {
+	uint16_t vendor, device;
+	const char *model;
+} drm_models[] = {
+	{ 0x1002, 0x738c, "AMD Instinct MI100" },
+	{ 0x1002, 0x740c, "AMD Instinct MI250X" },
+	{ 0x1002, 0x740f, "AMD Instinct MI210" },
+	{ 0x1002, 0x74a1, "AMD Instinct MI300X" },
+	{ 0x1002, 0x744c, "AMD Radeon RX 7900 XTX" },
+	{ 0x8086, 0x0bd5, "Intel Data Center GPU Max 1550" },
+	{ 0x8086, 0x56c0, "Intel Data Center GPU Flex 170" },
+	{ 0x8086, 0x56a0, "Intel Arc A770" },
+};
+
+static void drm_model(struct dg_gpu *gpu)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(drm_models); i++) {
+		if (drm_models[i].vendor == gpu->vendor && drm_models[i].device == gpu->device) {
+			snprintf(gpu->model, sizeof(gpu->model), "%s", drm_models[i].model);
+			return;
+		}
+	}
+	snprintf(gpu->model, sizeof(gpu->model), "%s GPU",
+		 gpu->family == DG_VENDOR_AMD ? "AMD" : "Intel");
+}
+
+/* The PCI bus id a DRM node's "device" link names (its last component). */
+static int drm_bus_id(int rootfd, const char *name, char *pci, size_t len)
+{
+	char path[64], target[256];
+	auto_close int fd = -1;
+	const char *base;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "sys/class/drm/%s", name);
+	fd = open_in_root(rootfd, path, O_PATH | O_DIRECTORY, 0);
+	if (fd < 0)
+		return fd;
+	n = readlinkat(fd, "device", target, sizeof(target) - 1);
+	if (n < 0)
+		return -errno;
+	target[n] = '\0';
+	base = strrchr(target, '/');
+	return pci_normalize(base ? base + 1 : target, pci, len);
+}
+
+/* "226:128\n" in the node's dev file must be the DRM major and its own minor. */
+static bool drm_dev_matches(int rootfd, const char *name, uint32_t minor)
+{
+	auto_free char *text = NULL;
+	unsigned int maj, min;
+	char path[64];
+
+	snprintf(path, sizeof(path), "sys/class/drm/%s/dev", name);
+	return read_in_root(rootfd, path, 64, &text) >= 0 &&
+	       sscanf(text, "%u:%u", &maj, &min) == 2 && maj == DG_DRM_MAJOR && min == minor;
+}
+
+/* amdgpu's unique_id (a 64-bit serial) is the stable id where it exists. */
+static void drm_stable_id(int rootfd, const char *name, struct dg_gpu *gpu)
+{
+	auto_free char *text = NULL;
+	char path[80];
+	bool ok;
+
+	snprintf(gpu->uuid, sizeof(gpu->uuid), "%s", gpu->pci);
+	snprintf(path, sizeof(path), "sys/class/drm/%s/device/unique_id", name);
+	if (gpu->family != DG_VENDOR_AMD || read_in_root(rootfd, path, 64, &text) < 0)
+		return;
+	strstrip(text);
+	ok = strlen(text) >= 8 && strlen(text) <= 32;
+	for (const char *p = text; ok && *p; p++)
+		ok = isxdigit((unsigned char)*p);
+	if (ok)
+		snprintf(gpu->uuid, sizeof(gpu->uuid), "AMD-%s", text);
+}
+
+/* Render minors that a KFD topology node names (AMD GPUs ROCm can use). */
+static bool kfd_has_render_minor(int rootfd, uint32_t minor)
+{
+	auto_closedir DIR *d = NULL;
+	struct dirent *de;
+
+	if (opendir_in_root(rootfd, "sys/class/kfd/kfd/topology/nodes", 0, &d) < 0 || !d)
+		return false;
+	while ((de = readdir(d))) {
+		auto_free char *text = NULL;
+		char path[128];
+		uint32_t m;
+
+		if (de->d_name[0] == '.' || strlen(de->d_name) > 8)
+			continue;
+		snprintf(path, sizeof(path), "sys/class/kfd/kfd/topology/nodes/%s/properties",
+			 de->d_name);
+		if (read_in_root(rootfd, path, INFO_MAX, &text) >= 0 &&
+		    kfd_render_minor_parse(text, &m) == 0 && m == minor)
+			return true;
+	}
+	return false;
+}
+
+/* One renderD<N>: an AMD or Intel GPU (NVIDIA's come from its own driver). */
+static void drm_load(int rootfd, struct dg_inventory *inv, const char *name, uint32_t minor)
+{
+	struct dg_gpu gpu = { .minor = minor, .arch = "unknown" };
+	char path[80];
+
+	snprintf(path, sizeof(path), "sys/class/drm/%s/device/vendor", name);
+	if (read_hex16(rootfd, path, &gpu.vendor) < 0)
+		return;
+	if (gpu.vendor == 0x1002)
+		gpu.family = DG_VENDOR_AMD;
+	else if (gpu.vendor == 0x8086)
+		gpu.family = DG_VENDOR_INTEL;
+	else
+		return;
+	snprintf(path, sizeof(path), "sys/class/drm/%s/device/device", name);
+	(void)read_hex16(rootfd, path, &gpu.device);
+	if (drm_bus_id(rootfd, name, gpu.pci, sizeof(gpu.pci)) < 0)
+		return;
+	drm_stable_id(rootfd, name, &gpu);
+	drm_model(&gpu);
+	if (minor > DG_DRM_MAX_MINOR)
+		snprintf(gpu.problem, sizeof(gpu.problem),
+			 "render minor %u is above %u, the last one devgate's gate can guard",
+			 minor, DG_DRM_MAX_MINOR);
+	else if (!drm_dev_matches(rootfd, name, minor))
+		snprintf(gpu.problem, sizeof(gpu.problem), "/sys/class/drm/%s/dev is not %u:%u",
+			 name, DG_DRM_MAJOR, minor);
+	else if (gpu.family == DG_VENDOR_AMD && inv->majors.has_kfd &&
+		 !kfd_has_render_minor(rootfd, minor))
+		snprintf(gpu.problem, sizeof(gpu.problem),
+			 "no KFD topology node names render minor %u", minor);
+	if (!gpu.problem[0]) {
+		struct dg_node node;
+
+		gpu_node(inv, &gpu, &node);
+		(void)check_host_node(rootfd, &node, gpu.problem, sizeof(gpu.problem));
+	}
+	inv->gpus[inv->n_gpus++] = gpu;
+}
+
+/* card<N>: the display node of a DRM GPU found by its render node, if any. */
+static void drm_card(int rootfd, struct dg_inventory *inv, const char *name, uint32_t minor)
+{
+	char pci[32];
+
+	if (minor > DG_DRM_MAX_MINOR || drm_bus_id(rootfd, name, pci, sizeof(pci)) < 0 ||
+	    !drm_dev_matches(rootfd, name, minor))
+		return;
+	for (size_t i = 0; i < inv->n_gpus; i++) {
+		struct dg_gpu *g = &inv->gpus[i];
+
+		if (g->family != DG_VENDOR_NVIDIA && !g->has_card && strcmp(g->pci, pci) == 0) {
+			g->has_card = true;
+			g->card_minor = minor;
+		}
+	}
+}
+
+static int drm_discover(int rootfd, struct dg_inventory *inv)
+{
+	auto_closedir DIR *d = NULL;
+	struct dirent *de;
+	int r = opendir_in_root(rootfd, "sys/class/drm", 0, &d);
+
+	if (r < 0 || !d)
+		return r;
+	while ((de = readdir(d))) {
+		uint32_t minor;
+
+		if (strncmp(de->d_name, "renderD", 7) != 0 ||
+		    parse_u32(de->d_name + 7, &minor) < 0 || minor < DG_DRM_RENDER_BASE ||
+		    minor > 0xfffff)
+			continue;
+		if (inv->n_gpus == DG_MAX_GPUS)
+			return -E2BIG;
+		drm_load(rootfd, inv, de->d_name, minor);
+	}
+	rewinddir(d);
+	while ((de = readdir(d))) {
+		uint32_t minor;
+
+		if (strncmp(de->d_name, "card", 4) == 0 && parse_u32(de->d_name + 4, &minor) == 0 &&
+		    minor < DG_DRM_RENDER_BASE)
+			drm_card(rootfd, inv, de->d_name, minor);
+	}
+	return 0;
 }
 
 int inventory_discover(const char *host_root, struct dg_inventory **ret, struct dg_error *err)
@@ -406,16 +699,19 @@ int inventory_discover(const char *host_root, struct dg_inventory **ret, struct 
 	if (!inv)
 		return -ENOMEM;
 	inv->host_root = strdup(host_root);
+	inv->gpus = calloc(DG_MAX_GPUS, sizeof(*inv->gpus));
+	if (!inv->host_root || !inv->gpus) {
+		inventory_free(inv);
+		return -ENOMEM;
+	}
 	proc_devices_parse(devices, &inv->majors);
 	if (inv->majors.has_nvidia) {
-		add_ctl(inv, "nvidiactl", inv->majors.nvidia, DG_NVIDIACTL_MINOR);
+		add_ctl(inv, DG_VENDOR_NVIDIA, "nvidiactl", inv->majors.nvidia, DG_NVIDIACTL_MINOR);
 		if (inv->majors.has_uvm) {
-			add_ctl(inv, "nvidia-uvm", inv->majors.uvm, DG_UVM_MINOR);
-			add_ctl(inv, "nvidia-uvm-tools", inv->majors.uvm, DG_UVM_TOOLS_MINOR);
+			add_ctl(inv, DG_VENDOR_NVIDIA, "nvidia-uvm", inv->majors.uvm, DG_UVM_MINOR);
+			add_ctl(inv, DG_VENDOR_NVIDIA, "nvidia-uvm-tools", inv->majors.uvm,
+				DG_UVM_TOOLS_MINOR);
 		}
-		for (size_t i = 0; i < inv->n_ctl && !inv->ctl_problem[0]; i++)
-			(void)check_host_node(rootfd, &inv->ctl[i], inv->ctl_problem,
-					      sizeof(inv->ctl_problem));
 		r = discover_gpus(rootfd, inv);
 		if (r < 0) {
 			inventory_free(inv);
@@ -424,6 +720,18 @@ int inventory_discover(const char *host_root, struct dg_inventory **ret, struct 
 					    strerror(-r));
 		}
 	}
+	if (inv->majors.has_kfd)
+		add_ctl(inv, DG_VENDOR_AMD, "kfd", inv->majors.kfd, 0);
+	for (size_t i = 0; i < inv->n_ctl && !inv->ctl_problem[0]; i++)
+		(void)check_host_node(rootfd, &inv->ctl[i], inv->ctl_problem,
+				      sizeof(inv->ctl_problem));
+	r = drm_discover(rootfd, inv);
+	if (r < 0) {
+		inventory_free(inv);
+		return dg_error_set(err, DG_E_INTERNAL, r, "cannot list %s/sys/class/drm: %s",
+				    host_root, strerror(-r));
+	}
+	inventory_order(inv);
 	*ret = inv;
 	return 0;
 }
@@ -452,13 +760,27 @@ bool inventory_find_node(const struct dg_inventory *inv, uint32_t major, uint32_
 	*ret_gpu = NULL;
 	path[0] = '\0';
 	for (size_t i = 0; i < inv->n_gpus; i++) {
+		struct dg_node node;
+
+		gpu_node(inv, &inv->gpus[i], &node);
 		/* A GPU that is there now wins over a vanished one with its minor. */
-		if (inv->majors.has_nvidia && major == inv->majors.nvidia &&
-		    inv->gpus[i].minor == minor && (!*ret_gpu || (*ret_gpu)->gone))
+		if (node.major == major && node.minor == minor && (!*ret_gpu || (*ret_gpu)->gone))
 			*ret_gpu = &inv->gpus[i];
 	}
+	for (size_t i = 0; !*ret_gpu && major == DG_DRM_MAJOR && i < inv->n_gpus; i++) {
+		const struct dg_gpu *g = &inv->gpus[i];
+
+		if (g->family != DG_VENDOR_NVIDIA && g->has_card && g->card_minor == minor) {
+			*ret_gpu = g;
+			snprintf(path, len, "/dev/dri/card%u", minor);
+			return true;
+		}
+	}
 	if (*ret_gpu) {
-		snprintf(path, len, "/dev/nvidia%u", minor);
+		struct dg_node node;
+
+		gpu_node(inv, *ret_gpu, &node);
+		snprintf(path, len, "/dev/%s", node.name);
 		return true;
 	}
 	for (size_t i = 0; i < inv->n_ctl; i++) {

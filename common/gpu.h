@@ -20,12 +20,32 @@
 #define DG_MAX_NUMA 64 /* NUMA nodes devgate tells apart */
 /* Other host character devices one lease may hold (grant --device). */
 #define DG_MAX_DEVICES 16
-/* Nodes one lease may need: every GPU, the three control nodes, its devices. */
-#define DG_MAX_NODES (DG_MAX_GPUS + 3 + DG_MAX_DEVICES)
+/* Control nodes: nvidiactl, nvidia-uvm, nvidia-uvm-tools; AMD's kfd. */
+#define DG_MAX_CTL 4
+/* Nodes one lease may need: every GPU (with its card), the control nodes, its devices. */
+#define DG_MAX_NODES (2 * DG_MAX_GPUS + DG_MAX_CTL + DG_MAX_DEVICES)
+/* The kernel's DRM major (include/uapi/drm/drm.h), shared by every DRM GPU. */
+#define DG_DRM_MAJOR 226
+/* Render nodes are DRM minors 128 and up; card nodes 0-63. */
+#define DG_DRM_RENDER_BASE 128
+/* The gate's bitmap of guarded DRM minors ends here (DG_GUARD_MINORS - 1). */
+#define DG_DRM_MAX_MINOR 255
+
+/* Whose driver a GPU is under: its nodes and control nodes follow. */
+enum dg_vendor {
+	DG_VENDOR_NVIDIA, /* /dev/nvidiaN; nvidiactl, nvidia-uvm(-tools) */
+	DG_VENDOR_AMD,	  /* /dev/dri/renderD<N>; /dev/kfd */
+	DG_VENDOR_INTEL,  /* /dev/dri/renderD<N> */
+};
+#define DG_VENDORS 3
+
+const char *vendor_name(enum dg_vendor v);
+/* "nvidia", "amd", "intel" in any case; -EINVAL otherwise. */
+int vendor_parse(const char *s, enum dg_vendor *ret);
 
 /* A character device node under the container's /dev. */
 struct dg_node {
-	char name[32]; /* file name in /dev, no slashes */
+	char name[32]; /* path under /dev: a file name, or "dri/NAME" */
 	uint32_t major;
 	uint32_t minor;
 	uint32_t access; /* DG_ACC_* the gate allows; 0: read and write (GPU nodes) */
@@ -36,13 +56,18 @@ struct dg_majors {
 	bool has_uvm;
 	uint32_t nvidia; /* "nvidia-frontend" (< 550) or "nvidia" */
 	uint32_t uvm;	 /* "nvidia-uvm", dynamic */
+	bool has_kfd;
+	uint32_t kfd; /* "kfd", AMD's compute interface, dynamic */
 };
 
 struct dg_gpu {
-	unsigned int index; /* position in PCI bus order */
-	uint32_t minor;
-	char uuid[80];
-	char pci[32]; /* normalised: dddd:bb:dd.f, lower case */
+	unsigned int index;    /* position in PCI bus order */
+	enum dg_vendor family; /* whose driver: its nodes follow */
+	uint32_t minor;	       /* NVIDIA: of /dev/nvidiaN; DRM: of renderD<N> */
+	bool has_card;	       /* DRM: a card<N> node (display), granted on request */
+	uint32_t card_minor;
+	char uuid[80]; /* the stable id: UUID, else the PCI bus id */
+	char pci[32];  /* normalised: dddd:bb:dd.f, lower case */
 	uint16_t vendor;
 	uint16_t device;
 	char model[128];
@@ -61,7 +86,8 @@ struct dg_inventory {
 	struct dg_majors majors;
 	struct dg_gpu *gpus;
 	size_t n_gpus;
-	struct dg_node ctl[3]; /* nvidiactl, nvidia-uvm, nvidia-uvm-tools */
+	struct dg_node ctl[DG_MAX_CTL]; /* nvidiactl, nvidia-uvm, nvidia-uvm-tools, kfd */
+	enum dg_vendor ctl_vendor[DG_MAX_CTL];
 	size_t n_ctl;
 	char ctl_problem[256]; /* non-empty: a control node on the host is wrong */
 };
@@ -78,6 +104,27 @@ int proc_devices_parse(const char *text, struct dg_majors *ret);
  * or malformed.
  */
 int gpu_info_parse(const char *text, struct dg_gpu *gpu);
+
+/*
+ * A KFD topology node's properties: its "drm_render_minor" into *ret.
+ * Returns -ENOENT without one (or 0: a CPU node), -EINVAL when malformed.
+ */
+int kfd_render_minor_parse(const char *text, uint32_t *ret);
+
+/* A DRM GPU's card node, dri/card<N>. */
+void card_node(uint32_t minor, struct dg_node *ret);
+/* The node of a GPU of vendor v with that minor (nvidiaN, dri/renderD<N>). */
+void vendor_gpu_node(const struct dg_inventory *inv, enum dg_vendor v, uint32_t minor,
+		     struct dg_node *ret);
+
+/*
+ * Whether the gate guards major:minor: every minor of NVIDIA's and the
+ * kfd's majors, and the DRM minors of the inventory's GPUs (major 226 is
+ * shared with the host's own display devices, which stay the runtime's).
+ */
+bool inventory_guards(const struct dg_inventory *inv, uint32_t major, uint32_t minor);
+/* Whether every minor of major is guarded (NVIDIA's, nvidia-uvm's, the kfd's). */
+bool inventory_guards_all(const struct dg_inventory *inv, uint32_t major);
 
 /* Normalises a PCI address ("18:00.0", "00000000:18:00.0", ...). */
 int pci_normalize(const char *in, char *out, size_t len);

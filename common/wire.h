@@ -47,6 +47,8 @@ struct dg_grant_req {
 	bool has_count;
 	const char *model;
 	const char *arch;
+	const char *vendor; /* "nvidia", "amd", "intel" */
+	bool card;	    /* DRM GPUs: their card nodes too */
 	const char *product;
 	const char *min_memory; /* "40G" */
 	const char *min_cc;	/* "8.0" */
@@ -121,7 +123,8 @@ struct dg_gpu_info {
 	int64_t index;
 	bool has_index;
 	int64_t minor;
-	const char *uuid;
+	const char *uuid;   /* the stable id: UUID, else the PCI bus id */
+	const char *vendor; /* "nvidia", "amd", "intel" */
 	const char *pci;
 	const char *product; /* "10de:20b0" */
 	const char *model;

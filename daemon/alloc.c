@@ -50,15 +50,28 @@ static int parse_product(const char *s, unsigned int *vendor, unsigned int *devi
 
 static bool has_constraints(const struct alloc_request *req)
 {
-	return req->count || req->model || req->arch || req->product || req->min_memory ||
-	       req->min_cc || req->same_numa;
+	return req->count || req->model || req->arch || req->vendor || req->product ||
+	       req->min_memory || req->min_cc || req->same_numa;
 }
 
 static int check_kind(const struct alloc_request *req, struct dg_error *err)
 {
 	uint64_t mib;
 	unsigned int cc;
+	enum dg_vendor v = DG_VENDOR_NVIDIA;
 
+	if (req->vendor && vendor_parse(req->vendor, &v) < 0) {
+		dg_error_set(err, DG_E_INVALID, EINVAL, "unknown vendor '%s'", req->vendor);
+		dg_error_hint(err, "known (any case): nvidia amd intel");
+		return -EINVAL;
+	}
+	if (req->arch && v != DG_VENDOR_NVIDIA) {
+		dg_error_set(err, DG_E_INVALID, EINVAL,
+			     "--arch names NVIDIA architectures; %s GPUs have none devgate knows",
+			     vendor_name(v));
+		dg_error_hint(err, "select %s GPUs by --model or --product", vendor_name(v));
+		return -EINVAL;
+	}
 	if (req->arch && !gpu_arch_canonical(req->arch)) {
 		dg_error_set(err, DG_E_INVALID, EINVAL, "unknown architecture '%s'", req->arch);
 		dg_error_hint(err, "known (any case): " GPU_ARCH_NAMES);
@@ -130,7 +143,11 @@ static bool matches(const struct dg_gpu *gpu, const struct alloc_request *req)
 {
 	unsigned int v, d;
 
+	enum dg_vendor want;
+
 	if (req->model && !strcasestr(gpu->model, req->model))
+		return false;
+	if (req->vendor && (vendor_parse(req->vendor, &want) < 0 || gpu->family != want))
 		return false;
 	if (req->arch && strcmp(gpu->arch, gpu_arch_canonical(req->arch)) != 0)
 		return false;
@@ -238,6 +255,8 @@ static void constraint_text(const struct alloc_request *req, char *buf, size_t l
 	buf[0] = '\0';
 	if (req->arch)
 		n += snprintf(buf + n, len - (size_t)n, " arch=%s", req->arch);
+	if (req->vendor && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, " vendor=%s", req->vendor);
 	if (req->model && (size_t)n < len)
 		n += snprintf(buf + n, len - (size_t)n, " model=%s", req->model);
 	if (req->product && (size_t)n < len)

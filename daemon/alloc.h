@@ -24,6 +24,7 @@ struct alloc_request {
 	unsigned int count;	/* counted request: the container ends with >= count */
 	const char *model;	/* substring of the model name, any case */
 	const char *arch;	/* architecture family */
+	const char *vendor;	/* "nvidia", "amd", "intel" */
 	const char *product;	/* "VVVV:DDDD" PCI vendor:device */
 	const char *min_memory; /* "40G": at least this much memory (model name) */
 	const char *min_cc;	/* "8.0": at least this compute capability */

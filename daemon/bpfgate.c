@@ -147,6 +147,7 @@ static int reuse_shared(struct devgate *skel, const struct devgate *from)
 		{ skel->maps.dg_event_drops_v1, from->maps.dg_event_drops_v1 },
 		{ skel->maps.dg_devgrants_v1, from->maps.dg_devgrants_v1 },
 		{ skel->maps.dg_cgstate_v1, from->maps.dg_cgstate_v1 },
+		{ skel->maps.dg_guarded_v1, from->maps.dg_guarded_v1 },
 	};
 	int r = 0;
 
@@ -165,10 +166,10 @@ static int reuse_shared(struct devgate *skel, const struct devgate *from)
  * that copy's maps, so all of them see the same grants, counters and events.
  * The gate's expected_attach_type must match the program it may wrap.
  */
-#define SHARED_MAPS 7
+#define SHARED_MAPS 8
 static const char *const shared_names[SHARED_MAPS] = {
 	"dg_grants_v1",	     "dg_counters_v1",	"dg_events_v1",	 "dg_ratelim_v1",
-	"dg_event_drops_v1", "dg_devgrants_v1", "dg_cgstate_v1",
+	"dg_event_drops_v1", "dg_devgrants_v1", "dg_cgstate_v1", "dg_guarded_v1",
 };
 
 /* The maps a live copy uses, so a new one adopts them instead of new ones. */
@@ -177,7 +178,7 @@ static int adopt_shared(struct devgate *skel, const int *fds)
 	struct bpf_map *maps[SHARED_MAPS] = {
 		skel->maps.dg_grants_v1,  skel->maps.dg_counters_v1,	skel->maps.dg_events_v1,
 		skel->maps.dg_ratelim_v1, skel->maps.dg_event_drops_v1, skel->maps.dg_devgrants_v1,
-		skel->maps.dg_cgstate_v1,
+		skel->maps.dg_cgstate_v1, skel->maps.dg_guarded_v1,
 	};
 	int r = 0;
 
@@ -198,7 +199,6 @@ int bpfgate_load_copy(const struct bpfgate *bg, enum role role, bool has_runtime
 	return load_copy_adopting(bg, role, has_runtime, gate_eat, NULL, ret);
 }
 
-/* The object, opened with the host's GPU majors in its read-only data. */
 static int open_object(const struct bpfgate *bg, struct devgate **ret)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .pin_root_path = bg->pin_root);
@@ -206,8 +206,6 @@ static int open_object(const struct bpfgate *bg, struct devgate **ret)
 	*ret = devgate__open_opts(&opts);
 	if (!*ret)
 		return errno > 0 ? -errno : -ENOMEM;
-	(*ret)->rodata->nvidia_major = bg->nvidia_major;
-	(*ret)->rodata->uvm_major = bg->uvm_major;
 	return 0;
 }
 
@@ -356,11 +354,50 @@ static bool find_live_maps(const char *pin_root, const int *cgfds, size_t n, int
 	return false;
 }
 
-int bpfgate_open(const char *pin_root, const struct dg_majors *majors, int cgroot_fd,
+/* The guard of one major, as inventory_guards() sees it. */
+static struct dg_guard guard_of(const struct dg_inventory *inv, uint32_t major)
+{
+	struct dg_guard g = { 0 };
+
+	if (inventory_guards_all(inv, major)) {
+		g.all = 1;
+		return g;
+	}
+	for (uint32_t m = 0; major == DG_DRM_MAJOR && m < DG_GUARD_MINORS; m++) {
+		if (inventory_guards(inv, major, m))
+			g.minors[m / 64] |= 1ull << (m % 64);
+	}
+	return g;
+}
+
+/*
+ * Writes dg_guarded_v1 from the inventory: every entry when all (the pinned
+ * map may hold another run's), else the ones that changed.
+ */
+static int guard_write(struct bpfgate *bg, const struct dg_inventory *inv, bool all)
+{
+	for (uint32_t major = 0; major < DG_GUARD_MAJORS; major++) {
+		struct dg_guard g = major ? guard_of(inv, major) : (struct dg_guard){ 0 };
+
+		if (!all && memcmp(&g, &bg->guard[major], sizeof(g)) == 0)
+			continue;
+		if (bpf_map_update_elem(bg->guarded_fd, &major, &g, BPF_ANY) < 0)
+			return -errno;
+		bg->guard[major] = g;
+	}
+	return 0;
+}
+
+int bpfgate_guard_sync(struct bpfgate *bg, const struct dg_inventory *inv)
+{
+	return guard_write(bg, inv, false);
+}
+
+int bpfgate_open(const char *pin_root, const struct dg_inventory *inv, int cgroot_fd,
 		 const int *leased_cgfds, size_t n_leased, struct bpfgate **ret,
 		 struct dg_error *err)
 {
-	int adopt[SHARED_MAPS] = { -1, -1, -1, -1, -1, -1, -1 };
+	int adopt[SHARED_MAPS] = { -1, -1, -1, -1, -1, -1, -1, -1 };
 	struct bpf_map_info mi = { 0 };
 	uint32_t mlen = sizeof(mi);
 	struct bpfgate *bg;
@@ -377,8 +414,11 @@ int bpfgate_open(const char *pin_root, const struct dg_majors *majors, int cgroo
 	for (size_t e = 0; e < DG_GATE_SETS; e++)
 		bg->gate_fd[e] = bg->slots_fd[e] = -1;
 	bg->pin_root = strdup(pin_root);
-	bg->nvidia_major = majors->has_nvidia ? majors->nvidia : 0;
-	bg->uvm_major = majors->has_uvm ? majors->uvm : 0;
+	bg->guard = calloc(DG_GUARD_MAJORS, sizeof(*bg->guard));
+	if (!bg->pin_root || !bg->guard) {
+		bpfgate_free(bg);
+		return -ENOMEM;
+	}
 	adopting = find_live_maps(pin_root, leased_cgfds, n_leased, adopt);
 	r = load_copy_adopting(bg, ROLE_MAPS, false, 0, adopting ? adopt : NULL, &bg->maps);
 	for (size_t i = 0; i < SHARED_MAPS; i++)
@@ -407,6 +447,14 @@ int bpfgate_open(const char *pin_root, const struct dg_majors *majors, int cgroo
 	bg->ratelimit_fd = bpf_map__fd(bg->maps->maps.dg_ratelim_v1);
 	bg->drops_fd = bpf_map__fd(bg->maps->maps.dg_event_drops_v1);
 	bg->devgrants_fd = bpf_map__fd(bg->maps->maps.dg_devgrants_v1);
+	bg->guarded_fd = bpf_map__fd(bg->maps->maps.dg_guarded_v1);
+	r = guard_write(bg, inv, true);
+	if (r < 0) {
+		dg_error_set(err, DG_E_KERNEL, r, "cannot fill dg_guarded_v1 under %s: %s",
+			     pin_root, strerror(-r));
+		bpfgate_free(bg);
+		return r;
+	}
 	if (bpf_obj_get_info_by_fd(bg->grants_fd, &mi, &mlen) == 0)
 		bg->grants_id = mi.id;
 	mi = (struct bpf_map_info){ 0 };
@@ -425,7 +473,7 @@ void bpfgate_repin(struct bpfgate *bg)
 {
 	const int fds[SHARED_MAPS] = { bg->grants_fd,	 bg->counters_fd, bg->events_fd,
 				       bg->ratelimit_fd, bg->drops_fd,	  bg->devgrants_fd,
-				       bg->cgstate_fd };
+				       bg->cgstate_fd,	 bg->guarded_fd };
 	char path[PATH_MAX];
 
 	if (access(bg->pin_root, F_OK) == 0 &&
@@ -452,6 +500,7 @@ void bpfgate_free(struct bpfgate *bg)
 	devgate__destroy(bg->spare);
 	devgate__destroy(bg->maps);
 	free(bg->pin_root);
+	free(bg->guard);
 	free(bg);
 }
 
@@ -490,9 +539,13 @@ int bpfgate_devgrants_set(struct bpfgate *bg, bool any)
 	return bpf_map_update_elem(bg->devgrants_fd, &zero, &val, BPF_ANY) < 0 ? -errno : 0;
 }
 
-bool bpfgate_is_gpu_major(const struct bpfgate *bg, uint32_t major)
+bool bpfgate_is_guarded(const struct bpfgate *bg, uint32_t major, uint32_t minor)
 {
-	return major && (major == bg->nvidia_major || major == bg->uvm_major);
+	const struct dg_guard *g = major < DG_GUARD_MAJORS ? &bg->guard[major] : NULL;
+
+	if (!g || g->all)
+		return g != NULL;
+	return minor < DG_GUARD_MINORS && (g->minors[minor / 64] >> (minor % 64)) & 1;
 }
 
 int bpfgate_devgrants_sync(struct bpfgate *bg)
@@ -505,7 +558,7 @@ int bpfgate_devgrants_sync(struct bpfgate *bg)
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n && !any; i++)
-		any = !bpfgate_is_gpu_major(bg, keys[i].major);
+		any = !bpfgate_is_guarded(bg, keys[i].major, keys[i].minor);
 	r = bpfgate_devgrants_set(bg, any);
 	return r < 0 ? r : any;
 }

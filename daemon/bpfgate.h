@@ -33,7 +33,7 @@ struct bpfgate;
  * with the pins gone, from the gates on leased_cgfds (cgroups the lease
  * records name). cgroot_fd: the cgroup v2 root, for the keeper.
  */
-int bpfgate_open(const char *pin_root, const struct dg_majors *majors, int cgroot_fd,
+int bpfgate_open(const char *pin_root, const struct dg_inventory *inv, int cgroot_fd,
 		 const int *leased_cgfds, size_t n_leased, struct bpfgate **ret,
 		 struct dg_error *err);
 /* Pins the maps again if someone removed them; cheap when they are there. */
@@ -51,7 +51,10 @@ int bpfgate_grant_del(struct bpfgate *bg, uint64_t cgid, const struct dg_node *n
 int bpfgate_devgrants_set(struct bpfgate *bg, bool any);
 /* Sets the flag from the grants map (any non-GPU major); returns it (0 or 1). */
 int bpfgate_devgrants_sync(struct bpfgate *bg);
-bool bpfgate_is_gpu_major(const struct bpfgate *bg, uint32_t major);
+/* GPU-class: the gate counts it and denies it unless granted (dg_guarded_v1). */
+bool bpfgate_is_guarded(const struct bpfgate *bg, uint32_t major, uint32_t minor);
+/* Writes the inventory's GPU-class devices (a rescan's) into dg_guarded_v1. */
+int bpfgate_guard_sync(struct bpfgate *bg, const struct dg_inventory *inv);
 /* All grant keys in the map; *ret is malloc'd. */
 int bpfgate_grants_list(struct bpfgate *bg, struct dg_grant_key **ret, size_t *ret_n);
 

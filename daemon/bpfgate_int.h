@@ -44,10 +44,10 @@ struct replace_ask {
 
 struct bpfgate {
 	char *pin_root;
-	struct devgate *maps;  /* owns the shared maps; no programs loaded */
-	struct devgate *spare; /* a copy loaded ahead of need (gate for runc's kind) */
-	uint32_t nvidia_major; /* 0: none; set in each copy's read-only data */
-	uint32_t uvm_major;
+	struct devgate *maps;	/* owns the shared maps; no programs loaded */
+	struct devgate *spare;	/* a copy loaded ahead of need (gate for runc's kind) */
+	struct dg_guard *guard; /* [major]: what dg_guarded_v1 holds */
+	int guarded_fd;
 	int grants_fd;
 	int counters_fd;
 	int events_fd;

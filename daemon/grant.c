@@ -94,7 +94,7 @@ static size_t node_diff(const struct dg_node *from, size_t n_from, const struct 
 static bool has_host_device(struct daemon *d, const struct dg_node *nodes, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (!bpfgate_is_gpu_major(d->bg, nodes[i].major))
+		if (!bpfgate_is_guarded(d->bg, nodes[i].major, nodes[i].minor))
 			return true;
 	}
 	return false;
@@ -200,6 +200,7 @@ static int alloc_request_from(const struct dg_policy *p, const struct dg_grant_r
 		.count = pr.count,
 		.model = pr.model,
 		.arch = pr.arch,
+		.vendor = g->vendor,
 		.product = pr.product,
 		.min_memory = pr.min_memory,
 		.min_cc = pr.min_cc,
@@ -244,7 +245,7 @@ static struct lease *lease_start(const struct target *t, const char *label)
 
 /* Adds the picked GPUs to next and their UUIDs to the reply. */
 static int add_picked(struct daemon *d, struct lease *next, const bool *picked, bool shared,
-		      struct dg_grant_reply *out, struct dg_arena *a)
+		      bool card, struct dg_grant_reply *out, struct dg_arena *a)
 {
 	out->granted = dg_arena_alloc(a, d->inv->n_gpus * sizeof(*out->granted) + 1);
 	if (!out->granted)
@@ -254,6 +255,8 @@ static int add_picked(struct daemon *d, struct lease *next, const bool *picked, 
 			continue;
 		if (lease_add_gpu(next, &d->inv->gpus[i], shared) < 0)
 			return -ENOMEM;
+		if (card && d->inv->gpus[i].has_card)
+			lease_gpu_add_card(next, &d->inv->gpus[i]);
 		out->granted[out->n_granted++] = d->inv->gpus[i].uuid;
 	}
 	return 0;
@@ -278,7 +281,7 @@ static int add_devices(struct daemon *d, struct lease *next, const struct dg_gra
 	for (size_t i = 0; i < g->n_devices; i++) {
 		struct lease_device dev;
 		char path[40];
-		int r = hostdev_parse(g->devices[i], &d->inv->majors, &d->cfg.device_allow, access,
+		int r = hostdev_parse(g->devices[i], d->inv, &d->cfg.device_allow, access,
 				      &dev, err);
 
 		if (r < 0)
@@ -588,7 +591,7 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_gran
 	}
 	old = lease_table_find(&d->leases, t.cgid);
 	next = next_lease(old, &t, g->target.container);
-	if (!next || add_picked(d, next, picked, req.shared, out, a) < 0)
+	if (!next || add_picked(d, next, picked, req.shared, g->card, out, a) < 0)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	r = add_devices(d, next, g, out, a, err);
 	if (r == 0)
@@ -1136,10 +1139,17 @@ void grant_release(struct daemon *d, uint64_t cgid, const char *why)
 
 static int add_lease_gpu(struct lease *l, const struct lease_gpu *g)
 {
-	struct dg_gpu gpu = { .minor = g->minor };
+	struct dg_gpu gpu = { .family = g->family,
+			      .minor = g->minor,
+			      .has_card = g->card,
+			      .card_minor = g->card_minor };
+	int r;
 
 	snprintf(gpu.uuid, sizeof(gpu.uuid), "%s", g->uuid);
-	return lease_add_gpu(l, &gpu, g->shared);
+	r = lease_add_gpu(l, &gpu, g->shared);
+	if (r >= 0 && g->card)
+		lease_gpu_add_card(l, &gpu);
+	return r;
 }
 
 void grant_finish_revoke(struct daemon *d, const struct lease *gone)

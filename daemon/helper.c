@@ -8,6 +8,7 @@
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/mount.h>
@@ -71,26 +72,6 @@ static int in_root(int dirfd, const char *path, uint64_t resolve, bool walk)
 	return fd < 0 ? -errno : (int)fd;
 }
 
-static void inspect(int devfd, const struct dg_node *node, struct node_result *res)
-{
-	struct stat st;
-
-	if (fstatat(devfd, node->name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		res->status = errno == ENOENT ? NODE_ABSENT : NODE_FAILED;
-		res->err = errno == ENOENT ? 0 : errno;
-		return;
-	}
-	if (S_ISCHR(st.st_mode) && major(st.st_rdev) == node->major &&
-	    minor(st.st_rdev) == node->minor) {
-		res->status = NODE_PRESENT;
-		return;
-	}
-	res->status = NODE_CONFLICT;
-	res->mode = st.st_mode;
-	res->major = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? major(st.st_rdev) : 0;
-	res->minor = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? minor(st.st_rdev) : 0;
-}
-
 /*
  * A file to mount on, owned by an id the container's namespace maps: its
  * /dev refuses inodes whose owner it cannot represent (EOVERFLOW for root).
@@ -116,42 +97,133 @@ static int mount_point(int devfd, const char *name, const struct helper_job *o)
 }
 
 /* The node as a bind mount of devgated's (tree): a node the container's /dev could not open. */
-static int bind_node(int devfd, const struct dg_node *node, const struct helper_job *o, int tree)
+static int bind_node(int devfd, const char *name, const struct helper_job *o, int tree)
 {
-	int r = mount_point(devfd, node->name, o);
+	int r = mount_point(devfd, name, o);
 
 	if (r < 0)
 		return r;
 	/* No MOVE_MOUNT_T_SYMLINKS: a symlink swapped in is not followed. */
-	if (syscall(SYS_move_mount, tree, "", devfd, node->name, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+	if (syscall(SYS_move_mount, tree, "", devfd, name, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
 		r = -errno;
-		(void)unlinkat(devfd, node->name, 0);
+		(void)unlinkat(devfd, name, 0);
 		return r;
 	}
 	return 0;
 }
 
-static int place_node(int devfd, const struct dg_node *node, const struct helper_job *o, int tree)
+/*
+ * The directory a node is in: devfd, or for "dri/NAME" /dev/dri, made when
+ * create, never reached through a symlink (the container owns it) and on
+ * /dev's own file system: a mount there (the host's /dev/dri bound in) is
+ * refused, so a revoke never unlinks a host node. *base: the name within
+ * it. Close the result only when it is not devfd.
+ */
+static int node_dir(int devfd, const struct dg_node *node, const struct helper_job *o, bool create,
+		    const char **base)
+{
+	const char *slash = strchr(node->name, '/');
+	char dir[sizeof(node->name)];
+	struct stat dev_st, dir_st;
+	int fd;
+
+	*base = slash ? slash + 1 : node->name;
+	if (!slash)
+		return devfd;
+	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - node->name), node->name);
+	if (create) {
+		as_owner(o, true);
+		fd = mkdirat(devfd, dir, 0755) < 0 && errno != EEXIST ? -errno : 0;
+		as_owner(o, false);
+		if (fd < 0)
+			return fd;
+	}
+	fd = openat(devfd, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(devfd, &dev_st) < 0 || fstat(fd, &dir_st) < 0 || dev_st.st_dev != dir_st.st_dev) {
+		close(fd);
+		return -EXDEV;
+	}
+	return fd;
+}
+
+static void dir_close(int fd, int devfd)
+{
+	if (fd >= 0 && fd != devfd)
+		close(fd);
+}
+
+static void inspect_in(int devfd, const char *name, const struct dg_node *node,
+		       struct node_result *res);
+
+/* node_dir() of an existing node: a missing directory is a missing node (in res). */
+static int existing_dir(int devfd, const struct dg_node *node, const char **name,
+			struct node_result *res)
+{
+	int dfd = node_dir(devfd, node, NULL, false, name);
+
+	if (dfd < 0) {
+		res->status = dfd == -ENOENT ? NODE_ABSENT : NODE_FAILED;
+		res->err = dfd == -ENOENT ? 0 : -dfd;
+	}
+	return dfd;
+}
+
+static void inspect(int devfd, const struct dg_node *node, struct node_result *res)
+{
+	const char *name;
+	int dfd = existing_dir(devfd, node, &name, res);
+
+	if (dfd < 0)
+		return;
+	inspect_in(dfd, name, node, res);
+	dir_close(dfd, devfd);
+}
+
+static void inspect_in(int devfd, const char *name, const struct dg_node *node,
+		       struct node_result *res)
+{
+	struct stat st;
+
+	if (fstatat(devfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		res->status = errno == ENOENT ? NODE_ABSENT : NODE_FAILED;
+		res->err = errno == ENOENT ? 0 : errno;
+		return;
+	}
+	if (S_ISCHR(st.st_mode) && major(st.st_rdev) == node->major &&
+	    minor(st.st_rdev) == node->minor) {
+		res->status = NODE_PRESENT;
+		return;
+	}
+	res->status = NODE_CONFLICT;
+	res->mode = st.st_mode;
+	res->major = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? major(st.st_rdev) : 0;
+	res->minor = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? minor(st.st_rdev) : 0;
+}
+
+/* name in devfd: a bind mount of devgated's node (tree) or a node made here. */
+static int place_node(int devfd, const char *name, const struct dg_node *node,
+		      const struct helper_job *o, int tree)
 {
 	if (o->bind)
-		return bind_node(devfd, node, o, tree);
-	if (mknodat(devfd, node->name, S_IFCHR | o->mode, makedev(node->major, node->minor)) < 0)
+		return bind_node(devfd, name, o, tree);
+	if (mknodat(devfd, name, S_IFCHR | o->mode, makedev(node->major, node->minor)) < 0)
 		return -errno;
-	if ((o->uid || o->gid) &&
-	    fchownat(devfd, node->name, o->uid, o->gid, AT_SYMLINK_NOFOLLOW) < 0)
+	if ((o->uid || o->gid) && fchownat(devfd, name, o->uid, o->gid, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
 	return 0;
 }
 
-static void make_one(int devfd, const struct dg_node *node, const struct helper_job *o, int tree,
-		     struct node_result *res)
+static void make_in(int devfd, const char *name, const struct dg_node *node,
+		    const struct helper_job *o, int tree, struct node_result *res)
 {
 	struct stat st;
-	int r = place_node(devfd, node, o, tree);
+	int r = place_node(devfd, name, node, o, tree);
 
 	if (r < 0) {
 		if (r == -EEXIST) { /* raced with the container: judge what is there */
-			inspect(devfd, node, res);
+			inspect_in(devfd, name, node, res);
 			return;
 		}
 		res->status = NODE_FAILED;
@@ -160,11 +232,26 @@ static void make_one(int devfd, const struct dg_node *node, const struct helper_
 	}
 	res->status = NODE_CREATED;
 	/* Check what the path holds now; the container may have swapped it. */
-	if (fstatat(devfd, node->name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISCHR(st.st_mode) ||
+	if (fstatat(devfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISCHR(st.st_mode) ||
 	    st.st_rdev != makedev(node->major, node->minor) || (st.st_mode & 07777) != o->mode) {
 		res->status = NODE_FAILED;
 		res->err = EIO;
 	}
+}
+
+static void make_one(int devfd, const struct dg_node *node, const struct helper_job *o, int tree,
+		     struct node_result *res)
+{
+	const char *name;
+	int dfd = node_dir(devfd, node, o, true, &name);
+
+	if (dfd < 0) {
+		res->status = NODE_FAILED;
+		res->err = -dfd;
+		return;
+	}
+	make_in(dfd, name, node, o, tree, res);
+	dir_close(dfd, devfd);
 }
 
 /*
@@ -184,24 +271,25 @@ static int unbind_node(int devfd, const char *name)
 static void unmake_one(int devfd, const struct dg_node *node, const struct helper_job *o,
 		       struct node_result *res)
 {
+	const char *name;
+	int dfd = existing_dir(devfd, node, &name, res);
 	int r;
 
-	inspect(devfd, node, res);
-	if (res->status != NODE_PRESENT)
+	if (dfd < 0)
 		return;
-	r = o->bind ? unbind_node(devfd, node->name) : 0;
+	inspect_in(dfd, name, node, res);
+	r = res->status == NODE_PRESENT && o->bind ? unbind_node(dfd, name) : 0;
 	if (r < 0) {
 		res->status = NODE_FAILED;
 		res->err = -r;
-		return;
-	}
 	/* unlinkat never follows: at worst it removes what was swapped in. */
-	if (unlinkat(devfd, node->name, 0) < 0) {
+	} else if (res->status == NODE_PRESENT && unlinkat(dfd, name, 0) < 0) {
 		res->status = errno == ENOENT ? NODE_ABSENT : NODE_FAILED;
 		res->err = errno == ENOENT ? 0 : errno;
-		return;
+	} else if (res->status == NODE_PRESENT) {
+		res->status = NODE_REMOVED;
 	}
-	res->status = NODE_REMOVED;
+	dir_close(dfd, devfd);
 }
 
 static int create_all(int devfd, const struct helper_job *o, const struct dg_node *nodes, size_t n,
@@ -394,6 +482,7 @@ static void files_run(int root, const struct helper_job *job, const int *trees,
 /* Bind-mounted nodes: mount and unmount, and file ids the container maps. */
 #define HELPER_BIND_CAPS \
 	(HELPER_CAPS | (1ULL << CAP_SYS_ADMIN) | (1ULL << CAP_SETUID) | (1ULL << CAP_SETGID))
+
 
 static int drop_caps(uint64_t keep, uint64_t *ret)
 {

@@ -201,7 +201,7 @@ static int container_name(const char *path, char *name, size_t len, struct dg_er
 		return bad_path(path, "is not /dev/NAME with a single name", err);
 	if (strlen(n) >= len)
 		return bad_path(path, "has a name that is too long", err);
-	if (strncmp(n, "nvidia", 6) == 0)
+	if (strncmp(n, "nvidia", 6) == 0 || strcmp(n, "kfd") == 0)
 		return bad_path(path, "is a GPU node's name", err);
 	snprintf(name, len, "%s", n);
 	return 0;
@@ -233,15 +233,14 @@ static int host_node(const char *host, struct stat *st, struct dg_error *err)
 }
 
 /* Refuses GPU-class nodes (devgate's own) and nodes past the container the admin did not allow. */
-static int check_kind(const char *host, dev_t rdev, const struct dg_majors *majors,
+static int check_kind(const char *host, dev_t rdev, const struct dg_inventory *inv,
 		      const struct hostdev_allow *allow, struct dg_error *err)
 {
 	uint32_t maj = major(rdev);
 	auto_free char *proc_devices = NULL;
 	const char *what;
 
-	if ((majors->has_nvidia && maj == majors->nvidia) ||
-	    (majors->has_uvm && maj == majors->uvm)) {
+	if (inventory_guards(inv, maj, minor(rdev))) {
 		dg_error_set(err, DG_E_INVALID, EINVAL,
 			     "device '%s' (%u:%u) is a GPU-class device devgate manages", host, maj,
 			     minor(rdev));
@@ -264,7 +263,7 @@ static int check_kind(const char *host, dev_t rdev, const struct dg_majors *majo
 	return 0;
 }
 
-int hostdev_parse(const char *spec, const struct dg_majors *majors,
+int hostdev_parse(const char *spec, const struct dg_inventory *inv,
 		  const struct hostdev_allow *allow, uint32_t access, struct lease_device *ret,
 		  struct dg_error *err)
 {
@@ -291,7 +290,7 @@ int hostdev_parse(const char *spec, const struct dg_majors *majors,
 	if (r == 0)
 		r = host_node(dev.host, &st, err);
 	if (r == 0)
-		r = check_kind(dev.host, st.st_rdev, majors, allow, err);
+		r = check_kind(dev.host, st.st_rdev, inv, allow, err);
 	if (r < 0)
 		return r;
 	dev.major = major(st.st_rdev);

@@ -58,7 +58,7 @@ int hostdev_access_parse(const char *s, uint32_t *ret, struct dg_error *err);
  * component NAME, not "nvidia*" (GPU nodes' names). access: DG_ACC_* bits
  * the gate allows. DG_E_INVALID or DG_E_PERM otherwise.
  */
-int hostdev_parse(const char *spec, const struct dg_majors *majors,
+int hostdev_parse(const char *spec, const struct dg_inventory *inv,
 		  const struct hostdev_allow *allow, uint32_t access, struct lease_device *ret,
 		  struct dg_error *err);
 

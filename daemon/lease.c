@@ -343,6 +343,8 @@ static struct lease_gpu *gpu_slot(struct lease *l)
 	if (!v)
 		return NULL;
 	l->gpus = v;
+	/* Zeroed: fields a record leaves out (vendor, card) read as their defaults. */
+	memset(&l->gpus[l->n_gpus], 0, sizeof(*v));
 	return &l->gpus[l->n_gpus++];
 }
 
@@ -367,6 +369,7 @@ int lease_add_gpu(struct lease *l, const struct dg_gpu *gpu, bool shared)
 	if (!g)
 		return l->n_gpus == DG_MAX_GPUS ? -E2BIG : -ENOMEM;
 	snprintf(g->uuid, sizeof(g->uuid), "%s", gpu->uuid);
+	g->family = gpu->family;
 	g->minor = gpu->minor;
 	g->shared = shared;
 	g->since_ms = now_wall_ms();
@@ -397,6 +400,19 @@ static void add_spent(struct lease *l, const char *uuid, int64_t ms)
 	l->spent = v;
 	snprintf(v[l->n_spent].uuid, sizeof(v->uuid), "%s", uuid);
 	v[l->n_spent++].ms = ms;
+}
+
+void lease_gpu_add_card(struct lease *l, const struct dg_gpu *gpu)
+{
+	for (size_t i = 0; i < l->n_gpus; i++) {
+		struct lease_gpu *g = &l->gpus[i];
+
+		if (strcasecmp(g->uuid, gpu->uuid) == 0 && gpu->has_card &&
+		    gpu->family != DG_VENDOR_NVIDIA) {
+			g->card = true;
+			g->card_minor = gpu->card_minor;
+		}
+	}
 }
 
 void lease_del_gpu(struct lease *l, const char *uuid)
@@ -535,14 +551,17 @@ size_t lease_nodes(const struct lease *l, const struct dg_inventory *inv, struct
 {
 	size_t n = 0;
 
-	for (size_t i = 0; i < l->n_gpus && n < max; i++) {
-		struct dg_node *node = &out[n++];
+	bool vendors[DG_VENDORS] = { false };
 
-		*node = (struct dg_node){ .major = inv->majors.nvidia, .minor = l->gpus[i].minor };
-		snprintf(node->name, sizeof(node->name), "nvidia%u", l->gpus[i].minor);
+	for (size_t i = 0; i < l->n_gpus && n < max; i++) {
+		vendor_gpu_node(inv, l->gpus[i].family, l->gpus[i].minor, &out[n++]);
+		vendors[l->gpus[i].family] = true;
+		if (l->gpus[i].card && n < max)
+			card_node(l->gpus[i].card_minor, &out[n++]);
 	}
-	if (l->n_gpus > 0) {
-		for (size_t i = 0; i < inv->n_ctl && n < max; i++)
+	/* Each vendor's control nodes, for the vendors the lease holds GPUs of. */
+	for (size_t i = 0; i < inv->n_ctl && n < max; i++) {
+		if (vendors[inv->ctl_vendor[i]])
 			out[n++] = inv->ctl[i];
 	}
 	return device_nodes(l, out, n, max);
@@ -639,6 +658,12 @@ json_object *lease_to_json(const struct lease *l)
 		json_object *g = json_object_new_object();
 
 		json_object_object_add(g, "uuid", json_object_new_string(l->gpus[i].uuid));
+		/* Left out for NVIDIA: such a record reads the same as before. */
+		if (l->gpus[i].family != DG_VENDOR_NVIDIA)
+			json_add_str(g, "vendor", vendor_name(l->gpus[i].family));
+		if (l->gpus[i].card)
+			json_object_object_add(g, "card",
+					       json_object_new_int64(l->gpus[i].card_minor));
 		json_object_object_add(g, "minor", json_object_new_int64(l->gpus[i].minor));
 		json_object_object_add(g, "shared", json_object_new_boolean(l->gpus[i].shared));
 		json_object_object_add(g, "since_ms", json_object_new_int64(l->gpus[i].since_ms));
@@ -766,14 +791,31 @@ static int gpus_from_json(json_object *arr, struct lease *l, char *why, size_t l
 		    want(g, "uuid", json_type_string, false, &v, why, len) < 0)
 			return -EINVAL;
 		snprintf(lg->uuid, sizeof(lg->uuid), "%s", json_object_get_string(v));
+		if (json_object_object_get_ex(g, "vendor", &v) &&
+		    vendor_parse(json_object_get_string(v), &lg->family) < 0) {
+			snprintf(why, len, "unknown GPU vendor");
+			return -EINVAL;
+		}
 		if (want(g, "minor", json_type_int, false, &v, why, len) < 0)
 			return -EINVAL;
 		minor = json_object_get_int64(v);
-		if (minor < 0 || minor > 254) {
+		if (minor < 0 ||
+		    minor > (lg->family == DG_VENDOR_NVIDIA ? 254 : DG_DRM_MAX_MINOR)) {
 			snprintf(why, len, "GPU minor %lld out of range", (long long)minor);
 			return -EINVAL;
 		}
 		lg->minor = (uint32_t)minor;
+		if (json_object_object_get_ex(g, "card", &v)) {
+			int64_t card = json_object_get_int64(v);
+
+			if (!json_object_is_type(v, json_type_int) || card < 0 ||
+			    card >= DG_DRM_RENDER_BASE || lg->family == DG_VENDOR_NVIDIA) {
+				snprintf(why, len, "bad GPU card minor");
+				return -EINVAL;
+			}
+			lg->card = true;
+			lg->card_minor = (uint32_t)card;
+		}
 		if (want(g, "shared", json_type_boolean, false, &v, why, len) < 0)
 			return -EINVAL;
 		lg->shared = json_object_get_boolean(v);

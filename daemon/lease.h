@@ -17,7 +17,10 @@
 
 struct lease_gpu {
 	char uuid[80];
+	enum dg_vendor family; /* its node: nvidiaN or dri/renderD<N> */
 	uint32_t minor;
+	bool card; /* DRM: its card node dri/card<card_minor> too (grant --card) */
+	uint32_t card_minor;
 	bool shared;
 	/* GPU time: held since since_ms (CLOCK_REALTIME ms), after ms of earlier spans. */
 	int64_t since_ms;
@@ -115,6 +118,8 @@ void lease_table_del_gpu(struct lease_table *t, struct lease *l, const char *uui
 const struct lease_gpu *lease_find_gpu(const struct lease *l, const char *uuid);
 int lease_add_gpu(struct lease *l, const struct dg_gpu *gpu, bool shared);
 void lease_del_gpu(struct lease *l, const char *uuid);
+/* The lease's GPU gpu (added before) holds its card node too. */
+void lease_gpu_add_card(struct lease *l, const struct dg_gpu *gpu);
 
 /*
  * GPU-milliseconds, to now_ms (CLOCK_REALTIME): of one GPU of the lease (held

@@ -353,7 +353,7 @@ static int open_bpfgate(struct daemon *d, struct dg_error *err)
 		if (cgroup_open_id(&d->cg, d->leases.v[i]->cgid, &fds[n]) == 0)
 			n++;
 	}
-	r = bpfgate_open(d->cfg.pin_root, &d->inv->majors, d->cg.fd, fds, n, &d->bg, err);
+	r = bpfgate_open(d->cfg.pin_root, d->inv, d->cg.fd, fds, n, &d->bg, err);
 	if (r == 0)
 		guard_init(d->bg, fds, n);
 	while (n)

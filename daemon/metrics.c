@@ -237,9 +237,7 @@ static void dev_sort(struct dev_counters *dc, bool sum)
 static bool gpu_class(const struct dg_inventory *inv, const struct dg_count_key *k)
 {
 	return k->type == DG_DEV_CHAR &&
-	       (k->major == DEV_OTHER ||
-		(inv->majors.has_nvidia && k->major == inv->majors.nvidia) ||
-		(inv->majors.has_uvm && k->major == inv->majors.uvm));
+	       (k->major == DEV_OTHER || inventory_guards(inv, k->major, k->minor));
 }
 
 /*

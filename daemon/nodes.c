@@ -403,7 +403,12 @@ static int make_job(const struct target *t, enum helper_op op, const struct node
 	if (n > DG_MAX_NODES)
 		return dg_error_set(err, DG_E_INTERNAL, E2BIG, "too many nodes");
 	for (size_t i = 0; i < n; i++) {
-		if (!nodes[i].name[0] || strchr(nodes[i].name, '/') || nodes[i].name[0] == '.')
+		const char *slash = strchr(nodes[i].name, '/');
+		/* One level of directory, dri/ only: DRM nodes live in /dev/dri. */
+		const char *base = slash && strncmp(nodes[i].name, "dri/", 4) == 0 ? slash + 1
+										   : nodes[i].name;
+
+		if (!base[0] || strchr(base, '/') || base[0] == '.')
 			return dg_error_set(err, DG_E_INTERNAL, EINVAL, "bad node name '%s'",
 					    nodes[i].name);
 	}

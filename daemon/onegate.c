@@ -99,13 +99,17 @@ static bool prog_uses(int fd, uint32_t counters_id, uint32_t slots_id)
 	return counters && slots;
 }
 
-/* The majors are in the programs' read-only data: they are part of the name. */
+/*
+ * "map": the GPU-class devices are in dg_guarded_v1, no longer majors in the
+ * programs' read-only data (the pins of those were named by their majors).
+ */
 static void prog_pin_name(const struct bpfgate *bg, char *buf, size_t len, bool tally, uint32_t set)
 {
+	(void)bg;
 	if (tally)
-		snprintf(buf, len, "dg_tally_%u_%u_v1", bg->nvidia_major, bg->uvm_major);
+		snprintf(buf, len, "dg_tally_map_v1");
 	else
-		snprintf(buf, len, "dg_gate%u_%u_%u_v1", set, bg->nvidia_major, bg->uvm_major);
+		snprintf(buf, len, "dg_gate%u_map_v1", set);
 }
 
 static int adopt_pinned(struct bpfgate *bg, bool tally, uint32_t set)

@@ -123,7 +123,7 @@ static void reconcile_double_bookings(struct daemon *d, unsigned int *fixes)
 		for (size_t g = 0; l && g < l->n_gpus; g++) {
 			struct lease *o = double_booker(d, l, l->gpus[g].uuid);
 			const struct lease_gpu *og = o ? lease_find_gpu(o, l->gpus[g].uuid) : NULL;
-			struct dg_node node = { .major = d->inv->majors.nvidia };
+			struct dg_node node;
 			struct lease *young;
 			char uuid[sizeof(l->gpus[g].uuid)];
 
@@ -133,7 +133,7 @@ static void reconcile_double_bookings(struct daemon *d, unsigned int *fixes)
 					? o
 					: l;
 			snprintf(uuid, sizeof(uuid), "%s", l->gpus[g].uuid);
-			node.minor = l->gpus[g].minor;
+			vendor_gpu_node(d->inv, l->gpus[g].family, l->gpus[g].minor, &node);
 			log_error(
 				"reconcile: GPU %s is booked by %s and %s, not both shared; %s keeps "
 				"it, %s loses it",
@@ -205,6 +205,9 @@ static struct lease *lease_from_grants(struct daemon *d, uint64_t cgid, const ch
 		if (o && !lease_find_gpu(o, gpu->uuid)->shared)
 			continue;
 		(void)lease_add_gpu(l, gpu, o != NULL);
+		if (gpu->has_card && keys[i].major == DG_DRM_MAJOR &&
+		    keys[i].minor == gpu->card_minor)
+			lease_gpu_add_card(l, gpu);
 	}
 	l->cgroup = strdup(cgroup);
 	l->container = lease_label_from_cgroup(cgroup);

@@ -58,7 +58,12 @@ bool rescan_uevent_relevant(const char *msg, size_t len)
 		return false;
 	/* The nvidia, nvidia_uvm, nvidia_modeset... modules: a driver load or unload. */
 	if (strcmp(subsystem, "module") == 0)
-		return (v = uevent_get(msg, len, "DEVPATH")) && startswith(v, "/module/nvidia");
+		return (v = uevent_get(msg, len, "DEVPATH")) &&
+		       (startswith(v, "/module/nvidia") || strcmp(v, "/module/amdgpu") == 0 ||
+			strcmp(v, "/module/i915") == 0 || strcmp(v, "/module/xe") == 0);
+	/* A DRM node (AMD's and Intel's GPUs) came or went. */
+	if (strcmp(subsystem, "drm") == 0)
+		return true;
 	if (strcmp(subsystem, "pci") != 0)
 		return false;
 	/* A display controller (class 03xxxx) or anything of NVIDIA's or its driver's. */
@@ -130,6 +135,7 @@ static void keep_majors(const struct dg_inventory *old, struct dg_inventory *nex
 	log_warning("%s", why);
 	next->majors = old->majors;
 	memcpy(next->ctl, old->ctl, sizeof(next->ctl));
+	memcpy(next->ctl_vendor, old->ctl_vendor, sizeof(next->ctl_vendor));
 	next->n_ctl = old->n_ctl;
 	snprintf(next->ctl_problem, sizeof(next->ctl_problem), "%s", why);
 	for (size_t i = 0; i < next->n_gpus; i++) {
@@ -258,6 +264,9 @@ int rescan_run(struct daemon *d, const char *why, struct dg_rescan_reply *out, s
 	/* The reply copies the UUIDs: x points into next, which a later rescan frees. */
 	r = out ? fill_reply(&x, next->n_gpus, out, a) : 0;
 	d->inv = next;
+	/* New DRM GPUs are guarded from now on; vanished ones stay (kept in next). */
+	if (d->bg && bpfgate_guard_sync(d->bg, next) < 0)
+		log_warning("cannot update dg_guarded_v1: new DRM GPUs are not guarded yet");
 	/* A driver load sends uevents by the dozen; only changes are news then. */
 	(void)log_full_errno(x.n_appeared + x.n_vanished + x.n_changed || strcmp(why, "uevent") != 0
 				     ? LOG_INFO

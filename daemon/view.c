@@ -53,6 +53,7 @@ int view_gpu(const struct dg_inventory *inv, const struct dg_gpu *gpu, struct dg
 		.has_index = true,
 		.minor = gpu->minor,
 		.uuid = gpu->uuid,
+		.vendor = vendor_name(gpu->family),
 		.pci = gpu->pci,
 		.model = gpu->model,
 		.arch = gpu->arch ? gpu->arch : "unknown",
@@ -175,6 +176,7 @@ int view_lease(const struct daemon *d, const struct lease *l, struct dg_lease_in
 		if (!g->gpu.uuid)
 			return -ENOMEM;
 		g->gpu.minor = l->gpus[i].minor;
+		g->gpu.vendor = vendor_name(l->gpus[i].family);
 		g->gpu.problem = "no longer on this host";
 	}
 	return view_devices(l, out, a);

@@ -26,12 +26,12 @@ check_of() {
 	[ "$(echo "$output" | jq -r .status)" = ok ]
 	[ "$(echo "$output" | jq -r '[.checks[].status] | unique | join(",")')" = ok ]
 	[ "$(echo "$output" | jq -r '[.checks[].name] | join(" ")')" = \
-		"cgroup2 bpffs bpf-device driver gpus nodes dev-char daemon foreign-progs" ]
+		"cgroup2 bpffs bpf-device driver gpus drm-gpus nodes dev-char daemon foreign-progs" ]
 	[ "$(check_of cgroup2 message)" = "cgroup v2 is mounted at $DG_CGROOT" ]
 	[ "$(check_of nodes message)" = "5 device nodes in /dev with the right numbers" ]
 	[[ "$(check_of daemon message)" == "devgated 0.1.0 (PID $DG_DAEMON_PID) answers on"* ]]
 	run -0 doctor
-	[ "${lines[-1]}" = "9 ok, 0 warnings, 0 failed, 0 skipped" ]
+	[ "${lines[-1]}" = "10 ok, 0 warnings, 0 failed, 0 skipped" ]
 	[[ "${lines[0]}" == "ok    cgroup2        cgroup v2 is mounted at "* ]]
 }
 

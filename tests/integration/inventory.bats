@@ -62,7 +62,7 @@ no_refusal_logged() {
 	[ "$(echo "$output" | jq -c '[.gpus[] | [.arch, .cc, .memory_mib]]')" = \
 		'[["fermi","2.0",null],["kepler","3.7",null],["hopper","9.0",81920],["blackwell","10.0",null],["ampere","8.0",40960]]' ]
 	run -0 dg list
-	[[ "${lines[0]}" == "IDX  MINOR  UUID"*"ARCH       CC    MEM  NUMA  STATE  MODEL" ]]
+	[[ "${lines[0]}" == "IDX  VENDOR  MINOR  UUID"*"ARCH       CC    MEM  NUMA  STATE  MODEL" ]]
 	[[ "${lines[1]}" == *"10de:1091  fermi      2.0   -    -     free   Tesla M2090" ]]
 	[[ "${lines[3]}" == *"10de:2330  hopper     9.0   80G  -     free   NVIDIA H100 80GB HBM3" ]]
 	[[ "${lines[4]}" == *"10de:2901  blackwell  10.0  -    -     free   NVIDIA B200" ]]

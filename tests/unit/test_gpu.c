@@ -338,6 +338,114 @@ static void test_discover_no_driver(void **state)
 	assert_int_equal(err.code, DG_E_INVALID);
 }
 
+static void test_kfd_render_minor(void **state)
+{
+	uint32_t m = 0;
+
+	(void)state;
+	assert_int_equal(kfd_render_minor_parse("cpu_cores_count 0\nsimd_count 416\n"
+						"drm_render_minor 129\nhive_id 0\n",
+						&m),
+			 0);
+	assert_int_equal(m, 129);
+	/* A CPU node names minor 0; a node without the line names none. */
+	assert_int_equal(kfd_render_minor_parse("drm_render_minor 0\n", &m), -ENOENT);
+	assert_int_equal(kfd_render_minor_parse("simd_count 0\n", &m), -ENOENT);
+	assert_int_equal(kfd_render_minor_parse("drm_render_minor x12\n", &m), -EINVAL);
+	assert_int_equal(kfd_render_minor_parse("drm_render_minor \n", &m), -EINVAL);
+}
+
+static void test_proc_devices_kfd(void **state)
+{
+	struct dg_majors m;
+	enum dg_vendor v;
+
+	(void)state;
+	proc_devices_parse("Character devices:\n226 drm\n507 kfd\n", &m);
+	assert_true(m.has_kfd);
+	assert_int_equal(m.kfd, 507);
+	assert_false(m.has_nvidia);
+	assert_int_equal(vendor_parse("AMD", &v), 0);
+	assert_int_equal(v, DG_VENDOR_AMD);
+	assert_string_equal(vendor_name(DG_VENDOR_INTEL), "intel");
+	assert_int_equal(vendor_parse("matrox", &v), -EINVAL);
+}
+
+/* renderD<minor> (and its card) of a PCI device of vendor:device. */
+static void add_drm(const char *name, unsigned int minor, const char *pci, const char *vendor,
+		    const char *device)
+{
+	char rel[256], text[64], link[512];
+
+	snprintf(rel, sizeof(rel), "drm/sys/bus/pci/devices/%s/vendor", pci);
+	put(rel, vendor);
+	snprintf(rel, sizeof(rel), "drm/sys/bus/pci/devices/%s/device", pci);
+	put(rel, device);
+	snprintf(rel, sizeof(rel), "drm/sys/class/drm/%s/dev", name);
+	snprintf(text, sizeof(text), "226:%u\n", minor);
+	put(rel, text);
+	snprintf(link, sizeof(link), "%s/drm/sys/class/drm/%s/device", root, name);
+	snprintf(rel, sizeof(rel), "../../../bus/pci/devices/%s", pci);
+	assert_int_equal(symlink(rel, link), 0);
+}
+
+static void test_discover_drm(void **state)
+{
+	struct dg_inventory *inv = NULL;
+	struct dg_error err = { 0 };
+	struct dg_node node;
+	char drm[96];
+
+	(void)state;
+	put("drm/proc/devices", "Character devices:\n226 drm\n507 kfd\n");
+	add_drm("renderD128", 128, "0000:c1:00.0", "0x1002\n", "0x74a1\n");
+	add_drm("card1", 1, "0000:c1:00.0", "0x1002\n", "0x74a1\n");
+	add_drm("renderD129", 129, "0000:41:00.0", "0x1002\n", "0x7fff\n");
+	add_drm("renderD130", 130, "0000:05:00.0", "0x8086\n", "0x56c0\n");
+	/* Neither a virtual display nor NVIDIA's DRM node is a GPU of this path. */
+	add_drm("renderD131", 131, "0000:00:02.0", "0x1af4\n", "0x1050\n");
+	add_drm("card0", 0, "0000:00:02.0", "0x1af4\n", "0x1050\n");
+	add_drm("renderD132", 132, "0000:07:00.0", "0x10de\n", "0x2330\n");
+	put("drm/sys/bus/pci/devices/0000:c1:00.0/unique_id", "2d1c34a1e2f8b0c5\n");
+	put("drm/sys/class/kfd/kfd/topology/nodes/0/properties", "drm_render_minor 0\n");
+	put("drm/sys/class/kfd/kfd/topology/nodes/1/properties", "drm_render_minor 128\n");
+	snprintf(drm, sizeof(drm), "%s/drm", root);
+	assert_int_equal(inventory_discover(drm, &inv, &err), 0);
+	assert_int_equal(inv->n_gpus, 3);
+	/* PCI order: Intel 05, AMD 41, AMD c1. */
+	assert_int_equal(inv->gpus[0].family, DG_VENDOR_INTEL);
+	assert_string_equal(inv->gpus[0].uuid, "0000:05:00.0");
+	assert_string_equal(inv->gpus[0].model, "Intel Data Center GPU Flex 170");
+	assert_string_equal(inv->gpus[0].problem, "");
+	assert_int_equal(inv->gpus[1].family, DG_VENDOR_AMD);
+	assert_string_equal(inv->gpus[1].model, "AMD GPU");
+	/* No KFD node names renderD129: ROCm cannot use it, so devgate does not grant it. */
+	assert_non_null(strstr(inv->gpus[1].problem, "no KFD topology node"));
+	assert_string_equal(inv->gpus[2].uuid, "AMD-2d1c34a1e2f8b0c5");
+	assert_string_equal(inv->gpus[2].pci, "0000:c1:00.0");
+	assert_int_equal(inv->gpus[2].minor, 128);
+	assert_string_equal(inv->gpus[2].problem, "");
+	gpu_node(inv, &inv->gpus[2], &node);
+	assert_string_equal(node.name, "dri/renderD128");
+	assert_int_equal(node.major, 226);
+	assert_int_equal(inv->n_ctl, 1);
+	assert_string_equal(inv->ctl[0].name, "kfd");
+	assert_int_equal(inv->ctl_vendor[0], DG_VENDOR_AMD);
+	/* card1 is the MI300X's (the same PCI device); the Intel GPU has none. */
+	assert_true(inv->gpus[2].has_card);
+	assert_int_equal(inv->gpus[2].card_minor, 1);
+	assert_false(inv->gpus[0].has_card);
+	/* Guarded: the kfd's every minor, the GPUs' DRM minors; not the display's. */
+	assert_true(inventory_guards(inv, 507, 3));
+	assert_true(inventory_guards(inv, 226, 128));
+	assert_true(inventory_guards(inv, 226, 130));
+	assert_true(inventory_guards(inv, 226, 1));
+	assert_false(inventory_guards(inv, 226, 131));
+	assert_false(inventory_guards(inv, 226, 0));
+	assert_false(inventory_guards(inv, 1, 3));
+	inventory_free(inv);
+}
+
 static void select_ok(const struct dg_inventory *inv, const char *spec, const char *want)
 {
 	bool sel[DG_MAX_GPUS];
@@ -407,6 +515,9 @@ int main(void)
 		cmocka_unit_test(test_discover),
 		cmocka_unit_test(test_discover_no_driver),
 		cmocka_unit_test(test_select),
+		cmocka_unit_test(test_kfd_render_minor),
+		cmocka_unit_test(test_proc_devices_kfd),
+		cmocka_unit_test(test_discover_drm),
 	};
 
 	return cmocka_run_group_tests_name("gpu", tests, fixture_setup, fixture_teardown);

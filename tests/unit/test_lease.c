@@ -98,6 +98,47 @@ static void bad(const char *text, const char *why_want)
 	assert_string_equal(why, why_want);
 }
 
+/* An AMD GPU keeps its vendor and card; an NVIDIA one's record has neither field. */
+static void test_vendor_roundtrip(void **state)
+{
+	struct lease *l = lease_new(77), *back = NULL;
+	struct dg_gpu amd = {
+		.family = DG_VENDOR_AMD, .minor = 129, .has_card = true, .card_minor = 1
+	};
+	struct dg_gpu nv = { .minor = 2 };
+	struct dg_inventory inv = { .majors = { .has_nvidia = true, .nvidia = 195 } };
+	struct dg_node nodes[8];
+	auto_json json_object *o = NULL;
+	json_object *g = NULL, *v = NULL;
+	char why[128] = "";
+
+	(void)state;
+	l->cgroup = strdup("/c");
+	snprintf(amd.uuid, sizeof(amd.uuid), "0000:90:00.0");
+	snprintf(nv.uuid, sizeof(nv.uuid), "GPU-1");
+	assert_int_equal(lease_add_gpu(l, &amd, false), 1);
+	lease_gpu_add_card(l, &amd);
+	assert_int_equal(lease_add_gpu(l, &nv, false), 1);
+	o = lease_to_json(l);
+	assert_true(json_object_object_get_ex(o, "gpus", &g));
+	assert_false(json_object_object_get_ex(json_object_array_get_idx(g, 1), "vendor", &v));
+	assert_false(json_object_object_get_ex(json_object_array_get_idx(g, 1), "card", &v));
+	assert_int_equal(lease_from_json(o, &back, why, sizeof(why)), 0);
+	assert_int_equal(back->gpus[0].family, DG_VENDOR_AMD);
+	assert_true(back->gpus[0].card);
+	assert_int_equal(back->gpus[0].card_minor, 1);
+	assert_int_equal(back->gpus[1].family, DG_VENDOR_NVIDIA);
+	assert_false(back->gpus[1].card);
+	/* Nodes: render, card, nvidia2; no control node the inventory lacks. */
+	assert_int_equal(lease_nodes(back, &inv, nodes, 8), 3);
+	assert_string_equal(nodes[0].name, "dri/renderD129");
+	assert_int_equal(nodes[0].major, 226);
+	assert_string_equal(nodes[1].name, "dri/card1");
+	assert_string_equal(nodes[2].name, "nvidia2");
+	lease_free(l);
+	lease_free(back);
+}
+
 static void test_rejects(void **state)
 {
 	(void)state;
@@ -112,6 +153,12 @@ static void test_rejects(void **state)
 	bad("{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,\"pid\":1,"
 	    "\"since\":0,\"gpus\":[{\"uuid\":\"GPU-1\",\"minor\":1}]}",
 	    "missing field 'shared'");
+	bad("{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,\"pid\":1,"
+	    "\"since\":0,\"gpus\":[{\"uuid\":\"a\",\"vendor\":\"matrox\",\"minor\":1}]}",
+	    "unknown GPU vendor");
+	bad("{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,\"pid\":1,"
+	    "\"since\":0,\"gpus\":[{\"uuid\":\"a\",\"minor\":1,\"card\":0,\"shared\":false}]}",
+	    "bad GPU card minor");
 #define HEAD                                                                                 \
 	"{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,\"pid\":1," \
 	"\"since\":0,\"gpus\":[],"
@@ -394,11 +441,17 @@ static void test_table_next_expiry(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_roundtrip),	  cmocka_unit_test(test_devices_roundtrip),
-		cmocka_unit_test(test_rejects),		  cmocka_unit_test(test_labels),
-		cmocka_unit_test(test_table_ids),	  cmocka_unit_test(test_table_index),
-		cmocka_unit_test(test_table_use),	  cmocka_unit_test(test_expiry_record),
-		cmocka_unit_test(test_expiry_arithmetic), cmocka_unit_test(test_table_next_expiry),
+		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_devices_roundtrip),
+		cmocka_unit_test(test_vendor_roundtrip),
+		cmocka_unit_test(test_rejects),
+		cmocka_unit_test(test_labels),
+		cmocka_unit_test(test_table_ids),
+		cmocka_unit_test(test_table_index),
+		cmocka_unit_test(test_table_use),
+		cmocka_unit_test(test_expiry_record),
+		cmocka_unit_test(test_expiry_arithmetic),
+		cmocka_unit_test(test_table_next_expiry),
 	};
 
 	return cmocka_run_group_tests_name("lease", tests, NULL, NULL);

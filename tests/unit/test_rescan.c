@@ -43,6 +43,20 @@ static void test_gpu_events(void **state)
 		       "SUBSYSTEM=module"));
 }
 
+static void test_drm_events(void **state)
+{
+	(void)state;
+	/* AMD's and Intel's GPUs: their render nodes and drivers. */
+	assert_true(EV("add@/devices/pci0000:80/0000:80:00.0/drm/renderD128", "ACTION=add",
+		       "SUBSYSTEM=drm", "DEVNAME=dri/renderD128"));
+	assert_true(EV("add@/module/amdgpu", "ACTION=add", "DEVPATH=/module/amdgpu",
+		       "SUBSYSTEM=module"));
+	assert_true(
+		EV("remove@/module/xe", "ACTION=remove", "DEVPATH=/module/xe", "SUBSYSTEM=module"));
+	assert_false(EV("add@/module/amdgpu_x", "ACTION=add", "DEVPATH=/module/amdgpu_x",
+			"SUBSYSTEM=module"));
+}
+
 static void test_other_events(void **state)
 {
 	(void)state;
@@ -62,6 +76,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gpu_events),
+		cmocka_unit_test(test_drm_events),
 		cmocka_unit_test(test_other_events),
 	};
 

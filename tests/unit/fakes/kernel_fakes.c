@@ -155,9 +155,10 @@ int bpfgate_devgrants_set(struct bpfgate *bg, bool any)
 	return 0;
 }
 
-bool bpfgate_is_gpu_major(const struct bpfgate *bg, uint32_t major)
+bool bpfgate_is_guarded(const struct bpfgate *bg, uint32_t major, uint32_t minor)
 {
 	(void)bg;
+	(void)minor;
 	return major == 195 || major == 510;
 }
 
@@ -165,7 +166,7 @@ int bpfgate_devgrants_sync(struct bpfgate *bg)
 {
 	fake.devgrants = false;
 	for (size_t i = 0; i < fake.n_grants; i++) {
-		if (!bpfgate_is_gpu_major(bg, fake.grants[i].major))
+		if (!bpfgate_is_guarded(bg, fake.grants[i].major, fake.grants[i].minor))
 			fake.devgrants = true;
 	}
 	return fake.devgrants;
