@@ -26,6 +26,7 @@ static const struct command commands[] = {
 	{ "revoke", "take GPUs back from a container", cmd_revoke },
 	{ "extend", "give a lease with a ttl more time", cmd_extend },
 	{ "status", "list leases", cmd_status },
+	{ "queue", "list grants waiting for GPUs (grant --wait)", cmd_queue },
 	{ "watch", "print lease changes as they happen", cmd_watch },
 	{ "rescan", "make devgated re-read the host's GPUs now", cmd_rescan },
 	{ "hook", "OCI hook for container runtimes (reads state on stdin)", cmd_hook },

@@ -15,6 +15,7 @@
 #include "gpu.h"
 #include "lease.h"
 #include "policy.h"
+#include "queue.h"
 #include "state.h"
 
 struct dg_config {
@@ -97,6 +98,9 @@ struct daemon {
 	struct client *clients;
 	size_t n_clients;
 	bool listen_paused; /* at max-clients, or out of file descriptors */
+	struct queue queue; /* grants waiting for GPUs (server.c) */
+	bool queue_dirty;   /* capacity may have appeared: try the waiters */
+	bool queue_moved;   /* places changed: tell the waiters */
 	struct daemon_hooks hooks;
 	bool quit;
 };

@@ -258,6 +258,9 @@ int rescan_run(struct daemon *d, const char *why, struct dg_rescan_reply *out, s
 	/* The reply copies the UUIDs: x points into next, which a later rescan frees. */
 	r = out ? fill_reply(&x, next->n_gpus, out, a) : 0;
 	d->inv = next;
+	/* A GPU that appeared or works again may serve a waiting grant (server.c). */
+	if (x.n_appeared || x.n_changed)
+		d->queue_dirty = true;
 	/* A driver load sends uevents by the dozen; only changes are news then. */
 	(void)log_full_errno(x.n_appeared + x.n_vanished + x.n_changed || strcmp(why, "uevent") != 0
 				     ? LOG_INFO

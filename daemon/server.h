@@ -21,6 +21,17 @@ void server_tick(struct daemon *d);
 /* Sends ev to every client streaming stream (DG_OP_WATCH or DG_OP_EVENTS). */
 void server_broadcast(struct daemon *d, enum dg_op stream, const union dg_stream_event *ev);
 
+/*
+ * The wait queue (grant --wait), after every turn of the loop: answers
+ * waiters whose time ran out, tries them all in order when capacity may
+ * have appeared (d->queue_dirty), and tells each whose place changed.
+ */
+void server_queue_run(struct daemon *d);
+/* Periodic: drops waiters whose container ended. */
+void server_queue_check(struct daemon *d);
+/* How long the loop may sleep before server_queue_run has work; -1: forever. */
+int server_queue_timeout_ms(const struct daemon *d);
+
 /* epoll tags: the low bits of a pointer are free, so small ints mark fds. */
 enum {
 	TAG_LISTEN = 1,
