@@ -101,6 +101,8 @@ struct daemon {
 	struct queue queue; /* grants waiting for GPUs (server.c) */
 	bool queue_dirty;   /* capacity may have appeared: try the waiters */
 	bool queue_moved;   /* places changed: tell the waiters */
+	uint64_t wake_ns;   /* when the loop woke for what it handles now */
+	uint64_t dirty_ns;  /* the wake-up that set queue_dirty: for the log */
 	struct daemon_hooks hooks;
 	bool quit;
 };

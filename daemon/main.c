@@ -367,8 +367,10 @@ static void on_lease_changed(struct daemon *d, const char *type, const struct le
 
 	expiry_note(d, l);
 	/* Any change but a grant may have freed a GPU for a waiting grant. */
-	if (strcmp(type, "granted") != 0 && strcmp(type, "extended") != 0)
+	if (strcmp(type, "granted") != 0 && strcmp(type, "extended") != 0 && !d->queue_dirty) {
 		d->queue_dirty = true;
+		d->dirty_ns = d->wake_ns;
+	}
 	if (view_lease(d, l, &ev.watch.lease, &a) == 0)
 		server_broadcast(d, DG_OP_WATCH, &ev);
 	dg_arena_free(&a);
@@ -600,6 +602,7 @@ static int run(struct daemon *d)
 		int n = epoll_wait(d->epfd, evs, (int)ARRAY_SIZE(evs), wait_ms);
 		bool busy = false;
 
+		d->wake_ns = now_mono_ns();
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

@@ -259,8 +259,10 @@ int rescan_run(struct daemon *d, const char *why, struct dg_rescan_reply *out, s
 	r = out ? fill_reply(&x, next->n_gpus, out, a) : 0;
 	d->inv = next;
 	/* A GPU that appeared or works again may serve a waiting grant (server.c). */
-	if (x.n_appeared || x.n_changed)
+	if ((x.n_appeared || x.n_changed) && !d->queue_dirty) {
 		d->queue_dirty = true;
+		d->dirty_ns = d->wake_ns;
+	}
 	/* A driver load sends uevents by the dozen; only changes are news then. */
 	(void)log_full_errno(x.n_appeared + x.n_vanished + x.n_changed || strcmp(why, "uevent") != 0
 				     ? LOG_INFO

@@ -628,7 +628,11 @@ static bool waiter_try(struct daemon *d, struct client *c)
 	waited = now_mono_ns() - w->e.since_ns;
 	waiter_log_name(w, name, sizeof(name));
 	if (r == 0) {
-		log_info("served the waiting grant for %s after %.1f ms", name, (double)waited / 1e6);
+		/* The second figure: from the wake-up that found a GPU freed (a container's exit). */
+		log_info("served the waiting grant for %s after %.1f ms in the queue, %.1f ms after "
+			 "the event that freed its GPUs",
+			 name, (double)waited / 1e6,
+			 d->dirty_ns ? (double)(now_mono_ns() - d->dirty_ns) / 1e6 : 0.0);
 		metrics_queue_served(d->metrics, waited);
 	} else {
 		metrics_inc(d->metrics, METRIC_QUEUE_CANCELLED, 1);
