@@ -242,9 +242,10 @@ static void account(struct daemon *d, const struct ops_peer *peer, const struct 
 {
 	const char *op = dg_op_info(req->op)->name, *source = source_of(req);
 
-	metrics_observe(d->metrics, req->op, ns);
+	/* Not refused, not done: it waits (or waits on) in the queue. */
 	if (ops_may_wait(req, r, err))
-		return; /* not refused: it waits (or waits on) in the queue */
+		return;
+	metrics_observe(d->metrics, req->op, ns);
 	if (r < 0) {
 		metrics_request_failed(d->metrics, req->op,
 				       dg_error_is_set(err) ? err->code : DG_E_INTERNAL);

@@ -199,8 +199,12 @@ static void client_free(struct daemon *d, struct client *c)
 
 void server_close(struct daemon *d)
 {
-	while (d->clients)
+	while (d->clients) {
+		/* Its client sees the connection close: "the request was not served". */
+		if (d->clients->wait)
+			waiter_cancel(d, d->clients, "devgated stops");
 		client_free(d, d->clients);
+	}
 	if (d->listen_fd >= 0) {
 		d->listen_fd = safe_close(d->listen_fd);
 		(void)unlink(d->cfg.socket_path);
@@ -215,7 +219,9 @@ static size_t pending(const struct client *c)
 /* Reads while its queue is short, writes while it is not empty. */
 static void client_arm(struct daemon *d, struct client *c)
 {
-	uint32_t want = (pending(c) < OUT_HIGH ? EPOLLIN : 0) | (pending(c) ? EPOLLOUT : 0);
+	/* A waiter sends nothing until answered: only its hangup (Ctrl-C) matters. */
+	uint32_t in = c->wait ? EPOLLRDHUP : pending(c) < OUT_HIGH ? EPOLLIN : 0;
+	uint32_t want = in | (pending(c) ? EPOLLOUT : 0);
 	struct epoll_event ev = { .events = want, .data.ptr = c };
 
 	if (want != c->armed && epoll_ctl(d->epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
@@ -445,7 +451,7 @@ void server_client_event(struct daemon *d, struct client *c, uint32_t events)
 		r = client_lines(d, c);
 	if (r == 0 && events & EPOLLIN)
 		r = client_read(d, c);
-	else if (r == 0 && events & (EPOLLERR | EPOLLHUP) && !(events & EPOLLOUT))
+	else if (r == 0 && events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP) && !(events & EPOLLOUT))
 		r = -ECONNRESET;
 	if (r < 0)
 		client_free(d, c);

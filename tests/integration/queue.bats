@@ -344,6 +344,7 @@ kill_and_serve() {
 	grep -q "devgated closed the connection while the grant waited; the request was not served" \
 		"$DG_TMP/w.err"
 	grep -q "hint: devgated may have restarted" "$DG_TMP/w.err"
+	grep -q "the waiting grant for w was cancelled: devgated stops" "$DG_TMP/daemon.log"
 	# Nothing of the waiter is kept: after a start the queue is empty.
 	start_daemon
 	queued 0
