@@ -30,8 +30,8 @@ int cmd_call_wait(struct cli *cli, const struct dg_request *req,
 {
 	struct dg_arena arena = { 0 };
 	union dg_reply reply;
-	int r = client_request_wait(cli->socket, cli->timeout_s, req, on_wait, cli, &reply,
-				    &arena, &cli->err);
+	int r = client_request_wait(cli->socket, cli->timeout_s, req, on_wait, cli, &reply, &arena,
+				    &cli->err);
 
 	if (r == 0 && cli->json)
 		cmd_print_reply(req->op, &reply);

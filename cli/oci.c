@@ -298,12 +298,13 @@ static int check_annotation_keys(json_object *a, struct dg_error *err)
 			ok = strcmp(key, known[i]) == 0;
 		if (!ok) {
 			dg_error_set(err, DG_E_HOOK, EINVAL, "unknown annotation '%.100s'", key);
-			dg_error_hint(err,
-				      "devgate reads %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s and "
-				      "%s",
-				      ANNOT_GPUS, ANNOT_COUNT, ANNOT_ARCH, ANNOT_MODEL,
-				      ANNOT_PRODUCT, ANNOT_MIN_MEMORY, ANNOT_MIN_CC, ANNOT_SHARED,
-				      ANNOT_ALIAS, ANNOT_PROFILE, ANNOT_TTL, ANNOT_WAIT);
+			dg_error_hint(
+				err,
+				"devgate reads %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s and "
+				"%s",
+				ANNOT_GPUS, ANNOT_COUNT, ANNOT_ARCH, ANNOT_MODEL, ANNOT_PRODUCT,
+				ANNOT_MIN_MEMORY, ANNOT_MIN_CC, ANNOT_SHARED, ANNOT_ALIAS,
+				ANNOT_PROFILE, ANNOT_TTL, ANNOT_WAIT);
 			return -EINVAL;
 		}
 	}
@@ -381,8 +382,7 @@ static int from_env(json_object *env, struct oci_request *r)
  * devgate.io/ttl (the lease's time to live) and devgate.io/wait (how long
  * the hook waits for busy GPUs), however the GPUs were asked for.
  */
-static int duration_annotation(json_object *a, const char *key, int64_t *ret,
-			       struct dg_error *err)
+static int duration_annotation(json_object *a, const char *key, int64_t *ret, struct dg_error *err)
 {
 	const char *value = a ? json_get_str(a, key) : NULL;
 

@@ -74,7 +74,7 @@ struct oci_request {
 	char *alias;
 	char *profile;
 	bool shared;
-	int64_t ttl; /* devgate.io/ttl in seconds, whatever asked for the GPUs; 0: none */
+	int64_t ttl;  /* devgate.io/ttl in seconds, whatever asked for the GPUs; 0: none */
 	int64_t wait; /* devgate.io/wait in seconds: wait this long for busy GPUs; 0: not */
 };
 

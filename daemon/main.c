@@ -598,7 +598,7 @@ static int run(struct daemon *d)
 		uint64_t idle_ms = (now_mono_ns() - busy_ns) / 1000000;
 		int spare_ms = idle_ms >= SPARE_IDLE_MS ? 0 : SPARE_IDLE_MS - (int)idle_ms;
 		int wait_ms = min_timeout(http, min_timeout(server_queue_timeout_ms(d),
-							     spares_made ? -1 : spare_ms));
+							    spares_made ? -1 : spare_ms));
 		int n = epoll_wait(d->epfd, evs, (int)ARRAY_SIZE(evs), wait_ms);
 		bool busy = false;
 

@@ -147,10 +147,14 @@ static void request_text(const struct dg_grant_req *g, char *buf, size_t len)
 	const struct {
 		const char *opt, *val;
 	} parts[] = {
-		{ "--gpu", g->gpus },	       { "--model", g->model },
-		{ "--arch", g->arch },	       { "--product", g->product },
-		{ "--min-memory", g->min_memory }, { "--min-cc", g->min_cc },
-		{ "--alias", g->alias },       { "--profile", g->profile },
+		{ "--gpu", g->gpus },
+		{ "--model", g->model },
+		{ "--arch", g->arch },
+		{ "--product", g->product },
+		{ "--min-memory", g->min_memory },
+		{ "--min-cc", g->min_cc },
+		{ "--alias", g->alias },
+		{ "--profile", g->profile },
 	};
 	size_t off = 0;
 

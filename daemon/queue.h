@@ -17,9 +17,9 @@
 
 struct queue_entry {
 	int64_t priority;
-	uint64_t seq;	      /* arrival order, set by queue_add */
-	uint64_t since_ns;    /* CLOCK_MONOTONIC at arrival */
-	uint64_t deadline_ns; /* CLOCK_MONOTONIC; 0: waits as long as it takes */
+	uint64_t seq;			  /* arrival order, set by queue_add */
+	uint64_t since_ns;		  /* CLOCK_MONOTONIC at arrival */
+	uint64_t deadline_ns;		  /* CLOCK_MONOTONIC; 0: waits as long as it takes */
 	const struct dg_grant_req *grant; /* what it asks for */
 	uid_t uid;			  /* who asks */
 	void *owner;			  /* the server's client */

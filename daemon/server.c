@@ -41,9 +41,9 @@ struct client {
 	struct dg_linebuf in;
 	char *out; /* queued reply and event lines, not yet written */
 	size_t out_len, out_off, out_cap;
-	uint64_t last_ns;  /* accept, or the last complete request */
-	uint32_t armed;	   /* the epoll events asked for now */
-	enum dg_op stream; /* DG_OP_WATCH or DG_OP_EVENTS once streaming, else DG_OP_MAX */
+	uint64_t last_ns;    /* accept, or the last complete request */
+	uint32_t armed;	     /* the epoll events asked for now */
+	enum dg_op stream;   /* DG_OP_WATCH or DG_OP_EVENTS once streaming, else DG_OP_MAX */
 	struct waiter *wait; /* its grant waits in d->queue; it sends nothing more till then */
 	struct client *next;
 };
@@ -608,8 +608,7 @@ static int waiter_start(struct daemon *d, struct client *c, struct dg_request *r
 	d->queue_moved = true;
 	waiter_log_name(w, name, sizeof(name));
 	log_info("the grant for %s waits (priority %lld, position %zu of %zu): %s", name,
-		 (long long)w->e.priority, queue_position(&d->queue, &w->e), d->queue.n,
-		 w->reason);
+		 (long long)w->e.priority, queue_position(&d->queue, &w->e), d->queue.n, w->reason);
 	return 0;
 }
 
@@ -634,11 +633,13 @@ static bool waiter_try(struct daemon *d, struct client *c)
 	waited = now_mono_ns() - w->e.since_ns;
 	waiter_log_name(w, name, sizeof(name));
 	if (r == 0) {
-		/* The second figure: from the wake-up that found a GPU freed (a container's exit). */
-		log_info("served the waiting grant for %s after %.1f ms in the queue, %.1f ms after "
-			 "the event that freed its GPUs",
-			 name, (double)waited / 1e6,
-			 d->dirty_ns ? (double)(now_mono_ns() - d->dirty_ns) / 1e6 : 0.0);
+		/* The second figure: from the wake-up that found a GPU freed (a container's exit).
+		 */
+		log_info(
+			"served the waiting grant for %s after %.1f ms in the queue, %.1f ms after "
+			"the event that freed its GPUs",
+			name, (double)waited / 1e6,
+			d->dirty_ns ? (double)(now_mono_ns() - d->dirty_ns) / 1e6 : 0.0);
 		metrics_queue_served(d->metrics, waited);
 	} else {
 		metrics_inc(d->metrics, METRIC_QUEUE_CANCELLED, 1);
