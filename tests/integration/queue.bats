@@ -350,3 +350,20 @@ kill_and_serve() {
 	queued 0
 	denied "$w_CID"
 }
+
+@test "a GPU that appears (rescan) serves a waiter" {
+	start_daemon
+	gpu_container holder
+	run -0 dg grant --pid "$CPID" --gpus 2
+	gpu_container w
+	mknod -m 666 "$DG_TMP/w/rootfs/gpu2" c 195 2
+	waiter w --gpus 1
+	wait_until 5 queued 1
+	"$DG_ROOT/tests/helpers/mkfixture" "$DG_HOST" --gpus-only --first 2 -g "NVIDIA H100 80GB HBM3=2330" >/dev/null
+	run -0 dg rescan
+	served w
+	grep -q "granted GPU 2 (GPU-" "$DG_TMP/w.out"
+	[ "$(probe "$w_CID" /gpu2)" = "/gpu2 ENXIO" ]
+	denied "$w_CID"
+	queued 0
+}
