@@ -562,7 +562,10 @@ static bool dispatch(struct daemon *d, const struct epoll_event *ev)
 		expiry_run(d);
 		break;
 	default:
-		server_client_event(d, ev->data.ptr, ev->events);
+		if (ev->data.u64 & TAG_WAITER)
+			server_waiter_event(d, ev->data.u64);
+		else
+			server_client_event(d, ev->data.ptr, ev->events);
 		break;
 	}
 	return true;

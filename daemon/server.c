@@ -575,6 +575,7 @@ static int waiter_start(struct daemon *d, struct client *c, struct dg_request *r
 			const struct dg_error *busy, struct dg_error *err)
 {
 	struct ops_peer peer = ops_peer_of(c);
+	struct epoll_event ev;
 	struct waiter *w;
 	char name[128];
 	int pidfd = -1;
@@ -606,6 +607,13 @@ static int waiter_start(struct daemon *d, struct client *c, struct dg_request *r
 	w->e.grant = &w->req.u.grant;
 	c->wait = w;
 	d->queue_moved = true;
+	/*
+	 * Its end wakes the loop. Tagged by the waiter's number, not a pointer:
+	 * an event of this batch may come after the waiter is gone.
+	 */
+	ev = (struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_WAITER | w->e.seq };
+	if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, pidfd, &ev) < 0)
+		log_debug("cannot poll the target of a waiting grant: %m; the periodic check will");
 	waiter_log_name(w, name, sizeof(name));
 	log_info("the grant for %s waits (priority %lld, position %zu of %zu): %s", name,
 		 (long long)w->e.priority, queue_position(&d->queue, &w->e), d->queue.n, w->reason);
@@ -723,21 +731,43 @@ void server_queue_run(struct daemon *d)
 		waiters_tell(d);
 }
 
+/* Drops c's waiter if its container ended; true if it did. */
+static bool waiter_check(struct daemon *d, struct client *c)
+{
+	struct dg_error err = { 0 };
+
+	if (!grant_target_gone(d, &c->wait->req.u.grant.target, c->wait->pidfd))
+		return false;
+	dg_error_set(&err, DG_E_NO_TARGET, ESRCH,
+		     "the container ended while its grant waited in the queue");
+	log_info("a waiting grant was dropped: %s", err.message);
+	metrics_inc(d->metrics, METRIC_QUEUE_CANCELLED, 1);
+	waiter_fail(d, c, &err);
+	return true;
+}
+
+void server_waiter_event(struct daemon *d, uint64_t tag)
+{
+	for (size_t i = 0; i < d->queue.n; i++) {
+		struct client *c = d->queue.v[i]->owner;
+
+		if ((TAG_WAITER | d->queue.v[i]->seq) != tag)
+			continue;
+		/*
+		 * For a cgroup target that was only its first process: the pidfd
+		 * leaves the loop and the periodic check watches the cgroup.
+		 */
+		if (!waiter_check(d, c))
+			(void)epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->wait->pidfd, NULL);
+		return;
+	}
+}
+
 void server_queue_check(struct daemon *d)
 {
 	for (size_t i = 0; i < d->queue.n;) {
-		struct client *c = d->queue.v[i]->owner;
-		struct dg_error err = { 0 };
-
-		if (!grant_target_gone(d, &c->wait->req.u.grant.target, c->wait->pidfd)) {
+		if (!waiter_check(d, d->queue.v[i]->owner))
 			i++;
-			continue;
-		}
-		dg_error_set(&err, DG_E_NO_TARGET, ESRCH,
-			     "the container ended while its grant waited in the queue");
-		log_info("a waiting grant was dropped: %s", err.message);
-		metrics_inc(d->metrics, METRIC_QUEUE_CANCELLED, 1);
-		waiter_fail(d, c, &err);
 	}
 }
 

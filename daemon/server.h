@@ -27,6 +27,8 @@ void server_broadcast(struct daemon *d, enum dg_op stream, const union dg_stream
  * have appeared (d->queue_dirty), and tells each whose place changed.
  */
 void server_queue_run(struct daemon *d);
+/* The target process of a waiter ended (tag: TAG_WAITER | its number). */
+void server_waiter_event(struct daemon *d, uint64_t tag);
 /* Periodic: drops waiters whose container ended. */
 void server_queue_check(struct daemon *d);
 /* How long the loop may sleep before server_queue_run has work; -1: forever. */
@@ -46,5 +48,7 @@ enum {
 	TAG_EXPIRY,
 	TAG_MAX
 };
+/* A waiting grant's target pidfd: this bit (never set in a user pointer) and its number. */
+#define TAG_WAITER (1ull << 63)
 
 #endif
