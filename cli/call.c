@@ -21,9 +21,17 @@ void cmd_print_reply(enum dg_op op, const union dg_reply *reply)
 int cmd_call(struct cli *cli, const struct dg_request *req,
 	     void (*render)(const struct cli *cli, const union dg_reply *reply))
 {
+	return cmd_call_wait(cli, req, render, NULL);
+}
+
+int cmd_call_wait(struct cli *cli, const struct dg_request *req,
+		  void (*render)(const struct cli *cli, const union dg_reply *reply),
+		  client_wait_fn on_wait)
+{
 	struct dg_arena arena = { 0 };
 	union dg_reply reply;
-	int r = client_request(cli->socket, cli->timeout_s, req, &reply, &arena, &cli->err);
+	int r = client_request_wait(cli->socket, cli->timeout_s, req, on_wait, cli, &reply, &arena,
+				    &cli->err);
 
 	if (r == 0 && cli->json)
 		cmd_print_reply(req->op, &reply);

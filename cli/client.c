@@ -59,10 +59,8 @@ void client_close(struct client_conn *c)
 	dg_linebuf_free(&c->in);
 }
 
-static int recv_line(struct client_conn *c, char **line, struct dg_error *err)
+static int recv_line_error(struct client_conn *c, int r, struct dg_error *err)
 {
-	int r = dg_recv_line(c->fd, &c->in, line);
-
 	if (r == -ECONNRESET)
 		return dg_error_set(err, DG_E_UNREACHABLE, ECONNRESET,
 				    "devgated closed the connection without a reply");
@@ -72,7 +70,75 @@ static int recv_line(struct client_conn *c, char **line, struct dg_error *err)
 	if (r < 0)
 		return dg_error_set(err, DG_E_UNREACHABLE, r, "reading devgated's reply: %s",
 				    strerror(-r));
-	return 0;
+	return r;
+}
+
+static int recv_line(struct client_conn *c, char **line, struct dg_error *err)
+{
+	int r = dg_recv_line(c->fd, &c->in, line);
+
+	return r < 0 ? recv_line_error(c, r, err) : 0;
+}
+
+static bool waits(const struct dg_request *req)
+{
+	return req->op == DG_OP_GRANT && req->u.grant.has_wait;
+}
+
+/*
+ * A waiting grant reads with no limit, or its wait and the usual timeout:
+ * devgated answers when its time runs out.
+ */
+static void wait_timeout(struct client_conn *c, const struct dg_request *req)
+{
+	int64_t w = req->u.grant.wait;
+	struct timeval tv = { .tv_sec = w ? (time_t)(w + c->timeout_s) : 0 };
+
+	(void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+/* An event line before the reply is the waiting grant's place; 1 if line was one. */
+static int wait_event(struct client_conn *c, const char *line, struct dg_error *err)
+{
+	struct dg_arena arena = { 0 };
+	union dg_stream_event ev;
+	int r;
+
+	if (!strstr(line, "\"event\""))
+		return 0;
+	r = dg_event_decode(DG_OP_GRANT, line, &ev, &arena, err);
+	if (r == 0 && c->on_wait)
+		c->on_wait(c->wait_ctx, &ev.wait);
+	dg_arena_free(&arena);
+	return r < 0 ? r : 1;
+}
+
+static int recv_reply(struct client_conn *c, const struct dg_request *req, char **line,
+		      struct dg_error *err)
+{
+	int r;
+
+	if (!waits(req))
+		return recv_line(c, line, err);
+	wait_timeout(c, req);
+	for (;;) {
+		r = dg_recv_line(c->fd, &c->in, line);
+		if (r == -ECONNRESET) {
+			dg_error_set(err, DG_E_UNREACHABLE, ECONNRESET,
+				     "devgated closed the connection while the grant waited; the "
+				     "request was not served");
+			dg_error_hint(err, "devgated may have restarted: waiting grants do not "
+					   "survive that; ask again");
+			return -ECONNRESET;
+		}
+		if (r < 0)
+			return recv_line_error(c, r, err);
+		r = wait_event(c, *line, err);
+		if (r <= 0)
+			return r;
+		free(*line);
+		*line = NULL;
+	}
 }
 
 int client_call(struct client_conn *c, const struct dg_request *req, union dg_reply *reply,
@@ -88,23 +154,32 @@ int client_call(struct client_conn *c, const struct dg_request *req, union dg_re
 	if (r < 0)
 		return dg_error_set(err, DG_E_UNREACHABLE, r, "sending to devgated: %s",
 				    strerror(-r));
-	r = recv_line(c, &line, err);
+	r = recv_reply(c, req, &line, err);
 	if (r < 0)
 		return r;
 	return dg_reply_decode(req->op, line, reply, a, err);
 }
 
-int client_request(const char *socket_path, unsigned int timeout_s, const struct dg_request *req,
-		   union dg_reply *reply, struct dg_arena *a, struct dg_error *err)
+int client_request_wait(const char *socket_path, unsigned int timeout_s,
+			const struct dg_request *req, client_wait_fn on_wait, void *ctx,
+			union dg_reply *reply, struct dg_arena *a, struct dg_error *err)
 {
 	struct client_conn c = { .fd = -1 };
 	int r = client_connect(socket_path, timeout_s, &c, err);
 
 	if (r < 0)
 		return r;
+	c.on_wait = on_wait;
+	c.wait_ctx = ctx;
 	r = client_call(&c, req, reply, a, err);
 	client_close(&c);
 	return r;
+}
+
+int client_request(const char *socket_path, unsigned int timeout_s, const struct dg_request *req,
+		   union dg_reply *reply, struct dg_arena *a, struct dg_error *err)
+{
+	return client_request_wait(socket_path, timeout_s, req, NULL, NULL, reply, a, err);
 }
 
 int client_next_event(struct client_conn *c, enum dg_op op, union dg_stream_event *ev,

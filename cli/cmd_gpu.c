@@ -201,7 +201,12 @@ static const char grant_help[] =
 	"                         2h, 1d; at most 366d); replaces the lease's expiry.\n"
 	"                         Without it an expiry the lease has stays\n"
 	"      --kill-on-expiry   with --ttl: at expiry, kill processes that still\n"
-	"                         hold the lease's nodes open (as revoke --kill)\n";
+	"                         hold the lease's nodes open (as revoke --kill)\n"
+	"      --wait[=TIMEOUT]   when the GPUs are busy, wait in devgated's queue until\n"
+	"                         they free (at most TIMEOUT: 30s, 10m; none: no limit);\n"
+	"                         the place is shown on stderr. Ctrl-C leaves the queue\n"
+	"      --priority N       in the queue, higher N is served first (-1000 to 1000,\n"
+	"                         default 0); first come, first served within one\n";
 
 static const char revoke_help[] =
 	"Usage: devgatectl revoke TARGET [--gpu SEL[,SEL..]] [--device PATH].. [--missing-ok]\n"
@@ -240,6 +245,8 @@ enum {
 	OPT_DRIVER,
 	OPT_SAME_NUMA,
 	OPT_TTL, /* no short option: -t before the command is --timeout */
+	OPT_WAIT,
+	OPT_PRIORITY,
 };
 
 /* --ttl, --by: a usage error that says what a duration looks like. */
@@ -328,6 +335,19 @@ static int add_device(struct cli *cli, const char *cmd, struct dg_arena *a, cons
 	return 0;
 }
 
+static int parse_priority(struct cli *cli, struct dg_grant_req *g, const char *s)
+{
+	bool neg = s[0] == '-';
+	uint32_t n;
+
+	if (parse_u32(s + neg, &n) < 0 || n > (neg ? -DG_PRIORITY_MIN : DG_PRIORITY_MAX))
+		return cli_usage(cli, "grant", "--priority wants a number from %d to %d, not '%s'",
+				 DG_PRIORITY_MIN, DG_PRIORITY_MAX, s);
+	g->priority = neg ? -(int64_t)n : (int64_t)n;
+	g->has_priority = true;
+	return 0;
+}
+
 /* Checked here too, so a typo is a usage error and nothing is sent. */
 static int kind_opt(struct cli *cli, int o, struct dg_grant_req *g, const char *s)
 {
@@ -405,6 +425,11 @@ static int grant_opt(struct cli *cli, int o, struct dg_request *req, bool *done)
 	case OPT_SAME_NUMA:
 		g->same_numa = true;
 		return 0;
+	case OPT_WAIT:
+		g->has_wait = true;
+		return optarg ? parse_duration_opt(cli, "grant", "--wait", optarg, &g->wait) : 0;
+	case OPT_PRIORITY:
+		return parse_priority(cli, g, optarg);
 	case 'h':
 		printf("%s%s", grant_help, cmd_common_help);
 		*done = true;
@@ -443,6 +468,8 @@ int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, 
 		{ "access", required_argument, NULL, OPT_ACCESS },
 		{ "driver", required_argument, NULL, OPT_DRIVER },
 		{ "same-numa", no_argument, NULL, OPT_SAME_NUMA },
+		{ "wait", optional_argument, NULL, OPT_WAIT },
+		{ "priority", required_argument, NULL, OPT_PRIORITY },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -477,6 +504,8 @@ int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, 
 		r = cli_usage(cli, "grant",
 			      "--access sets the access of --device nodes; GPUs are read and "
 			      "write");
+	if (r == 0 && g->has_priority && !g->has_wait)
+		r = cli_usage(cli, "grant", "--priority is a place in the queue: it needs --wait");
 	return r;
 }
 
@@ -559,6 +588,18 @@ static void render_grant(const struct cli *cli, const union dg_reply *reply)
 		fprintf(stderr, "warning: %s\n", r->warnings[i]);
 }
 
+/* A waiting grant's place, on stderr: stdout stays the grant's result. */
+static void print_place(void *ctx, const struct dg_wait_event *ev)
+{
+	const struct cli *cli = ctx;
+
+	if (cli->json)
+		return;
+	fprintf(stderr, "waiting: position %lld of %lld%s%s%s\n", (long long)ev->position,
+		(long long)ev->of, ev->reason ? " (" : "", ev->reason ? ev->reason : "",
+		ev->reason ? ")" : "");
+}
+
 int cmd_grant(struct cli *cli, int argc, char **argv)
 {
 	struct dg_request req;
@@ -566,7 +607,7 @@ int cmd_grant(struct cli *cli, int argc, char **argv)
 	int r = grant_parse(cli, argc, argv, &req, &done);
 
 	if (r == 0 && !done)
-		r = cmd_call(cli, &req, render_grant);
+		r = cmd_call_wait(cli, &req, render_grant, print_place);
 	dg_arena_free(&req.arena); /* the --device list */
 	return r;
 }

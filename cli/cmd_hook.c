@@ -46,7 +46,9 @@ static const char hook_help[] =
 	"  3. NVIDIA_VISIBLE_DEVICES from the image, only if devgated runs with\n"
 	"     --hook-allow-env (an image must not grant itself GPUs).\n"
 	"Whichever asks, the annotation devgate.io/ttl=DURATION (90s, 10m, 2h, 1d)\n"
-	"makes the lease expire that long after the container starts, as grant --ttl.\n"
+	"makes the lease expire that long after the container starts, as grant --ttl,\n"
+	"and devgate.io/wait=DURATION makes the hook wait that long for busy GPUs, as\n"
+	"grant --wait=DURATION (the runtime's hook timeout must allow it).\n"
 	"\n"
 	"  -g, --gpu SEL          GPUs of a CDI device (index, UUID, PCI id or 'all')\n"
 	"  -a, --alias NAME       the GPU of a CDI device made for an alias in\n"
@@ -175,6 +177,8 @@ static void grant_args(const struct oci_state *s, const struct oci_config *cfg,
 	g->from_image = oreq->source == REQ_IMAGE_ENV;
 	g->ttl = oreq->ttl;
 	g->has_ttl = oreq->ttl > 0;
+	g->wait = oreq->wait;
+	g->has_wait = oreq->wait > 0;
 }
 
 /* One request, its reply unused beyond success. */

@@ -2,6 +2,7 @@
 #ifndef DEVGATE_COMMANDS_H
 #define DEVGATE_COMMANDS_H
 
+#include "client.h"
 #include "output.h"
 #include "wire.h"
 
@@ -25,6 +26,7 @@ int cmd_cdi(struct cli *cli, int argc, char **argv);
 int cmd_metrics(struct cli *cli, int argc, char **argv);
 int cmd_events(struct cli *cli, int argc, char **argv);
 int cmd_doctor(struct cli *cli, int argc, char **argv);
+int cmd_queue(struct cli *cli, int argc, char **argv);
 
 /* Help lines of the options every command shares (-j/--json, -h/--help). */
 extern const char cmd_common_help[];
@@ -32,6 +34,10 @@ extern const char cmd_common_help[];
 /* Runs one request and hands the reply to render (or prints it as JSON). */
 int cmd_call(struct cli *cli, const struct dg_request *req,
 	     void (*render)(const struct cli *cli, const union dg_reply *reply));
+/* cmd_call for a grant that may wait: on_wait (ctx: cli) hears its places. */
+int cmd_call_wait(struct cli *cli, const struct dg_request *req,
+		  void (*render)(const struct cli *cli, const union dg_reply *reply),
+		  client_wait_fn on_wait);
 void cmd_print_reply(enum dg_op op, const union dg_reply *reply);
 /* A usage error when arguments are left over. */
 int cmd_no_more_args(struct cli *cli, const char *cmd, int argc, char **argv);

@@ -27,6 +27,7 @@ static const struct command commands[] = {
 	{ "extend", "give a lease with a ttl more time", cmd_extend },
 	{ "move", "move GPUs from one container to another, without a gap", cmd_move },
 	{ "status", "list leases", cmd_status },
+	{ "queue", "list grants waiting for GPUs (grant --wait)", cmd_queue },
 	{ "watch", "print lease changes as they happen", cmd_watch },
 	{ "rescan", "make devgated re-read the host's GPUs now", cmd_rescan },
 	{ "hook", "OCI hook for container runtimes (reads state on stdin)", cmd_hook },

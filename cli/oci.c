@@ -288,7 +288,7 @@ static int check_annotation_keys(json_object *a, struct dg_error *err)
 	static const char *const known[] = { ANNOT_GPUS,       ANNOT_COUNT,   ANNOT_ARCH,
 					     ANNOT_MODEL,      ANNOT_PRODUCT, ANNOT_SHARED,
 					     ANNOT_MIN_MEMORY, ANNOT_MIN_CC,  ANNOT_ALIAS,
-					     ANNOT_PROFILE,    ANNOT_TTL,     ANNOT_SAME_NUMA };
+					     ANNOT_PROFILE,    ANNOT_TTL,     ANNOT_SAME_NUMA, ANNOT_WAIT };
 
 	json_object_object_foreach (a, key, val) {
 		bool ok = !startswith(key, "devgate.io/");
@@ -300,10 +300,11 @@ static int check_annotation_keys(json_object *a, struct dg_error *err)
 			dg_error_set(err, DG_E_HOOK, EINVAL, "unknown annotation '%.100s'", key);
 			dg_error_hint(
 				err,
-				"devgate reads %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s and %s",
+				"devgate reads %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s and "
+				"%s",
 				ANNOT_GPUS, ANNOT_COUNT, ANNOT_ARCH, ANNOT_MODEL, ANNOT_PRODUCT,
 				ANNOT_MIN_MEMORY, ANNOT_MIN_CC, ANNOT_SHARED, ANNOT_SAME_NUMA,
-				ANNOT_ALIAS, ANNOT_PROFILE, ANNOT_TTL);
+				ANNOT_ALIAS, ANNOT_PROFILE, ANNOT_TTL, ANNOT_WAIT);
 			return -EINVAL;
 		}
 	}
@@ -387,16 +388,19 @@ static int from_env(json_object *env, struct oci_request *r)
 	return r->gpus ? 0 : -ENOMEM;
 }
 
-/* devgate.io/ttl: the lease's time to live, however the GPUs were asked for. */
-static int ttl_annotation(json_object *a, struct oci_request *r, struct dg_error *err)
+/*
+ * devgate.io/ttl (the lease's time to live) and devgate.io/wait (how long
+ * the hook waits for busy GPUs), however the GPUs were asked for.
+ */
+static int duration_annotation(json_object *a, const char *key, int64_t *ret, struct dg_error *err)
 {
-	const char *ttl = a ? json_get_str(a, ANNOT_TTL) : NULL;
+	const char *value = a ? json_get_str(a, key) : NULL;
 
-	if (!ttl)
+	if (!value)
 		return 0;
-	if (parse_duration(ttl, &r->ttl) < 0) {
+	if (parse_duration(value, ret) < 0) {
 		dg_error_set(err, DG_E_HOOK, EINVAL, "annotation %s='%.100s' is not a duration",
-			     ANNOT_TTL, ttl);
+			     key, value);
 		dg_error_hint(err,
 			      "a duration is a whole number with an optional unit s, m, h or d "
 			      "(90s, 10m, 2h, 1d), from 1 second to 366 days");
@@ -421,7 +425,9 @@ int oci_request(const char *cdi_gpus, const struct oci_config *cfg, bool allow_e
 	if (rc == 0 && r.source == REQ_NONE && allow_env)
 		rc = from_env(cfg->env, &r);
 	if (rc == 0 && r.source != REQ_NONE)
-		rc = ttl_annotation(cfg->annotations, &r, err);
+		rc = duration_annotation(cfg->annotations, ANNOT_TTL, &r.ttl, err);
+	if (rc == 0 && r.source != REQ_NONE)
+		rc = duration_annotation(cfg->annotations, ANNOT_WAIT, &r.wait, err);
 	if (rc < 0) {
 		oci_request_done(&r);
 		if (!dg_error_is_set(err))

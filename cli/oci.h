@@ -33,6 +33,7 @@
 #define ANNOT_ALIAS "devgate.io/alias"
 #define ANNOT_PROFILE "devgate.io/profile"
 #define ANNOT_TTL "devgate.io/ttl"
+#define ANNOT_WAIT "devgate.io/wait"
 
 enum oci_stage {
 	STAGE_NONE,
@@ -75,7 +76,8 @@ struct oci_request {
 	char *profile;
 	bool shared;
 	bool same_numa;
-	int64_t ttl; /* devgate.io/ttl in seconds, whatever asked for the GPUs; 0: none */
+	int64_t ttl;  /* devgate.io/ttl in seconds, whatever asked for the GPUs; 0: none */
+	int64_t wait; /* devgate.io/wait in seconds: wait this long for busy GPUs; 0: not */
 };
 
 int oci_state_parse(const char *text, struct oci_state *ret, struct dg_error *err);

@@ -8,6 +8,8 @@
  *
  * Streaming operations (watch, events) answer with one reply, then one
  * {"v": 1, "event": {...}} line per event until either side closes.
+ * A grant with "wait" that cannot be served at once sends event lines
+ * (its place in the queue) first, then its one reply.
  *
  * The op table in wire.c is the single definition of every operation, its
  * arguments, its reply and its events; both ends decode through it and
@@ -31,6 +33,10 @@
 #define DG_REPLY_MAX ((size_t)64 * 1024 * 1024)
 #include "paths.h"
 
+/* grant --priority: the queue serves higher first. */
+#define DG_PRIORITY_MIN (-1000)
+#define DG_PRIORITY_MAX 1000
+
 enum dg_op {
 	DG_OP_PING,
 	DG_OP_LIST,
@@ -43,6 +49,7 @@ enum dg_op {
 	DG_OP_RESCAN,
 	DG_OP_EXTEND,
 	DG_OP_MOVE,
+	DG_OP_QUEUE,
 	DG_OP_MAX,
 };
 

@@ -52,6 +52,9 @@ static const struct dg_field grant_req_fields[] = {
 	DG_STR_OPT("access", struct dg_grant_req, access),
 	DG_STR_OPT("driver", struct dg_grant_req, driver),
 	DG_BOOL("same_numa", struct dg_grant_req, same_numa),
+	DG_INT_OPT("wait", struct dg_grant_req, wait, has_wait, 0, DURATION_MAX_S),
+	DG_INT_OPT("priority", struct dg_grant_req, priority, has_priority, DG_PRIORITY_MIN,
+		   DG_PRIORITY_MAX),
 };
 
 static const struct dg_field revoke_req_fields[] = {
@@ -310,6 +313,33 @@ static const struct dg_field watch_event_fields[] = {
 static const struct dg_schema watch_event_schema =
 	DG_SCHEMA("event", struct dg_watch_event, watch_event_fields);
 
+static const struct dg_field wait_event_fields[] = {
+	DG_STR("type", struct dg_wait_event, type),
+	DG_INT("position", struct dg_wait_event, position),
+	DG_INT("of", struct dg_wait_event, of),
+	DG_STR_OPT("reason", struct dg_wait_event, reason),
+};
+static const struct dg_schema wait_event_schema =
+	DG_SCHEMA("event", struct dg_wait_event, wait_event_fields);
+
+static const struct dg_field waiter_fields[] = {
+	DG_INT("position", struct dg_waiter_info, position),
+	DG_INT("priority", struct dg_waiter_info, priority),
+	DG_STR_OPT("container", struct dg_waiter_info, container),
+	DG_STR_OPT("cgroup", struct dg_waiter_info, cgroup),
+	DG_INT_OPT("pid", struct dg_waiter_info, pid, has_pid, 0, 0),
+	DG_STR("request", struct dg_waiter_info, request),
+	DG_INT("waited_ms", struct dg_waiter_info, waited_ms),
+	DG_INT_OPT("timeout", struct dg_waiter_info, timeout, has_timeout, 0, 0),
+	DG_INT("uid", struct dg_waiter_info, uid),
+};
+static const struct dg_schema waiter_schema =
+	DG_SCHEMA("waiter", struct dg_waiter_info, waiter_fields);
+
+static const struct dg_field queue_fields[] = {
+	DG_OBJS("waiters", struct dg_queue_reply, waiters, n_waiters, &waiter_schema),
+};
+
 #define REPLY(op, type, table)                            \
 	static const struct dg_schema op##_reply_schema = \
 		DG_SCHEMA("reply to '" #op "'", type, table)
@@ -324,12 +354,15 @@ REPLY(events, struct dg_events_reply, events_fields);
 REPLY(rescan, struct dg_rescan_reply, rescan_fields);
 REPLY(extend, struct dg_extend_reply, extend_fields);
 REPLY(move, struct dg_move_reply, move_fields);
+REPLY(queue, struct dg_queue_reply, queue_fields);
 
 /* The one table of operations: what each takes, answers and streams. */
 static const struct dg_op_info op_table[DG_OP_MAX] = {
 	[DG_OP_PING] = { "ping", &no_args_schema, &ping_reply_schema, NULL, false },
 	[DG_OP_LIST] = { "list", &list_req_schema, &list_reply_schema, NULL, false },
-	[DG_OP_GRANT] = { "grant", &grant_req_schema, &grant_reply_schema, NULL, true },
+	/* Events only while a grant with "wait" is queued (its place), before the reply. */
+	[DG_OP_GRANT] = { "grant", &grant_req_schema, &grant_reply_schema, &wait_event_schema,
+			  true },
 	[DG_OP_REVOKE] = { "revoke", &revoke_req_schema, &revoke_reply_schema, NULL, true },
 	[DG_OP_STATUS] = { "status", &no_args_schema, &status_reply_schema, NULL, false },
 	[DG_OP_WATCH] = { "watch", &no_args_schema, &watch_reply_schema, &watch_event_schema,
@@ -341,6 +374,7 @@ static const struct dg_op_info op_table[DG_OP_MAX] = {
 	[DG_OP_RESCAN] = { "rescan", &no_args_schema, &rescan_reply_schema, NULL, true },
 	[DG_OP_EXTEND] = { "extend", &extend_req_schema, &extend_reply_schema, NULL, true },
 	[DG_OP_MOVE] = { "move", &move_req_schema, &move_reply_schema, NULL, true },
+	[DG_OP_QUEUE] = { "queue", &no_args_schema, &queue_reply_schema, NULL, false },
 };
 
 const struct dg_op_info *dg_op_info(enum dg_op op)

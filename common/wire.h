@@ -65,6 +65,10 @@ struct dg_grant_req {
 	const char *access;  /* the devices' access: "r", "rw", "rwm"; NULL: rw */
 	const char *driver;  /* the driver's files to mount: "compute,utility", "all" */
 	bool same_numa;	     /* with a count: all on one NUMA node */
+	int64_t wait;	     /* queue when busy, this many seconds at most; 0: no limit */
+	bool has_wait;
+	int64_t priority; /* in the queue: higher first, FIFO within one; default 0 */
+	bool has_priority;
 };
 
 struct dg_revoke_req {
@@ -341,6 +345,33 @@ struct dg_watch_event {
 	size_t n_gpus;
 };
 
+/* A grant waiting in the queue: its place now (an event of a waiting grant). */
+struct dg_wait_event {
+	const char *type; /* "waiting" */
+	int64_t position; /* 1: next to be served */
+	int64_t of;
+	const char *reason; /* why it cannot be served now */
+};
+
+struct dg_waiter_info {
+	int64_t position;
+	int64_t priority;
+	const char *container; /* the grant's label */
+	const char *cgroup;
+	int64_t pid;
+	bool has_pid;
+	const char *request; /* "--gpus 2 --shared" */
+	int64_t waited_ms;
+	int64_t timeout; /* seconds; absent: no limit */
+	bool has_timeout;
+	int64_t uid;
+};
+
+struct dg_queue_reply {
+	struct dg_waiter_info *waiters;
+	size_t n_waiters;
+};
+
 /* A decoded reply of any op; which member is valid follows the op. */
 union dg_reply {
 	struct dg_ping_reply ping;
@@ -354,11 +385,13 @@ union dg_reply {
 	struct dg_rescan_reply rescan;
 	struct dg_extend_reply extend;
 	struct dg_move_reply move;
+	struct dg_queue_reply queue;
 };
 
 union dg_stream_event {
 	struct dg_watch_event watch;
 	struct dg_denied_event denied;
+	struct dg_wait_event wait;
 };
 
 extern const struct dg_schema dg_lease_schema;

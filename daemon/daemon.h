@@ -16,6 +16,7 @@
 #include "lease.h"
 #include "hostdev.h"
 #include "policy.h"
+#include "queue.h"
 #include "state.h"
 
 struct dg_config {
@@ -99,6 +100,11 @@ struct daemon {
 	struct client *clients;
 	size_t n_clients;
 	bool listen_paused; /* at max-clients, or out of file descriptors */
+	struct queue queue; /* grants waiting for GPUs (server.c) */
+	bool queue_dirty;   /* capacity may have appeared: try the waiters */
+	bool queue_moved;   /* places changed: tell the waiters */
+	uint64_t wake_ns;   /* when the loop woke for what it handles now */
+	uint64_t dirty_ns;  /* the wake-up that set queue_dirty: for the log */
 	struct daemon_hooks hooks;
 	bool quit;
 };

@@ -632,6 +632,51 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_gran
 	return 0;
 }
 
+/*
+ * A grant that found its GPUs busy: may it wait? Not when it could not be
+ * served even if no other lease held a GPU (more GPUs than match, an
+ * excluded or broken one, a conflict with what the container holds).
+ * *ret_pidfd: the target's process, which the waiter watches.
+ */
+int grant_wait_check(struct daemon *d, const struct dg_grant_req *g, int *ret_pidfd,
+		     struct dg_error *err)
+{
+	auto_cleanup(target_donep) struct target t = TARGET_INIT;
+	struct gpu_use use[DG_MAX_GPUS] = { 0 };
+	struct alloc_request req = { 0 };
+	struct dg_error why = { 0 };
+	bool picked[DG_MAX_GPUS];
+	int r = grant_check(d, g, &req, err);
+
+	if (r == 0)
+		r = resolve_target(d, &g->target, &t, err);
+	if (r < 0)
+		return r;
+	if (wants_gpus(g) &&
+	    alloc_pick(d->inv, use, lease_table_find(&d->leases, t.cgid), &req, picked, &why) < 0) {
+		dg_error_set(err, why.code == DG_E_UNAVAILABLE ? DG_E_NO_GPU : why.code, ENODEV,
+			     "not queued: the request could not be served even with every GPU "
+			     "free (%s)",
+			     why.message);
+		dg_error_hint(err, "ask for fewer GPUs or other ones; 'devgatectl list' shows "
+				   "what this host has");
+		return -ENODEV;
+	}
+	*ret_pidfd = TAKE_FD(t.pidfd);
+	return 0;
+}
+
+/* A waiting grant's container: still there? pidfd is its process when it was queued. */
+bool grant_target_gone(struct daemon *d, const struct dg_target_args *ta, int pidfd)
+{
+	auto_cleanup(target_donep) struct target t = TARGET_INIT;
+	struct dg_error ignore = { 0 };
+
+	if (ta->has_pid || pidfd_alive(pidfd) == 0)
+		return pidfd_alive(pidfd) < 0;
+	return resolve_target(d, ta, &t, &ignore) < 0;
+}
+
 /* A live process of the lease's container, to reach its /dev. */
 static int live_target(struct daemon *d, const struct lease *l, struct target *t)
 {

@@ -40,6 +40,15 @@ void grant_expire(struct daemon *d, uint64_t cgid);
  */
 int grant_move(struct daemon *d, const struct dg_move_req *req, struct dg_move_reply *out,
 	       struct dg_arena *a, struct dg_error *err);
+/*
+ * For grant --wait, when the GPUs were busy: 0 if the request may wait
+ * (*ret_pidfd: its target's process), -ENODEV when it could never be
+ * served, or the error the grant itself would give.
+ */
+int grant_wait_check(struct daemon *d, const struct dg_grant_req *g, int *ret_pidfd,
+		     struct dg_error *err);
+/* Whether a waiting grant's container ended (by its process, or its cgroup's). */
+bool grant_target_gone(struct daemon *d, const struct dg_target_args *ta, int pidfd);
 /* The container ended: drop its lease and everything devgate put on it. */
 void grant_release(struct daemon *d, uint64_t cgid, const char *why);
 

@@ -371,6 +371,11 @@ static void on_lease_changed(struct daemon *d, const char *type, const struct le
 	};
 
 	expiry_note(d, l);
+	/* Any change but a grant may have freed a GPU for a waiting grant. */
+	if (strcmp(type, "granted") != 0 && strcmp(type, "extended") != 0 && !d->queue_dirty) {
+		d->queue_dirty = true;
+		d->dirty_ns = d->wake_ns;
+	}
 	if (view_lease(d, l, &ev.watch.lease, &a) == 0)
 		server_broadcast(d, DG_OP_WATCH, &ev);
 	dg_arena_free(&a);
@@ -504,6 +509,7 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 static void daemon_teardown(struct daemon *d)
 {
 	server_close(d);
+	queue_fini(&d->queue);
 	metrics_http_free(d->http);
 	metrics_free(d->metrics);
 	events_free(d->events);
@@ -540,6 +546,7 @@ static bool dispatch(struct daemon *d, const struct epoll_event *ev)
 	case TAG_TIMER:
 		watch_tick(d);
 		server_tick(d);
+		server_queue_check(d);
 		break;
 	case TAG_EVENTS:
 		events_consume(d);
@@ -560,7 +567,10 @@ static bool dispatch(struct daemon *d, const struct epoll_event *ev)
 		expiry_run(d);
 		break;
 	default:
-		server_client_event(d, ev->data.ptr, ev->events);
+		if (ev->data.u64 & TAG_WAITER)
+			server_waiter_event(d, ev->data.u64);
+		else
+			server_client_event(d, ev->data.ptr, ev->events);
 		break;
 	}
 	return true;
@@ -595,10 +605,12 @@ static int run(struct daemon *d)
 		int http = metrics_http_timeout(d->http);
 		uint64_t idle_ms = (now_mono_ns() - busy_ns) / 1000000;
 		int spare_ms = idle_ms >= SPARE_IDLE_MS ? 0 : SPARE_IDLE_MS - (int)idle_ms;
-		int n = epoll_wait(d->epfd, evs, (int)ARRAY_SIZE(evs),
-				   min_timeout(http, spares_made ? -1 : spare_ms));
+		int wait_ms = min_timeout(http, min_timeout(server_queue_timeout_ms(d),
+							    spares_made ? -1 : spare_ms));
+		int n = epoll_wait(d->epfd, evs, (int)ARRAY_SIZE(evs), wait_ms);
 		bool busy = false;
 
+		d->wake_ns = now_mono_ns();
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -606,6 +618,8 @@ static int run(struct daemon *d)
 		}
 		for (int i = 0; i < n && !d->quit; i++)
 			busy |= dispatch(d, &evs[i]);
+		if (!d->quit)
+			server_queue_run(d);
 		/* MHD asks to be run after every wait it gave a timeout for. */
 		if (http >= 0 && !d->quit)
 			metrics_http_run(d->http);

@@ -26,6 +26,12 @@
  *   devgate_revokes_total                  revoke requests served
  *   devgate_releases_total                 leases released because the container ended
  *   devgate_lease_expirations_total        leases revoked because their ttl ran out
+ *   devgate_queue_length                   grants waiting for GPUs now (grant --wait)
+ *   devgate_queue_wait_seconds             histogram of how long served waiters waited
+ *   devgate_queue_served_total             waiting grants served
+ *   devgate_queue_timeouts_total           waiting grants whose --wait ran out
+ *   devgate_queue_cancelled_total          waiting grants whose client left, whose
+ *                                          container ended, or that failed when tried
  *   devgate_request_failures_total{op,reason}  failed requests by error code name
  *   devgate_grant_duration_seconds         histogram of grant request latency
  *   devgate_revoke_duration_seconds        histogram of revoke request latency
@@ -63,12 +69,16 @@ static const char *const hook_stages[] = {
 static const double duration_bounds[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
 					  0.05,	  0.1,	 0.25,	 0.5,	1 };
 
+/* 10 ms to an hour: a waiter is served the moment a lease ends, or much later. */
+static const double wait_bounds[] = { 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600 };
+
 struct metrics {
 	uint64_t counters[METRIC_COUNTER_MAX];
 	uint64_t failures[DG_OP_MAX + 1][DG_CODE_MAX]; /* [DG_OP_MAX]: unparsed requests */
 	uint64_t hook_calls[ARRAY_SIZE(hook_stages)];
 	struct promtext_histogram grant_time;
 	struct promtext_histogram revoke_time;
+	struct promtext_histogram queue_wait; /* its count: devgate_queue_served_total */
 	int ncpus;
 };
 
@@ -86,6 +96,11 @@ static const struct {
 				    "leases/broken/." },
 	[METRIC_EXPIRATIONS] = { "devgate_lease_expirations_total",
 				 "Leases revoked because their time to live (grant --ttl) ran out." },
+	[METRIC_QUEUE_TIMEOUTS] = { "devgate_queue_timeouts_total",
+				    "Waiting grants (grant --wait) whose time ran out." },
+	[METRIC_QUEUE_CANCELLED] = { "devgate_queue_cancelled_total",
+				     "Waiting grants whose client left or container ended, or "
+				     "that failed when tried." },
 	[METRIC_RECONCILE_FIXES] = { "devgate_reconcile_corrections_total",
 				     "Corrections made to the kernel by start-up reconciliation "
 				     "and the periodic re-check of gates." },
@@ -106,6 +121,7 @@ int metrics_new(struct metrics **ret)
 	}
 	promtext_histogram_init(&m->grant_time, duration_bounds, ARRAY_SIZE(duration_bounds));
 	promtext_histogram_init(&m->revoke_time, duration_bounds, ARRAY_SIZE(duration_bounds));
+	promtext_histogram_init(&m->queue_wait, wait_bounds, ARRAY_SIZE(wait_bounds));
 	*ret = m;
 	return 0;
 }
@@ -128,6 +144,12 @@ void metrics_request_failed(struct metrics *m, enum dg_op op, enum dg_code code)
 	if (!m || (int)op < 0 || op > DG_OP_MAX || (int)code < 0 || code >= DG_CODE_MAX)
 		return;
 	m->failures[op][code]++;
+}
+
+void metrics_queue_served(struct metrics *m, uint64_t ns)
+{
+	if (m)
+		promtext_histogram_observe(&m->queue_wait, (double)ns / 1e9);
 }
 
 void metrics_hook_call(struct metrics *m, const char *source)
@@ -382,6 +404,9 @@ static void write_state(FILE *f, struct daemon *d)
 	promtext_sample(f, "devgate_build_info", &label, 1, 1);
 	promtext_family(f, "devgate_leases", "gauge", "Leases held now.");
 	promtext_sample(f, "devgate_leases", NULL, 0, d->leases.n);
+	promtext_family(f, "devgate_queue_length", "gauge",
+			"Grants waiting for GPUs now (grant --wait).");
+	promtext_sample(f, "devgate_queue_length", NULL, 0, d->queue.n);
 	promtext_family(f, "devgate_gpus", "gauge", "GPUs on this host by state.");
 	for (size_t s = 0; s < ARRAY_SIZE(states); s++) {
 		uint64_t n = 0;
@@ -454,6 +479,12 @@ static void write_daemon(FILE *f, const struct metrics *m, const struct events *
 				 "Time devgated took to serve a grant request.", &m->grant_time);
 	promtext_histogram_write(f, "devgate_revoke_duration_seconds",
 				 "Time devgated took to serve a revoke request.", &m->revoke_time);
+	promtext_histogram_write(f, "devgate_queue_wait_seconds",
+				 "How long served waiting grants (grant --wait) waited.",
+				 &m->queue_wait);
+	promtext_family(f, "devgate_queue_served_total", "counter",
+			"Waiting grants (grant --wait) served.");
+	promtext_sample(f, "devgate_queue_served_total", NULL, 0, m->queue_wait.count);
 	promtext_family(f, "devgate_hook_calls_total", "counter",
 			"Grant and revoke requests from the OCI hook, by hook stage.");
 	for (size_t i = 0; i < ARRAY_SIZE(hook_stages); i++) {

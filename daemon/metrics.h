@@ -19,6 +19,8 @@ enum metrics_counter {
 	METRIC_RECONCILE_FIXES,
 	METRIC_RECORDS_BROKEN,
 	METRIC_EXPIRATIONS,
+	METRIC_QUEUE_TIMEOUTS,
+	METRIC_QUEUE_CANCELLED,
 	METRIC_COUNTER_MAX,
 };
 
@@ -34,6 +36,9 @@ void metrics_request_failed(struct metrics *m, enum dg_op op, enum dg_code code)
 void metrics_hook_call(struct metrics *m, const char *source);
 /* How long a grant or revoke request took. */
 void metrics_observe(struct metrics *m, enum dg_op op, uint64_t ns);
+
+/* A waiting grant was served after waiting ns (counted and observed). */
+void metrics_queue_served(struct metrics *m, uint64_t ns);
 
 /* The whole exposition document; *ret is malloc'd. */
 int metrics_render(struct daemon *d, char **ret, size_t *ret_len);

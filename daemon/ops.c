@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -146,11 +147,81 @@ static int op_move(struct daemon *d, const struct dg_request *req, union dg_repl
 	return grant_move(d, &req->u.move, &reply->move, a, err);
 }
 
+/* "--gpus 2 --arch ampere --shared": a waiting grant's request, as devgatectl spells it. */
+static void request_text(const struct dg_grant_req *g, char *buf, size_t len)
+{
+	const struct {
+		const char *opt, *val;
+	} parts[] = {
+		{ "--gpu", g->gpus },
+		{ "--model", g->model },
+		{ "--arch", g->arch },
+		{ "--product", g->product },
+		{ "--min-memory", g->min_memory },
+		{ "--min-cc", g->min_cc },
+		{ "--alias", g->alias },
+		{ "--profile", g->profile },
+	};
+	size_t off = 0;
+
+	buf[0] = '\0';
+	if (g->has_count)
+		off += (size_t)snprintf(buf, len, "--gpus %lld", (long long)g->count);
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]) && off < len; i++) {
+		if (parts[i].val)
+			off += (size_t)snprintf(buf + off, len - off, "%s%s %s", off ? " " : "",
+						parts[i].opt, parts[i].val);
+	}
+	if (g->shared && off < len)
+		snprintf(buf + off, len - off, "%s--shared", off ? " " : "");
+}
+
+static int waiter_info(const struct queue_entry *e, size_t pos, uint64_t now,
+		       struct dg_waiter_info *w, struct dg_arena *a)
+{
+	const struct dg_grant_req *g = e->grant;
+	char text[512];
+
+	request_text(g, text, sizeof(text));
+	*w = (struct dg_waiter_info){
+		.position = (int64_t)pos,
+		.priority = e->priority,
+		.container = g->target.container ? dg_arena_strdup(a, g->target.container) : NULL,
+		.cgroup = g->target.cgroup ? dg_arena_strdup(a, g->target.cgroup) : NULL,
+		.pid = g->target.pid,
+		.has_pid = g->target.has_pid,
+		.request = dg_arena_strdup(a, text),
+		.waited_ms = (int64_t)((now - e->since_ns) / 1000000),
+		.timeout = g->wait,
+		.has_timeout = g->wait > 0,
+		.uid = e->uid,
+	};
+	return w->request ? 0 : -ENOMEM;
+}
+
+static int op_queue(struct daemon *d, const struct dg_request *req, union dg_reply *reply,
+		    struct dg_arena *a, struct dg_error *err)
+{
+	struct dg_queue_reply *q = &reply->queue;
+	uint64_t now = now_mono_ns();
+
+	(void)req;
+	q->waiters = d->queue.n ? dg_arena_alloc(a, d->queue.n * sizeof(*q->waiters)) : NULL;
+	if (d->queue.n && !q->waiters)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	for (size_t i = 0; i < d->queue.n; i++) {
+		if (waiter_info(d->queue.v[i], i + 1, now, &q->waiters[i], a) < 0)
+			return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	}
+	q->n_waiters = d->queue.n;
+	return 0;
+}
+
 static const op_fn handlers[DG_OP_MAX] = {
 	[DG_OP_PING] = op_ping,	      [DG_OP_LIST] = op_list,	  [DG_OP_GRANT] = op_grant,
 	[DG_OP_REVOKE] = op_revoke,   [DG_OP_STATUS] = op_status, [DG_OP_WATCH] = op_watch,
 	[DG_OP_METRICS] = op_metrics, [DG_OP_EVENTS] = op_events, [DG_OP_RESCAN] = op_rescan,
-	[DG_OP_EXTEND] = op_extend,   [DG_OP_MOVE] = op_move,
+	[DG_OP_EXTEND] = op_extend,   [DG_OP_MOVE] = op_move,	  [DG_OP_QUEUE] = op_queue,
 };
 
 bool ops_streams(const struct dg_request *req)
@@ -171,12 +242,21 @@ static const char *source_of(const struct dg_request *req)
 	return NULL;
 }
 
+bool ops_may_wait(const struct dg_request *req, int r, const struct dg_error *err)
+{
+	return r == -EBUSY && req->op == DG_OP_GRANT && req->u.grant.has_wait &&
+	       err->code == DG_E_UNAVAILABLE;
+}
+
 /* Counters and latency of every request; each refusal logged once, here. */
 static void account(struct daemon *d, const struct ops_peer *peer, const struct dg_request *req,
 		    int r, const struct dg_error *err, uint64_t ns)
 {
 	const char *op = dg_op_info(req->op)->name, *source = source_of(req);
 
+	/* Not refused, not done: it waits (or waits on) in the queue. */
+	if (ops_may_wait(req, r, err))
+		return;
 	metrics_observe(d->metrics, req->op, ns);
 	if (r < 0) {
 		metrics_request_failed(d->metrics, req->op,
@@ -221,5 +301,16 @@ int ops_dispatch(struct daemon *d, const struct ops_peer *peer, const struct dg_
 	if (r < 0 && !dg_error_is_set(err))
 		dg_error_set(err, DG_E_INTERNAL, -r, "request failed: %s", strerror(-r));
 	account(d, peer, req, r, err, now_mono_ns() - start);
+	return r;
+}
+
+int ops_wait_check(struct daemon *d, const struct ops_peer *peer, const struct dg_request *req,
+		   int *ret_pidfd, struct dg_error *err)
+{
+	uint64_t start = now_mono_ns();
+	int r = grant_wait_check(d, &req->u.grant, ret_pidfd, err);
+
+	if (r < 0)
+		account(d, peer, req, r, err, now_mono_ns() - start);
 	return r;
 }

@@ -20,6 +20,14 @@ struct ops_peer {
 
 int ops_dispatch(struct daemon *d, const struct ops_peer *peer, const struct dg_request *req,
 		 union dg_reply *reply, struct dg_arena *a, struct dg_error *err);
+/*
+ * Whether a failed request is a grant --wait whose GPUs are busy: it waits
+ * in the queue (server.c) instead. ops_wait_check then says whether it may
+ * (a request that could never be served may not; that refusal is counted).
+ */
+bool ops_may_wait(const struct dg_request *req, int r, const struct dg_error *err);
+int ops_wait_check(struct daemon *d, const struct ops_peer *peer, const struct dg_request *req,
+		   int *ret_pidfd, struct dg_error *err);
 /* Whether a request that succeeded turns its connection into an event stream. */
 bool ops_streams(const struct dg_request *req);
 

@@ -13,10 +13,12 @@
 
 #include "array.h"
 #include "cleanup.h"
+#include "grant.h"
 #include "log.h"
 #include "metrics.h"
 #include "ops.h"
 #include "peer.h"
+#include "queue.h"
 #include "wire.h"
 #include "server.h"
 #include "util.h"
@@ -39,11 +41,23 @@ struct client {
 	struct dg_linebuf in;
 	char *out; /* queued reply and event lines, not yet written */
 	size_t out_len, out_off, out_cap;
-	uint64_t last_ns;  /* accept, or the last complete request */
-	uint32_t armed;	   /* the epoll events asked for now */
-	enum dg_op stream; /* DG_OP_WATCH or DG_OP_EVENTS once streaming, else DG_OP_MAX */
+	uint64_t last_ns;    /* accept, or the last complete request */
+	uint32_t armed;	     /* the epoll events asked for now */
+	enum dg_op stream;   /* DG_OP_WATCH or DG_OP_EVENTS once streaming, else DG_OP_MAX */
+	struct waiter *wait; /* its grant waits in d->queue; it sends nothing more till then */
 	struct client *next;
 };
+
+/* A grant --wait that found its GPUs busy: kept until served, timed out or cancelled. */
+struct waiter {
+	struct queue_entry e;
+	struct dg_request req; /* the grant; its arena is the waiter's */
+	int pidfd;	       /* the target's process when it was queued */
+	size_t told_pos, told_of;
+	char reason[DG_ERRMSG_MAX]; /* why it cannot be served now */
+};
+
+static void waiter_cancel(struct daemon *d, struct client *c, const char *why);
 
 static int fill_addr(const char *path, struct sockaddr_un *sa, struct dg_error *err)
 {
@@ -168,6 +182,8 @@ static void client_free(struct daemon *d, struct client *c)
 			break;
 		}
 	}
+	if (c->wait)
+		waiter_cancel(d, c, "the client left");
 	(void)epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	peer_done(&c->peer);
@@ -183,8 +199,12 @@ static void client_free(struct daemon *d, struct client *c)
 
 void server_close(struct daemon *d)
 {
-	while (d->clients)
+	while (d->clients) {
+		/* Its client sees the connection close: "the request was not served". */
+		if (d->clients->wait)
+			waiter_cancel(d, d->clients, "devgated stops");
 		client_free(d, d->clients);
+	}
 	if (d->listen_fd >= 0) {
 		d->listen_fd = safe_close(d->listen_fd);
 		(void)unlink(d->cfg.socket_path);
@@ -199,7 +219,9 @@ static size_t pending(const struct client *c)
 /* Reads while its queue is short, writes while it is not empty. */
 static void client_arm(struct daemon *d, struct client *c)
 {
-	uint32_t want = (pending(c) < OUT_HIGH ? EPOLLIN : 0) | (pending(c) ? EPOLLOUT : 0);
+	/* A waiter sends nothing until answered: only its hangup (Ctrl-C) matters. */
+	uint32_t in = c->wait ? EPOLLRDHUP : pending(c) < OUT_HIGH ? EPOLLIN : 0;
+	uint32_t want = in | (pending(c) ? EPOLLOUT : 0);
 	struct epoll_event ev = { .events = want, .data.ptr = c };
 
 	if (want != c->armed && epoll_ctl(d->epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
@@ -327,13 +349,21 @@ void server_accept(struct daemon *d)
 	listen_pause(d, true);
 }
 
+static struct ops_peer ops_peer_of(const struct client *c)
+{
+	return (struct ops_peer){ .uid = c->peer.uid,
+				  .pid = c->peer.pid,
+				  .pidfd = c->peer.pidfd,
+				  .admin = c->peer.authority == PEER_ADMIN };
+}
+
+static int waiter_start(struct daemon *d, struct client *c, struct dg_request *req,
+			const struct dg_error *busy, struct dg_error *err);
+
 /* Handles one request line; returns < 0 to drop the client. */
 static int handle_line(struct daemon *d, struct client *c, const char *line)
 {
-	struct ops_peer peer = { .uid = c->peer.uid,
-				 .pid = c->peer.pid,
-				 .pidfd = c->peer.pidfd,
-				 .admin = c->peer.authority == PEER_ADMIN };
+	struct ops_peer peer = ops_peer_of(c);
 	struct dg_request req;
 	struct dg_error err = { 0 };
 	struct dg_arena arena = { 0 };
@@ -354,6 +384,16 @@ static int handle_line(struct daemon *d, struct client *c, const char *line)
 		return client_send(c, msg);
 	}
 	r = ops_dispatch(d, &peer, &req, &reply, &arena, &err);
+	if (ops_may_wait(&req, r, &err)) {
+		struct dg_error busy = err;
+
+		err = (struct dg_error){ 0 };
+		r = waiter_start(d, c, &req, &busy, &err);
+		if (r == 0) {
+			dg_arena_free(&arena);
+			return 0;
+		}
+	}
 	msg = r < 0 ? dg_reply_error(&err) : dg_reply_encode(req.op, &reply);
 	if (r == 0 && ops_streams(&req))
 		c->stream = req.op;
@@ -365,7 +405,7 @@ static int handle_line(struct daemon *d, struct client *c, const char *line)
 /* Serves the buffered requests while the client keeps reading its replies. */
 static int client_lines(struct daemon *d, struct client *c)
 {
-	while (pending(c) < OUT_HIGH) {
+	while (pending(c) < OUT_HIGH && !c->wait) {
 		auto_free char *line = NULL;
 		int r = dg_linebuf_pop(&c->in, &line);
 
@@ -411,7 +451,7 @@ void server_client_event(struct daemon *d, struct client *c, uint32_t events)
 		r = client_lines(d, c);
 	if (r == 0 && events & EPOLLIN)
 		r = client_read(d, c);
-	else if (r == 0 && events & (EPOLLERR | EPOLLHUP) && !(events & EPOLLOUT))
+	else if (r == 0 && events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP) && !(events & EPOLLOUT))
 		r = -ECONNRESET;
 	if (r < 0)
 		client_free(d, c);
@@ -427,7 +467,7 @@ void server_tick(struct daemon *d)
 	for (; c; c = next) {
 		next = c->next;
 		/* Streams wait for events as long as they like; requests do not. */
-		if (c->stream == DG_OP_MAX && now - c->last_ns > limit) {
+		if (c->stream == DG_OP_MAX && !c->wait && now - c->last_ns > limit) {
 			if (pending(c))
 				log_info(
 					"cut client uid %u pid %d%s: it stopped reading (%zu bytes "
@@ -464,4 +504,280 @@ void server_broadcast(struct daemon *d, enum dg_op stream, const union dg_stream
 		else
 			client_arm(d, c);
 	}
+}
+
+/*
+ * The queue of grants that wait (grant --wait). A waiter keeps its
+ * connection: it gets its place as event lines, then one reply. The
+ * order is queue.c's; serving tries each waiter in that order, so a GPU
+ * that frees goes to the first waiter it satisfies.
+ */
+
+static void waiter_free(struct waiter *w)
+{
+	safe_close(w->pidfd);
+	dg_request_done(&w->req);
+	free(w);
+}
+
+static void waiter_log_name(const struct waiter *w, char *buf, size_t len)
+{
+	const struct dg_target_args *t = &w->req.u.grant.target;
+
+	if (t->container)
+		snprintf(buf, len, "%s", t->container);
+	else if (t->has_pid)
+		snprintf(buf, len, "PID %lld", (long long)t->pid);
+	else
+		snprintf(buf, len, "cgroup %s", t->cgroup);
+}
+
+/* Takes c's waiter out of the queue; the caller replies or frees the client. */
+static struct waiter *waiter_take(struct daemon *d, struct client *c)
+{
+	struct waiter *w = c->wait;
+
+	c->wait = NULL;
+	(void)queue_remove(&d->queue, &w->e);
+	d->queue_moved = true;
+	return w;
+}
+
+static void waiter_cancel(struct daemon *d, struct client *c, const char *why)
+{
+	struct waiter *w = waiter_take(d, c);
+	char name[128];
+
+	waiter_log_name(w, name, sizeof(name));
+	log_info("the waiting grant for %s was cancelled: %s", name, why);
+	metrics_inc(d->metrics, METRIC_QUEUE_CANCELLED, 1);
+	waiter_free(w);
+}
+
+/* Sends the waiter's last line and lets the client send requests again. */
+static void waiter_finish(struct daemon *d, struct client *c, json_object *msg)
+{
+	if (client_send(c, msg) < 0 || client_lines(d, c) < 0)
+		client_free(d, c);
+	else
+		client_arm(d, c);
+}
+
+static void waiter_fail(struct daemon *d, struct client *c, const struct dg_error *err)
+{
+	auto_json json_object *msg = dg_reply_error(err);
+
+	waiter_free(waiter_take(d, c));
+	waiter_finish(d, c, msg);
+}
+
+static int waiter_start(struct daemon *d, struct client *c, struct dg_request *req,
+			const struct dg_error *busy, struct dg_error *err)
+{
+	struct ops_peer peer = ops_peer_of(c);
+	struct epoll_event ev;
+	struct waiter *w;
+	char name[128];
+	int pidfd = -1;
+	int r = ops_wait_check(d, &peer, req, &pidfd, err);
+
+	if (r < 0)
+		return r;
+	w = calloc(1, sizeof(*w));
+	if (!w) {
+		safe_close(pidfd);
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	}
+	w->pidfd = pidfd;
+	w->e = (struct queue_entry){
+		.priority = req->u.grant.priority,
+		.since_ns = now_mono_ns(),
+		.uid = c->peer.uid,
+		.owner = c,
+	};
+	if (req->u.grant.wait)
+		w->e.deadline_ns = w->e.since_ns + (uint64_t)req->u.grant.wait * 1000000000ull;
+	snprintf(w->reason, sizeof(w->reason), "%s", busy->message);
+	if (queue_add(&d->queue, &w->e) < 0) {
+		waiter_free(w);
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	}
+	w->req = *req; /* the arena too: the waiter owns the request now */
+	*req = (struct dg_request){ .op = DG_OP_GRANT };
+	w->e.grant = &w->req.u.grant;
+	c->wait = w;
+	d->queue_moved = true;
+	/*
+	 * Its end wakes the loop. Tagged by the waiter's number, not a pointer:
+	 * an event of this batch may come after the waiter is gone.
+	 */
+	ev = (struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_WAITER | w->e.seq };
+	if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, pidfd, &ev) < 0)
+		log_debug("cannot poll the target of a waiting grant: %m; the periodic check will");
+	waiter_log_name(w, name, sizeof(name));
+	log_info("the grant for %s waits (priority %lld, position %zu of %zu): %s", name,
+		 (long long)w->e.priority, queue_position(&d->queue, &w->e), d->queue.n, w->reason);
+	return 0;
+}
+
+/* Tries c's grant again; true if it left the queue (served or failed). */
+static bool waiter_try(struct daemon *d, struct client *c)
+{
+	struct ops_peer peer = ops_peer_of(c);
+	struct waiter *w = c->wait;
+	struct dg_error err = { 0 };
+	struct dg_arena arena = { 0 };
+	auto_json json_object *msg = NULL;
+	union dg_reply reply;
+	uint64_t waited;
+	char name[128];
+	int r = ops_dispatch(d, &peer, &w->req, &reply, &arena, &err);
+
+	if (ops_may_wait(&w->req, r, &err)) {
+		snprintf(w->reason, sizeof(w->reason), "%s", err.message);
+		dg_arena_free(&arena);
+		return false;
+	}
+	waited = now_mono_ns() - w->e.since_ns;
+	waiter_log_name(w, name, sizeof(name));
+	if (r == 0) {
+		/* The second figure: from the wake-up that found a GPU freed (a container's exit).
+		 */
+		log_info(
+			"served the waiting grant for %s after %.1f ms in the queue, %.1f ms after "
+			"the event that freed its GPUs",
+			name, (double)waited / 1e6,
+			d->dirty_ns ? (double)(now_mono_ns() - d->dirty_ns) / 1e6 : 0.0);
+		metrics_queue_served(d->metrics, waited);
+	} else {
+		metrics_inc(d->metrics, METRIC_QUEUE_CANCELLED, 1);
+	}
+	msg = r < 0 ? dg_reply_error(&err) : dg_reply_encode(DG_OP_GRANT, &reply);
+	waiter_free(waiter_take(d, c));
+	dg_arena_free(&arena);
+	waiter_finish(d, c, msg);
+	return true;
+}
+
+static void waiters_serve(struct daemon *d)
+{
+	d->queue_dirty = false;
+	for (size_t i = 0; i < d->queue.n;) {
+		if (!waiter_try(d, d->queue.v[i]->owner))
+			i++;
+	}
+}
+
+static void waiter_timeout(struct daemon *d, struct client *c)
+{
+	struct waiter *w = c->wait;
+	struct dg_error err = { 0 };
+
+	dg_error_set(&err, DG_E_UNAVAILABLE, ETIMEDOUT,
+		     "waited %llds in the queue and no GPU became free: %s",
+		     (long long)w->req.u.grant.wait, w->reason);
+	dg_error_hint(&err, "wait longer (--wait=TIMEOUT, or --wait alone for no limit), ask "
+			    "with a higher --priority, or see who holds the GPUs with "
+			    "'devgatectl list'");
+	log_info("a waiting grant timed out: %s", err.message);
+	metrics_inc(d->metrics, METRIC_QUEUE_TIMEOUTS, 1);
+	waiter_fail(d, c, &err);
+}
+
+/* Each waiter whose place changed hears of it. */
+static void waiters_tell(struct daemon *d)
+{
+	d->queue_moved = false;
+	for (size_t i = 0; i < d->queue.n; i++) {
+		struct client *c = d->queue.v[i]->owner;
+		struct waiter *w = c->wait;
+		auto_json json_object *msg = NULL;
+		union dg_stream_event ev = {
+			.wait = { .type = "waiting",
+				  .position = (int64_t)i + 1,
+				  .of = (int64_t)d->queue.n,
+				  .reason = w->reason },
+		};
+
+		if (w->told_pos == i + 1 && w->told_of == d->queue.n)
+			continue;
+		w->told_pos = i + 1;
+		w->told_of = d->queue.n;
+		msg = dg_event_encode(DG_OP_GRANT, &ev);
+		if (client_send(c, msg) < 0) {
+			client_free(d, c); /* its waiter goes too: start again */
+			d->queue_moved = true;
+			return;
+		}
+		client_arm(d, c);
+	}
+}
+
+void server_queue_run(struct daemon *d)
+{
+	uint64_t now = now_mono_ns();
+
+	for (size_t i = 0; i < d->queue.n;) {
+		const struct queue_entry *e = d->queue.v[i];
+
+		if (e->deadline_ns && e->deadline_ns <= now)
+			waiter_timeout(d, e->owner);
+		else
+			i++;
+	}
+	if (d->queue_dirty)
+		waiters_serve(d);
+	while (d->queue_moved)
+		waiters_tell(d);
+}
+
+/* Drops c's waiter if its container ended; true if it did. */
+static bool waiter_check(struct daemon *d, struct client *c)
+{
+	struct dg_error err = { 0 };
+
+	if (!grant_target_gone(d, &c->wait->req.u.grant.target, c->wait->pidfd))
+		return false;
+	dg_error_set(&err, DG_E_NO_TARGET, ESRCH,
+		     "the container ended while its grant waited in the queue");
+	log_info("a waiting grant was dropped: %s", err.message);
+	metrics_inc(d->metrics, METRIC_QUEUE_CANCELLED, 1);
+	waiter_fail(d, c, &err);
+	return true;
+}
+
+void server_waiter_event(struct daemon *d, uint64_t tag)
+{
+	for (size_t i = 0; i < d->queue.n; i++) {
+		struct client *c = d->queue.v[i]->owner;
+
+		if ((TAG_WAITER | d->queue.v[i]->seq) != tag)
+			continue;
+		/*
+		 * For a cgroup target that was only its first process: the pidfd
+		 * leaves the loop and the periodic check watches the cgroup.
+		 */
+		if (!waiter_check(d, c))
+			(void)epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->wait->pidfd, NULL);
+		return;
+	}
+}
+
+void server_queue_check(struct daemon *d)
+{
+	for (size_t i = 0; i < d->queue.n;) {
+		if (!waiter_check(d, d->queue.v[i]->owner))
+			i++;
+	}
+}
+
+int server_queue_timeout_ms(const struct daemon *d)
+{
+	uint64_t next = queue_next_deadline(&d->queue), now = now_mono_ns();
+
+	if (d->queue_dirty || d->queue_moved)
+		return 0;
+	if (!next)
+		return -1;
+	return next <= now ? 0 : (int)((next - now + 999999) / 1000000);
 }

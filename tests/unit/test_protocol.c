@@ -65,6 +65,41 @@ static void test_request_root_id(void **state)
 	dg_request_done(&back);
 }
 
+/* grant --wait: wait and priority travel; the queue's place comes as an event of the grant. */
+static void test_wait_roundtrip(void **state)
+{
+	struct dg_request req = { .op = DG_OP_GRANT }, back;
+	union dg_stream_event ev = { .wait = { .type = "waiting", .position = 2, .of = 3 } };
+	union dg_stream_event ev_back;
+	auto_json json_object *o = NULL, *e = NULL;
+	struct dg_arena a = { 0 };
+	struct dg_error err = { 0 };
+
+	(void)state;
+	req.u.grant.target.pid = 42;
+	req.u.grant.target.has_pid = true;
+	req.u.grant.wait = 30;
+	req.u.grant.has_wait = true;
+	req.u.grant.priority = -5;
+	req.u.grant.has_priority = true;
+	o = dg_request_encode(&req);
+	assert_int_equal(dg_request_decode(json_object_to_json_string(o), &back, &err), 0);
+	assert_true(back.u.grant.has_wait);
+	assert_int_equal(back.u.grant.wait, 30);
+	assert_int_equal(back.u.grant.priority, -5);
+	dg_request_done(&back);
+	e = dg_event_encode(DG_OP_GRANT, &ev);
+	assert_int_equal(dg_event_decode(DG_OP_GRANT,
+					 json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN),
+					 &ev_back, &a, &err),
+			 0);
+	assert_string_equal(ev_back.wait.type, "waiting");
+	assert_int_equal(ev_back.wait.position, 2);
+	assert_int_equal(ev_back.wait.of, 3);
+	assert_null(ev_back.wait.reason);
+	dg_arena_free(&a);
+}
+
 static void parse_fails(const char *line, const char *msg)
 {
 	struct dg_error err = { 0 };
@@ -121,6 +156,10 @@ static void test_request_rejects(void **state)
 	parse_fails(
 		"{\"v\":1,\"op\":\"grant\",\"args\":{\"root_id\":{\"dev\":\"1\",\"ino\":\"2\",\"x\":1}}}",
 		"operation 'grant': root_id: unknown field 'x'");
+	parse_fails("{\"v\":1,\"op\":\"grant\",\"args\":{\"priority\":1001}}",
+		    "operation 'grant': 'priority' is out of range (-1000 to 1000)");
+	parse_fails("{\"v\":1,\"op\":\"grant\",\"args\":{\"wait\":-1}}",
+		    "operation 'grant': 'wait' is out of range (0 to 31622400)");
 	parse_fails("{\"v\":1,\"op\":\"status\",\"args\":{\"free\":true}}",
 		    "operation: unknown field 'free'");
 	parse_fails(
@@ -360,6 +399,7 @@ int main(void)
 		cmocka_unit_test(test_linebuf_limit),
 		cmocka_unit_test(test_linebuf_reply_limit),
 		cmocka_unit_test(test_send_recv),
+		cmocka_unit_test(test_wait_roundtrip),
 	};
 
 	return cmocka_run_group_tests_name("protocol", tests, NULL, NULL);
