@@ -91,9 +91,7 @@ usr_mounts() {
 }
 
 @test "grant --driver into a user-namespaced container" {
-	glibc_container u '.linux.namespaces += [{"type": "user"}] |
-		.linux.uidMappings = [{"containerID": 0, "hostID": 100000, "size": 65536}] |
-		.linux.gidMappings = [{"containerID": 0, "hostID": 100000, "size": 65536}]'
+	glibc_container u "$DG_USERNS_JQ"
 	run -0 dg grant --pid "$CPID" --gpus 1 --driver compute
 	run -0 dlprobe libcuda.so.1
 	[ "$output" = "libcuda.so.1 ok devgate-fixture" ]

@@ -166,6 +166,13 @@ dg() {
 	"$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" "$@"
 }
 
+# jq filter for a runc config: a user namespace of its own, whose ids 0-65535
+# are 100000-165535 on the host (chown the rootfs to 100000 to match).
+# shellcheck disable=SC2034
+DG_USERNS_JQ='.linux.namespaces += [{"type": "user"}] |
+	.linux.uidMappings = [{"containerID": 0, "hostID": 100000, "size": 65536}] |
+	.linux.gidMappings = [{"containerID": 0, "hostID": 100000, "size": 65536}]'
+
 # container NAME: starts a runc container; sets CPID and CID.
 container() {
 	requires runc

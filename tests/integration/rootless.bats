@@ -32,10 +32,7 @@ userns_container() {
 	requires runc
 	CID="$DG_ID-$1"
 	dg_bundle "$DG_TMP/$1" "$DEVGATE_BUILD/probe"
-	jq '.linux.namespaces += [{"type": "user"}] |
-		.linux.uidMappings = [{"containerID": 0, "hostID": 100000, "size": 65536}] |
-		.linux.gidMappings = [{"containerID": 0, "hostID": 100000, "size": 65536}]' \
-		"$DG_TMP/$1/config.json" >"$DG_TMP/$1/c.json"
+	jq "$DG_USERNS_JQ" "$DG_TMP/$1/config.json" >"$DG_TMP/$1/c.json"
 	mv "$DG_TMP/$1/c.json" "$DG_TMP/$1/config.json"
 	chown -R 100000:100000 "$DG_TMP/$1/rootfs"
 	CPID=$(dg_run "$CID" "$DG_TMP/$1")
