@@ -249,8 +249,8 @@ static json_object *driver_mounts(const struct dg_inventory *inv, unsigned int c
 
 		if (!(f->caps & caps))
 			continue;
-		snprintf(host, sizeof(host), "%s%s", strcmp(inv->host_root, "/") ? inv->host_root : "",
-			 f->path);
+		snprintf(host, sizeof(host), "%s%s",
+			 strcmp(inv->host_root, "/") ? inv->host_root : "", f->path);
 		json_object_array_add(mounts, mount_obj(host, f->path));
 		if (!f->soname[0] || !slash)
 			continue;
@@ -437,7 +437,9 @@ int cmd_cdi(struct cli *cli, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct cdi_opts o = { .kind = DEFAULT_KIND, .hook = DEFAULT_HOOK, .driver_caps = DG_DRV_ALL };
+	struct cdi_opts o = { .kind = DEFAULT_KIND,
+			      .hook = DEFAULT_HOOK,
+			      .driver_caps = DG_DRV_ALL };
 	char bad[32];
 	const char *output = NULL, *host_root = NULL;
 	struct dg_arena arena = { 0 };

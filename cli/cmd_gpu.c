@@ -79,7 +79,7 @@ static void list_row(struct table *t, const struct dg_list_gpu *g)
 
 static void render_list(const struct cli *cli, const union dg_reply *reply)
 {
-	static const char *const head[] = { "IDX", "VENDOR", "MINOR", "UUID", "PCI",	 "PRODUCT",
+	static const char *const head[] = { "IDX",  "VENDOR", "MINOR", "UUID", "PCI",	"PRODUCT",
 					    "ARCH", "CC",     "MEM",   "NUMA", "STATE", "MODEL" };
 	const struct dg_list_reply *r = &reply->list;
 	struct table *t = table_new(ARRAY_SIZE(head), head);

@@ -288,7 +288,8 @@ static int check_annotation_keys(json_object *a, struct dg_error *err)
 	static const char *const known[] = { ANNOT_GPUS,       ANNOT_COUNT,   ANNOT_ARCH,
 					     ANNOT_MODEL,      ANNOT_PRODUCT, ANNOT_SHARED,
 					     ANNOT_MIN_MEMORY, ANNOT_MIN_CC,  ANNOT_ALIAS,
-					     ANNOT_PROFILE,    ANNOT_TTL,     ANNOT_SAME_NUMA, ANNOT_WAIT };
+					     ANNOT_PROFILE,    ANNOT_TTL,     ANNOT_SAME_NUMA,
+					     ANNOT_WAIT };
 
 	json_object_object_foreach (a, key, val) {
 		bool ok = !startswith(key, "devgate.io/");

@@ -16,16 +16,16 @@
 #define DG_DRIVER_MAX_FILES 48
 
 enum {
-	DG_DRV_UTILITY = 1 << 0, /* nvidia-smi, NVML */
-	DG_DRV_COMPUTE = 1 << 1, /* CUDA, OpenCL, PTX JIT */
-	DG_DRV_VIDEO = 1 << 2,	 /* NVENC, NVDEC, VDPAU */
+	DG_DRV_UTILITY = 1 << 0,  /* nvidia-smi, NVML */
+	DG_DRV_COMPUTE = 1 << 1,  /* CUDA, OpenCL, PTX JIT */
+	DG_DRV_VIDEO = 1 << 2,	  /* NVENC, NVDEC, VDPAU */
 	DG_DRV_GRAPHICS = 1 << 3, /* EGL, GLX, GLES, Vulkan */
 	DG_DRV_ALL = (1 << 4) - 1,
 };
 
 struct dg_driver_file {
-	char path[160];	  /* absolute, as on the host (and in the container) */
-	char soname[64];  /* the link ld.so looks for ("libcuda.so.1"); "" for a tool */
+	char path[160];	   /* absolute, as on the host (and in the container) */
+	char soname[64];   /* the link ld.so looks for ("libcuda.so.1"); "" for a tool */
 	unsigned int caps; /* DG_DRV_* it belongs to */
 };
 

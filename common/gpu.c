@@ -614,10 +614,10 @@ static void drm_load(int rootfd, struct dg_inventory *inv, const char *name, uin
 	drm_model(&gpu);
 	if (minor > DG_DRM_MAX_MINOR)
 		snprintf(gpu.problem, sizeof(gpu.problem),
-			 "render minor %u is above %u, the last one devgate's gate can guard",
+			 "render minor %u is above %d, the last one devgate's gate can guard",
 			 minor, DG_DRM_MAX_MINOR);
 	else if (!drm_dev_matches(rootfd, name, minor))
-		snprintf(gpu.problem, sizeof(gpu.problem), "/sys/class/drm/%s/dev is not %u:%u",
+		snprintf(gpu.problem, sizeof(gpu.problem), "/sys/class/drm/%s/dev is not %d:%u",
 			 name, DG_DRM_MAJOR, minor);
 	else if (gpu.family == DG_VENDOR_AMD && inv->majors.has_kfd &&
 		 !kfd_has_render_minor(rootfd, minor))

@@ -101,7 +101,7 @@ static int read_small(int rootfd, const char *path, char **ret)
 
 	if (fd < 0)
 		return fd;
-	return read_fd_full(fd, 64 * 1024, ret, NULL);
+	return read_fd_full(fd, (size_t)64 * 1024, ret, NULL);
 }
 
 int numa_read(const char *host_root, struct dg_numa *ret)

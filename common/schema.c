@@ -260,9 +260,13 @@ static int decode_field(struct decoder *dc, const struct dg_field *f, json_objec
 		return 0;
 	case DG_F_INT:
 		return decode_int(dc, f, v, AT(base, f->off, int64_t));
-	case DG_F_NUM:
-		*AT(base, f->off, double) = json_object_get_double(v);
+	case DG_F_NUM: {
+		/* memcpy, not a cast: a double's bytes, wherever the field is. */
+		double x = json_object_get_double(v);
+
+		memcpy((char *)base + f->off, &x, sizeof(x));
 		return 0;
+	}
 	case DG_F_STR:
 		return decode_str(dc, f, v, AT(base, f->off, const char *));
 	case DG_F_ID:
@@ -356,9 +360,13 @@ static json_object *encode_field(const struct dg_field *f, const void *in)
 		return json_object_new_boolean(*CAT(in, f->off, bool));
 	case DG_F_INT:
 		return json_object_new_int64(*CAT(in, f->off, int64_t));
-	case DG_F_NUM:
-		snprintf(id, sizeof(id), "%.3f", *CAT(in, f->off, double));
-		return json_object_new_double_s(*CAT(in, f->off, double), id);
+	case DG_F_NUM: {
+		double x;
+
+		memcpy(&x, (const char *)in + f->off, sizeof(x));
+		snprintf(id, sizeof(id), "%.3f", x);
+		return json_object_new_double_s(x, id);
+	}
 	case DG_F_STR:
 		s = *CAT(in, f->off, char *);
 		return s ? json_object_new_string(s) : NULL;

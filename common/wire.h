@@ -44,30 +44,31 @@ struct dg_grant_req {
 	const char **devices; /* host character devices: "HOST[:PATH]", one each */
 	size_t n_devices;
 	int64_t count;
-	bool has_count;
 	const char *model;
 	const char *arch;
 	const char *vendor; /* "nvidia", "amd", "intel" */
-	bool card;	    /* DRM GPUs: their card nodes too */
 	const char *product;
 	const char *min_memory; /* "40G" */
 	const char *min_cc;	/* "8.0" */
 	const char *alias;	/* a name devgate.conf gives a vendor:product */
 	const char *profile;	/* a named request in devgate.conf */
-	bool shared;
-	const char *root; /* the container's root when the PID is not in it yet */
+	const char *root;	/* the container's root when the PID is not in it yet */
 	struct dg_root_id root_id;
+	int64_t ttl;	    /* seconds until the lease expires; replaces an expiry it had */
+	const char *access; /* the devices' access: "r", "rw", "rwm"; NULL: rw */
+	const char *driver; /* the driver's files to mount: "compute,utility", "all" */
+	int64_t wait;	    /* queue when busy, this many seconds at most; 0: no limit */
+	int64_t priority;   /* in the queue: higher first, FIFO within one; default 0 */
+	/* Flags last: the struct packs without holes. */
+	bool has_count;
+	bool card; /* DRM GPUs: their card nodes too */
+	bool shared;
 	bool has_root_id;
 	bool from_image; /* asked for by the image's environment */
-	int64_t ttl;	 /* seconds until the lease expires; replaces an expiry it had */
 	bool has_ttl;
 	bool kill_on_expiry; /* with ttl: kill holders of its nodes at expiry */
-	const char *access;  /* the devices' access: "r", "rw", "rwm"; NULL: rw */
-	const char *driver;  /* the driver's files to mount: "compute,utility", "all" */
 	bool same_numa;	     /* with a count: all on one NUMA node */
-	int64_t wait;	     /* queue when busy, this many seconds at most; 0: no limit */
 	bool has_wait;
-	int64_t priority; /* in the queue: higher first, FIFO within one; default 0 */
 	bool has_priority;
 };
 
@@ -215,7 +216,7 @@ struct dg_lease_info {
 	bool has_expires_in;
 	bool kill_on_expiry;
 	bool has_kill_on_expiry;
-	const char *driver; /* grant --driver: "utility,compute"; NULL: none */
+	const char *driver;   /* grant --driver: "utility,compute"; NULL: none */
 	int64_t driver_files; /* how many of the driver's files are mounted */
 	bool has_driver_files;
 	double gpu_seconds; /* GPU-seconds of the lease: a second with N GPUs adds N */

@@ -38,8 +38,8 @@ struct dg_config {
 	gid_t socket_gid;		/* may read (list, status, ...); DG_NO_GID: none */
 	gid_t admin_gid;		/* may also grant and revoke; DG_NO_GID: none */
 	int log_level;
-	int seccomp;		 /* enum dg_seccomp_mode (confine.h) */
-	struct dg_policy policy; /* gpu-allow, aliases, profiles */
+	int seccomp;			   /* enum dg_seccomp_mode (confine.h) */
+	struct dg_policy policy;	   /* gpu-allow, aliases, profiles */
 	struct hostdev_allow device_allow; /* host devices past a container's walls */
 };
 

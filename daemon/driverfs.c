@@ -62,13 +62,16 @@ static int record(struct lease *l, const struct plan *p, const int *status)
 	s = realloc(l->driver_files, len + add + 1);
 	if (!s)
 		return -ENOMEM;
-	s[len] = '\0';
 	for (size_t i = 0; i < p->n; i++) {
+		size_t n = strlen(p->paths[i]);
+
 		if (status[i] != NODE_CREATED)
 			continue;
-		strcat(s + len, p->paths[i]);
-		strcat(s + len, "\n");
+		memcpy(s + len, p->paths[i], n);
+		s[len + n] = '\n';
+		len += n + 1;
 	}
+	s[len] = '\0';
 	l->driver_files = s;
 	return 0;
 }
@@ -84,14 +87,19 @@ int driverfs_add(struct daemon *d, const struct target *t, const struct node_opt
 	int r;
 
 	driver_caps_text(caps, names, sizeof(names));
-	if (root < 0 || (r = driver_discover(root, &drv)) < 0)
-		return dg_error_set(err, DG_E_UNAVAILABLE, errno,
-				    "cannot read the NVIDIA driver's version under %s",
+	if (root < 0)
+		return dg_error_set(err, DG_E_INTERNAL, errno, "cannot open the host root %s: %m",
 				    d->inv->host_root);
+	r = driver_discover(root, &drv);
+	if (r < 0)
+		return dg_error_set(err, DG_E_UNAVAILABLE, -r,
+				    "cannot read the NVIDIA driver's version under %s: %s",
+				    d->inv->host_root, strerror(-r));
 	if (!drv.version[0]) {
-		dg_error_set(err, DG_E_UNAVAILABLE, ENOENT,
-			     "no NVIDIA driver user space: %s/proc/driver/nvidia/version is missing",
-			     d->inv->host_root);
+		dg_error_set(
+			err, DG_E_UNAVAILABLE, ENOENT,
+			"no NVIDIA driver user space: %s/proc/driver/nvidia/version is missing",
+			d->inv->host_root);
 		dg_error_hint(err, "grant without --driver, or load the driver");
 		return -ENOENT;
 	}

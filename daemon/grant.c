@@ -281,8 +281,8 @@ static int add_devices(struct daemon *d, struct lease *next, const struct dg_gra
 	for (size_t i = 0; i < g->n_devices; i++) {
 		struct lease_device dev;
 		char path[40];
-		int r = hostdev_parse(g->devices[i], d->inv, &d->cfg.device_allow, access,
-				      &dev, err);
+		int r = hostdev_parse(g->devices[i], d->inv, &d->cfg.device_allow, access, &dev,
+				      err);
 
 		if (r < 0)
 			return r;
@@ -311,8 +311,8 @@ static int add_devices(struct daemon *d, struct lease *next, const struct dg_gra
 }
 
 /* grant --driver CAPS: what the lease, with its GPUs, does not have mounted yet. */
-static int driver_request(const struct dg_grant_req *g, const struct lease *next,
-			  unsigned int *add, struct dg_error *err)
+static int driver_request(const struct dg_grant_req *g, const struct lease *next, unsigned int *add,
+			  struct dg_error *err)
 {
 	unsigned int caps;
 	char bad[32];
@@ -322,7 +322,8 @@ static int driver_request(const struct dg_grant_req *g, const struct lease *next
 		return 0;
 	if (driver_caps_parse(g->driver, &caps, bad, sizeof(bad)) < 0) {
 		dg_error_set(err, DG_E_INVALID, EINVAL, "driver capability '%s' is unknown", bad);
-		dg_error_hint(err, "give utility, compute, video, graphics (comma separated) or all");
+		dg_error_hint(err,
+			      "give utility, compute, video, graphics (comma separated) or all");
 		return -EINVAL;
 	}
 	if (next->n_gpus == 0)

@@ -282,7 +282,7 @@ static void unmake_one(int devfd, const struct dg_node *node, const struct helpe
 	if (r < 0) {
 		res->status = NODE_FAILED;
 		res->err = -r;
-	/* unlinkat never follows: at worst it removes what was swapped in. */
+		/* unlinkat never follows: at worst it removes what was swapped in. */
 	} else if (res->status == NODE_PRESENT && unlinkat(dfd, name, 0) < 0) {
 		res->status = errno == ENOENT ? NODE_ABSENT : NODE_FAILED;
 		res->err = errno == ENOENT ? 0 : errno;
@@ -447,14 +447,16 @@ static void files_run(int root, const struct helper_job *job, const int *trees,
 						  : unmount_file(root, job->files[i], job);
 
 		if (job->op == OP_UNMOUNT_FILES) {
-			msg->file_status[i] = r == 0 ? NODE_REMOVED : r == -ENOENT || r == -EINVAL
-									   ? NODE_ABSENT
-									   : NODE_FAILED;
+			msg->file_status[i] = r == 0			     ? NODE_REMOVED
+					      : r == -ENOENT || r == -EINVAL ? NODE_ABSENT
+									     : NODE_FAILED;
 			msg->file_err[i] = r < 0 ? -r : 0;
 			continue;
 		}
 		/* A file the image has at that path is its own; it stays, unmounted. */
-		msg->file_status[i] = r == 0 ? NODE_CREATED : r == -EEXIST ? NODE_PRESENT : NODE_FAILED;
+		msg->file_status[i] = r == 0	     ? NODE_CREATED
+				      : r == -EEXIST ? NODE_PRESENT
+						     : NODE_FAILED;
 		msg->file_err[i] = r < 0 ? -r : 0;
 		if (msg->file_status[i] == NODE_FAILED)
 			break;
@@ -482,7 +484,6 @@ static void files_run(int root, const struct helper_job *job, const int *trees,
 /* Bind-mounted nodes: mount and unmount, and file ids the container maps. */
 #define HELPER_BIND_CAPS \
 	(HELPER_CAPS | (1ULL << CAP_SYS_ADMIN) | (1ULL << CAP_SETUID) | (1ULL << CAP_SETGID))
-
 
 static int drop_caps(uint64_t keep, uint64_t *ret)
 {

@@ -72,7 +72,7 @@ struct helper_msg {
  */
 struct helper_job {
 	int op;
-	int enter;	/* join the target's mount namespace */
+	int enter; /* join the target's mount namespace */
 	/*
 	 * The target is in another user namespace: its /dev was mounted there,
 	 * so a node made in it cannot be opened (and root cannot even create a

@@ -694,7 +694,8 @@ json_object *lease_to_json(const struct lease *l)
 	if (l->driver_caps) {
 		json_object_object_add(o, "driver_caps", json_object_new_int64(l->driver_caps));
 		json_object_object_add(o, "driver_files",
-				       json_object_new_string(l->driver_files ? l->driver_files : ""));
+				       json_object_new_string(l->driver_files ? l->driver_files
+									      : ""));
 	}
 	/* Left out when empty: a record without devices reads the same as before. */
 	if (l->n_devices) {

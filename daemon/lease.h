@@ -54,8 +54,9 @@ struct lease {
 	size_t n_devices;
 	/* CLOCK_REALTIME seconds at which the lease is revoked (grant --ttl); 0: never. */
 	int64_t expires;
-	bool kill_on_expiry;	   /* holders of its nodes are killed at expiry */
-	/* grant --driver: DG_DRV_* asked for, and the files mounted (container paths, '\n' after each) */
+	bool kill_on_expiry; /* holders of its nodes are killed at expiry */
+	/* grant --driver: DG_DRV_* asked for, and the files mounted (container paths, '\n' after
+	 * each) */
 	unsigned int driver_caps;
 	char *driver_files;
 	struct lease_spent *spent; /* n_spent GPUs it held before, at most DG_MAX_GPUS */

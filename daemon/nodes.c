@@ -188,6 +188,13 @@ static int node_tree(const struct dg_node *node, const struct helper_job *job)
 	return fd < 0 ? -errno : fd;
 }
 
+/* No descriptor yet: what close_all() may meet before a slot is filled. */
+static void fds_none(int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		fds[i] = -1;
+}
+
 static void close_all(int *fds, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -400,6 +407,7 @@ static int make_job(const struct target *t, enum helper_op op, const struct node
 {
 	struct stat host;
 
+	memset(job, 0, sizeof(*job));
 	if (n > DG_MAX_NODES)
 		return dg_error_set(err, DG_E_INTERNAL, E2BIG, "too many nodes");
 	for (size_t i = 0; i < n; i++) {
@@ -416,7 +424,6 @@ static int make_job(const struct target *t, enum helper_op op, const struct node
 		return dg_error_set(err, DG_E_INVALID, ENAMETOOLONG, "root path is too long");
 	if (stat("/dev", &host) < 0)
 		return dg_error_set(err, DG_E_KERNEL, errno, "cannot stat /dev: %m");
-	memset(job, 0, sizeof(*job));
 	job->op = op;
 	job->enter = !same_mntns(t->pid);
 	/*
@@ -468,6 +475,7 @@ static int nodes_apply(const struct target *t, enum helper_op op, const struct n
 	bool bind;
 	int r = make_job(t, op, o, nodes, n, &job, err);
 
+	fds_none(trees, ARRAY_SIZE(trees));
 	if (r < 0)
 		return r;
 	bind = job.bind && op == OP_CREATE;
@@ -517,7 +525,8 @@ static int file_tree(int host_root, const char *path)
 
 	if (fd < 0)
 		return fd;
-	tree = (int)syscall(SYS_open_tree, fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	tree = (int)syscall(SYS_open_tree, fd, "",
+			    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
 	if (tree < 0)
 		return -errno;
 	if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
@@ -530,7 +539,8 @@ static int file_tree(int host_root, const char *path)
 }
 
 static int files_job(const struct target *t, enum helper_op op, const struct node_opts *o,
-		     const struct node_file *f, size_t n, struct helper_job *job, struct dg_error *err)
+		     const struct node_file *f, size_t n, struct helper_job *job,
+		     struct dg_error *err)
 {
 	int r;
 
@@ -540,10 +550,11 @@ static int files_job(const struct target *t, enum helper_op op, const struct nod
 	if (r < 0)
 		return r;
 	if (!job->enter)
-		return dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EXDEV,
-				    "PID %d shares devgated's mount namespace: driver files go only "
-				    "into a container's own",
-				    (int)t->pid);
+		return dg_error_set(
+			err, DG_E_TARGET_UNSUPPORTED, EXDEV,
+			"PID %d shares devgated's mount namespace: driver files go only "
+			"into a container's own",
+			(int)t->pid);
 	for (size_t i = 0; i < n; i++) {
 		if (strlen(f[i].path) >= HELPER_PATH_MAX || f[i].path[0] != '/')
 			return dg_error_set(err, DG_E_INTERNAL, EINVAL, "bad driver file path");
@@ -563,12 +574,13 @@ static int files_apply(const struct target *t, enum helper_op op, const struct n
 	size_t n_trees = 0;
 	int r = files_job(t, op, o, f, n, &job, err);
 
+	fds_none(trees, ARRAY_SIZE(trees));
 	for (; r == 0 && op == OP_MOUNT_FILES && n_trees < n; n_trees++) {
 		trees[n_trees] = file_tree(host_root, f[n_trees].host);
 		if (trees[n_trees] < 0)
 			r = dg_error_set(err, DG_E_KERNEL, -trees[n_trees],
-					 "cannot open the driver's %s on the host: %s", f[n_trees].host,
-					 strerror(-trees[n_trees]));
+					 "cannot open the driver's %s on the host: %s",
+					 f[n_trees].host, strerror(-trees[n_trees]));
 	}
 	if (r == 0)
 		r = run_helper(t, &job, trees, n_trees, &msg);
@@ -587,7 +599,8 @@ static int files_apply(const struct target *t, enum helper_op op, const struct n
 				return dg_error_set(err, DG_E_KERNEL, msg.file_err[i],
 						    "cannot mount the driver's %s in the container "
 						    "of PID %d: %s",
-						    f[i].path, (int)t->pid, strerror(msg.file_err[i]));
+						    f[i].path, (int)t->pid,
+						    strerror(msg.file_err[i]));
 		}
 	}
 	return check_msg(t, o->root_path, &msg, err);

@@ -16,12 +16,14 @@ int queue_add(struct queue *q, struct queue_entry *e)
 {
 	size_t at;
 
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers, as meant */
 	if (ARRAY_GROW(q->v, q->n, q->cap) < 0)
 		return -ENOMEM;
 	e->seq = ++q->next_seq;
 	/* The newest comes last among its priority: stop at the first it precedes. */
 	for (at = 0; at < q->n && !before(e, q->v[at]); at++)
 		;
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers, as meant */
 	memmove(&q->v[at + 1], &q->v[at], (q->n - at) * sizeof(*q->v));
 	q->v[at] = e;
 	q->n++;
@@ -43,6 +45,7 @@ bool queue_remove(struct queue *q, const struct queue_entry *e)
 
 	if (pos == 0)
 		return false;
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers, as meant */
 	memmove(&q->v[pos - 1], &q->v[pos], (q->n - pos) * sizeof(*q->v));
 	q->n--;
 	return true;

@@ -20,7 +20,7 @@ static int cgroup_cpus(int cgfd, struct dg_cpuset *ret)
 
 	if (fd < 0)
 		return -ENOENT;
-	r = read_fd_full(fd, 64 * 1024, &text, NULL);
+	r = read_fd_full(fd, (size_t)64 * 1024, &text, NULL);
 	if (r < 0)
 		return r;
 	r = cpulist_parse(text, ret);

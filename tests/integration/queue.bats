@@ -1,5 +1,8 @@
 #!/usr/bin/env bats
 # SPDX-License-Identifier: Apache-2.0
+# Containers and clients are named NAME_PID, NAME_CID, NAME_CLIENT, set with
+# printf -v, which shellcheck cannot follow:
+# shellcheck disable=SC2154
 # The wait queue (grant --wait, --priority, devgatectl queue, devgate.io/wait)
 # against live runc containers and the fixture's GPUs: a waiter is served the
 # moment the holder's lease ends (container exit, revoke, expiry), in
