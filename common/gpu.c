@@ -74,6 +74,9 @@ int proc_devices_parse(const char *text, struct dg_majors *ret)
 				} else if (strcmp(name, "kfd") == 0) {
 					m.has_kfd = true;
 					m.kfd = major;
+				} else if (strcmp(name, "nvidia-caps") == 0) {
+					m.has_caps = true;
+					m.caps = major;
 				}
 			}
 		}
@@ -348,7 +351,7 @@ bool inventory_guards_all(const struct dg_inventory *inv, uint32_t major)
 	const struct dg_majors *m = &inv->majors;
 
 	return major && ((m->has_nvidia && major == m->nvidia) || (m->has_uvm && major == m->uvm) ||
-			 (m->has_kfd && major == m->kfd));
+			 (m->has_kfd && major == m->kfd) || (m->has_caps && major == m->caps));
 }
 
 bool inventory_guards(const struct dg_inventory *inv, uint32_t major, uint32_t minor)
@@ -422,6 +425,8 @@ static void gpu_load(int rootfd, const struct dg_inventory *inv, const char *pci
 	gpu->memory_mib = gpu_memory_from_model(gpu->model);
 	gpu_node(inv, gpu, &node);
 	(void)check_host_node(rootfd, &node, gpu->problem, sizeof(gpu->problem));
+	if (inv->majors.has_caps)
+		mig_discover(rootfd, gpu);
 }
 
 static int cmp_gpu_pci(const void *a, const void *b)

@@ -22,11 +22,17 @@ void alloc_usage(const struct dg_inventory *inv, const struct lease_table *t, ui
 	for (size_t i = 0; i < inv->n_gpus; i++) {
 		const struct lease_use *u = lease_table_use(t, inv->gpus[i].uuid);
 		const struct lease_gpu *mine;
-		uint32_t exclusive, shared;
+		uint32_t exclusive, shared, gi;
 
-		if (!u)
+		/* A MIG instance held by another lease takes the whole GPU out. */
+		if (inv->gpus[i].mig)
+			use[i].exclusive = lease_table_instance_holder(t, inv->gpus[i].uuid,
+								       self_cgid, &gi);
+		if (!u || use[i].exclusive)
 			continue;
 		mine = self ? lease_find_gpu(self, u->uuid) : NULL;
+		if (mine && mine->instance)
+			mine = NULL;
 		exclusive = u->n_exclusive - (mine && !mine->shared);
 		shared = u->n_shared - (mine && mine->shared);
 		use[i].shared = shared;
@@ -168,8 +174,7 @@ static bool long_hex_id(const char *s)
 	return n >= 32;
 }
 
-/* "container 3f2a5c7d1e0b…" for runtime ids, as runtimes print them; names stay whole. */
-static void holder_text(const struct lease *l, char *buf, size_t len)
+void holder_text(const struct lease *l, char *buf, size_t len)
 {
 	const char *label = lease_label(l);
 

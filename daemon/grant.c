@@ -14,6 +14,7 @@
 #include "driver.h"
 #include "driverfs.h"
 #include "hostdev.h"
+#include "instance.h"
 #include "log.h"
 #include "metrics.h"
 #include "nodes.h"
@@ -253,6 +254,8 @@ static int add_picked(struct daemon *d, struct lease *next, const bool *picked, 
 	for (size_t i = 0; i < d->inv->n_gpus; i++) {
 		if (!picked[i])
 			continue;
+		if (instance_held(next, d->inv->gpus[i].uuid))
+			return -EEXIST;
 		if (lease_add_gpu(next, &d->inv->gpus[i], shared) < 0)
 			return -ENOMEM;
 		if (card && d->inv->gpus[i].has_card)
@@ -564,6 +567,7 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_gran
 	char why[512] = "";
 	struct grant_txn x = { 0 };
 	struct lease *old;
+	bool mig;
 	int r;
 
 	r = grant_check(d, g, &req, err);
@@ -572,7 +576,8 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_gran
 	if (r < 0)
 		return r;
 	memset(picked, 0, sizeof(picked));
-	if (wants_gpus(g)) {
+	mig = g->gpus && instance_spec(g->gpus);
+	if (wants_gpus(g) && !mig) {
 		if (!req.selectors) {
 			topo_container_cpus(d->inv->host_root, &t, &cpus);
 			req.cpus = &cpus;
@@ -591,9 +596,21 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_gran
 	}
 	old = lease_table_find(&d->leases, t.cgid);
 	next = next_lease(old, &t, g->target.container);
-	if (!next || add_picked(d, next, picked, req.shared, g->card, out, a) < 0)
+	if (!next)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
-	r = add_devices(d, next, g, out, a, err);
+	r = mig ? instance_add(d, next, g->gpus, req.shared, out, a, err)
+		: add_picked(d, next, picked, req.shared, g->card, out, a);
+	if (r == -EEXIST && !mig) {
+		dg_error_set(err, DG_E_INVALID, EEXIST,
+			     "%s holds a MIG instance of a GPU it asks for whole", lease_label(next));
+		dg_error_hint(err, "revoke the instance first: an instance and the whole GPU "
+				   "exclude each other");
+		return r;
+	}
+	if (r == -ENOMEM)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	if (r == 0)
+		r = add_devices(d, next, g, out, a, err);
 	if (r == 0)
 		r = driver_request(g, next, &x.driver_add, err);
 	if (r < 0)
@@ -770,6 +787,8 @@ static int revoke_select(struct daemon *d, const struct lease *l, const char *sp
 		drop[i] = all;
 	if (!spec || all)
 		return 0;
+	if (instance_spec(spec))
+		return instance_select(d, l, spec, drop, err);
 	r = select_gpus(d->inv, spec, sel, err);
 	if (r < 0)
 		return r;

@@ -397,7 +397,8 @@ static void write_devices(FILE *f, const struct daemon *d, const struct dev_coun
 
 static void write_state(FILE *f, struct daemon *d)
 {
-	static const char *const states[] = { "free", "held", "shared", "unusable", "excluded" };
+	static const char *const states[] = { "free", "held", "shared", "split", "unusable",
+					      "excluded" };
 	struct promtext_label label = { "version", DEVGATE_VERSION };
 
 	promtext_family(f, "devgate_build_info", "gauge", "devgated's version; always 1.");
