@@ -9,6 +9,14 @@
 #include "numa.h"
 #include "select.h"
 
+/* self's hold of all of GPU uuid; NULL too when it holds a MIG instance of it. */
+static const struct lease_gpu *whole(const struct lease *self, const char *uuid)
+{
+	const struct lease_gpu *g = self ? lease_find_gpu(self, uuid) : NULL;
+
+	return g && !g->instance ? g : NULL;
+}
+
 /*
  * From the table's counts, less what self holds: O(GPUs), not O(leases). A
  * lease whose GPU the driver renumbered still counts, by UUID.
@@ -24,15 +32,16 @@ void alloc_usage(const struct dg_inventory *inv, const struct lease_table *t, ui
 		const struct lease_gpu *mine;
 		uint32_t exclusive, shared, gi;
 
-		/* A MIG instance held by another lease takes the whole GPU out. */
+		/* A MIG instance held by any lease, self's too, takes the whole GPU out. */
 		if (inv->gpus[i].mig)
-			use[i].exclusive = lease_table_instance_holder(t, inv->gpus[i].uuid,
-								       self_cgid, &gi);
+			use[i].exclusive = self && lease_find_gpu(self, inv->gpus[i].uuid) &&
+							   !whole(self, inv->gpus[i].uuid)
+						   ? self
+						   : lease_table_instance_holder(
+							     t, inv->gpus[i].uuid, self_cgid, &gi);
 		if (!u || use[i].exclusive)
 			continue;
-		mine = self ? lease_find_gpu(self, u->uuid) : NULL;
-		if (mine && mine->instance)
-			mine = NULL;
+		mine = whole(self, u->uuid);
 		exclusive = u->n_exclusive - (mine && !mine->shared);
 		shared = u->n_shared - (mine && mine->shared);
 		use[i].shared = shared;
@@ -225,7 +234,7 @@ static int pick_selected(const struct dg_inventory *inv, const struct gpu_use *u
 		return r;
 	for (size_t i = 0; i < inv->n_gpus; i++) {
 		const struct dg_gpu *gpu = &inv->gpus[i];
-		const struct lease_gpu *mine = self ? lease_find_gpu(self, gpu->uuid) : NULL;
+		const struct lease_gpu *mine = whole(self, gpu->uuid);
 
 		if (!sel[i])
 			continue;
@@ -304,7 +313,7 @@ static void topo_count(const struct dg_inventory *inv, const struct lease *self,
 			c->free[slot]++;
 			c->first[slot] = gpu->index;
 		}
-		if (self && lease_find_gpu(self, gpu->uuid)) {
+		if (whole(self, gpu->uuid)) {
 			int n = slot < DG_MAX_NUMA ? (int)slot : -2;
 
 			c->held_node = c->held_node == -1 || c->held_node == n ? n : -2;
@@ -487,7 +496,7 @@ static int pick_counted(const struct dg_inventory *inv, const struct gpu_use *us
 		if (!matches(gpu, req))
 			continue;
 		matching++;
-		if (self && lease_find_gpu(self, gpu->uuid))
+		if (whole(self, gpu->uuid))
 			have++;
 		else if (!blocker(gpu, &use[i], req->shared, why, sizeof(why)))
 			elig[i] = ++free_n;

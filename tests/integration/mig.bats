@@ -1,0 +1,182 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+# NVIDIA MIG instances granted to live runc containers. The fixture has GPU 0
+# in MIG mode with GPU instances 1 and 2 (each with compute instance 0), as
+# the driver shows them under /proc, and their capability nodes under
+# /dev/nvidia-caps with a dynamic "nvidia-caps" major no driver here uses: an
+# allowed node gives ENXIO, a denied one EPERM.
+#
+# Fixture (mkfixture -n 2 --mig "0:1,2"):
+#   GPU 0  /dev/nvidia0  instance 0:1 nvidia-cap12 (CI 0: nvidia-cap13)
+#                        instance 0:2 nvidia-cap21 (CI 0: nvidia-cap22)
+#   GPU 1  /dev/nvidia1  not in MIG mode
+
+load helpers
+
+setup_file() { dg_setup_file; }
+teardown_file() { dg_teardown_file; }
+setup() {
+	dg_setup
+	make_host -n 2 --mig "0:1,2"
+	start_daemon
+}
+teardown() { dg_teardown; }
+
+# mig_container NAME: a runc container with the four capability nodes made in
+# its rootfs (/c12 /c13 /c21 /c22), which the runtime denies; sets CID, CPID.
+mig_container() {
+	requires runc
+	local caps m
+	CID="$DG_ID-$1"
+	dg_bundle "$DG_TMP/$1" "$DEVGATE_BUILD/probe"
+	caps=$(awk '$2 == "nvidia-caps" { print $1 }' "$DG_HOST/proc/devices")
+	for m in 12 13 21 22; do
+		mknod -m 666 "$DG_TMP/$1/rootfs/c$m" c "$caps" $m
+	done
+	CPID=$(dg_run "$CID" "$DG_TMP/$1")
+	DG_CONTAINERS+=("$CID")
+	DG_CGROUPS+=("$DG_CGROOT/$CID")
+	[ -n "$CPID" ] && [ "$CPID" != null ]
+}
+
+@test "list: a GPU's MIG instances under it, with capability minors, compute instances and state; text and JSON" {
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -c '[.gpus[] | .mig]')" = '[true,false]' ]
+	[ "$(echo "$output" | jq -c '[.gpus[0].instances[] | [.gi, .minor, .state, [.compute_instances[] | [.ci, .minor]]]]')" = \
+		'[[1,12,"free",[[0,13]]],[2,21,"free",[[0,22]]]]' ]
+	[ "$(echo "$output" | jq -c '.gpus[1].instances // []')" = '[]' ]
+	# No NVML here: the profile is not known and left out.
+	[ "$(echo "$output" | jq -c '[.gpus[0].instances[] | .profile]')" = '[null,null]' ]
+	run -0 dg list
+	[[ "${lines[1]}" == "0    nvidia  0 "*"free"* ]]
+	[[ "${lines[2]}" == "0:1  mig     cap12"*"free"*"profile unknown (no NVML), compute instances 0 (cap13)" ]]
+	[[ "${lines[3]}" == "0:2  mig     cap21"*"free"*"compute instances 0 (cap22)" ]]
+	[[ "${lines[4]}" == "1    nvidia  1 "* ]]
+}
+
+@test "grant --gpu 0:1: the parent's node, control nodes and the instance's capability nodes; the other instance stays denied" {
+	mig_container a
+	local ca=$CID apid=$CPID
+	run -1 probe "$ca" /c12 /c21
+	[ "${lines[0]}" = "/c12 EPERM" ]
+	[ "${lines[1]}" = "/c21 EPERM" ]
+
+	run -0 dg grant --pid "$apid" --gpu 0:1
+	[[ "$output" == "granted GPU 0 ("* ]]
+	run -1 probe "$ca" /dev/nvidia0 /dev/nvidiactl /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap13 /c12 /c13
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/dev/nvidiactl ENXIO" ]
+	[ "${lines[2]}" = "/dev/nvidia-caps/nvidia-cap12 ENXIO" ]
+	[ "${lines[3]}" = "/dev/nvidia-caps/nvidia-cap13 ENXIO" ]
+	[ "${lines[4]}" = "/c12 ENXIO" ]
+	[ "${lines[5]}" = "/c13 ENXIO" ]
+	# The other instance's nodes, GPU 1's, and no node made for them.
+	run -1 probe "$ca" /c21 /c22 /gpu1
+	[ "${lines[0]}" = "/c21 EPERM" ]
+	[ "${lines[1]}" = "/c22 EPERM" ]
+	[ "${lines[2]}" = "/gpu1 EPERM" ]
+	run -1 dg_runc exec "$ca" test -e /dev/nvidia-caps/nvidia-cap21
+	run -0 dg_runc exec "$ca" ls /dev/nvidia-caps
+	[ "$output" = "$(printf 'nvidia-cap12\nnvidia-cap13')" ]
+
+	run -0 dg status --json
+	[ "$(echo "$output" | jq -c '[.leases[0].gpus[] | [.index, .gi]]')" = '[[0,1]]' ]
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -r '.gpus[0].state')" = split ]
+	[ "$(echo "$output" | jq -c '[.gpus[0].instances[] | .state]')" = '["held","free"]' ]
+	[ "$(echo "$output" | jq -r '.gpus[0].instances[0].holder.cgroup')" = "/$ca" ]
+	[ "$(echo "$output" | jq -c '.gpus[0].holders')" = '[]' ]
+	[ "$(jq -c '.gpus[0] | [.gi, .caps]' "$DG_TMP"/state/leases/*.json)" = '[1,[12,13]]' ]
+}
+
+@test "two containers hold two instances of one GPU; an instance and the whole GPU exclude each other (exit 8)" {
+	mig_container a
+	local ca=$CID apid=$CPID
+	mig_container b
+	local cb=$CID bpid=$CPID
+	mig_container c
+	local cc=$CID cpid=$CPID
+
+	run -0 dg grant --pid "$apid" --gpu 0:1
+	run -0 dg grant --pid "$bpid" --gpu 0:2
+	run -1 probe "$cb" /dev/nvidia0 /dev/nvidia-caps/nvidia-cap21 /c22 /c12
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/dev/nvidia-caps/nvidia-cap21 ENXIO" ]
+	[ "${lines[2]}" = "/c22 ENXIO" ]
+	[ "${lines[3]}" = "/c12 EPERM" ]
+	run -1 probe "$ca" /c12 /c21
+	[ "${lines[0]}" = "/c12 ENXIO" ]
+	[ "${lines[1]}" = "/c21 EPERM" ]
+
+	# The whole GPU, or a held instance, to a third container: busy, the holder named.
+	run -8 dg grant --pid "$cpid" --gpu 0
+	[[ "$output" == *"GPU 0 held by container $ca"* ]]
+	run -8 dg grant --pid "$cpid" --gpus 2
+	run -8 dg grant --pid "$cpid" --gpu 0:2
+	[[ "$output" == *"GPU instance 0:2 is held by container $cb"* ]]
+	# One container: one instance of a GPU or all of it.
+	run -2 dg grant --pid "$apid" --gpu 0:2
+	[[ "$output" == *"holds another instance of GPU 0 already"* ]]
+	run -8 dg grant --pid "$apid" --gpu 0
+	[[ "$output" == *"GPU 0 held by container $ca"* ]]
+	run -1 probe "$cc" /dev/nvidia0 /c12 /c21
+	[ "${lines[0]}" = "/dev/nvidia0 ENOENT" ]
+	[ "${lines[1]}" = "/c12 EPERM" ]
+	[ "${lines[2]}" = "/c21 EPERM" ]
+	# GPU 1 is free; a count finds it.
+	run -0 dg grant --pid "$cpid" --gpus 1
+	[[ "$output" == "granted GPU 1 ("* ]]
+
+	# Revoked instances come back; then the whole GPU goes, and excludes instances.
+	run -0 dg revoke --pid "$apid" --gpu 0:1
+	run -1 probe "$ca" /c12 /dev/nvidia-caps/nvidia-cap12 /dev/nvidia0
+	[ "${lines[0]}" = "/c12 EPERM" ]
+	[ "${lines[1]}" = "/dev/nvidia-caps/nvidia-cap12 ENOENT" ]
+	[ "${lines[2]}" = "/dev/nvidia0 ENOENT" ]
+	run -0 dg revoke --pid "$bpid"
+	run -0 dg grant --pid "$cpid" --gpu 0
+	run -8 dg grant --pid "$apid" --gpu 0:1
+	[[ "$output" == *"GPU 0 is held whole by container $cc"* ]]
+	run -1 probe "$ca" /c12
+	[ "${lines[0]}" = "/c12 EPERM" ]
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -c '[.gpus[0].state, [.gpus[0].instances[] | .state]]')" = '["held",["free","free"]]' ]
+}
+
+@test "a restart of devgated keeps instance leases: nodes, gate and exclusivity" {
+	mig_container a
+	local ca=$CID apid=$CPID
+	mig_container b
+	local bpid=$CPID
+	run -0 dg grant --pid "$apid" --gpu 0:2
+	stop_daemon
+	start_daemon
+	run -1 probe "$ca" /dev/nvidia-caps/nvidia-cap21 /c22 /c12
+	[ "${lines[0]}" = "/dev/nvidia-caps/nvidia-cap21 ENXIO" ]
+	[ "${lines[1]}" = "/c22 ENXIO" ]
+	[ "${lines[2]}" = "/c12 EPERM" ]
+	run -8 dg grant --pid "$bpid" --gpu 0
+	run -8 dg grant --pid "$bpid" --gpu 0:2
+	run -0 dg grant --pid "$bpid" --gpu 0:1
+	run -0 dg revoke --pid "$apid" --gpu 0:2
+	run -1 probe "$ca" /c22
+	[ "${lines[0]}" = "/c22 EPERM" ]
+}
+
+@test "bad instance selectors: a clear error, nothing granted" {
+	mig_container a
+	run -7 dg grant --pid "$CPID" --gpu 1:1
+	[[ "$output" == *"GPU 1 is not in MIG mode"* ]]
+	run -7 dg grant --pid "$CPID" --gpu 0:5
+	[[ "$output" == *"GPU 0 has no GPU instance 5"* ]]
+	run -2 dg grant --pid "$CPID" --gpu 0:x
+	[[ "$output" == *"'0:x' is not a MIG instance"* ]]
+	run -2 dg grant --pid "$CPID" --gpu 0:1,1
+	run -2 dg grant --pid "$CPID" --gpu 0:1 --shared
+	[[ "$output" == *"granted exclusively"* ]]
+	run -0 dg status --json
+	[ "$(echo "$output" | jq -c '.leases')" = '[]' ]
+	run -1 probe "$CID" /c12 /dev/nvidia0
+	[ "${lines[0]}" = "/c12 EPERM" ]
+	[ "${lines[1]}" = "/dev/nvidia0 ENOENT" ]
+}
