@@ -759,6 +759,28 @@ const struct dg_gpu *inventory_find_uuid(const struct dg_inventory *inv, const c
 	return NULL;
 }
 
+/* A MIG capability node of a GPU instance or compute instance: its GPU is the parent. */
+static bool inventory_find_cap(const struct dg_inventory *inv, uint32_t major, uint32_t minor,
+			       char *path, size_t len, const struct dg_gpu **ret_gpu)
+{
+	for (size_t i = 0; inv->majors.has_caps && major == inv->majors.caps && i < inv->n_gpus;
+	     i++) {
+		for (size_t j = 0; j < inv->gpus[i].n_gi; j++) {
+			const struct dg_mig_gi *gi = &inv->gpus[i].gi[j];
+			bool hit = gi->minor == minor;
+
+			for (size_t c = 0; c < gi->n_ci; c++)
+				hit |= gi->ci[c].minor == minor;
+			if (hit) {
+				*ret_gpu = &inv->gpus[i];
+				snprintf(path, len, "/dev/nvidia-caps/nvidia-cap%u", minor);
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
 bool inventory_find_node(const struct dg_inventory *inv, uint32_t major, uint32_t minor, char *path,
 			 size_t len, const struct dg_gpu **ret_gpu)
 {
@@ -794,5 +816,5 @@ bool inventory_find_node(const struct dg_inventory *inv, uint32_t major, uint32_
 			return true;
 		}
 	}
-	return false;
+	return inventory_find_cap(inv, major, minor, path, len, ret_gpu);
 }

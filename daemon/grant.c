@@ -665,6 +665,9 @@ int grant_wait_check(struct daemon *d, const struct dg_grant_req *g, int *ret_pi
 	bool picked[DG_MAX_GPUS];
 	int r = grant_check(d, g, &req, err);
 
+	if (r == 0 && g->gpus && instance_spec(g->gpus))
+		r = dg_error_set(err, DG_E_INVALID, EINVAL,
+				 "a grant of MIG instances does not wait; ask again later");
 	if (r == 0)
 		r = resolve_target(d, &g->target, &t, err);
 	if (r < 0)

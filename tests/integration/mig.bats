@@ -22,21 +22,16 @@ setup() {
 }
 teardown() { dg_teardown; }
 
-# mig_container NAME: a runc container with the four capability nodes made in
-# its rootfs (/c12 /c13 /c21 /c22), which the runtime denies; sets CID, CPID.
+# mig_container NAME: a runc container (container NAME) with the four
+# capability nodes made in its rootfs (/c12 /c13 /c21 /c22), which the
+# runtime denies; sets CID, CPID.
 mig_container() {
-	requires runc
 	local caps m
-	CID="$DG_ID-$1"
-	dg_bundle "$DG_TMP/$1" "$DEVGATE_BUILD/probe"
+	container "$1"
 	caps=$(awk '$2 == "nvidia-caps" { print $1 }' "$DG_HOST/proc/devices")
 	for m in 12 13 21 22; do
 		mknod -m 666 "$DG_TMP/$1/rootfs/c$m" c "$caps" $m
 	done
-	CPID=$(dg_run "$CID" "$DG_TMP/$1")
-	DG_CONTAINERS+=("$CID")
-	DG_CGROUPS+=("$DG_CGROOT/$CID")
-	[ -n "$CPID" ] && [ "$CPID" != null ]
 }
 
 @test "list: a GPU's MIG instances under it, with capability minors, compute instances and state; text and JSON" {
@@ -114,6 +109,8 @@ mig_container() {
 	run -8 dg grant --pid "$cpid" --gpus 2
 	run -8 dg grant --pid "$cpid" --gpu 0:2
 	[[ "$output" == *"GPU instance 0:2 is held by container $cb"* ]]
+	run -2 dg grant --pid "$cpid" --gpu 0:2 --wait=5s
+	[[ "$output" == *"a grant of MIG instances does not wait"* ]]
 	# One container: one instance of a GPU or all of it.
 	run -2 dg grant --pid "$apid" --gpu 0:2
 	[[ "$output" == *"holds another instance of GPU 0 already"* ]]
@@ -179,4 +176,37 @@ mig_container() {
 	run -1 probe "$CID" /c12 /dev/nvidia0
 	[ "${lines[0]}" = "/c12 EPERM" ]
 	[ "${lines[1]}" = "/dev/nvidia0 ENOENT" ]
+}
+
+@test "cdi generate: a device KIND=INDEX:GI per instance, with the parent's and the instance's nodes" {
+	run -0 dg cdi generate --host-root "$DG_HOST" -o "$DG_TMP/spec.json"
+	[ "$(jq -c '[.devices[].name]' "$DG_TMP/spec.json")" = '["0","GPU-5e1f0a00-1000-2000-3000-4d0000000000","1","GPU-5e200b01-1001-2001-3001-4d0000000001","0:1","0:2","all"]' ]
+	[ "$(jq -c '.devices[] | select(.name == "0:2") | [.containerEdits.deviceNodes[].path]' "$DG_TMP/spec.json")" = \
+		'["/dev/nvidia0","/dev/nvidia-caps/nvidia-cap21","/dev/nvidia-caps/nvidia-cap22"]' ]
+	[ "$(jq -r '.devices[] | select(.name == "0:2") | .containerEdits.hooks[0].args | index("--gpu") as $i | .[$i + 1]' "$DG_TMP/spec.json")" = \
+		"GPU-5e1f0a00-1000-2000-3000-4d0000000000:2" ]
+}
+
+@test "OCI hook: devgate.io/gpus=0:2 grants the instance for the container's life" {
+	requires runc
+	local caps
+	hooked_bundle h '.annotations = {"devgate.io/gpus": "0:2"} |
+		.process.args = ["probe", "/dev/nvidia-caps/nvidia-cap21", "/dev/nvidia-caps/nvidia-cap22", "/c12"]'
+	caps=$(awk '$2 == "nvidia-caps" { print $1 }' "$DG_HOST/proc/devices")
+	mknod -m 666 "$DG_TMP/h/rootfs/c12" c "$caps" 12
+	run -1 run_bundle h
+	[ "$output" = "$(printf '/dev/nvidia-caps/nvidia-cap21 ENXIO\n/dev/nvidia-caps/nvidia-cap22 ENXIO\n/c12 EPERM')" ]
+	grep -q "granted 1 GPU(s) to $CID" "$DG_TMP/daemon.log"
+}
+
+@test "metrics: each instance held or not, and a denied capability node named with its GPU" {
+	mig_container a
+	run -0 dg grant --pid "$CPID" --gpu 0:1
+	run -1 probe "$CID" /dev/nvidia-caps/nvidia-cap12 /c21
+	run -0 dg metrics
+	echo "$output" | grep -E '^devgate_device_accesses_granted_total\{.*node="/dev/nvidia-caps/nvidia-cap12",gpu="GPU-5e1f0a00-1000-2000-3000-4d0000000000",access="r"\} 1$'
+	echo "$output" | grep -E '^devgate_device_accesses_denied_total\{.*node="/dev/nvidia-caps/nvidia-cap21",gpu="GPU-5e1f0a00-1000-2000-3000-4d0000000000",access="r"\} 1$'
+	echo "$output" | grep -qx 'devgate_mig_instance_held{gpu="GPU-5e1f0a00-1000-2000-3000-4d0000000000",gi="1"} 1'
+	echo "$output" | grep -qx 'devgate_mig_instance_held{gpu="GPU-5e1f0a00-1000-2000-3000-4d0000000000",gi="2"} 0'
+	echo "$output" | grep -qx 'devgate_gpus{state="split"} 1'
 }
