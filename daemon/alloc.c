@@ -18,6 +18,20 @@ static const struct lease_gpu *whole(const struct lease *self, const char *uuid)
 }
 
 /*
+ * A lease holding a MIG instance of GPU uuid, self first: an instance held,
+ * by anyone, takes the whole GPU out.
+ */
+static const struct lease *instance_holder(const struct lease_table *t, const struct lease *self,
+					   const char *uuid)
+{
+	uint32_t gi;
+
+	if (self && lease_find_gpu(self, uuid) && !whole(self, uuid))
+		return self;
+	return lease_table_instance_holder(t, uuid, self ? self->cgid : 0, &gi);
+}
+
+/*
  * From the table's counts, less what self holds: O(GPUs), not O(leases). A
  * lease whose GPU the driver renumbered still counts, by UUID.
  */
@@ -30,15 +44,10 @@ void alloc_usage(const struct dg_inventory *inv, const struct lease_table *t, ui
 	for (size_t i = 0; i < inv->n_gpus; i++) {
 		const struct lease_use *u = lease_table_use(t, inv->gpus[i].uuid);
 		const struct lease_gpu *mine;
-		uint32_t exclusive, shared, gi;
+		uint32_t exclusive, shared;
 
-		/* A MIG instance held by any lease, self's too, takes the whole GPU out. */
 		if (inv->gpus[i].mig)
-			use[i].exclusive = self && lease_find_gpu(self, inv->gpus[i].uuid) &&
-							   !whole(self, inv->gpus[i].uuid)
-						   ? self
-						   : lease_table_instance_holder(
-							     t, inv->gpus[i].uuid, self_cgid, &gi);
+			use[i].exclusive = instance_holder(t, self, inv->gpus[i].uuid);
 		if (!u || use[i].exclusive)
 			continue;
 		mine = whole(self, u->uuid);

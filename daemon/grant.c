@@ -254,8 +254,6 @@ static int add_picked(struct daemon *d, struct lease *next, const bool *picked, 
 	for (size_t i = 0; i < d->inv->n_gpus; i++) {
 		if (!picked[i])
 			continue;
-		if (instance_held(next, d->inv->gpus[i].uuid))
-			return -EEXIST;
 		if (lease_add_gpu(next, &d->inv->gpus[i], shared) < 0)
 			return -ENOMEM;
 		if (card && d->inv->gpus[i].has_card)
@@ -598,16 +596,10 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_gran
 	next = next_lease(old, &t, g->target.container);
 	if (!next)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	/* alloc_usage() counted an instance the container holds: its GPU was not picked. */
 	r = mig ? instance_add(d, next, g->gpus, req.shared, out, a, err)
 		: add_picked(d, next, picked, req.shared, g->card, out, a);
-	if (r == -EEXIST && !mig) {
-		dg_error_set(err, DG_E_INVALID, EEXIST,
-			     "%s holds a MIG instance of a GPU it asks for whole", lease_label(next));
-		dg_error_hint(err, "revoke the instance first: an instance and the whole GPU "
-				   "exclude each other");
-		return r;
-	}
-	if (r == -ENOMEM)
+	if (r == -ENOMEM && !mig)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	if (r == 0)
 		r = add_devices(d, next, g, out, a, err);
@@ -1293,6 +1285,12 @@ static int move_check_gpu(struct daemon *d, const struct lease_gpu *lg, const st
 {
 	const struct dg_gpu *g = inventory_find_uuid(d->inv, lg->uuid);
 
+	if (lg->instance) {
+		dg_error_set(err, DG_E_INVALID, EINVAL, "GPU instance %s:%u cannot be moved",
+			     lg->uuid, lg->gi);
+		dg_error_hint(err, "revoke it from the source and grant it to the destination");
+		return -EINVAL;
+	}
 	if (!g || g->problem[0] || g->excluded)
 		return dg_error_set(err, DG_E_UNAVAILABLE, EIO, "GPU %s cannot be granted now: %s",
 				    lg->uuid,

@@ -24,7 +24,8 @@ bool instance_spec(const char *spec)
 	return false;
 }
 
-const struct lease_gpu *instance_held(const struct lease *l, const char *uuid)
+/* The lease's instance of GPU uuid; NULL when it holds none (or all of the GPU). */
+static const struct lease_gpu *instance_held(const struct lease *l, const char *uuid)
 {
 	const struct lease_gpu *g = l ? lease_find_gpu(l, uuid) : NULL;
 

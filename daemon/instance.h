@@ -27,7 +27,4 @@ int instance_add(struct daemon *d, struct lease *next, const char *spec, bool sh
 int instance_select(struct daemon *d, const struct lease *l, const char *spec, bool *drop,
 		    struct dg_error *err);
 
-/* Whether the lease holds an instance of GPU uuid (a whole-GPU grant of it is refused). */
-const struct lease_gpu *instance_held(const struct lease *l, const char *uuid);
-
 #endif

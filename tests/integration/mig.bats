@@ -155,6 +155,11 @@ mig_container() {
 	run -8 dg grant --pid "$bpid" --gpu 0
 	run -8 dg grant --pid "$bpid" --gpu 0:2
 	run -0 dg grant --pid "$bpid" --gpu 0:1
+	# An instance does not move (its destination would get the whole GPU's lease form).
+	run -2 dg move --gpu 0:2 --from "$apid" --to "$bpid"
+	[[ "$output" == *"GPU instance GPU-5e1f0a00-1000-2000-3000-4d0000000000:2 cannot be moved"* ]]
+	run -1 probe "$ca" /c22
+	[ "${lines[0]}" = "/c22 ENXIO" ]
 	run -0 dg revoke --pid "$apid" --gpu 0:2
 	run -1 probe "$ca" /c22
 	[ "${lines[0]}" = "/c22 EPERM" ]
