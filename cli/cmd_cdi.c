@@ -133,7 +133,7 @@ struct cdi_device {
 	const char *opt; /* the hook's option: --gpu or --alias */
 	const char *value;
 	const struct dg_gpu *only;
-	const char *product;	  /* only GPUs of this vendor:device id */
+	const char *product;	    /* only GPUs of this vendor:device id */
 	const struct dg_mig_gi *gi; /* a MIG instance of only, not all of it */
 };
 
@@ -281,11 +281,10 @@ static void instance_devices(const struct dg_inventory *inv, const struct cdi_op
 
 			snprintf(name, sizeof(name), "%u:%u", g->index, g->gi[j].id);
 			snprintf(sel, sizeof(sel), "%s:%u", g->uuid, g->gi[j].id);
-			json_object_array_add(devices,
-					      device_obj(inv, o,
-							 &(struct cdi_device){ name, "--gpu", sel,
-									       g, NULL,
-									       &g->gi[j] }));
+			json_object_array_add(
+				devices, device_obj(inv, o,
+						    &(struct cdi_device){ name, "--gpu", sel, g,
+									  NULL, &g->gi[j] }));
 		}
 	}
 }

@@ -105,7 +105,7 @@ struct dg_gpu {
 	bool mig;	     /* NVIDIA: in MIG mode (the driver lists its capabilities) */
 	size_t n_gi;	     /* its GPU instances, by id */
 	struct dg_mig_gi gi[DG_MAX_GI];
-	char problem[256];   /* non-empty: not grantable, and why */
+	char problem[256]; /* non-empty: not grantable, and why */
 };
 
 struct dg_inventory {

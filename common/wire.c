@@ -137,7 +137,8 @@ static const struct dg_field ci_fields[] = {
 	DG_INT("ci", struct dg_ci_info, ci),
 	DG_INT("minor", struct dg_ci_info, minor),
 };
-static const struct dg_schema ci_schema = DG_SCHEMA("compute instance", struct dg_ci_info, ci_fields);
+static const struct dg_schema ci_schema =
+	DG_SCHEMA("compute instance", struct dg_ci_info, ci_fields);
 
 static const struct dg_field instance_fields[] = {
 	DG_INT("gi", struct dg_instance_info, gi),

@@ -173,7 +173,7 @@ struct dg_list_gpu {
 	const char *state; /* free, held, shared, unusable, excluded, split (instances held) */
 	struct dg_holder_info *holders;
 	size_t n_holders;
-	bool has_mig;	   /* NVIDIA: MIG mode on */
+	bool has_mig; /* NVIDIA: MIG mode on */
 	bool mig;
 	struct dg_instance_info *instances;
 	size_t n_instances;

@@ -397,8 +397,8 @@ static void write_devices(FILE *f, const struct daemon *d, const struct dev_coun
 
 static void write_state(FILE *f, struct daemon *d)
 {
-	static const char *const states[] = { "free", "held", "shared", "split", "unusable",
-					      "excluded" };
+	static const char *const states[] = { "free",  "held",	   "shared",
+					      "split", "unusable", "excluded" };
 	struct promtext_label label = { "version", DEVGATE_VERSION };
 
 	promtext_family(f, "devgate_build_info", "gauge", "devgated's version; always 1.");
@@ -448,8 +448,8 @@ static void write_instances(FILE *f, struct daemon *d)
 		const struct dg_gpu *g = &d->inv->gpus[i];
 
 		for (size_t j = 0; j < g->n_gi; j++) {
-			const struct lease_use *u = lease_table_use_gi(&d->leases, g->uuid,
-								       g->gi[j].id);
+			const struct lease_use *u =
+				lease_table_use_gi(&d->leases, g->uuid, g->gi[j].id);
 			char gi[16];
 			struct promtext_label labels[2] = { { "gpu", g->uuid }, { "gi", gi } };
 
