@@ -22,13 +22,18 @@ setup() {
 }
 teardown() { dg_teardown; }
 
+# The fixture's nvidia-caps major.
+caps_major() {
+	awk '$2 == "nvidia-caps" { print $1 }' "$DG_HOST/proc/devices"
+}
+
 # mig_container NAME: a runc container (container NAME) with the four
 # capability nodes made in its rootfs (/c12 /c13 /c21 /c22), which the
 # runtime denies; sets CID, CPID.
 mig_container() {
 	local caps m
 	container "$1"
-	caps=$(awk '$2 == "nvidia-caps" { print $1 }' "$DG_HOST/proc/devices")
+	caps=$(caps_major)
 	for m in 12 13 21 22; do
 		mknod -m 666 "$DG_TMP/$1/rootfs/c$m" c "$caps" $m
 	done
@@ -197,7 +202,7 @@ mig_container() {
 	local caps
 	hooked_bundle h '.annotations = {"devgate.io/gpus": "0:2"} |
 		.process.args = ["probe", "/dev/nvidia-caps/nvidia-cap21", "/dev/nvidia-caps/nvidia-cap22", "/c12"]'
-	caps=$(awk '$2 == "nvidia-caps" { print $1 }' "$DG_HOST/proc/devices")
+	caps=$(caps_major)
 	mknod -m 666 "$DG_TMP/h/rootfs/c12" c "$caps" 12
 	run -1 run_bundle h
 	[ "$output" = "$(printf '/dev/nvidia-caps/nvidia-cap21 ENXIO\n/dev/nvidia-caps/nvidia-cap22 ENXIO\n/c12 EPERM')" ]
@@ -214,4 +219,33 @@ mig_container() {
 	echo "$output" | grep -qx 'devgate_mig_instance_held{gpu="GPU-5e1f0a00-1000-2000-3000-4d0000000000",gi="1"} 1'
 	echo "$output" | grep -qx 'devgate_mig_instance_held{gpu="GPU-5e1f0a00-1000-2000-3000-4d0000000000",gi="2"} 0'
 	echo "$output" | grep -qx 'devgate_gpus{state="split"} 1'
+}
+
+@test "rescan: a new MIG layout is listed and granted; a held instance keeps its nodes; a moved nvidia-caps major needs a restart" {
+	mig_container a
+	local ca=$CID apid=$CPID
+	mig_container b
+	local bpid=$CPID
+	run -0 dg grant --pid "$apid" --gpu 0:1
+	# The admin replaces instance 2 by instance 3 (nvidia-smi mig -dgi / -cgi).
+	rm -rf "$DG_HOST/proc/driver/nvidia/capabilities"
+	make_host -n 2 --mig "0:1,3"
+	run -0 dg rescan
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -c '[.gpus[0].instances[] | [.gi, .minor, .state]]')" = '[[1,12,"held"],[3,30,"free"]]' ]
+	run -7 dg grant --pid "$bpid" --gpu 0:2
+	run -0 dg grant --pid "$bpid" --gpu 0:3
+	run -1 probe "$ca" /dev/nvidia-caps/nvidia-cap12 /c21
+	[ "${lines[0]}" = "/dev/nvidia-caps/nvidia-cap12 ENXIO" ]
+	[ "${lines[1]}" = "/c21 EPERM" ]
+
+	local caps
+	caps=$(caps_major)
+	sed -i "s/^$caps nvidia-caps\$/$((caps - 1)) nvidia-caps/" "$DG_HOST/proc/devices"
+	run -0 dg rescan
+	run -0 dg list --json
+	[[ "$(echo "$output" | jq -r .control_problem)" == *"nvidia-caps $caps -> $((caps - 1))); restart devgated to use them" ]]
+	run -0 dg revoke --pid "$bpid"
+	run ! dg grant --pid "$bpid" --gpu 0:3
+	[[ "$output" == *"restart devgated"* ]]
 }
