@@ -249,3 +249,28 @@ mig_container() {
 	run ! dg grant --pid "$bpid" --gpu 0:3
 	[[ "$output" == *"restart devgated"* ]]
 }
+
+@test "a uid-mapped container: the instance's capability nodes bind-mounted into /dev/nvidia-caps, gone at revoke" {
+	requires runc
+	local caps
+	chmod 0711 "$DG_TMP" # the namespace's processes walk into the bundle
+	CID="$DG_ID-u"
+	dg_bundle "$DG_TMP/u" "$DEVGATE_BUILD/probe"
+	jq "$DG_USERNS_JQ" "$DG_TMP/u/config.json" >"$DG_TMP/u/c.json"
+	mv "$DG_TMP/u/c.json" "$DG_TMP/u/config.json"
+	caps=$(caps_major)
+	mknod -m 666 "$DG_TMP/u/rootfs/c21" c "$caps" 21
+	chown -R 100000:100000 "$DG_TMP/u/rootfs"
+	CPID=$(dg_run "$CID" "$DG_TMP/u")
+	DG_CONTAINERS+=("$CID")
+	DG_CGROUPS+=("$DG_CGROOT/$CID")
+	run -0 dg grant --pid "$CPID" --gpu 0:1
+	[[ "$output" == *"/dev/nvidia-caps/nvidia-cap12"*"created"* ]]
+	run -1 probe "$CID" /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap13 /c21
+	[ "${lines[0]}" = "/dev/nvidia-caps/nvidia-cap12 ENXIO" ]
+	[ "${lines[1]}" = "/dev/nvidia-caps/nvidia-cap13 ENXIO" ]
+	[ "${lines[2]}" = "/c21 EPERM" ]
+	run -0 dg revoke --pid "$CPID"
+	run -1 probe "$CID" /dev/nvidia-caps/nvidia-cap12
+	[ "$output" = "/dev/nvidia-caps/nvidia-cap12 ENOENT" ]
+}
