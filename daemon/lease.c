@@ -592,6 +592,21 @@ static size_t device_nodes(const struct lease *l, struct dg_node *out, size_t n,
 	return n;
 }
 
+size_t lease_gpu_nodes(const struct lease_gpu *g, const struct dg_inventory *inv,
+		       struct dg_node *out, size_t max)
+{
+	size_t n = 0;
+
+	if (max == 0)
+		return 0;
+	vendor_gpu_node(inv, g->family, g->minor, &out[n++]);
+	if (g->card && n < max)
+		card_node(g->card_minor, &out[n++]);
+	for (uint32_t c = 0; g->instance && c < g->n_caps && n < max; c++)
+		mig_cap_node(inv, g->caps[c], &out[n++]);
+	return n;
+}
+
 size_t lease_nodes(const struct lease *l, const struct dg_inventory *inv, struct dg_node *out,
 		   size_t max)
 {
@@ -600,12 +615,8 @@ size_t lease_nodes(const struct lease *l, const struct dg_inventory *inv, struct
 	bool vendors[DG_VENDORS] = { false };
 
 	for (size_t i = 0; i < l->n_gpus && n < max; i++) {
-		vendor_gpu_node(inv, l->gpus[i].family, l->gpus[i].minor, &out[n++]);
+		n += lease_gpu_nodes(&l->gpus[i], inv, out + n, max - n);
 		vendors[l->gpus[i].family] = true;
-		if (l->gpus[i].card && n < max)
-			card_node(l->gpus[i].card_minor, &out[n++]);
-		for (uint32_t c = 0; l->gpus[i].instance && c < l->gpus[i].n_caps && n < max; c++)
-			mig_cap_node(inv, l->gpus[i].caps[c], &out[n++]);
 	}
 	/* Each vendor's control nodes, for the vendors the lease holds GPUs of. */
 	for (size_t i = 0; i < inv->n_ctl && n < max; i++) {

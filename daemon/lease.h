@@ -164,6 +164,9 @@ void lease_driver_clear(struct lease *l);
 /* "r", "rw", "rwm" (any order, each once) -> DG_ACC_* bits; -EINVAL. */
 int lease_access_parse(const char *s, uint32_t *ret);
 
+/* The nodes of one GPU of a lease: its node, its card or MIG capability nodes. */
+size_t lease_gpu_nodes(const struct lease_gpu *g, const struct dg_inventory *inv,
+		       struct dg_node *out, size_t max);
 /* Device nodes the lease grants: its GPUs, control nodes if any GPU, its devices. */
 size_t lease_nodes(const struct lease *l, const struct dg_inventory *inv, struct dg_node *out,
 		   size_t max);

@@ -274,3 +274,29 @@ mig_container() {
 	run -1 probe "$CID" /dev/nvidia-caps/nvidia-cap12
 	[ "$output" = "/dev/nvidia-caps/nvidia-cap12 ENOENT" ]
 }
+
+@test "reconcile: records booking an instance and its whole GPU (edited by hand) - the older lease keeps it" {
+	mig_container a
+	local ca=$CID apid=$CPID
+	run -0 dg grant --pid "$apid" --gpu 0:1
+	sleep 1.1
+	mig_container b
+	local cb=$CID bpid=$CPID
+	mknod -m 666 "$DG_TMP/b/rootfs/nv0" c 195 0
+	run -0 dg grant --pid "$bpid" --gpu 1
+	stop_daemon TERM
+	# b's record now claims all of GPU 0.
+	f="$DG_TMP/state/leases/$(stat -c %i "$DG_CGROOT/$cb").json"
+	jq --arg u "$(jq -r '.gpus[0].uuid' "$DG_TMP/state/leases/$(stat -c %i "$DG_CGROOT/$ca").json")" \
+		'.gpus[0].uuid = $u | .gpus[0].minor = 0' "$f" >"$f.new" && mv "$f.new" "$f"
+	start_daemon
+	grep -q "reconcile: GPU .* is booked by .*; $ca keeps it, $cb loses it" "$DG_TMP/daemon.log"
+	run -1 probe "$ca" /dev/nvidia-caps/nvidia-cap12 /c13
+	[ "${lines[0]}" = "/dev/nvidia-caps/nvidia-cap12 ENXIO" ]
+	[ "${lines[1]}" = "/c13 ENXIO" ]
+	run -1 probe "$cb" /nv0 /c12
+	[ "${lines[0]}" = "/nv0 EPERM" ]
+	[ "${lines[1]}" = "/c12 EPERM" ]
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -c '[.gpus[0].state, [.gpus[0].instances[] | .state]]')" = '["split",["held","free"]]' ]
+}
