@@ -588,10 +588,10 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_gran
 		}
 		if (r < 0)
 			return r;
-		if (d->inv->ctl_problem[0])
-			return dg_error_set(err, DG_E_UNAVAILABLE, EIO, "cannot grant: %s",
-					    d->inv->ctl_problem);
 	}
+	if (wants_gpus(g) && d->inv->ctl_problem[0])
+		return dg_error_set(err, DG_E_UNAVAILABLE, EIO, "cannot grant: %s",
+				    d->inv->ctl_problem);
 	old = lease_table_find(&d->leases, t.cgid);
 	next = next_lease(old, &t, g->target.container);
 	if (!next)
