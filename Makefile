@@ -236,7 +236,7 @@ $(O)/tests/test_%: tests/unit/test_%.c $(DAEMON_LIB_OBJ) $(CLI_LIB_OBJ) $(COMMON
 	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -Idaemon -Icli $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lcmocka
 
 # The lease transactions alone: grant.c and its pure neighbours, the kernel faked.
-GRANT_TEST_OBJ := $(addprefix $(O)/daemon/,grant.o alloc.o lease.o view.o fault.o hostdev.o policy.o \
+GRANT_TEST_OBJ := $(addprefix $(O)/daemon/,grant.o alloc.o lease.o view.o fault.o hostdev.o policy.o instance.o \
 	driverfs.o topo.o)
 $(O)/tests/test_grant: tests/unit/test_grant.c tests/unit/fakes/kernel_fakes.c $(GRANT_TEST_OBJ) \
 		$(COMMON_LIB)

@@ -36,7 +36,8 @@
 static const char cdi_help[] =
 	"Usage: devgatectl cdi generate [OPTIONS]\n"
 	"\n"
-	"Writes a CDI spec for this host's GPUs: devices KIND=INDEX, KIND=UUID and\n"
+	"Writes a CDI spec for this host's GPUs: devices KIND=INDEX, KIND=UUID,\n"
+	"KIND=INDEX:GI for each MIG instance and\n"
 	"KIND=all, each adding its /dev node and devgate's OCI hook, so that\n"
 	"'podman run --device devgate.io/gpu=0' leases GPU 0 through devgated; and\n"
 	"KIND=NAME for each alias in devgated's devgate.conf (one GPU of its id).\n"
@@ -132,7 +133,8 @@ struct cdi_device {
 	const char *opt; /* the hook's option: --gpu or --alias */
 	const char *value;
 	const struct dg_gpu *only;
-	const char *product; /* only GPUs of this vendor:device id */
+	const char *product;	    /* only GPUs of this vendor:device id */
+	const struct dg_mig_gi *gi; /* a MIG instance of only, not all of it */
 };
 
 static bool device_has(const struct cdi_device *c, const struct dg_gpu *g)
@@ -160,6 +162,12 @@ static json_object *device_obj(const struct dg_inventory *inv, const struct cdi_
 		gpu_node(inv, &inv->gpus[i], &node);
 		json_object_array_add(nodes, node_obj(&node));
 		vendors[inv->gpus[i].family] = true;
+	}
+	for (size_t i = 0; c->gi && i <= c->gi->n_ci; i++) {
+		struct dg_node node;
+
+		mig_cap_node(inv, i ? c->gi->ci[i - 1].minor : c->gi->minor, &node);
+		json_object_array_add(nodes, node_obj(&node));
 	}
 	/* Other vendors' control nodes (/dev/kfd) go with their GPUs' devices. */
 	for (size_t i = 0; i < inv->n_ctl; i++) {
@@ -261,6 +269,26 @@ static json_object *driver_mounts(const struct dg_inventory *inv, unsigned int c
 	return mounts;
 }
 
+/* A device per MIG instance of a usable GPU: KIND=INDEX:GI, the hook's --gpu UUID:GI. */
+static void instance_devices(const struct dg_inventory *inv, const struct cdi_opts *o,
+			     json_object *devices)
+{
+	for (size_t i = 0; inv->majors.has_caps && i < inv->n_gpus; i++) {
+		const struct dg_gpu *g = &inv->gpus[i];
+
+		for (size_t j = 0; !g->problem[0] && j < g->n_gi; j++) {
+			char name[32], sel[sizeof(g->uuid) + 16];
+
+			snprintf(name, sizeof(name), "%u:%u", g->index, g->gi[j].id);
+			snprintf(sel, sizeof(sel), "%s:%u", g->uuid, g->gi[j].id);
+			json_object_array_add(
+				devices, device_obj(inv, o,
+						    &(struct cdi_device){ name, "--gpu", sel, g,
+									  NULL, &g->gi[j] }));
+		}
+	}
+}
+
 static json_object *spec_build(const struct dg_inventory *inv, const struct cdi_opts *o)
 {
 	char all[DG_MAX_GPUS * 82];
@@ -285,6 +313,7 @@ static json_object *spec_build(const struct dg_inventory *inv, const struct cdi_
 			devices,
 			device_obj(inv, o, &(struct cdi_device){ g->uuid, "--gpu", g->uuid, g }));
 	}
+	instance_devices(inv, o, devices);
 	all_selector(inv, all, sizeof(all));
 	if (all[0])
 		json_object_array_add(

@@ -21,8 +21,10 @@ static const char list_help[] =
 	"\n"
 	"Lists the host's GPUs and control nodes: index, device minor, UUID, PCI bus id,\n"
 	"vendor:product id, architecture, compute capability, memory, NUMA node, state\n"
-	"(free, held, shared, unusable, excluded) and model. '-' where the driver or\n"
-	"sysfs does not say.\n"
+	"(free, held, shared, split, unusable, excluded) and model. '-' where the driver or\n"
+	"sysfs does not say. A GPU in MIG mode has its instances on rows under it:\n"
+	"GPU:GI (what grant --gpu takes), the minor of /dev/nvidia-caps/nvidia-cap<N>,\n"
+	"state and holder, compute instances; 'split' is a GPU whose instances are held.\n"
 	"\n"
 	"  -f, --free             only GPUs nobody holds\n";
 
@@ -77,6 +79,38 @@ static void list_row(struct table *t, const struct dg_list_gpu *g)
 	table_add(t, cells);
 }
 
+/*
+ * A MIG instance, on a row under its GPU: "0:1", its capability minor, its
+ * compute instances' and its profile (NVML's; devgate reads the driver's /proc).
+ */
+static void instance_row(struct table *t, const struct dg_list_gpu *g,
+			 const struct dg_instance_info *in)
+{
+	char idx[48], minor[24], state[256], what[256];
+	const char *cells[12];
+	size_t off;
+
+	snprintf(idx, sizeof(idx), "%lld:%lld", (long long)g->gpu.index, (long long)in->gi);
+	snprintf(minor, sizeof(minor), "cap%lld", (long long)in->minor);
+	snprintf(state, sizeof(state), "%s%s%s", in->state, in->has_holder ? " by " : "",
+		 in->has_holder ? (in->holder.container ? in->holder.container : in->holder.cgroup)
+				: "");
+	off = (size_t)snprintf(what, sizeof(what), "MIG instance, profile %s, compute instances",
+			       in->profile ? in->profile : "unknown (no NVML)");
+	for (size_t c = 0; c < in->n_cis && off < sizeof(what); c++)
+		off += (size_t)snprintf(what + off, sizeof(what) - off, "%s %lld (cap%lld)",
+					c ? "," : "", (long long)in->cis[c].ci,
+					(long long)in->cis[c].minor);
+	for (size_t i = 0; i < 12; i++)
+		cells[i] = "-";
+	cells[0] = idx;
+	cells[1] = "mig";
+	cells[2] = minor;
+	cells[10] = state;
+	cells[11] = what;
+	table_add(t, cells);
+}
+
 static void render_list(const struct cli *cli, const union dg_reply *reply)
 {
 	static const char *const head[] = { "IDX",  "VENDOR", "MINOR", "UUID", "PCI",	"PRODUCT",
@@ -85,8 +119,11 @@ static void render_list(const struct cli *cli, const union dg_reply *reply)
 	struct table *t = table_new(ARRAY_SIZE(head), head);
 
 	(void)cli;
-	for (size_t i = 0; i < r->n_gpus; i++)
+	for (size_t i = 0; i < r->n_gpus; i++) {
 		list_row(t, &r->gpus[i]);
+		for (size_t j = 0; j < r->gpus[i].n_instances; j++)
+			instance_row(t, &r->gpus[i], &r->gpus[i].instances[j]);
+	}
 	if (r->n_gpus)
 		table_print(t, stdout);
 	else
@@ -167,7 +204,8 @@ static const char grant_help[] =
 	"  -c, --cgroup PATH      the container's cgroup, relative to the cgroup v2 root\n"
 	"REQUEST (GPUs by --gpu, --gpus, --alias or --profile; --device with any, or\n"
 	"alone):\n"
-	"  -g, --gpu SEL[,SEL..]  index, UUID or unique UUID prefix, PCI bus id, or 'all'\n"
+	"  -g, --gpu SEL[,SEL..]  index, UUID or unique UUID prefix, PCI bus id, or 'all';\n"
+	"                         or MIG instances GPU:GI (e.g. 0:1, as 'list' shows them)\n"
 	"  -N, --gpus N           N GPUs in total, on one NUMA node where it can (the\n"
 	"                         node of the container's CPUs first), optionally\n"
 	"      --model STR        ... whose model contains STR\n"
@@ -221,7 +259,7 @@ static const char revoke_help[] =
 	"  -p, --pid PID          a process of the container (host PID)\n"
 	"  -c, --cgroup PATH      the container's cgroup, relative to the cgroup v2 root\n"
 	"  -n, --container LABEL  the label given at grant time\n"
-	"  -g, --gpu SEL[,SEL..]  only these GPUs\n"
+	"  -g, --gpu SEL[,SEL..]  only these GPUs (or MIG instances, GPU:GI)\n"
 	"  -d, --device PATH      only this device, by container or host path (repeatable)\n"
 	"      --missing-ok       succeed when the container holds no GPU\n"
 	"      --kill[=SIGNAL]    end processes that still hold a revoked device open\n"

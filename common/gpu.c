@@ -74,6 +74,9 @@ int proc_devices_parse(const char *text, struct dg_majors *ret)
 				} else if (strcmp(name, "kfd") == 0) {
 					m.has_kfd = true;
 					m.kfd = major;
+				} else if (strcmp(name, "nvidia-caps") == 0) {
+					m.has_caps = true;
+					m.caps = major;
 				}
 			}
 		}
@@ -348,7 +351,7 @@ bool inventory_guards_all(const struct dg_inventory *inv, uint32_t major)
 	const struct dg_majors *m = &inv->majors;
 
 	return major && ((m->has_nvidia && major == m->nvidia) || (m->has_uvm && major == m->uvm) ||
-			 (m->has_kfd && major == m->kfd));
+			 (m->has_kfd && major == m->kfd) || (m->has_caps && major == m->caps));
 }
 
 bool inventory_guards(const struct dg_inventory *inv, uint32_t major, uint32_t minor)
@@ -422,6 +425,8 @@ static void gpu_load(int rootfd, const struct dg_inventory *inv, const char *pci
 	gpu->memory_mib = gpu_memory_from_model(gpu->model);
 	gpu_node(inv, gpu, &node);
 	(void)check_host_node(rootfd, &node, gpu->problem, sizeof(gpu->problem));
+	if (inv->majors.has_caps)
+		mig_discover(rootfd, gpu);
 }
 
 static int cmp_gpu_pci(const void *a, const void *b)
@@ -754,6 +759,28 @@ const struct dg_gpu *inventory_find_uuid(const struct dg_inventory *inv, const c
 	return NULL;
 }
 
+/* A MIG capability node of a GPU instance or compute instance: its GPU is the parent. */
+static bool inventory_find_cap(const struct dg_inventory *inv, uint32_t major, uint32_t minor,
+			       char *path, size_t len, const struct dg_gpu **ret_gpu)
+{
+	for (size_t i = 0; inv->majors.has_caps && major == inv->majors.caps && i < inv->n_gpus;
+	     i++) {
+		for (size_t j = 0; j < inv->gpus[i].n_gi; j++) {
+			const struct dg_mig_gi *gi = &inv->gpus[i].gi[j];
+			bool hit = gi->minor == minor;
+
+			for (size_t c = 0; c < gi->n_ci; c++)
+				hit |= gi->ci[c].minor == minor;
+			if (hit) {
+				*ret_gpu = &inv->gpus[i];
+				snprintf(path, len, "/dev/nvidia-caps/nvidia-cap%u", minor);
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
 bool inventory_find_node(const struct dg_inventory *inv, uint32_t major, uint32_t minor, char *path,
 			 size_t len, const struct dg_gpu **ret_gpu)
 {
@@ -789,5 +816,5 @@ bool inventory_find_node(const struct dg_inventory *inv, uint32_t major, uint32_
 			return true;
 		}
 	}
-	return false;
+	return inventory_find_cap(inv, major, minor, path, len, ret_gpu);
 }

@@ -22,8 +22,16 @@
 #define DG_MAX_DEVICES 16
 /* Control nodes: nvidiactl, nvidia-uvm, nvidia-uvm-tools; AMD's kfd. */
 #define DG_MAX_CTL 4
-/* Nodes one lease may need: every GPU (with its card), the control nodes, its devices. */
-#define DG_MAX_NODES (2 * DG_MAX_GPUS + DG_MAX_CTL + DG_MAX_DEVICES)
+/* MIG: GPU instances per GPU (7 on an A100 or H100), compute instances per GPU instance. */
+#define DG_MAX_GI 8
+#define DG_MAX_CI 8
+/* The capability nodes of one GPU instance: its own and one per compute instance. */
+#define DG_MAX_CAPS (1 + DG_MAX_CI)
+/*
+ * Nodes one lease may need: every GPU (with its card, or with a MIG instance's
+ * GI and CI capability nodes, one CI each), the control nodes, its devices.
+ */
+#define DG_MAX_NODES (3 * DG_MAX_GPUS + DG_MAX_CTL + DG_MAX_DEVICES)
 /* The kernel's DRM major (include/uapi/drm/drm.h), shared by every DRM GPU. */
 #define DG_DRM_MAJOR 226
 /* Render nodes are DRM minors 128 and up; card nodes 0-63. */
@@ -58,6 +66,22 @@ struct dg_majors {
 	uint32_t uvm;	 /* "nvidia-uvm", dynamic */
 	bool has_kfd;
 	uint32_t kfd; /* "kfd", AMD's compute interface, dynamic */
+	bool has_caps;
+	uint32_t caps; /* "nvidia-caps": MIG's /dev/nvidia-caps/nvidia-cap<N>, dynamic */
+};
+
+/* A MIG compute instance: /proc/driver/nvidia/capabilities/gpuM/mig/giG/ciC/access. */
+struct dg_mig_ci {
+	uint32_t id;
+	uint32_t minor; /* of /dev/nvidia-caps/nvidia-cap<minor> */
+};
+
+/* A MIG GPU instance of a GPU, with its compute instances. */
+struct dg_mig_gi {
+	uint32_t id;
+	uint32_t minor; /* of /dev/nvidia-caps/nvidia-cap<minor> */
+	size_t n_ci;
+	struct dg_mig_ci ci[DG_MAX_CI];
 };
 
 struct dg_gpu {
@@ -78,7 +102,10 @@ struct dg_gpu {
 	bool numa_known;     /* false: sysfs says -1 or nothing */
 	bool excluded;	     /* outside the admin's gpu-allow list: never granted */
 	bool gone;	     /* vanished since devgated saw it; kept for its leases */
-	char problem[256];   /* non-empty: not grantable, and why */
+	bool mig;	     /* NVIDIA: in MIG mode (the driver lists its capabilities) */
+	size_t n_gi;	     /* its GPU instances, by id */
+	struct dg_mig_gi gi[DG_MAX_GI];
+	char problem[256]; /* non-empty: not grantable, and why */
 };
 
 struct dg_inventory {
@@ -125,6 +152,25 @@ void vendor_gpu_node(const struct dg_inventory *inv, enum dg_vendor v, uint32_t 
 bool inventory_guards(const struct dg_inventory *inv, uint32_t major, uint32_t minor);
 /* Whether every minor of major is guarded (NVIDIA's, nvidia-uvm's, the kfd's). */
 bool inventory_guards_all(const struct dg_inventory *inv, uint32_t major);
+
+/*
+ * MIG, from what the driver exposes under /proc (no NVML). An access file
+ * ("DeviceFileMinor: 12\nDeviceFileMode: 292\n...") gives the minor of the
+ * capability's node in *ret; -EINVAL without a valid one.
+ */
+int mig_access_parse(const char *text, uint32_t *ret);
+/* Reads the GPU's MIG mode and instances: gpu->mig, n_gi, gi[]. */
+void mig_discover(int rootfd, struct dg_gpu *gpu);
+/* The GPU's instance gi, or NULL. */
+const struct dg_mig_gi *mig_find_gi(const struct dg_gpu *gpu, uint32_t gi);
+/* /dev/nvidia-caps/nvidia-cap<minor> as a node under the caps major. */
+void mig_cap_node(const struct dg_inventory *inv, uint32_t minor, struct dg_node *ret);
+/*
+ * "SEL:GI" (GPU selector, GPU instance id) as grant --gpu takes it: 0 with
+ * the GPU's selector in sel and the id in *ret_gi; -ENOENT when s is not an
+ * instance selector (no ':', or a PCI bus id), -EINVAL when malformed.
+ */
+int mig_selector_parse(const char *s, char *sel, size_t len, uint32_t *ret_gi);
 
 /* Normalises a PCI address ("18:00.0", "00000000:18:00.0", ...). */
 int pci_normalize(const char *in, char *out, size_t len);

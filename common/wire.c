@@ -133,10 +133,30 @@ static const struct dg_field holder_fields[] = {
 static const struct dg_schema holder_schema =
 	DG_SCHEMA("holder", struct dg_holder_info, holder_fields);
 
+static const struct dg_field ci_fields[] = {
+	DG_INT("ci", struct dg_ci_info, ci),
+	DG_INT("minor", struct dg_ci_info, minor),
+};
+static const struct dg_schema ci_schema =
+	DG_SCHEMA("compute instance", struct dg_ci_info, ci_fields);
+
+static const struct dg_field instance_fields[] = {
+	DG_INT("gi", struct dg_instance_info, gi),
+	DG_INT("minor", struct dg_instance_info, minor),
+	DG_STR_OPT("profile", struct dg_instance_info, profile),
+	DG_STR("state", struct dg_instance_info, state),
+	DG_OBJS("compute_instances", struct dg_instance_info, cis, n_cis, &ci_schema),
+	DG_OBJ_OPT("holder", struct dg_instance_info, holder, has_holder, &holder_schema),
+};
+static const struct dg_schema instance_schema =
+	DG_SCHEMA("GPU instance", struct dg_instance_info, instance_fields);
+
 static const struct dg_field list_gpu_fields[] = {
 	DG_EMBED(struct dg_list_gpu, gpu, &gpu_schema),
 	DG_STR("state", struct dg_list_gpu, state),
 	DG_OBJS("holders", struct dg_list_gpu, holders, n_holders, &holder_schema),
+	DG_BOOL_OPT("mig", struct dg_list_gpu, mig, has_mig),
+	DG_OBJS_OPT("instances", struct dg_list_gpu, instances, n_instances, &instance_schema),
 };
 static const struct dg_schema list_gpu_schema =
 	DG_SCHEMA("GPU", struct dg_list_gpu, list_gpu_fields);
@@ -168,6 +188,7 @@ static const struct dg_field list_fields[] = {
 
 static const struct dg_field lease_gpu_fields[] = {
 	DG_EMBED(struct dg_lease_gpu, gpu, &gpu_schema),
+	DG_INT_OPT("gi", struct dg_lease_gpu, gi, has_gi, 0, 0),
 	DG_BOOL("shared", struct dg_lease_gpu, shared),
 	DG_NUM_OPT("gpu_seconds", struct dg_lease_gpu, gpu_seconds, has_gpu_seconds),
 };

@@ -151,11 +151,33 @@ struct dg_holder_info {
 	bool shared;
 };
 
+/* A MIG compute instance of a GPU instance. */
+struct dg_ci_info {
+	int64_t ci;
+	int64_t minor; /* of /dev/nvidia-caps/nvidia-cap<minor> */
+};
+
+/* A MIG GPU instance of a GPU: grant --gpu GPU:GI. */
+struct dg_instance_info {
+	int64_t gi;
+	int64_t minor;	     /* of /dev/nvidia-caps/nvidia-cap<minor> */
+	const char *profile; /* NVML's name ("1g.10gb"); NULL: not known */
+	const char *state;   /* free, held */
+	struct dg_ci_info *cis;
+	size_t n_cis;
+	struct dg_holder_info holder;
+	bool has_holder;
+};
+
 struct dg_list_gpu {
 	struct dg_gpu_info gpu;
-	const char *state; /* free, held, shared, unusable, excluded */
+	const char *state; /* free, held, shared, unusable, excluded, split (instances held) */
 	struct dg_holder_info *holders;
 	size_t n_holders;
+	bool has_mig; /* NVIDIA: MIG mode on */
+	bool mig;
+	struct dg_instance_info *instances;
+	size_t n_instances;
 };
 
 struct dg_driver_info {
@@ -187,6 +209,8 @@ struct dg_list_reply {
 
 struct dg_lease_gpu {
 	struct dg_gpu_info gpu;
+	int64_t gi; /* a MIG instance of the GPU, not all of it */
+	bool has_gi;
 	bool shared;
 	double gpu_seconds; /* this lease's time on this GPU */
 	bool has_gpu_seconds;

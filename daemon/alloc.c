@@ -9,6 +9,28 @@
 #include "numa.h"
 #include "select.h"
 
+/* self's hold of all of GPU uuid; NULL too when it holds a MIG instance of it. */
+static const struct lease_gpu *whole(const struct lease *self, const char *uuid)
+{
+	const struct lease_gpu *g = self ? lease_find_gpu(self, uuid) : NULL;
+
+	return g && !g->instance ? g : NULL;
+}
+
+/*
+ * A lease holding a MIG instance of GPU uuid, self first: an instance held,
+ * by anyone, takes the whole GPU out.
+ */
+static const struct lease *instance_holder(const struct lease_table *t, const struct lease *self,
+					   const char *uuid)
+{
+	uint32_t gi;
+
+	if (self && lease_find_gpu(self, uuid) && !whole(self, uuid))
+		return self;
+	return lease_table_instance_holder(t, uuid, self ? self->cgid : 0, &gi);
+}
+
 /*
  * From the table's counts, less what self holds: O(GPUs), not O(leases). A
  * lease whose GPU the driver renumbered still counts, by UUID.
@@ -24,9 +46,11 @@ void alloc_usage(const struct dg_inventory *inv, const struct lease_table *t, ui
 		const struct lease_gpu *mine;
 		uint32_t exclusive, shared;
 
-		if (!u)
+		if (inv->gpus[i].mig)
+			use[i].exclusive = instance_holder(t, self, inv->gpus[i].uuid);
+		if (!u || use[i].exclusive)
 			continue;
-		mine = self ? lease_find_gpu(self, u->uuid) : NULL;
+		mine = whole(self, u->uuid);
 		exclusive = u->n_exclusive - (mine && !mine->shared);
 		shared = u->n_shared - (mine && mine->shared);
 		use[i].shared = shared;
@@ -168,8 +192,7 @@ static bool long_hex_id(const char *s)
 	return n >= 32;
 }
 
-/* "container 3f2a5c7d1e0b…" for runtime ids, as runtimes print them; names stay whole. */
-static void holder_text(const struct lease *l, char *buf, size_t len)
+void holder_text(const struct lease *l, char *buf, size_t len)
 {
 	const char *label = lease_label(l);
 
@@ -220,7 +243,7 @@ static int pick_selected(const struct dg_inventory *inv, const struct gpu_use *u
 		return r;
 	for (size_t i = 0; i < inv->n_gpus; i++) {
 		const struct dg_gpu *gpu = &inv->gpus[i];
-		const struct lease_gpu *mine = self ? lease_find_gpu(self, gpu->uuid) : NULL;
+		const struct lease_gpu *mine = whole(self, gpu->uuid);
 
 		if (!sel[i])
 			continue;
@@ -299,7 +322,7 @@ static void topo_count(const struct dg_inventory *inv, const struct lease *self,
 			c->free[slot]++;
 			c->first[slot] = gpu->index;
 		}
-		if (self && lease_find_gpu(self, gpu->uuid)) {
+		if (whole(self, gpu->uuid)) {
 			int n = slot < DG_MAX_NUMA ? (int)slot : -2;
 
 			c->held_node = c->held_node == -1 || c->held_node == n ? n : -2;
@@ -482,7 +505,7 @@ static int pick_counted(const struct dg_inventory *inv, const struct gpu_use *us
 		if (!matches(gpu, req))
 			continue;
 		matching++;
-		if (self && lease_find_gpu(self, gpu->uuid))
+		if (whole(self, gpu->uuid))
 			have++;
 		else if (!blocker(gpu, &use[i], req->shared, why, sizeof(why)))
 			elig[i] = ++free_n;

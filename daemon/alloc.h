@@ -62,6 +62,9 @@ int alloc_pick_why(const struct dg_inventory *inv, const struct gpu_use *use,
 		   char *why, size_t len, struct dg_error *err);
 
 /* Validates the constraint strings of req. */
+/* "container 3f2a5c7d1e0b…" for runtime ids, as runtimes print them; names stay whole. */
+void holder_text(const struct lease *l, char *buf, size_t len);
+
 int alloc_check_request(const struct alloc_request *req, struct dg_error *err);
 
 #endif

@@ -14,7 +14,7 @@
  * node (user-namespaced containers) or driver file (helper.h checks). The
  * kernel takes up to 253 (SCM_MAX_FD).
  */
-#define FDPASS_MAX 160
+#define FDPASS_MAX 240
 
 /* Sends len bytes of buf with n (1 to FDPASS_MAX) descriptors; 0 or -errno. */
 int fds_send(int sock, const void *buf, size_t len, const int *fds, size_t n);

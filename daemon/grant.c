@@ -14,6 +14,7 @@
 #include "driver.h"
 #include "driverfs.h"
 #include "hostdev.h"
+#include "instance.h"
 #include "log.h"
 #include "metrics.h"
 #include "nodes.h"
@@ -565,6 +566,7 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_gran
 	char why[512] = "";
 	struct grant_txn x = { 0 };
 	struct lease *old;
+	bool mig;
 	int r;
 
 	r = grant_check(d, g, &req, err);
@@ -573,7 +575,8 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_gran
 	if (r < 0)
 		return r;
 	memset(picked, 0, sizeof(picked));
-	if (wants_gpus(g)) {
+	mig = g->gpus && instance_spec(g->gpus);
+	if (wants_gpus(g) && !mig) {
 		if (!req.selectors) {
 			topo_container_cpus(d->inv->host_root, &t, &cpus);
 			req.cpus = &cpus;
@@ -586,15 +589,21 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_gran
 		}
 		if (r < 0)
 			return r;
-		if (d->inv->ctl_problem[0])
-			return dg_error_set(err, DG_E_UNAVAILABLE, EIO, "cannot grant: %s",
-					    d->inv->ctl_problem);
 	}
+	if (wants_gpus(g) && d->inv->ctl_problem[0])
+		return dg_error_set(err, DG_E_UNAVAILABLE, EIO, "cannot grant: %s",
+				    d->inv->ctl_problem);
 	old = lease_table_find(&d->leases, t.cgid);
 	next = next_lease(old, &t, g->target.container);
-	if (!next || add_picked(d, next, picked, req.shared, g->card, out, a) < 0)
+	if (!next)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
-	r = add_devices(d, next, g, out, a, err);
+	/* alloc_usage() counted an instance the container holds: its GPU was not picked. */
+	r = mig ? instance_add(d, next, g->gpus, req.shared, out, a, err)
+		: add_picked(d, next, picked, req.shared, g->card, out, a);
+	if (r == -ENOMEM && !mig)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	if (r == 0)
+		r = add_devices(d, next, g, out, a, err);
 	if (r == 0)
 		r = driver_request(g, next, &x.driver_add, err);
 	if (r < 0)
@@ -649,6 +658,9 @@ int grant_wait_check(struct daemon *d, const struct dg_grant_req *g, int *ret_pi
 	bool picked[DG_MAX_GPUS];
 	int r = grant_check(d, g, &req, err);
 
+	if (r == 0 && g->gpus && instance_spec(g->gpus))
+		r = dg_error_set(err, DG_E_INVALID, EINVAL,
+				 "a grant of MIG instances does not wait; ask again later");
 	if (r == 0)
 		r = resolve_target(d, &g->target, &t, err);
 	if (r < 0)
@@ -771,6 +783,8 @@ static int revoke_select(struct daemon *d, const struct lease *l, const char *sp
 		drop[i] = all;
 	if (!spec || all)
 		return 0;
+	if (instance_spec(spec))
+		return instance_select(d, l, spec, drop, err);
 	r = select_gpus(d->inv, spec, sel, err);
 	if (r < 0)
 		return r;
@@ -1272,6 +1286,12 @@ static int move_check_gpu(struct daemon *d, const struct lease_gpu *lg, const st
 {
 	const struct dg_gpu *g = inventory_find_uuid(d->inv, lg->uuid);
 
+	if (lg->instance) {
+		dg_error_set(err, DG_E_INVALID, EINVAL, "GPU instance %s:%u cannot be moved",
+			     lg->uuid, lg->gi);
+		dg_error_hint(err, "revoke it from the source and grant it to the destination");
+		return -EINVAL;
+	}
 	if (!g || g->problem[0] || g->excluded)
 		return dg_error_set(err, DG_E_UNAVAILABLE, EIO, "GPU %s cannot be granted now: %s",
 				    lg->uuid,

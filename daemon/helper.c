@@ -113,7 +113,8 @@ static int bind_node(int devfd, const char *name, const struct helper_job *o, in
 }
 
 /*
- * The directory a node is in: devfd, or for "dri/NAME" /dev/dri, made when
+ * The directory a node is in: devfd, or for "dri/NAME" /dev/dri (and
+ * "nvidia-caps/NAME" /dev/nvidia-caps), made when
  * create, never reached through a symlink (the container owns it) and on
  * /dev's own file system: a mount there (the host's /dev/dri bound in) is
  * refused, so a revoke never unlinks a host node. *base: the name within

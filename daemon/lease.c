@@ -164,10 +164,15 @@ static void index_del(struct lease_table *t, size_t i)
 	t->index[i] = 0;
 }
 
-static struct lease_use *use_find(const struct lease_table *t, const char *uuid)
+/* The count of the whole GPU uuid, or (instance) of its MIG instance gi. */
+static struct lease_use *use_find(const struct lease_table *t, const char *uuid, bool instance,
+				  uint32_t gi)
 {
 	for (size_t i = 0; i < t->n_use; i++) {
-		if (strcasecmp(t->use[i].uuid, uuid) == 0)
+		const struct lease_use *u = &t->use[i];
+
+		if (u->instance == instance && (!instance || u->gi == gi) &&
+		    strcasecmp(u->uuid, uuid) == 0)
 			return &t->use[i];
 	}
 	return NULL;
@@ -181,12 +186,12 @@ static int use_reserve(struct lease_table *t, const struct lease *l)
 
 static void use_hold(struct lease_table *t, const struct lease *l, const struct lease_gpu *g)
 {
-	struct lease_use *u = use_find(t, g->uuid);
+	struct lease_use *u = use_find(t, g->uuid, g->instance, g->gi);
 	const struct lease **who;
 
 	if (!u) {
 		u = &t->use[t->n_use++];
-		*u = (struct lease_use){ 0 };
+		*u = (struct lease_use){ .instance = g->instance, .gi = g->gi };
 		snprintf(u->uuid, sizeof(u->uuid), "%s", g->uuid);
 	}
 	*(g->shared ? &u->n_shared : &u->n_exclusive) += 1;
@@ -199,7 +204,7 @@ static void use_hold(struct lease_table *t, const struct lease *l, const struct 
 
 static void use_drop(struct lease_table *t, const struct lease *l, const struct lease_gpu *g)
 {
-	struct lease_use *u = use_find(t, g->uuid);
+	struct lease_use *u = use_find(t, g->uuid, g->instance, g->gi);
 	const struct lease **who;
 
 	if (!u)
@@ -228,7 +233,31 @@ int lease_table_add(struct lease_table *t, struct lease *l)
 
 const struct lease_use *lease_table_use(const struct lease_table *t, const char *uuid)
 {
-	return use_find(t, uuid);
+	return use_find(t, uuid, false, 0);
+}
+
+const struct lease_use *lease_table_use_gi(const struct lease_table *t, const char *uuid,
+					   uint32_t gi)
+{
+	return use_find(t, uuid, true, gi);
+}
+
+const struct lease *lease_table_instance_holder(const struct lease_table *t, const char *uuid,
+						uint64_t skip_cgid, uint32_t *ret_gi)
+{
+	for (size_t i = 0; i < t->n_use; i++) {
+		const struct lease_use *u = &t->use[i];
+		const struct lease *who;
+
+		if (!u->instance || u->n_exclusive == 0 || strcasecmp(u->uuid, uuid) != 0)
+			continue;
+		who = lease_table_holder(t, u, false, skip_cgid);
+		if (who) {
+			*ret_gi = u->gi;
+			return who;
+		}
+	}
+	return NULL;
 }
 
 const struct lease *lease_table_holder(const struct lease_table *t, const struct lease_use *u,
@@ -243,7 +272,8 @@ const struct lease *lease_table_holder(const struct lease_table *t, const struct
 	for (size_t i = 0; i < t->n; i++) {
 		const struct lease_gpu *g = lease_find_gpu(t->v[i], u->uuid);
 
-		if (g && g->shared == shared && t->v[i]->cgid != skip_cgid)
+		if (g && g->shared == shared && g->instance == u->instance &&
+		    (!u->instance || g->gi == u->gi) && t->v[i]->cgid != skip_cgid)
 			return t->v[i];
 	}
 	return NULL;
@@ -355,6 +385,22 @@ static struct lease_spent *find_spent(const struct lease *l, const char *uuid)
 			return &l->spent[i];
 	}
 	return NULL;
+}
+
+int lease_add_instance(struct lease *l, const struct dg_gpu *gpu, const struct dg_mig_gi *gi)
+{
+	struct lease_gpu *g;
+	int r = lease_add_gpu(l, gpu, false);
+
+	if (r <= 0)
+		return r;
+	g = &l->gpus[l->n_gpus - 1];
+	g->instance = true;
+	g->gi = gi->id;
+	g->caps[g->n_caps++] = gi->minor;
+	for (size_t i = 0; i < gi->n_ci && g->n_caps < DG_MAX_CAPS; i++)
+		g->caps[g->n_caps++] = gi->ci[i].minor;
+	return 1;
 }
 
 /* A GPU back in the lease carries on from the time it had. */
@@ -546,6 +592,21 @@ static size_t device_nodes(const struct lease *l, struct dg_node *out, size_t n,
 	return n;
 }
 
+size_t lease_gpu_nodes(const struct lease_gpu *g, const struct dg_inventory *inv,
+		       struct dg_node *out, size_t max)
+{
+	size_t n = 0;
+
+	if (max == 0)
+		return 0;
+	vendor_gpu_node(inv, g->family, g->minor, &out[n++]);
+	if (g->card && n < max)
+		card_node(g->card_minor, &out[n++]);
+	for (uint32_t c = 0; g->instance && c < g->n_caps && n < max; c++)
+		mig_cap_node(inv, g->caps[c], &out[n++]);
+	return n;
+}
+
 size_t lease_nodes(const struct lease *l, const struct dg_inventory *inv, struct dg_node *out,
 		   size_t max)
 {
@@ -554,10 +615,8 @@ size_t lease_nodes(const struct lease *l, const struct dg_inventory *inv, struct
 	bool vendors[DG_VENDORS] = { false };
 
 	for (size_t i = 0; i < l->n_gpus && n < max; i++) {
-		vendor_gpu_node(inv, l->gpus[i].family, l->gpus[i].minor, &out[n++]);
+		n += lease_gpu_nodes(&l->gpus[i], inv, out + n, max - n);
 		vendors[l->gpus[i].family] = true;
-		if (l->gpus[i].card && n < max)
-			card_node(l->gpus[i].card_minor, &out[n++]);
 	}
 	/* Each vendor's control nodes, for the vendors the lease holds GPUs of. */
 	for (size_t i = 0; i < inv->n_ctl && n < max; i++) {
@@ -640,6 +699,51 @@ const char *lease_label(const struct lease *l)
 	return l->container ? l->container : l->cgroup;
 }
 
+/* A MIG instance: "gi" and its capability minors "caps"; absent for a whole GPU. */
+static void instance_to_json(json_object *g, const struct lease_gpu *lg)
+{
+	json_object *caps = json_object_new_array();
+
+	json_object_object_add(g, "gi", json_object_new_int64(lg->gi));
+	for (uint32_t c = 0; c < lg->n_caps; c++)
+		json_object_array_add(caps, json_object_new_int64(lg->caps[c]));
+	json_object_object_add(g, "caps", caps);
+}
+
+static int instance_from_json(json_object *g, struct lease_gpu *lg, char *why, size_t len)
+{
+	json_object *v, *caps;
+	size_t n;
+
+	if (!json_object_object_get_ex(g, "gi", &v))
+		return 0;
+	if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
+	    json_object_get_int64(v) >= 1 << 16 || lg->family != DG_VENDOR_NVIDIA ||
+	    !json_object_object_get_ex(g, "caps", &caps) ||
+	    !json_object_is_type(caps, json_type_array)) {
+		snprintf(why, len, "bad GPU instance");
+		return -EINVAL;
+	}
+	n = json_object_array_length(caps);
+	if (n < 1 || n > DG_MAX_CAPS) {
+		snprintf(why, len, "bad GPU instance capability list");
+		return -EINVAL;
+	}
+	lg->instance = true;
+	lg->gi = (uint32_t)json_object_get_int64(v);
+	for (size_t i = 0; i < n; i++) {
+		json_object *c = json_object_array_get_idx(caps, i);
+		int64_t m = json_object_get_int64(c);
+
+		if (!json_object_is_type(c, json_type_int) || m < 0 || m > 0xfffff) {
+			snprintf(why, len, "bad GPU instance capability minor");
+			return -EINVAL;
+		}
+		lg->caps[lg->n_caps++] = (uint32_t)m;
+	}
+	return 0;
+}
+
 json_object *lease_to_json(const struct lease *l)
 {
 	json_object *o = json_object_new_object();
@@ -664,6 +768,8 @@ json_object *lease_to_json(const struct lease *l)
 		if (l->gpus[i].card)
 			json_object_object_add(g, "card",
 					       json_object_new_int64(l->gpus[i].card_minor));
+		if (l->gpus[i].instance)
+			instance_to_json(g, &l->gpus[i]);
 		json_object_object_add(g, "minor", json_object_new_int64(l->gpus[i].minor));
 		json_object_object_add(g, "shared", json_object_new_boolean(l->gpus[i].shared));
 		json_object_object_add(g, "since_ms", json_object_new_int64(l->gpus[i].since_ms));
@@ -817,6 +923,8 @@ static int gpus_from_json(json_object *arr, struct lease *l, char *why, size_t l
 			lg->card = true;
 			lg->card_minor = (uint32_t)card;
 		}
+		if (instance_from_json(g, lg, why, len) < 0)
+			return -EINVAL;
 		if (want(g, "shared", json_type_boolean, false, &v, why, len) < 0)
 			return -EINVAL;
 		lg->shared = json_object_get_boolean(v);

@@ -21,6 +21,11 @@ struct lease_gpu {
 	uint32_t minor;
 	bool card; /* DRM: its card node dri/card<card_minor> too (grant --card) */
 	uint32_t card_minor;
+	/* NVIDIA MIG: GPU instance gi of the GPU, not the whole GPU, with its capability nodes */
+	bool instance;
+	uint32_t gi;
+	uint32_t n_caps;
+	uint32_t caps[DG_MAX_CAPS]; /* /dev/nvidia-caps/nvidia-cap<N>: the GI's, then its CIs' */
 	bool shared;
 	/* GPU time: held since since_ms (CLOCK_REALTIME ms), after ms of earlier spans. */
 	int64_t since_ms;
@@ -73,6 +78,8 @@ struct lease {
  */
 struct lease_use {
 	char uuid[80];
+	bool instance; /* counts MIG instance gi of the GPU, not the whole GPU */
+	uint32_t gi;
 	uint32_t n_exclusive;
 	uint32_t n_shared;
 	/* Two of the holders, for messages; a left one is NULL until looked for. */
@@ -107,6 +114,15 @@ struct lease *lease_table_take(struct lease_table *t, uint64_t cgid);
 void lease_table_clear(struct lease_table *t);
 /* What the table's leases hold of GPU uuid; NULL when none ever did. */
 const struct lease_use *lease_table_use(const struct lease_table *t, const char *uuid);
+/* The same for MIG instance gi of GPU uuid. */
+const struct lease_use *lease_table_use_gi(const struct lease_table *t, const char *uuid,
+					   uint32_t gi);
+/*
+ * A lease other than skip_cgid's holding a MIG instance of GPU uuid; NULL if
+ * none. *ret_gi: which instance.
+ */
+const struct lease *lease_table_instance_holder(const struct lease_table *t, const char *uuid,
+						uint64_t skip_cgid, uint32_t *ret_gi);
 /*
  * A lease other than skip_cgid's holding uuid (shared or not), from the two
  * kept in u or, when both left, by a walk; NULL if none.
@@ -119,6 +135,8 @@ void lease_table_del_gpu(struct lease_table *t, struct lease *l, const char *uui
 const struct lease_gpu *lease_find_gpu(const struct lease *l, const char *uuid);
 int lease_add_gpu(struct lease *l, const struct dg_gpu *gpu, bool shared);
 void lease_del_gpu(struct lease *l, const char *uuid);
+/* Adds MIG instance gi of gpu (exclusive); 0 when the lease holds it already. */
+int lease_add_instance(struct lease *l, const struct dg_gpu *gpu, const struct dg_mig_gi *gi);
 /* The lease's GPU gpu (added before) holds its card node too. */
 void lease_gpu_add_card(struct lease *l, const struct dg_gpu *gpu);
 
@@ -147,6 +165,9 @@ void lease_driver_clear(struct lease *l);
 /* "r", "rw", "rwm" (any order, each once) -> DG_ACC_* bits; -EINVAL. */
 int lease_access_parse(const char *s, uint32_t *ret);
 
+/* The nodes of one GPU of a lease: its node, its card or MIG capability nodes. */
+size_t lease_gpu_nodes(const struct lease_gpu *g, const struct dg_inventory *inv,
+		       struct dg_node *out, size_t max);
 /* Device nodes the lease grants: its GPUs, control nodes if any GPU, its devices. */
 size_t lease_nodes(const struct lease *l, const struct dg_inventory *inv, struct dg_node *out,
 		   size_t max);

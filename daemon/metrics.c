@@ -397,7 +397,8 @@ static void write_devices(FILE *f, const struct daemon *d, const struct dev_coun
 
 static void write_state(FILE *f, struct daemon *d)
 {
-	static const char *const states[] = { "free", "held", "shared", "unusable", "excluded" };
+	static const char *const states[] = { "free",  "held",	   "shared",
+					      "split", "unusable", "excluded" };
 	struct promtext_label label = { "version", DEVGATE_VERSION };
 
 	promtext_family(f, "devgate_build_info", "gauge", "devgated's version; always 1.");
@@ -428,6 +429,34 @@ static void gpu_time_sample(FILE *f, const struct lease *l, const char *uuid, in
 
 	promtext_sample_milli(f, "devgate_gpu_seconds_total", labels, 3,
 			      (uint64_t)lease_gpu_ms(l, uuid, now_ms));
+}
+
+/* Each MIG instance: 1 while a lease holds it. */
+static void write_instances(FILE *f, struct daemon *d)
+{
+	static const char name[] = "devgate_mig_instance_held";
+	bool any = false;
+
+	for (size_t i = 0; i < d->inv->n_gpus; i++)
+		any |= d->inv->gpus[i].n_gi > 0;
+	if (!any)
+		return; /* no family on a host without MIG instances */
+	promtext_family(f, name, "gauge",
+			"MIG instances of the host's GPUs (GPU UUID, GPU instance id): 1 while "
+			"a container holds one.");
+	for (size_t i = 0; i < d->inv->n_gpus; i++) {
+		const struct dg_gpu *g = &d->inv->gpus[i];
+
+		for (size_t j = 0; j < g->n_gi; j++) {
+			const struct lease_use *u =
+				lease_table_use_gi(&d->leases, g->uuid, g->gi[j].id);
+			char gi[16];
+			struct promtext_label labels[2] = { { "gpu", g->uuid }, { "gi", gi } };
+
+			snprintf(gi, sizeof(gi), "%u", g->gi[j].id);
+			promtext_sample(f, name, labels, 2, u && u->n_exclusive ? 1 : 0);
+		}
+	}
 }
 
 /* From the records, at the time of the scrape: no timer, no polling. */
@@ -523,6 +552,7 @@ int metrics_render(struct daemon *d, char **ret, size_t *ret_len)
 	if (f) {
 		write_state(f, d);
 		write_gpu_time(f, d);
+		write_instances(f, d);
 		write_daemon(f, d->metrics, d->events, dropped);
 		if (d->bg)
 			write_devices(f, d, &dc);

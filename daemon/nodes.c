@@ -412,9 +412,10 @@ static int make_job(const struct target *t, enum helper_op op, const struct node
 		return dg_error_set(err, DG_E_INTERNAL, E2BIG, "too many nodes");
 	for (size_t i = 0; i < n; i++) {
 		const char *slash = strchr(nodes[i].name, '/');
-		/* One level of directory, dri/ only: DRM nodes live in /dev/dri. */
-		const char *base = slash && strncmp(nodes[i].name, "dri/", 4) == 0 ? slash + 1
-										   : nodes[i].name;
+		/* One level of directory: DRM nodes live in /dev/dri, MIG's in /dev/nvidia-caps. */
+		bool in_dir = slash && (strncmp(nodes[i].name, "dri/", 4) == 0 ||
+					strncmp(nodes[i].name, "nvidia-caps/", 12) == 0);
+		const char *base = in_dir ? slash + 1 : nodes[i].name;
 
 		if (!base[0] || strchr(base, '/') || base[0] == '.')
 			return dg_error_set(err, DG_E_INTERNAL, EINVAL, "bad node name '%s'",

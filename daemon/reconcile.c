@@ -99,15 +99,36 @@ static struct lease *other_holder(struct daemon *d, const struct lease *l, const
 	return NULL;
 }
 
-/* Another lease booking uuid, where one of the bookings is exclusive. */
-static struct lease *double_booker(struct daemon *d, const struct lease *l, const char *uuid)
+/* Whether two leases' bookings of one GPU may stand together. */
+static bool bookings_fit(const struct lease_gpu *a, const struct lease_gpu *b)
 {
-	const struct lease_use *u = lease_table_use(&d->leases, uuid);
+	if (a->instance != b->instance)
+		return false; /* a MIG instance and the whole GPU exclude each other */
+	return a->instance ? a->gi != b->gi : a->shared && b->shared;
+}
+
+/* Another lease whose booking of lg's GPU conflicts with l's. */
+static struct lease *double_booker(struct daemon *d, const struct lease *l,
+				   const struct lease_gpu *lg)
+{
+	const struct lease_use *u = lease_table_use(&d->leases, lg->uuid);
+	const struct lease_use *ug = lg->instance
+					     ? lease_table_use_gi(&d->leases, lg->uuid, lg->gi)
+					     : NULL;
+	uint32_t whole = u ? u->n_exclusive + u->n_shared : 0, gi;
 
 	/* The counts tell without a walk (a walk per GPU of each lease is n^2). */
-	if (!u || u->n_exclusive == 0 || u->n_exclusive + u->n_shared < 2)
+	if (!(u && u->n_exclusive && whole >= 2) && !(ug && ug->n_exclusive >= 2) &&
+	    !(whole && lease_table_instance_holder(&d->leases, lg->uuid, 0, &gi)))
 		return NULL;
-	return other_holder(d, l, uuid);
+	for (size_t i = 0; i < d->leases.n; i++) {
+		struct lease *o = d->leases.v[i];
+		const struct lease_gpu *og = o != l ? lease_find_gpu(o, lg->uuid) : NULL;
+
+		if (og && !bookings_fit(lg, og))
+			return o;
+	}
+	return NULL;
 }
 
 /*
@@ -121,27 +142,29 @@ static void reconcile_double_bookings(struct daemon *d, unsigned int *fixes)
 		struct lease *l = d->leases.v[i];
 
 		for (size_t g = 0; l && g < l->n_gpus; g++) {
-			struct lease *o = double_booker(d, l, l->gpus[g].uuid);
-			const struct lease_gpu *og = o ? lease_find_gpu(o, l->gpus[g].uuid) : NULL;
-			struct dg_node node;
+			struct lease *o = double_booker(d, l, &l->gpus[g]);
+			struct dg_node nodes[1 + DG_MAX_CAPS];
 			struct lease *young;
 			char uuid[sizeof(l->gpus[g].uuid)];
+			size_t n;
 
-			if (!og || (og->shared && l->gpus[g].shared))
+			if (!o)
 				continue;
 			young = o->since > l->since || (o->since == l->since && o->cgid > l->cgid)
 					? o
 					: l;
 			snprintf(uuid, sizeof(uuid), "%s", l->gpus[g].uuid);
-			vendor_gpu_node(d->inv, l->gpus[g].family, l->gpus[g].minor, &node);
+			n = lease_gpu_nodes(lease_find_gpu(young, uuid), d->inv, nodes,
+					    ARRAY_SIZE(nodes));
 			log_error(
 				"reconcile: GPU %s is booked by %s and %s, not both shared; %s keeps "
 				"it, %s loses it",
 				uuid, lease_label(l), lease_label(o),
 				lease_label(young == l ? o : l), lease_label(young));
 			lease_table_del_gpu(&d->leases, young, uuid);
-			/* Its grant goes now, or the rebuild below would prove it again. */
-			(void)bpfgate_grant_del(d->bg, young->cgid, &node);
+			/* Its grants go now, or the rebuild below would prove them again. */
+			for (size_t k = 0; k < n; k++)
+				(void)bpfgate_grant_del(d->bg, young->cgid, &nodes[k]);
 			if (lease_holds(young))
 				(void)state_save(d->state, young);
 			(*fixes)++;
@@ -195,7 +218,9 @@ static struct lease *lease_from_grants(struct daemon *d, uint64_t cgid, const ch
 		const struct lease *o;
 		char node[64];
 
+		/* A MIG capability node alone proves no lease form: its grant goes. */
 		if (keys[i].cgroup_id != cgid || keys[i].type != DG_DEV_CHAR ||
+		    (d->inv->majors.has_caps && keys[i].major == d->inv->majors.caps) ||
 		    !inventory_find_node(d->inv, keys[i].major, keys[i].minor, node, sizeof(node),
 					 &gpu) ||
 		    !gpu)

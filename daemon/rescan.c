@@ -115,23 +115,34 @@ static const struct dg_gpu *find_live(const struct dg_inventory *inv, const char
 	return NULL;
 }
 
+/* ", nvidia-caps A -> B" where MIG's major is there before or after; "" otherwise. */
+static const char *caps_change(const struct dg_inventory *old, const struct dg_inventory *next,
+			       char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (old->majors.has_caps || next->majors.has_caps)
+		snprintf(buf, len, ", nvidia-caps %u -> %u", old->majors.caps, next->majors.caps);
+	return buf;
+}
+
 /* The gates carry the majors they were loaded with; new ones need a restart. */
 static void keep_majors(const struct dg_inventory *old, struct dg_inventory *next)
 {
-	char why[200];
+	char why[200], caps[48];
 
 	if (old->majors.has_nvidia == next->majors.has_nvidia &&
 	    old->majors.nvidia == next->majors.nvidia &&
-	    old->majors.has_uvm == next->majors.has_uvm && old->majors.uvm == next->majors.uvm)
+	    old->majors.has_uvm == next->majors.has_uvm && old->majors.uvm == next->majors.uvm &&
+	    old->majors.has_caps == next->majors.has_caps && old->majors.caps == next->majors.caps)
 		return;
 	if (!next->majors.has_nvidia)
 		snprintf(why, sizeof(why), "the NVIDIA driver is not loaded (/proc/devices)");
 	else
 		snprintf(why, sizeof(why),
-			 "the driver's majors changed (nvidia %u -> %u, nvidia-uvm %u -> %u); "
+			 "the driver's majors changed (nvidia %u -> %u, nvidia-uvm %u -> %u%s); "
 			 "restart devgated to use them",
 			 old->majors.nvidia, next->majors.nvidia, old->majors.uvm,
-			 next->majors.uvm);
+			 next->majors.uvm, caps_change(old, next, caps, sizeof(caps)));
 	log_warning("%s", why);
 	next->majors = old->majors;
 	memcpy(next->ctl, old->ctl, sizeof(next->ctl));

@@ -20,7 +20,14 @@ const char *view_gpu_state(const struct daemon *d, const struct dg_gpu *gpu)
 	/* Exclusive and shared holders never mix (reconcile sees to it). */
 	if (u && u->n_exclusive)
 		return "held";
-	return u && u->n_shared ? "shared" : "free";
+	if (u && u->n_shared)
+		return "shared";
+	for (size_t i = 0; gpu->mig && i < gpu->n_gi; i++) {
+		u = lease_table_use_gi(&d->leases, gpu->uuid, gpu->gi[i].id);
+		if (u && u->n_exclusive)
+			return "split";
+	}
+	return "free";
 }
 
 /* "10de:20b0" */
@@ -164,6 +171,8 @@ int view_lease(const struct daemon *d, const struct lease *l, struct dg_lease_in
 		struct dg_lease_gpu *g = &out->gpus[i];
 
 		g->shared = l->gpus[i].shared;
+		g->gi = l->gpus[i].gi;
+		g->has_gi = l->gpus[i].instance;
 		g->gpu_seconds = (double)lease_gpu_ms(l, l->gpus[i].uuid, now_ms) / 1000.0;
 		g->has_gpu_seconds = true;
 		if (gpu) {
@@ -187,8 +196,11 @@ static int holders(const struct daemon *d, const struct dg_gpu *gpu, struct dg_l
 {
 	size_t n = 0;
 
-	for (size_t i = 0; i < d->leases.n; i++)
-		n += lease_find_gpu(d->leases.v[i], gpu->uuid) != NULL;
+	for (size_t i = 0; i < d->leases.n; i++) {
+		const struct lease_gpu *g = lease_find_gpu(d->leases.v[i], gpu->uuid);
+
+		n += g && !g->instance;
+	}
 	out->holders = n ? dg_arena_alloc(a, n * sizeof(*out->holders)) : NULL;
 	if (n && !out->holders)
 		return -ENOMEM;
@@ -196,7 +208,7 @@ static int holders(const struct daemon *d, const struct dg_gpu *gpu, struct dg_l
 		const struct lease *l = d->leases.v[i];
 		const struct lease_gpu *g = lease_find_gpu(l, gpu->uuid);
 
-		if (!g)
+		if (!g || g->instance)
 			continue;
 		out->holders[out->n_holders++] = (struct dg_holder_info){
 			.container = l->container,
@@ -205,6 +217,51 @@ static int holders(const struct daemon *d, const struct dg_gpu *gpu, struct dg_l
 			.shared = g->shared,
 		};
 	}
+	return 0;
+}
+
+/* A MIG GPU instance's holder: at most one, its grant is exclusive. */
+static void instance_holder(const struct daemon *d, const struct dg_gpu *gpu, uint32_t gi,
+			    struct dg_instance_info *out)
+{
+	const struct lease_use *u = lease_table_use_gi(&d->leases, gpu->uuid, gi);
+	const struct lease *l = u && u->n_exclusive ? lease_table_holder(&d->leases, u, false, 0)
+						    : NULL;
+
+	out->state = l ? "held" : "free";
+	if (!l)
+		return;
+	out->holder = (struct dg_holder_info){
+		.container = l->container,
+		.cgroup = l->cgroup,
+		.pid = l->pid,
+	};
+	out->has_holder = true;
+}
+
+static int instances(const struct daemon *d, const struct dg_gpu *gpu, struct dg_list_gpu *out,
+		     struct dg_arena *a)
+{
+	if (gpu->family != DG_VENDOR_NVIDIA || !d->inv->majors.has_caps)
+		return 0;
+	out->has_mig = true;
+	out->mig = gpu->mig;
+	out->instances = gpu->n_gi ? dg_arena_alloc(a, gpu->n_gi * sizeof(*out->instances)) : NULL;
+	if (gpu->n_gi && !out->instances)
+		return -ENOMEM;
+	for (size_t i = 0; i < gpu->n_gi; i++) {
+		const struct dg_mig_gi *gi = &gpu->gi[i];
+		struct dg_instance_info *v = &out->instances[i];
+
+		*v = (struct dg_instance_info){ .gi = gi->id, .minor = gi->minor };
+		v->cis = gi->n_ci ? dg_arena_alloc(a, gi->n_ci * sizeof(*v->cis)) : NULL;
+		if (gi->n_ci && !v->cis)
+			return -ENOMEM;
+		for (size_t c = 0; c < gi->n_ci; c++)
+			v->cis[v->n_cis++] = (struct dg_ci_info){ gi->ci[c].id, gi->ci[c].minor };
+		instance_holder(d, gpu, gi->id, v);
+	}
+	out->n_instances = gpu->n_gi;
 	return 0;
 }
 
@@ -263,8 +320,10 @@ int view_inventory(const struct daemon *d, bool free_only, struct dg_list_reply 
 
 		if (free_only && strcmp(state, "free") != 0)
 			continue;
+		*g = (struct dg_list_gpu){ 0 };
 		g->state = state;
-		if (view_gpu(inv, gpu, &g->gpu, a) < 0 || holders(d, gpu, g, a) < 0)
+		if (view_gpu(inv, gpu, &g->gpu, a) < 0 || holders(d, gpu, g, a) < 0 ||
+		    instances(d, gpu, g, a) < 0)
 			return -ENOMEM;
 		out->n_gpus++;
 	}

@@ -497,6 +497,102 @@ static void test_select(void **state)
 	inventory_free(inv);
 }
 
+static void test_mig_access_parse(void **state)
+{
+	uint32_t m = 0;
+
+	(void)state;
+	assert_int_equal(mig_access_parse("DeviceFileMinor: 21\nDeviceFileMode: 292\n"
+					  "DeviceFileModify: 1\n",
+					  &m),
+			 0);
+	assert_int_equal(m, 21);
+	assert_int_equal(mig_access_parse("DeviceFileMode: 292\nDeviceFileMinor:\t7", &m), 0);
+	assert_int_equal(m, 7);
+	assert_int_equal(mig_access_parse("DeviceFileMode: 292\n", &m), -EINVAL);
+	assert_int_equal(mig_access_parse("DeviceFileMinor: -1\n", &m), -EINVAL);
+	assert_int_equal(mig_access_parse("DeviceFileMinor: 12x\n", &m), -EINVAL);
+	assert_int_equal(mig_access_parse("DeviceFileMinor: \n", &m), -EINVAL);
+	assert_int_equal(mig_access_parse("", &m), -EINVAL);
+}
+
+static void test_mig_selector(void **state)
+{
+	char sel[64];
+	uint32_t gi = 99;
+
+	(void)state;
+	assert_int_equal(mig_selector_parse("0:1", sel, sizeof(sel), &gi), 0);
+	assert_string_equal(sel, "0");
+	assert_int_equal(gi, 1);
+	assert_int_equal(mig_selector_parse("0000:18:00.0:2", sel, sizeof(sel), &gi), 0);
+	assert_string_equal(sel, "0000:18:00.0");
+	assert_int_equal(gi, 2);
+	assert_int_equal(mig_selector_parse("GPU-aaaa:0", sel, sizeof(sel), &gi), 0);
+	assert_string_equal(sel, "GPU-aaaa");
+	assert_int_equal(gi, 0);
+	/* Not instances: whole GPUs, PCI bus ids. */
+	assert_int_equal(mig_selector_parse("0", sel, sizeof(sel), &gi), -ENOENT);
+	assert_int_equal(mig_selector_parse("18:00.0", sel, sizeof(sel), &gi), -ENOENT);
+	assert_int_equal(mig_selector_parse("0000:18:00.0", sel, sizeof(sel), &gi), -ENOENT);
+	assert_int_equal(mig_selector_parse(":1", sel, sizeof(sel), &gi), -EINVAL);
+	assert_int_equal(mig_selector_parse("0:", sel, sizeof(sel), &gi), -EINVAL);
+	assert_int_equal(mig_selector_parse("0:x", sel, sizeof(sel), &gi), -EINVAL);
+	assert_int_equal(mig_selector_parse("0:-1", sel, sizeof(sel), &gi), -EINVAL);
+	assert_int_equal(mig_selector_parse("0:99999999999", sel, sizeof(sel), &gi), -EINVAL);
+}
+
+static void test_discover_mig(void **state)
+{
+	static const char caps[] = "mig/proc/driver/nvidia/capabilities/gpu3/mig";
+	struct dg_inventory *inv = NULL;
+	struct dg_error err = { 0 };
+	char rel[160], dir[160];
+
+	(void)state;
+	put("mig/proc/devices", "Character devices:\n195 nvidia\n506 nvidia-caps\n");
+	put("mig/proc/driver/nvidia/gpus/0000:18:00.0/information",
+	    "GPU UUID: \t GPU-aaaa0000-0000-0000-0000-000000000000\n"
+	    "Bus Location: \t 0000:18:00.0\nDevice Minor: \t 3\n");
+	put("mig/proc/driver/nvidia/gpus/0000:3b:00.0/information",
+	    "GPU UUID: \t GPU-aaab0000-0000-0000-0000-000000000001\n"
+	    "Bus Location: \t 0000:3b:00.0\nDevice Minor: \t 4\n");
+	/* Out of order, a CI without its access file, a stray name: sorted, skipped. */
+	snprintf(rel, sizeof(rel), "%s/gi2/access", caps);
+	put(rel, "DeviceFileMinor: 426\nDeviceFileMode: 292\n");
+	snprintf(rel, sizeof(rel), "%s/gi1/ci1/access", caps);
+	put(rel, "DeviceFileMinor: 419\n");
+	snprintf(rel, sizeof(rel), "%s/gi1/ci0/access", caps);
+	put(rel, "DeviceFileMinor: 418\n");
+	snprintf(rel, sizeof(rel), "%s/gi1/access", caps);
+	put(rel, "DeviceFileMinor: 417\n");
+	snprintf(dir, sizeof(dir), "%s/%s/gi1/ci5", root, caps);
+	assert_int_equal(mkdir_p(dir, 0755), 0);
+	snprintf(rel, sizeof(rel), "%s/gix/access", caps);
+	put(rel, "DeviceFileMinor: 1\n");
+	snprintf(dir, sizeof(dir), "%s/mig", root);
+	assert_int_equal(inventory_discover(dir, &inv, &err), 0);
+	assert_true(inv->majors.has_caps);
+	assert_int_equal(inv->majors.caps, 506);
+	assert_true(inventory_guards(inv, 506, 417));
+	assert_int_equal(inv->n_gpus, 2);
+	assert_true(inv->gpus[0].mig);
+	assert_int_equal(inv->gpus[0].n_gi, 2);
+	assert_int_equal(inv->gpus[0].gi[0].id, 1);
+	assert_int_equal(inv->gpus[0].gi[0].minor, 417);
+	assert_int_equal(inv->gpus[0].gi[0].n_ci, 2);
+	assert_int_equal(inv->gpus[0].gi[0].ci[0].minor, 418);
+	assert_int_equal(inv->gpus[0].gi[0].ci[1].id, 1);
+	assert_int_equal(inv->gpus[0].gi[1].id, 2);
+	assert_int_equal(inv->gpus[0].gi[1].n_ci, 0);
+	assert_non_null(mig_find_gi(&inv->gpus[0], 2));
+	assert_null(mig_find_gi(&inv->gpus[0], 3));
+	/* No capabilities directory: not in MIG mode. */
+	assert_false(inv->gpus[1].mig);
+	assert_int_equal(inv->gpus[1].n_gi, 0);
+	inventory_free(inv);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -518,6 +614,9 @@ int main(void)
 		cmocka_unit_test(test_kfd_render_minor),
 		cmocka_unit_test(test_proc_devices_kfd),
 		cmocka_unit_test(test_discover_drm),
+		cmocka_unit_test(test_mig_access_parse),
+		cmocka_unit_test(test_mig_selector),
+		cmocka_unit_test(test_discover_mig),
 	};
 
 	return cmocka_run_group_tests_name("gpu", tests, fixture_setup, fixture_teardown);

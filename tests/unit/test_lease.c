@@ -139,6 +139,67 @@ static void test_vendor_roundtrip(void **state)
 	lease_free(back);
 }
 
+/* A MIG instance: its GI and capability minors in the record, counted apart from the GPU. */
+static void test_instance(void **state)
+{
+	struct lease_table t = { 0 };
+	struct lease *a = lease_new(1), *b = lease_new(2), *back = NULL;
+	struct dg_gpu nv = { .minor = 0, .mig = true, .n_gi = 2 };
+	struct dg_inventory inv = {
+		.majors = { .has_nvidia = true, .nvidia = 195, .has_caps = true, .caps = 506 }
+	};
+	struct dg_node nodes[8];
+	auto_json json_object *o = NULL;
+	json_object *g = NULL, *v = NULL;
+	const struct lease_use *u;
+	char why[128] = "";
+	uint32_t gi = 0;
+
+	(void)state;
+	snprintf(nv.uuid, sizeof(nv.uuid), "GPU-1");
+	nv.gi[0] = (struct dg_mig_gi){ .id = 1, .minor = 12, .n_ci = 1, .ci = { { 0, 13 } } };
+	nv.gi[1] = (struct dg_mig_gi){ .id = 2, .minor = 21, .n_ci = 1, .ci = { { 0, 22 } } };
+	a->cgroup = strdup("/a");
+	b->cgroup = strdup("/b");
+	assert_int_equal(lease_add_instance(a, &nv, &nv.gi[0]), 1);
+	assert_int_equal(lease_add_instance(a, &nv, &nv.gi[0]), 0);
+	assert_int_equal(lease_add_instance(b, &nv, &nv.gi[1]), 1);
+	o = lease_to_json(a);
+	assert_true(json_object_object_get_ex(o, "gpus", &g));
+	assert_true(json_object_object_get_ex(json_object_array_get_idx(g, 0), "gi", &v));
+	assert_int_equal(lease_from_json(o, &back, why, sizeof(why)), 0);
+	assert_true(back->gpus[0].instance);
+	assert_int_equal(back->gpus[0].gi, 1);
+	assert_int_equal(back->gpus[0].n_caps, 2);
+	/* The parent's node, its GI's and CI's capability nodes. */
+	assert_int_equal(lease_nodes(back, &inv, nodes, 8), 3);
+	assert_string_equal(nodes[0].name, "nvidia0");
+	assert_string_equal(nodes[1].name, "nvidia-caps/nvidia-cap12");
+	assert_int_equal(nodes[1].major, 506);
+	assert_string_equal(nodes[2].name, "nvidia-caps/nvidia-cap13");
+	/* Counted per instance; the whole GPU's count stays empty. */
+	assert_int_equal(lease_table_add(&t, a), 0);
+	assert_int_equal(lease_table_add(&t, b), 0);
+	assert_null(lease_table_use(&t, "GPU-1"));
+	u = lease_table_use_gi(&t, "gpu-1", 1);
+	assert_non_null(u);
+	assert_int_equal(u->n_exclusive, 1);
+	assert_ptr_equal(lease_table_holder(&t, u, false, 0), a);
+	assert_ptr_equal(lease_table_instance_holder(&t, "GPU-1", 1, &gi), b);
+	assert_int_equal(gi, 2);
+	lease_table_del_gpu(&t, b, "GPU-1");
+	assert_null(lease_table_instance_holder(&t, "GPU-1", 1, &gi));
+	assert_int_equal(lease_table_use_gi(&t, "GPU-1", 2)->n_exclusive, 0);
+	/* An old record (no "gi") reads as the whole GPU. */
+	json_object_object_del(json_object_array_get_idx(g, 0), "gi");
+	json_object_object_del(json_object_array_get_idx(g, 0), "caps");
+	lease_free(back);
+	assert_int_equal(lease_from_json(o, &back, why, sizeof(why)), 0);
+	assert_false(back->gpus[0].instance);
+	lease_free(back);
+	lease_table_clear(&t);
+}
+
 static void test_rejects(void **state)
 {
 	(void)state;
@@ -444,6 +505,7 @@ int main(void)
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_devices_roundtrip),
 		cmocka_unit_test(test_vendor_roundtrip),
+		cmocka_unit_test(test_instance),
 		cmocka_unit_test(test_rejects),
 		cmocka_unit_test(test_labels),
 		cmocka_unit_test(test_table_ids),

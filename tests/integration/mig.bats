@@ -1,0 +1,302 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+# NVIDIA MIG instances granted to live runc containers. The fixture has GPU 0
+# in MIG mode with GPU instances 1 and 2 (each with compute instance 0), as
+# the driver shows them under /proc, and their capability nodes under
+# /dev/nvidia-caps with a dynamic "nvidia-caps" major no driver here uses: an
+# allowed node gives ENXIO, a denied one EPERM.
+#
+# Fixture (mkfixture -n 2 --mig "0:1,2"):
+#   GPU 0  /dev/nvidia0  instance 0:1 nvidia-cap12 (CI 0: nvidia-cap13)
+#                        instance 0:2 nvidia-cap21 (CI 0: nvidia-cap22)
+#   GPU 1  /dev/nvidia1  not in MIG mode
+
+load helpers
+
+setup_file() { dg_setup_file; }
+teardown_file() { dg_teardown_file; }
+setup() {
+	dg_setup
+	make_host -n 2 --mig "0:1,2"
+	start_daemon
+}
+teardown() { dg_teardown; }
+
+# The fixture's nvidia-caps major.
+caps_major() {
+	awk '$2 == "nvidia-caps" { print $1 }' "$DG_HOST/proc/devices"
+}
+
+# mig_container NAME: a runc container (container NAME) with the four
+# capability nodes made in its rootfs (/c12 /c13 /c21 /c22), which the
+# runtime denies; sets CID, CPID.
+mig_container() {
+	local caps m
+	container "$1"
+	caps=$(caps_major)
+	for m in 12 13 21 22; do
+		mknod -m 666 "$DG_TMP/$1/rootfs/c$m" c "$caps" $m
+	done
+}
+
+@test "list: a GPU's MIG instances under it, with capability minors, compute instances and state; text and JSON" {
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -c '[.gpus[] | .mig]')" = '[true,false]' ]
+	[ "$(echo "$output" | jq -c '[.gpus[0].instances[] | [.gi, .minor, .state, [.compute_instances[] | [.ci, .minor]]]]')" = \
+		'[[1,12,"free",[[0,13]]],[2,21,"free",[[0,22]]]]' ]
+	[ "$(echo "$output" | jq -c '.gpus[1].instances // []')" = '[]' ]
+	# No NVML here: the profile is not known and left out.
+	[ "$(echo "$output" | jq -c '[.gpus[0].instances[] | .profile]')" = '[null,null]' ]
+	run -0 dg list
+	[[ "${lines[1]}" == "0    nvidia  0 "*"free"* ]]
+	[[ "${lines[2]}" == "0:1  mig     cap12"*"free"*"profile unknown (no NVML), compute instances 0 (cap13)" ]]
+	[[ "${lines[3]}" == "0:2  mig     cap21"*"free"*"compute instances 0 (cap22)" ]]
+	[[ "${lines[4]}" == "1    nvidia  1 "* ]]
+}
+
+@test "grant --gpu 0:1: the parent's node, control nodes and the instance's capability nodes; the other instance stays denied" {
+	mig_container a
+	local ca=$CID apid=$CPID
+	run -1 probe "$ca" /c12 /c21
+	[ "${lines[0]}" = "/c12 EPERM" ]
+	[ "${lines[1]}" = "/c21 EPERM" ]
+
+	run -0 dg grant --pid "$apid" --gpu 0:1
+	[[ "$output" == "granted GPU 0 ("* ]]
+	run -1 probe "$ca" /dev/nvidia0 /dev/nvidiactl /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap13 /c12 /c13
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/dev/nvidiactl ENXIO" ]
+	[ "${lines[2]}" = "/dev/nvidia-caps/nvidia-cap12 ENXIO" ]
+	[ "${lines[3]}" = "/dev/nvidia-caps/nvidia-cap13 ENXIO" ]
+	[ "${lines[4]}" = "/c12 ENXIO" ]
+	[ "${lines[5]}" = "/c13 ENXIO" ]
+	# The other instance's nodes, GPU 1's, and no node made for them.
+	run -1 probe "$ca" /c21 /c22 /gpu1
+	[ "${lines[0]}" = "/c21 EPERM" ]
+	[ "${lines[1]}" = "/c22 EPERM" ]
+	[ "${lines[2]}" = "/gpu1 EPERM" ]
+	run -1 dg_runc exec "$ca" test -e /dev/nvidia-caps/nvidia-cap21
+	run -0 dg_runc exec "$ca" ls /dev/nvidia-caps
+	[ "$output" = "$(printf 'nvidia-cap12\nnvidia-cap13')" ]
+
+	run -0 dg status --json
+	[ "$(echo "$output" | jq -c '[.leases[0].gpus[] | [.index, .gi]]')" = '[[0,1]]' ]
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -r '.gpus[0].state')" = split ]
+	[ "$(echo "$output" | jq -c '[.gpus[0].instances[] | .state]')" = '["held","free"]' ]
+	[ "$(echo "$output" | jq -r '.gpus[0].instances[0].holder.cgroup')" = "/$ca" ]
+	[ "$(echo "$output" | jq -c '.gpus[0].holders')" = '[]' ]
+	[ "$(jq -c '.gpus[0] | [.gi, .caps]' "$DG_TMP"/state/leases/*.json)" = '[1,[12,13]]' ]
+}
+
+@test "two containers hold two instances of one GPU; an instance and the whole GPU exclude each other (exit 8)" {
+	mig_container a
+	local ca=$CID apid=$CPID
+	mig_container b
+	local cb=$CID bpid=$CPID
+	mig_container c
+	local cc=$CID cpid=$CPID
+
+	run -0 dg grant --pid "$apid" --gpu 0:1
+	run -0 dg grant --pid "$bpid" --gpu 0:2
+	run -1 probe "$cb" /dev/nvidia0 /dev/nvidia-caps/nvidia-cap21 /c22 /c12
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/dev/nvidia-caps/nvidia-cap21 ENXIO" ]
+	[ "${lines[2]}" = "/c22 ENXIO" ]
+	[ "${lines[3]}" = "/c12 EPERM" ]
+	run -1 probe "$ca" /c12 /c21
+	[ "${lines[0]}" = "/c12 ENXIO" ]
+	[ "${lines[1]}" = "/c21 EPERM" ]
+
+	# The whole GPU, or a held instance, to a third container: busy, the holder named.
+	run -8 dg grant --pid "$cpid" --gpu 0
+	[[ "$output" == *"GPU 0 held by container $ca"* ]]
+	run -8 dg grant --pid "$cpid" --gpus 2
+	run -8 dg grant --pid "$cpid" --gpu 0:2
+	[[ "$output" == *"GPU instance 0:2 is held by container $cb"* ]]
+	run -2 dg grant --pid "$cpid" --gpu 0:2 --wait=5s
+	[[ "$output" == *"a grant of MIG instances does not wait"* ]]
+	# One container: one instance of a GPU or all of it.
+	run -2 dg grant --pid "$apid" --gpu 0:2
+	[[ "$output" == *"holds another instance of GPU 0 already"* ]]
+	run -8 dg grant --pid "$apid" --gpu 0
+	[[ "$output" == *"GPU 0 held by container $ca"* ]]
+	run -1 probe "$cc" /dev/nvidia0 /c12 /c21
+	[ "${lines[0]}" = "/dev/nvidia0 ENOENT" ]
+	[ "${lines[1]}" = "/c12 EPERM" ]
+	[ "${lines[2]}" = "/c21 EPERM" ]
+	# GPU 1 is free; a count finds it.
+	run -0 dg grant --pid "$cpid" --gpus 1
+	[[ "$output" == "granted GPU 1 ("* ]]
+
+	# Revoked instances come back; then the whole GPU goes, and excludes instances.
+	run -0 dg revoke --pid "$apid" --gpu 0:1
+	run -1 probe "$ca" /c12 /dev/nvidia-caps/nvidia-cap12 /dev/nvidia0
+	[ "${lines[0]}" = "/c12 EPERM" ]
+	[ "${lines[1]}" = "/dev/nvidia-caps/nvidia-cap12 ENOENT" ]
+	[ "${lines[2]}" = "/dev/nvidia0 ENOENT" ]
+	run -0 dg revoke --pid "$bpid"
+	run -0 dg grant --pid "$cpid" --gpu 0
+	run -8 dg grant --pid "$apid" --gpu 0:1
+	[[ "$output" == *"GPU 0 is held whole by container $cc"* ]]
+	run -1 probe "$ca" /c12
+	[ "${lines[0]}" = "/c12 EPERM" ]
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -c '[.gpus[0].state, [.gpus[0].instances[] | .state]]')" = '["held",["free","free"]]' ]
+}
+
+@test "a restart of devgated keeps instance leases: nodes, gate and exclusivity" {
+	mig_container a
+	local ca=$CID apid=$CPID
+	mig_container b
+	local bpid=$CPID
+	run -0 dg grant --pid "$apid" --gpu 0:2
+	stop_daemon
+	start_daemon
+	run -1 probe "$ca" /dev/nvidia-caps/nvidia-cap21 /c22 /c12
+	[ "${lines[0]}" = "/dev/nvidia-caps/nvidia-cap21 ENXIO" ]
+	[ "${lines[1]}" = "/c22 ENXIO" ]
+	[ "${lines[2]}" = "/c12 EPERM" ]
+	run -8 dg grant --pid "$bpid" --gpu 0
+	run -8 dg grant --pid "$bpid" --gpu 0:2
+	run -0 dg grant --pid "$bpid" --gpu 0:1
+	# An instance does not move (its destination would get the whole GPU's lease form).
+	run -2 dg move --gpu 0:2 --from "$apid" --to "$bpid"
+	[[ "$output" == *"GPU instance GPU-5e1f0a00-1000-2000-3000-4d0000000000:2 cannot be moved"* ]]
+	run -1 probe "$ca" /c22
+	[ "${lines[0]}" = "/c22 ENXIO" ]
+	run -0 dg revoke --pid "$apid" --gpu 0:2
+	run -1 probe "$ca" /c22
+	[ "${lines[0]}" = "/c22 EPERM" ]
+}
+
+@test "bad instance selectors: a clear error, nothing granted" {
+	mig_container a
+	run -7 dg grant --pid "$CPID" --gpu 1:1
+	[[ "$output" == *"GPU 1 is not in MIG mode"* ]]
+	run -7 dg grant --pid "$CPID" --gpu 0:5
+	[[ "$output" == *"GPU 0 has no GPU instance 5"* ]]
+	run -2 dg grant --pid "$CPID" --gpu 0:x
+	[[ "$output" == *"'0:x' is not a MIG instance"* ]]
+	run -2 dg grant --pid "$CPID" --gpu 0:1,1
+	run -2 dg grant --pid "$CPID" --gpu 0:1 --shared
+	[[ "$output" == *"granted exclusively"* ]]
+	run -0 dg status --json
+	[ "$(echo "$output" | jq -c '.leases')" = '[]' ]
+	run -1 probe "$CID" /c12 /dev/nvidia0
+	[ "${lines[0]}" = "/c12 EPERM" ]
+	[ "${lines[1]}" = "/dev/nvidia0 ENOENT" ]
+}
+
+@test "cdi generate: a device KIND=INDEX:GI per instance, with the parent's and the instance's nodes" {
+	run -0 dg cdi generate --host-root "$DG_HOST" -o "$DG_TMP/spec.json"
+	[ "$(jq -c '[.devices[].name]' "$DG_TMP/spec.json")" = '["0","GPU-5e1f0a00-1000-2000-3000-4d0000000000","1","GPU-5e200b01-1001-2001-3001-4d0000000001","0:1","0:2","all"]' ]
+	[ "$(jq -c '.devices[] | select(.name == "0:2") | [.containerEdits.deviceNodes[].path]' "$DG_TMP/spec.json")" = \
+		'["/dev/nvidia0","/dev/nvidia-caps/nvidia-cap21","/dev/nvidia-caps/nvidia-cap22"]' ]
+	[ "$(jq -r '.devices[] | select(.name == "0:2") | .containerEdits.hooks[0].args | index("--gpu") as $i | .[$i + 1]' "$DG_TMP/spec.json")" = \
+		"GPU-5e1f0a00-1000-2000-3000-4d0000000000:2" ]
+}
+
+@test "OCI hook: devgate.io/gpus=0:2 grants the instance for the container's life" {
+	requires runc
+	local caps
+	hooked_bundle h '.annotations = {"devgate.io/gpus": "0:2"} |
+		.process.args = ["probe", "/dev/nvidia-caps/nvidia-cap21", "/dev/nvidia-caps/nvidia-cap22", "/c12"]'
+	caps=$(caps_major)
+	mknod -m 666 "$DG_TMP/h/rootfs/c12" c "$caps" 12
+	run -1 run_bundle h
+	[ "$output" = "$(printf '/dev/nvidia-caps/nvidia-cap21 ENXIO\n/dev/nvidia-caps/nvidia-cap22 ENXIO\n/c12 EPERM')" ]
+	grep -q "granted 1 GPU(s) to $CID" "$DG_TMP/daemon.log"
+}
+
+@test "metrics: each instance held or not, and a denied capability node named with its GPU" {
+	mig_container a
+	run -0 dg grant --pid "$CPID" --gpu 0:1
+	run -1 probe "$CID" /dev/nvidia-caps/nvidia-cap12 /c21
+	run -0 dg metrics
+	echo "$output" | grep -E '^devgate_device_accesses_granted_total\{.*node="/dev/nvidia-caps/nvidia-cap12",gpu="GPU-5e1f0a00-1000-2000-3000-4d0000000000",access="r"\} 1$'
+	echo "$output" | grep -E '^devgate_device_accesses_denied_total\{.*node="/dev/nvidia-caps/nvidia-cap21",gpu="GPU-5e1f0a00-1000-2000-3000-4d0000000000",access="r"\} 1$'
+	echo "$output" | grep -qx 'devgate_mig_instance_held{gpu="GPU-5e1f0a00-1000-2000-3000-4d0000000000",gi="1"} 1'
+	echo "$output" | grep -qx 'devgate_mig_instance_held{gpu="GPU-5e1f0a00-1000-2000-3000-4d0000000000",gi="2"} 0'
+	echo "$output" | grep -qx 'devgate_gpus{state="split"} 1'
+}
+
+@test "rescan: a new MIG layout is listed and granted; a held instance keeps its nodes; a moved nvidia-caps major needs a restart" {
+	mig_container a
+	local ca=$CID apid=$CPID
+	mig_container b
+	local bpid=$CPID
+	run -0 dg grant --pid "$apid" --gpu 0:1
+	# The admin replaces instance 2 by instance 3 (nvidia-smi mig -dgi / -cgi).
+	rm -rf "$DG_HOST/proc/driver/nvidia/capabilities"
+	make_host -n 2 --mig "0:1,3"
+	run -0 dg rescan
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -c '[.gpus[0].instances[] | [.gi, .minor, .state]]')" = '[[1,12,"held"],[3,30,"free"]]' ]
+	run -7 dg grant --pid "$bpid" --gpu 0:2
+	run -0 dg grant --pid "$bpid" --gpu 0:3
+	run -1 probe "$ca" /dev/nvidia-caps/nvidia-cap12 /c21
+	[ "${lines[0]}" = "/dev/nvidia-caps/nvidia-cap12 ENXIO" ]
+	[ "${lines[1]}" = "/c21 EPERM" ]
+
+	local caps
+	caps=$(caps_major)
+	sed -i "s/^$caps nvidia-caps\$/$((caps - 1)) nvidia-caps/" "$DG_HOST/proc/devices"
+	run -0 dg rescan
+	run -0 dg list --json
+	[[ "$(echo "$output" | jq -r .control_problem)" == *"nvidia-caps $caps -> $((caps - 1))); restart devgated to use them" ]]
+	run -0 dg revoke --pid "$bpid"
+	run ! dg grant --pid "$bpid" --gpu 0:3
+	[[ "$output" == *"restart devgated"* ]]
+}
+
+@test "a uid-mapped container: the instance's capability nodes bind-mounted into /dev/nvidia-caps, gone at revoke" {
+	requires runc
+	local caps
+	chmod 0711 "$DG_TMP" # the namespace's processes walk into the bundle
+	CID="$DG_ID-u"
+	dg_bundle "$DG_TMP/u" "$DEVGATE_BUILD/probe"
+	jq "$DG_USERNS_JQ" "$DG_TMP/u/config.json" >"$DG_TMP/u/c.json"
+	mv "$DG_TMP/u/c.json" "$DG_TMP/u/config.json"
+	caps=$(caps_major)
+	mknod -m 666 "$DG_TMP/u/rootfs/c21" c "$caps" 21
+	chown -R 100000:100000 "$DG_TMP/u/rootfs"
+	CPID=$(dg_run "$CID" "$DG_TMP/u")
+	DG_CONTAINERS+=("$CID")
+	DG_CGROUPS+=("$DG_CGROOT/$CID")
+	run -0 dg grant --pid "$CPID" --gpu 0:1
+	[[ "$output" == *"/dev/nvidia-caps/nvidia-cap12"*"created"* ]]
+	run -1 probe "$CID" /dev/nvidia-caps/nvidia-cap12 /dev/nvidia-caps/nvidia-cap13 /c21
+	[ "${lines[0]}" = "/dev/nvidia-caps/nvidia-cap12 ENXIO" ]
+	[ "${lines[1]}" = "/dev/nvidia-caps/nvidia-cap13 ENXIO" ]
+	[ "${lines[2]}" = "/c21 EPERM" ]
+	run -0 dg revoke --pid "$CPID"
+	run -1 probe "$CID" /dev/nvidia-caps/nvidia-cap12
+	[ "$output" = "/dev/nvidia-caps/nvidia-cap12 ENOENT" ]
+}
+
+@test "reconcile: records booking an instance and its whole GPU (edited by hand) - the older lease keeps it" {
+	mig_container a
+	local ca=$CID apid=$CPID
+	run -0 dg grant --pid "$apid" --gpu 0:1
+	sleep 1.1
+	mig_container b
+	local cb=$CID bpid=$CPID
+	mknod -m 666 "$DG_TMP/b/rootfs/nv0" c 195 0
+	run -0 dg grant --pid "$bpid" --gpu 1
+	stop_daemon TERM
+	# b's record now claims all of GPU 0.
+	f="$DG_TMP/state/leases/$(stat -c %i "$DG_CGROOT/$cb").json"
+	jq --arg u "$(jq -r '.gpus[0].uuid' "$DG_TMP/state/leases/$(stat -c %i "$DG_CGROOT/$ca").json")" \
+		'.gpus[0].uuid = $u | .gpus[0].minor = 0' "$f" >"$f.new" && mv "$f.new" "$f"
+	start_daemon
+	grep -q "reconcile: GPU .* is booked by .*; $ca keeps it, $cb loses it" "$DG_TMP/daemon.log"
+	run -1 probe "$ca" /dev/nvidia-caps/nvidia-cap12 /c13
+	[ "${lines[0]}" = "/dev/nvidia-caps/nvidia-cap12 ENXIO" ]
+	[ "${lines[1]}" = "/c13 ENXIO" ]
+	run -1 probe "$cb" /nv0 /c12
+	[ "${lines[0]}" = "/nv0 EPERM" ]
+	[ "${lines[1]}" = "/c12 EPERM" ]
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -c '[.gpus[0].state, [.gpus[0].instances[] | .state]]')" = '["split",["held","free"]]' ]
+}
