@@ -112,9 +112,8 @@ static struct lease *double_booker(struct daemon *d, const struct lease *l,
 				   const struct lease_gpu *lg)
 {
 	const struct lease_use *u = lease_table_use(&d->leases, lg->uuid);
-	const struct lease_use *ug = lg->instance
-					     ? lease_table_use_gi(&d->leases, lg->uuid, lg->gi)
-					     : NULL;
+	const struct lease_use *ug = lg->instance ? lease_table_use_gi(&d->leases, lg->uuid, lg->gi)
+						  : NULL;
 	uint32_t whole = u ? u->n_exclusive + u->n_shared : 0, gi;
 
 	/* The counts tell without a walk (a walk per GPU of each lease is n^2). */

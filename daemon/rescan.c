@@ -141,8 +141,8 @@ static void keep_majors(const struct dg_inventory *old, struct dg_inventory *nex
 		snprintf(why, sizeof(why),
 			 "the driver's majors changed (nvidia %u -> %u, nvidia-uvm %u -> %u%s); "
 			 "restart devgated to use them",
-			 old->majors.nvidia, next->majors.nvidia, old->majors.uvm,
-			 next->majors.uvm, caps_change(old, next, caps, sizeof(caps)));
+			 old->majors.nvidia, next->majors.nvidia, old->majors.uvm, next->majors.uvm,
+			 caps_change(old, next, caps, sizeof(caps)));
 	log_warning("%s", why);
 	next->majors = old->majors;
 	memcpy(next->ctl, old->ctl, sizeof(next->ctl));
