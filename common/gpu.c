@@ -587,8 +587,11 @@ static bool kfd_has_render_minor(int rootfd, uint32_t minor)
 
 		if (de->d_name[0] == '.' || strlen(de->d_name) > 8)
 			continue;
-		snprintf(path, sizeof(path), "sys/class/kfd/kfd/topology/nodes/%s/properties",
-			 de->d_name);
+		/* The name is at most 8 bytes (above): it fits, as the check says to the compiler.
+		 */
+		if (snprintf(path, sizeof(path), "sys/class/kfd/kfd/topology/nodes/%s/properties",
+			     de->d_name) >= (int)sizeof(path))
+			continue;
 		if (read_in_root(rootfd, path, INFO_MAX, &text) >= 0 &&
 		    kfd_render_minor_parse(text, &m) == 0 && m == minor)
 			return true;
@@ -918,7 +921,8 @@ static void load_cis(int rootfd, const char *dir, struct dg_mig_gi *gi)
 
 		if (strlen(de->d_name) > 8 || id_of(de->d_name, "ci", &ci.id) < 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= (int)sizeof(path))
+			continue;
 		if (access_minor(rootfd, path, &ci.minor) == 0)
 			gi->ci[gi->n_ci++] = ci;
 	}
@@ -947,7 +951,8 @@ void mig_discover(int rootfd, struct dg_gpu *gpu)
 		*gi = (struct dg_mig_gi){ 0 };
 		if (strlen(de->d_name) > 8 || id_of(de->d_name, "gi", &gi->id) < 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= (int)sizeof(path))
+			continue;
 		if (access_minor(rootfd, path, &gi->minor) < 0)
 			continue;
 		load_cis(rootfd, path, gi);
