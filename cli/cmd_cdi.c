@@ -253,18 +253,14 @@ static json_object *driver_mounts(const struct dg_inventory *inv, unsigned int c
 	for (size_t i = 0; i < drv.n; i++) {
 		const struct dg_driver_file *f = &drv.files[i];
 		char host[PATH_MAX], soname[256];
-		const char *slash = strrchr(f->path, '/');
 
 		if (!(f->caps & caps))
 			continue;
 		snprintf(host, sizeof(host), "%s%s",
 			 strcmp(inv->host_root, "/") ? inv->host_root : "", f->path);
 		json_object_array_add(mounts, mount_obj(host, f->path));
-		if (!f->soname[0] || !slash)
-			continue;
-		snprintf(soname, sizeof(soname), "%.*s/%s", (int)(slash - f->path), f->path,
-			 f->soname);
-		json_object_array_add(mounts, mount_obj(host, soname));
+		if (driver_soname_path(f, soname, sizeof(soname)) == 0)
+			json_object_array_add(mounts, mount_obj(host, soname));
 	}
 	return mounts;
 }

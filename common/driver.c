@@ -103,6 +103,17 @@ void driver_caps_text(unsigned int caps, char *buf, size_t len)
 	}
 }
 
+int driver_soname_path(const struct dg_driver_file *f, char *buf, size_t len)
+{
+	const char *slash = strrchr(f->path, '/');
+	int w;
+
+	if (!f->soname[0] || !slash)
+		return -ENOENT;
+	w = snprintf(buf, len, "%.*s/%s", (int)(slash - f->path), f->path, f->soname);
+	return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+}
+
 /* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 ..." */
 int driver_version_parse(const char *text, char *ret, size_t len)
 {

@@ -44,6 +44,12 @@ void driver_caps_text(unsigned int caps, char *buf, size_t len);
 int driver_version_parse(const char *text, char *ret, size_t len);
 
 /*
+ * Where ld.so looks for f: its soname beside it ("/usr/lib/x/libcuda.so.1");
+ * -ENOENT for a file with no soname (a tool), -ENAMETOOLONG if it does not fit.
+ */
+int driver_soname_path(const struct dg_driver_file *f, char *buf, size_t len);
+
+/*
  * Reads the version below host_root and finds its files in the library
  * directories and /usr/bin. No driver: version "" and no files, 0.
  */

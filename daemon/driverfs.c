@@ -18,14 +18,13 @@ struct plan {
 	size_t n;
 };
 
-static void plan_add(struct plan *p, const char *host, const char *dir, const char *name)
+static void plan_add(struct plan *p, const char *host, const char *path)
 {
 	int w;
 
 	if (p->n == HELPER_MAX_FILES)
 		return;
-	w = snprintf(p->paths[p->n], HELPER_PATH_MAX, "%s%s%s", dir ? dir : "", dir ? "/" : "",
-		     name);
+	w = snprintf(p->paths[p->n], HELPER_PATH_MAX, "%s", path);
 	if (w < 0 || w >= HELPER_PATH_MAX)
 		return;
 	p->f[p->n] = (struct node_file){ .host = host, .path = p->paths[p->n] };
@@ -38,16 +37,13 @@ static void plan_make(const struct dg_driver *drv, unsigned int caps, struct pla
 	p->n = 0;
 	for (size_t i = 0; i < drv->n; i++) {
 		const struct dg_driver_file *f = &drv->files[i];
-		char dir[HELPER_PATH_MAX];
-		const char *slash = strrchr(f->path, '/');
+		char soname[HELPER_PATH_MAX];
 
 		if (!(f->caps & caps))
 			continue;
-		plan_add(p, f->path, NULL, f->path);
-		if (!f->soname[0] || !slash)
-			continue;
-		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - f->path), f->path);
-		plan_add(p, f->path, dir, f->soname);
+		plan_add(p, f->path, f->path);
+		if (driver_soname_path(f, soname, sizeof(soname)) == 0)
+			plan_add(p, f->path, soname);
 	}
 }
 

@@ -428,7 +428,7 @@ static int unmount_file(int root, const char *path, const struct helper_job *o)
 		return -EINVAL;
 	dfd = in_root(root, dir, 0, o->no_openat2);
 	if (dfd < 0)
-		return dfd == -ENOENT ? -ENOENT : dfd;
+		return dfd;
 	if (fchdir(dfd) < 0 || umount2(base, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
 		r = -errno;
 	if (r == 0 && unlinkat(dfd, base, 0) < 0)
