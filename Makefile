@@ -105,7 +105,7 @@ K8S_PY := $(O)/k8s/py/api_pb2.py $(O)/k8s/py/api_pb2_grpc.py
 
 SKEL := $(O)/devgate.skel.h $(O)/attach_watch.skel.h
 BINS := $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/devgate-k8s $(O)/probe \
-	$(O)/displace $(O)/runtime_like.bpf.o $(K8S_PY) $(O)/dlprobe $(O)/fakedrv.so
+	$(O)/displace $(O)/runtime_like.bpf.o $(K8S_PY) $(O)/dlprobe $(O)/fakedrv.so $(O)/fakenvml.so
 
 BENCH_BIN := $(O)/bench/dgload $(O)/bench/floor $(O)/bench/opencost
 
@@ -215,6 +215,12 @@ $(O)/dlprobe: tests/helpers/dlprobe.c
 
 # A stand-in for every library of the driver in fixtures (mkfixture --driver).
 $(O)/fakedrv.so: tests/helpers/fakedrv.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -Wall -Wextra -Werror -shared -fPIC -o $@ $<
+
+# A fixture's libnvidia-ml (mkfixture --nvml): the calls devgated's NVML probe makes.
+$(O)/fakenvml.so: tests/helpers/fakenvml.c
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -Wall -Wextra -Werror -shared -fPIC -o $@ $<

@@ -96,7 +96,7 @@ static void instance_row(struct table *t, const struct dg_list_gpu *g,
 		 in->has_holder ? (in->holder.container ? in->holder.container : in->holder.cgroup)
 				: "");
 	off = (size_t)snprintf(what, sizeof(what), "MIG instance, profile %s, compute instances",
-			       in->profile ? in->profile : "unknown (no NVML)");
+			       in->profile ? in->profile : "unknown");
 	for (size_t c = 0; c < in->n_cis && off < sizeof(what); c++)
 		off += (size_t)snprintf(what + off, sizeof(what) - off, "%s %lld (cap%lld)",
 					c ? "," : "", (long long)in->cis[c].ci,
@@ -106,6 +106,8 @@ static void instance_row(struct table *t, const struct dg_list_gpu *g,
 	cells[0] = idx;
 	cells[1] = "mig";
 	cells[2] = minor;
+	if (in->uuid)
+		cells[3] = in->uuid;
 	cells[10] = state;
 	cells[11] = what;
 	table_add(t, cells);
@@ -147,6 +149,8 @@ static void render_list(const struct cli *cli, const union dg_reply *reply)
 	       r->n_control_nodes ? "" : " none (no NVIDIA or kfd driver in /proc/devices)");
 	if (r->control_problem)
 		printf("control nodes unusable: %s\n", r->control_problem);
+	if (r->nvml_problem)
+		printf("MIG profiles and UUIDs unknown: %s\n", r->nvml_problem);
 }
 
 int list_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, bool *done)

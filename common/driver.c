@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
+#include <stdlib.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
@@ -60,6 +63,17 @@ static const struct {
 static const char *const lib_dirs[] = {
 	"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
 	"/lib/x86_64-linux-gnu",
+};
+
+/* Tools: the distributions' place, then NVIDIA's container layout (/usr/local/nvidia). */
+static const char *const tool_dirs[] = { "/usr/bin", "/usr/local/nvidia/bin", "/usr/local/bin" };
+
+#define LD_CONF_MAX_DIRS 16
+#define LD_CONF_MAX_FILES 32
+
+struct ld_dirs {
+	char v[LD_CONF_MAX_DIRS][128];
+	size_t n;
 };
 
 int driver_caps_parse(const char *s, unsigned int *ret, char *bad, size_t len)
@@ -161,14 +175,111 @@ static void add(struct dg_driver *d, const char *path, const char *soname, unsig
 	f->caps = caps;
 }
 
-static void find_lib(int rootfd, struct dg_driver *d, const struct lib *l)
+static bool lib_in(int rootfd, struct dg_driver *d, const struct lib *l, const char *dir)
+{
+	char path[160];
+	int w = snprintf(path, sizeof(path), "%s/%s.%s", dir, l->name, d->version);
+
+	if (w < 0 || (size_t)w >= sizeof(path) || !is_file(rootfd, path))
+		return false;
+	add(d, path, l->soname, l->caps);
+	return true;
+}
+
+static void find_lib(int rootfd, struct dg_driver *d, const struct lib *l,
+		     const struct ld_dirs *extra)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(lib_dirs); i++) {
+		if (lib_in(rootfd, d, l, lib_dirs[i]))
+			return;
+	}
+	for (size_t i = 0; i < extra->n; i++) {
+		if (lib_in(rootfd, d, l, extra->v[i]))
+			return;
+	}
+}
+
+/* An absolute directory line of an ld.so.conf file, kept once. */
+static void ld_dir_add(struct ld_dirs *dirs, const char *line)
+{
+	if (line[0] != '/' || strlen(line) >= sizeof(dirs->v[0]) || dirs->n == LD_CONF_MAX_DIRS)
+		return;
+	for (size_t i = 0; i < dirs->n; i++) {
+		if (strcmp(dirs->v[i], line) == 0)
+			return;
+	}
+	snprintf(dirs->v[dirs->n++], sizeof(dirs->v[0]), "%s", line);
+}
+
+static void ld_conf_read(int rootfd, const char *path, struct ld_dirs *dirs, int depth);
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* An "include DIR/PATTERN" line: the directory's matching files, in order. */
+static void ld_conf_include(int rootfd, const char *pattern, struct ld_dirs *dirs, int depth)
+{
+	char dir[128], names[LD_CONF_MAX_FILES][64];
+	const char *slash = strrchr(pattern, '/');
+	struct dirent *de;
+	size_t n = 0;
+	DIR *dp;
+	int fd;
+
+	if (pattern[0] != '/' || !slash || (size_t)(slash - pattern) >= sizeof(dir))
+		return;
+	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - pattern), pattern);
+	fd = open_in_root(rootfd, dir[0] ? dir : "/", O_RDONLY | O_DIRECTORY, 0);
+	dp = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!dp) {
+		safe_close(fd);
+		return;
+	}
+	while ((de = readdir(dp)) && n < LD_CONF_MAX_FILES) {
+		if (de->d_name[0] != '.' && strlen(de->d_name) < sizeof(names[0]) &&
+		    fnmatch(slash + 1, de->d_name, 0) == 0)
+			snprintf(names[n++], sizeof(names[0]), "%s", de->d_name);
+	}
+	closedir(dp);
+	qsort(names, n, sizeof(names[0]), cmp_name);
+	for (size_t i = 0; i < n; i++) {
+		char path[200];
+		int w = snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+
+		if (w > 0 && (size_t)w < sizeof(path))
+			ld_conf_read(rootfd, path, dirs, depth + 1);
+	}
+}
+
+/* The directories an ld.so.conf names, includes followed (two levels deep). */
+static void ld_conf_read(int rootfd, const char *path, struct ld_dirs *dirs, int depth)
+{
+	auto_free char *text = NULL;
+	char *rest, *line;
+
+	if (depth > 2 || read_in_root(rootfd, path, 65536, &text) < 0)
+		return;
+	rest = text;
+	while ((line = strsep(&rest, "\n"))) {
+		line[strcspn(line, "#")] = '\0';
+		line = strstrip(line);
+		if (strncmp(line, "include", 7) == 0 && isspace((unsigned char)line[7]))
+			ld_conf_include(rootfd, strstrip(line + 8), dirs, depth);
+		else
+			ld_dir_add(dirs, line);
+	}
+}
+
+static void find_tool(int rootfd, struct dg_driver *d, const char *name, unsigned int caps)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(tool_dirs); i++) {
 		char path[160];
 
-		snprintf(path, sizeof(path), "%s/%s.%s", lib_dirs[i], l->name, d->version);
+		snprintf(path, sizeof(path), "%s/%s", tool_dirs[i], name);
 		if (is_file(rootfd, path)) {
-			add(d, path, l->soname, l->caps);
+			add(d, path, "", caps);
 			return;
 		}
 	}
@@ -176,6 +287,7 @@ static void find_lib(int rootfd, struct dg_driver *d, const struct lib *l)
 
 int driver_discover(int rootfd, struct dg_driver *ret)
 {
+	struct ld_dirs extra = { .n = 0 };
 	auto_free char *text = NULL;
 	int r;
 
@@ -188,14 +300,10 @@ int driver_discover(int rootfd, struct dg_driver *ret)
 	r = driver_version_parse(text, ret->version, sizeof(ret->version));
 	if (r < 0)
 		return r;
+	ld_conf_read(rootfd, "/etc/ld.so.conf", &extra, 0);
 	for (size_t i = 0; i < ARRAY_SIZE(libs); i++)
-		find_lib(rootfd, ret, &libs[i]);
-	for (size_t i = 0; i < ARRAY_SIZE(tools); i++) {
-		char path[160];
-
-		snprintf(path, sizeof(path), "/usr/bin/%s", tools[i].name);
-		if (is_file(rootfd, path))
-			add(ret, path, "", tools[i].caps);
-	}
+		find_lib(rootfd, ret, &libs[i], &extra);
+	for (size_t i = 0; i < ARRAY_SIZE(tools); i++)
+		find_tool(rootfd, ret, tools[i].name, tools[i].caps);
 	return 0;
 }

@@ -916,7 +916,7 @@ static void load_cis(int rootfd, const char *dir, struct dg_mig_gi *gi)
 	struct dirent *de;
 
 	while (d && (de = readdir(d)) && gi->n_ci < DG_MAX_CI) {
-		struct dg_mig_ci ci;
+		struct dg_mig_ci ci = { 0 };
 		char path[160];
 
 		if (strlen(de->d_name) > 8 || id_of(de->d_name, "ci", &ci.id) < 0)
@@ -943,7 +943,6 @@ void mig_discover(int rootfd, struct dg_gpu *gpu)
 	d = dir_in_root(rootfd, dir);
 	if (!d)
 		return;
-	gpu->mig = true;
 	while ((de = readdir(d)) && gpu->n_gi < DG_MAX_GI) {
 		struct dg_mig_gi *gi = &gpu->gi[gpu->n_gi];
 		char path[128];
@@ -959,6 +958,8 @@ void mig_discover(int rootfd, struct dg_gpu *gpu)
 		gpu->n_gi++;
 	}
 	qsort(gpu->gi, gpu->n_gi, sizeof(gpu->gi[0]), cmp_gi);
+	/* The driver keeps gpuN/mig with MIG off too (H200, 580.159): only instances tell. */
+	gpu->mig = gpu->n_gi > 0;
 }
 
 const struct dg_mig_gi *mig_find_gi(const struct dg_gpu *gpu, uint32_t gi)

@@ -74,12 +74,14 @@ struct dg_majors {
 struct dg_mig_ci {
 	uint32_t id;
 	uint32_t minor; /* of /dev/nvidia-caps/nvidia-cap<minor> */
+	char uuid[48];	/* NVML's "MIG-<uuid>" of this (GI, CI); "": not known */
 };
 
 /* A MIG GPU instance of a GPU, with its compute instances. */
 struct dg_mig_gi {
 	uint32_t id;
 	uint32_t minor; /* of /dev/nvidia-caps/nvidia-cap<minor> */
+	char profile[32]; /* NVML's profile name ("1g.18gb"); "": not known */
 	size_t n_ci;
 	struct dg_mig_ci ci[DG_MAX_CI];
 };
@@ -117,6 +119,7 @@ struct dg_inventory {
 	enum dg_vendor ctl_vendor[DG_MAX_CTL];
 	size_t n_ctl;
 	char ctl_problem[256]; /* non-empty: a control node on the host is wrong */
+	char nvml_problem[192]; /* non-empty: why MIG profiles and UUIDs are not known */
 };
 
 /* openat2 of path under rootfd with RESOLVE_IN_ROOT: a fixture's links stay inside. */
@@ -159,7 +162,7 @@ bool inventory_guards_all(const struct dg_inventory *inv, uint32_t major);
  * capability's node in *ret; -EINVAL without a valid one.
  */
 int mig_access_parse(const char *text, uint32_t *ret);
-/* Reads the GPU's MIG mode and instances: gpu->mig, n_gi, gi[]. */
+/* Reads the GPU's instances (n_gi, gi[]); gpu->mig when it has any. */
 void mig_discover(int rootfd, struct dg_gpu *gpu);
 /* The GPU's instance gi, or NULL. */
 const struct dg_mig_gi *mig_find_gi(const struct dg_gpu *gpu, uint32_t gi);

@@ -136,6 +136,7 @@ static const struct dg_schema holder_schema =
 static const struct dg_field ci_fields[] = {
 	DG_INT("ci", struct dg_ci_info, ci),
 	DG_INT("minor", struct dg_ci_info, minor),
+	DG_STR_OPT("uuid", struct dg_ci_info, uuid),
 };
 static const struct dg_schema ci_schema =
 	DG_SCHEMA("compute instance", struct dg_ci_info, ci_fields);
@@ -144,6 +145,7 @@ static const struct dg_field instance_fields[] = {
 	DG_INT("gi", struct dg_instance_info, gi),
 	DG_INT("minor", struct dg_instance_info, minor),
 	DG_STR_OPT("profile", struct dg_instance_info, profile),
+	DG_STR_OPT("uuid", struct dg_instance_info, uuid),
 	DG_STR("state", struct dg_instance_info, state),
 	DG_OBJS("compute_instances", struct dg_instance_info, cis, n_cis, &ci_schema),
 	DG_OBJ_OPT("holder", struct dg_instance_info, holder, has_holder, &holder_schema),
@@ -183,6 +185,7 @@ static const struct dg_field list_fields[] = {
 	DG_OBJS("control_nodes", struct dg_list_reply, control_nodes, n_control_nodes,
 		&node_schema),
 	DG_STR_OPT("control_problem", struct dg_list_reply, control_problem),
+	DG_STR_OPT("nvml_problem", struct dg_list_reply, nvml_problem),
 	DG_OBJS_OPT("aliases", struct dg_list_reply, aliases, n_aliases, &alias_schema),
 };
 

@@ -154,7 +154,8 @@ struct dg_holder_info {
 /* A MIG compute instance of a GPU instance. */
 struct dg_ci_info {
 	int64_t ci;
-	int64_t minor; /* of /dev/nvidia-caps/nvidia-cap<minor> */
+	int64_t minor;	  /* of /dev/nvidia-caps/nvidia-cap<minor> */
+	const char *uuid; /* NVML's "MIG-<uuid>"; NULL: not known */
 };
 
 /* A MIG GPU instance of a GPU: grant --gpu GPU:GI. */
@@ -162,6 +163,7 @@ struct dg_instance_info {
 	int64_t gi;
 	int64_t minor;	     /* of /dev/nvidia-caps/nvidia-cap<minor> */
 	const char *profile; /* NVML's name ("1g.10gb"); NULL: not known */
+	const char *uuid;    /* NVML's "MIG-<uuid>" of its first compute instance; NULL */
 	const char *state;   /* free, held */
 	struct dg_ci_info *cis;
 	size_t n_cis;
@@ -203,6 +205,7 @@ struct dg_list_reply {
 	struct dg_node_info *control_nodes;
 	size_t n_control_nodes;
 	const char *control_problem;
+	const char *nvml_problem;      /* why MIG profiles and UUIDs are not known */
 	struct dg_alias_info *aliases; /* for CDI devices named by alias */
 	size_t n_aliases;
 };

@@ -555,9 +555,34 @@ static struct lease *next_lease(const struct lease *old, const struct target *t,
 	return next;
 }
 
-int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_grant_reply *out,
+/* --profile naming a MIG profile, not a devgate.conf one: the instances it picks. */
+static int mig_profile(struct daemon *d, const struct dg_grant_req *g, struct dg_grant_req *mg,
+		       struct dg_arena *a, struct dg_error *err)
+{
+	char *spec = NULL;
+	int r;
+
+	if (!g->profile || g->gpus || policy_has_profile(&d->cfg.policy, g->profile))
+		return 0;
+	if (g->has_count && (g->count < 1 || g->count > DG_MAX_GPUS))
+		return dg_error_set(err, DG_E_INVALID, EINVAL,
+				    "a GPU count must be between 1 and %d", DG_MAX_GPUS);
+	r = instance_by_profile(d, g->profile, g->has_count ? (unsigned int)g->count : 1, &spec,
+				a, err);
+	if (r < 0 || !spec)
+		return r;
+	*mg = *g;
+	mg->gpus = spec;
+	mg->profile = NULL;
+	mg->has_count = false;
+	return 1;
+}
+
+int grant_request(struct daemon *d, const struct dg_grant_req *g_in, struct dg_grant_reply *out,
 		  struct dg_arena *a, struct dg_error *err)
 {
+	struct dg_grant_req mg;
+	const struct dg_grant_req *g = g_in;
 	auto_cleanup(target_donep) struct target t = TARGET_INIT;
 	auto_cleanup(lease_freep) struct lease *next = NULL;
 	struct alloc_request req = { 0 };
@@ -569,7 +594,11 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g, struct dg_gran
 	bool mig;
 	int r;
 
-	r = grant_check(d, g, &req, err);
+	r = mig_profile(d, g_in, &mg, a, err);
+	if (r > 0)
+		g = &mg;
+	if (r >= 0)
+		r = grant_check(d, g, &req, err);
 	if (r == 0)
 		r = resolve_target(d, &g->target, &t, err);
 	if (r < 0)

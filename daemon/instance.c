@@ -11,6 +11,12 @@
 #include "select.h"
 #include "util.h"
 
+/* NVML's name of a MIG device (a GPU instance's compute instance). */
+static bool is_mig_uuid(const char *s)
+{
+	return strncasecmp(s, "MIG-", 4) == 0;
+}
+
 bool instance_spec(const char *spec)
 {
 	auto_free char *copy = spec ? strdup(spec) : NULL;
@@ -18,7 +24,8 @@ bool instance_spec(const char *spec)
 	uint32_t gi;
 
 	for (char *s = strsep(&rest, ","); s; s = strsep(&rest, ",")) {
-		if (mig_selector_parse(strstrip(s), sel, sizeof(sel), &gi) != -ENOENT)
+		s = strstrip(s);
+		if (is_mig_uuid(s) || mig_selector_parse(s, sel, sizeof(sel), &gi) != -ENOENT)
 			return true;
 	}
 	return false;
@@ -52,6 +59,48 @@ static const struct dg_gpu *one_gpu(const struct dg_inventory *inv, const char *
 		gpu = &inv->gpus[i];
 	}
 	return gpu;
+}
+
+/* The GPU whose compute instance NVML calls uuid; its GPU instance in *ret_gi. */
+static const struct dg_gpu *by_mig_uuid(const struct dg_inventory *inv, const char *uuid,
+					uint32_t *ret_gi, struct dg_error *err)
+{
+	for (size_t i = 0; i < inv->n_gpus; i++) {
+		const struct dg_gpu *gpu = &inv->gpus[i];
+
+		for (size_t k = 0; k < gpu->n_gi; k++) {
+			for (size_t c = 0; c < gpu->gi[k].n_ci; c++) {
+				if (strcasecmp(gpu->gi[k].ci[c].uuid, uuid) == 0) {
+					*ret_gi = gpu->gi[k].id;
+					return gpu;
+				}
+			}
+		}
+	}
+	dg_error_set(err, DG_E_NO_GPU, ENODEV, "no MIG instance has the UUID %s", uuid);
+	if (inv->nvml_problem[0])
+		dg_error_hint(err, "MIG UUIDs are not known: %s", inv->nvml_problem);
+	else
+		dg_error_hint(err, "'devgatectl list' shows the instances and their UUIDs");
+	return NULL;
+}
+
+/* An instance as grant and revoke name it: GPU:GI or MIG-<uuid>. */
+static const struct dg_gpu *resolve(const struct dg_inventory *inv, const char *s, uint32_t *gi,
+				    struct dg_error *err)
+{
+	char sel[96];
+
+	if (is_mig_uuid(s))
+		return by_mig_uuid(inv, s, gi, err);
+	if (mig_selector_parse(s, sel, sizeof(sel), gi) < 0) {
+		dg_error_set(err, DG_E_INVALID, EINVAL, "'%s' is not a MIG instance", s);
+		dg_error_hint(err, "give GPU:GI (GPU index, UUID or PCI bus id, and GPU "
+				   "instance id, e.g. 0:1) or a MIG-<uuid> for each; whole GPUs "
+				   "in a grant of their own");
+		return NULL;
+	}
+	return one_gpu(inv, sel, err);
 }
 
 /* Why the lease cannot take instance gi of gpu now; 0 when it can. */
@@ -139,19 +188,10 @@ int instance_add(struct daemon *d, struct lease *next, const char *spec, bool sh
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	for (char *s = strsep(&rest, ","); s; s = strsep(&rest, ",")) {
 		const struct dg_mig_gi *gi = NULL;
-		const struct dg_gpu *gpu;
-		char sel[96];
 		uint32_t id;
-		int r = mig_selector_parse(strstrip(s), sel, sizeof(sel), &id);
+		const struct dg_gpu *gpu = resolve(d->inv, strstrip(s), &id, err);
+		int r;
 
-		if (r < 0) {
-			dg_error_set(err, DG_E_INVALID, EINVAL, "'%s' is not a MIG instance", s);
-			dg_error_hint(err, "give GPU:GI (GPU index, UUID or PCI bus id, and GPU "
-					   "instance id) for each, e.g. 0:1; whole GPUs in a grant "
-					   "of their own");
-			return -EINVAL;
-		}
-		gpu = one_gpu(d->inv, sel, err);
 		if (!gpu)
 			return -ENODEV;
 		r = check_one(d, next, gpu, id, &gi, err);
@@ -167,6 +207,95 @@ int instance_add(struct daemon *d, struct lease *next, const char *spec, bool sh
 	return 0;
 }
 
+/* "1g.18gb", "2g.35gb", "1g.18gb+me": how NVML names MIG profiles. */
+static bool looks_like_profile(const char *name)
+{
+	size_t n = strspn(name, "0123456789");
+
+	return n > 0 && strncmp(name + n, "g.", 2) == 0;
+}
+
+static bool profile_here(const struct dg_inventory *inv, const char *name)
+{
+	for (size_t i = 0; i < inv->n_gpus; i++) {
+		for (size_t k = 0; k < inv->gpus[i].n_gi; k++) {
+			if (strcasecmp(inv->gpus[i].gi[k].profile, name) == 0)
+				return true;
+		}
+	}
+	return false;
+}
+
+/* GPU gpu's first free instance of the profile; NULL when none. */
+static const struct dg_mig_gi *free_of_profile(struct daemon *d, const struct lease *probe,
+					       const struct dg_gpu *gpu, const char *name)
+{
+	if (gpu->excluded || gpu->gone || gpu->problem[0])
+		return NULL;
+	for (size_t k = 0; k < gpu->n_gi; k++) {
+		struct dg_error ignored = { 0 };
+
+		if (strcasecmp(gpu->gi[k].profile, name) == 0 &&
+		    busy(d, probe, gpu, gpu->gi[k].id, &ignored) == 0)
+			return &gpu->gi[k];
+	}
+	return NULL;
+}
+
+static int append(char **spec, size_t *len, const struct dg_gpu *gpu, uint32_t gi,
+		  struct dg_arena *a)
+{
+	size_t need = *len + strlen(gpu->uuid) + 16;
+	char *next = dg_arena_alloc(a, need);
+
+	if (!next)
+		return -ENOMEM;
+	*len = (size_t)snprintf(next, need, "%s%s%s:%u", *spec ? *spec : "", *spec ? "," : "",
+				gpu->uuid, gi);
+	*spec = next;
+	return 0;
+}
+
+int instance_by_profile(struct daemon *d, const char *name, unsigned int count, char **spec,
+			struct dg_arena *a, struct dg_error *err)
+{
+	struct lease probe = { .cgid = 0 };
+	unsigned int found = 0;
+	size_t len = 0;
+
+	*spec = NULL;
+	if (!profile_here(d->inv, name)) {
+		if (!looks_like_profile(name))
+			return 0;
+		dg_error_set(err, DG_E_NO_GPU, ENODEV, "no MIG instance of profile %s on this host",
+			     name);
+		if (d->inv->nvml_problem[0])
+			dg_error_hint(err, "profiles are not known: %s", d->inv->nvml_problem);
+		else
+			dg_error_hint(err, "'devgatectl list' shows the instances and their profiles");
+		return -ENODEV;
+	}
+	for (size_t i = 0; i < d->inv->n_gpus && found < count; i++) {
+		const struct dg_gpu *gpu = &d->inv->gpus[i];
+		const struct dg_mig_gi *gi = free_of_profile(d, &probe, gpu, name);
+
+		if (!gi)
+			continue;
+		if (append(spec, &len, gpu, gi->id, a) < 0)
+			return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+		found++;
+	}
+	if (found < count) {
+		dg_error_set(err, DG_E_UNAVAILABLE, EBUSY,
+			     "%u of the %u MIG instances of profile %s asked for are free", found,
+			     count, name);
+		dg_error_hint(err, "a container holds at most one instance of each GPU; "
+				   "'devgatectl list' shows who holds the others");
+		return -EBUSY;
+	}
+	return 0;
+}
+
 int instance_select(struct daemon *d, const struct lease *l, const char *spec, bool *drop,
 		    struct dg_error *err)
 {
@@ -177,14 +306,9 @@ int instance_select(struct daemon *d, const struct lease *l, const char *spec, b
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	for (char *s = strsep(&rest, ","); s; s = strsep(&rest, ",")) {
 		const struct lease_gpu *g;
-		const struct dg_gpu *gpu;
-		char sel[96];
 		uint32_t id;
+		const struct dg_gpu *gpu = resolve(d->inv, strstrip(s), &id, err);
 
-		if (mig_selector_parse(strstrip(s), sel, sizeof(sel), &id) < 0)
-			return dg_error_set(err, DG_E_INVALID, EINVAL,
-					    "'%s' is not a MIG instance (GPU:GI)", s);
-		gpu = one_gpu(d->inv, sel, err);
 		if (!gpu)
 			return -ENODEV;
 		g = instance_held(l, gpu->uuid);

@@ -23,6 +23,14 @@ bool instance_spec(const char *spec);
 int instance_add(struct daemon *d, struct lease *next, const char *spec, bool shared,
 		 struct dg_grant_reply *out, struct dg_arena *a, struct dg_error *err);
 
+/*
+ * grant --profile NAME [--gpus N] where NAME is no devgate.conf profile but a
+ * MIG profile ("1g.18gb", NVML's name): N free instances of it, one per GPU,
+ * as a --gpu list in *spec. *spec NULL when NAME is not a MIG profile here.
+ */
+int instance_by_profile(struct daemon *d, const char *name, unsigned int count, char **spec,
+			struct dg_arena *a, struct dg_error *err);
+
 /* Marks in drop[] the lease's instances spec names; DG_E_NOT_GRANTED for one it lacks. */
 int instance_select(struct daemon *d, const struct lease *l, const char *spec, bool *drop,
 		    struct dg_error *err);

@@ -33,6 +33,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "metrics_http.h"
+#include "nvml.h"
 #include "nodes.h"
 #include "policy.h"
 #include "protocol.h"
@@ -420,12 +421,18 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 	int r;
 
 	r = caps_setup(err);
-	if (r == 0)
-		r = inventory_discover(d->cfg.host_root, &d->inv, err);
+	if (r < 0)
+		return r;
+	/* Forked while devgated holds nothing but its setup: no clients, maps or leases. */
+	r = nvml_start();
+	if (r < 0)
+		log_warning_errno(r, "cannot start the NVML probe (MIG profiles unknown): %m");
+	r = inventory_discover(d->cfg.host_root, &d->inv, err);
 	if (r == 0)
 		r = cgroot_open(&d->cg, d->cfg.cgroup_root, err);
 	if (r < 0)
 		return r;
+	nvml_fill(d->inv, NULL);
 	policy_apply(&d->cfg.policy, d->inv);
 	r = cgroup_of_pid(getpid(), &d->self_cgroup);
 	if (r < 0)
@@ -515,6 +522,7 @@ static void daemon_teardown(struct daemon *d)
 	events_free(d->events);
 	attach_watch_free(d->attach);
 	rescan_close(d);
+	nvml_stop();
 	watch_fini(d);
 	expiry_fini(d);
 	lease_table_clear(&d->leases);

@@ -107,6 +107,11 @@ static const struct policy_profile *find_profile(const struct dg_policy *p, cons
 	return NULL;
 }
 
+bool policy_has_profile(const struct dg_policy *p, const char *name)
+{
+	return find_profile(p, name) != NULL;
+}
+
 int policy_add_alias(struct dg_policy *p, const char *name, const char *value, struct dg_error *err)
 {
 	struct policy_alias a = { 0 };

@@ -73,6 +73,9 @@ struct policy_request {
 	bool shared;
 };
 
+/* Whether devgate.conf names a profile name (a MIG profile is tried otherwise). */
+bool policy_has_profile(const struct dg_policy *p, const char *name);
+
 int policy_resolve(const struct dg_policy *p, const char *profile, const char *alias,
 		   struct policy_request *req, struct dg_error *err);
 

@@ -9,6 +9,7 @@
 
 #include "cleanup.h"
 #include "log.h"
+#include "nvml.h"
 #include "policy.h"
 #include "rescan.h"
 #include "util.h"
@@ -264,6 +265,7 @@ int rescan_run(struct daemon *d, const char *why, struct dg_rescan_reply *out, s
 
 	if (r < 0)
 		return r;
+	nvml_fill(next, old);
 	keep_majors(old, next);
 	if (keep_vanished(old, next) < 0) {
 		inventory_free(next);

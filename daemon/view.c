@@ -253,12 +253,20 @@ static int instances(const struct daemon *d, const struct dg_gpu *gpu, struct dg
 		const struct dg_mig_gi *gi = &gpu->gi[i];
 		struct dg_instance_info *v = &out->instances[i];
 
-		*v = (struct dg_instance_info){ .gi = gi->id, .minor = gi->minor };
+		*v = (struct dg_instance_info){
+			.gi = gi->id,
+			.minor = gi->minor,
+			.profile = gi->profile[0] ? gi->profile : NULL,
+			.uuid = gi->n_ci && gi->ci[0].uuid[0] ? gi->ci[0].uuid : NULL,
+		};
 		v->cis = gi->n_ci ? dg_arena_alloc(a, gi->n_ci * sizeof(*v->cis)) : NULL;
 		if (gi->n_ci && !v->cis)
 			return -ENOMEM;
 		for (size_t c = 0; c < gi->n_ci; c++)
-			v->cis[v->n_cis++] = (struct dg_ci_info){ gi->ci[c].id, gi->ci[c].minor };
+			v->cis[v->n_cis++] = (struct dg_ci_info){
+				gi->ci[c].id, gi->ci[c].minor,
+				gi->ci[c].uuid[0] ? gi->ci[c].uuid : NULL
+			};
 		instance_holder(d, gpu, gi->id, v);
 	}
 	out->n_instances = gpu->n_gi;
@@ -309,6 +317,7 @@ int view_inventory(const struct daemon *d, bool free_only, struct dg_list_reply 
 			.has_uvm_major = inv->majors.has_uvm,
 		},
 		.control_problem = inv->ctl_problem[0] ? inv->ctl_problem : NULL,
+		.nvml_problem = inv->nvml_problem[0] ? inv->nvml_problem : NULL,
 	};
 	out->gpus = inv->n_gpus ? dg_arena_alloc(a, inv->n_gpus * sizeof(*out->gpus)) : NULL;
 	if (inv->n_gpus && !out->gpus)

@@ -45,11 +45,14 @@ mig_container() {
 	[ "$(echo "$output" | jq -c '[.gpus[0].instances[] | [.gi, .minor, .state, [.compute_instances[] | [.ci, .minor]]]]')" = \
 		'[[1,12,"free",[[0,13]]],[2,21,"free",[[0,22]]]]' ]
 	[ "$(echo "$output" | jq -c '.gpus[1].instances // []')" = '[]' ]
-	# No NVML here: the profile is not known and left out.
+	# No NVML here: the profile is not known and left out, and list says why.
 	[ "$(echo "$output" | jq -c '[.gpus[0].instances[] | .profile]')" = '[null,null]' ]
+	[ "$(echo "$output" | jq -c '[.gpus[0].instances[] | .uuid]')" = '[null,null]' ]
+	[[ "$(echo "$output" | jq -r .nvml_problem)" == *"driver's version is not known"* ]]
 	run -0 dg list
 	[[ "${lines[1]}" == "0    nvidia  0 "*"free"* ]]
-	[[ "${lines[2]}" == "0:1  mig     cap12"*"free"*"profile unknown (no NVML), compute instances 0 (cap13)" ]]
+	[[ "${lines[2]}" == "0:1  mig     cap12"*"free"*"profile unknown, compute instances 0 (cap13)" ]]
+	[[ "$output" == *"MIG profiles and UUIDs unknown: the NVIDIA driver's version is not known"* ]]
 	[[ "${lines[3]}" == "0:2  mig     cap21"*"free"*"compute instances 0 (cap22)" ]]
 	[[ "${lines[4]}" == "1    nvidia  1 "* ]]
 }
@@ -299,4 +302,106 @@ mig_container() {
 	[ "${lines[1]}" = "/c12 EPERM" ]
 	run -0 dg list --json
 	[ "$(echo "$output" | jq -c '[.gpus[0].state, [.gpus[0].instances[] | .state]]')" = '["split",["held","free"]]' ]
+}
+
+# nvml_host [LINE]: the fixture again with its driver's libnvidia-ml
+# (build/fakenvml.so): instance 1 is 1g.10gb, 2 is 2g.20gb; LINE is added
+# to what the library answers ("crash", "hang"); devgated restarted on it.
+nvml_host() {
+	stop_daemon
+	rm -rf "$DG_HOST"
+	make_host -n 2 --mig "0:1,2" --driver "550.54.14:$DEVGATE_BUILD/fakedrv.so" \
+		--nvml "$DEVGATE_BUILD/fakenvml.so:1=1g.10gb,2=2g.20gb"
+	NVML_DATA=$DG_HOST/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.14.fixture
+	[ -z "${1:-}" ] || echo "$1" >>"$NVML_DATA"
+	start_daemon
+}
+
+MIG1=MIG-a1900000-0101-4000-8000-000000000001
+MIG2=MIG-a1900000-0102-4000-8000-000000000002
+
+@test "NVML: profiles and MIG UUIDs in list; grant and revoke by MIG-<uuid>; --profile picks a free instance" {
+	nvml_host
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -c '[.gpus[0].instances[] | [.gi, .profile, .uuid, .compute_instances[0].uuid]]')" = \
+		"[[1,\"1g.10gb\",\"$MIG1\",\"$MIG1\"],[2,\"2g.20gb\",\"$MIG2\",\"$MIG2\"]]" ]
+	[ "$(echo "$output" | jq -r '.nvml_problem // "none"')" = none ]
+	run -0 dg list
+	[[ "${lines[2]}" == "0:1  mig     cap12  $MIG1"*"profile 1g.10gb, compute instances 0 (cap13)" ]]
+
+	mig_container a
+	local ca=$CID apid=$CPID
+	mig_container b
+	local cb=$CID bpid=$CPID
+	run -0 dg grant --pid "$apid" --gpu "$MIG2"
+	run -1 probe "$ca" /c21 /c22 /c12
+	[ "${lines[0]}" = "/c21 ENXIO" ]
+	[ "${lines[1]}" = "/c22 ENXIO" ]
+	[ "${lines[2]}" = "/c12 EPERM" ]
+	[ "$(dg status --json | jq -c '[.leases[0].gpus[] | [.index, .gi]]')" = '[[0,2]]' ]
+
+	# By profile: 2g.20gb's only instance is held; 1g.10gb's is free.
+	run -8 dg grant --pid "$bpid" --profile 2g.20gb
+	[[ "$output" == *"0 of the 1 MIG instances of profile 2g.20gb asked for are free"* ]]
+	run -8 dg grant --pid "$bpid" --profile 1g.10gb --gpus 2
+	[[ "$output" == *"1 of the 2 MIG instances of profile 1g.10gb"* ]]
+	[[ "$output" == *"at most one instance of each GPU"* ]]
+	run -7 dg grant --pid "$bpid" --profile 3g.40gb
+	[[ "$output" == *"no MIG instance of profile 3g.40gb on this host"* ]]
+	run -1 probe "$cb" /c12
+	[ "${lines[0]}" = "/c12 EPERM" ]
+	run -0 dg grant --pid "$bpid" --profile 1G.10GB
+	run -1 probe "$cb" /c12 /c13 /c21
+	[ "${lines[0]}" = "/c12 ENXIO" ]
+	[ "${lines[1]}" = "/c13 ENXIO" ]
+	[ "${lines[2]}" = "/c21 EPERM" ]
+	[ "$(dg status --json | jq -c "[.leases[] | select(.container == \"$cb\") | .gpus[] | .gi]")" = '[1]' ]
+
+	# Unknown UUIDs change nothing; revoke by UUID takes exactly that instance.
+	run -7 dg grant --pid "$bpid" --gpu MIG-00000000-0000-0000-0000-000000000000
+	[[ "$output" == *"no MIG instance has the UUID MIG-00000000-0000-0000-0000-000000000000"* ]]
+	run -10 dg revoke --pid "$apid" --gpu "$MIG1"
+	run -0 dg revoke --pid "$apid" --gpu "$MIG2"
+	run -1 probe "$ca" /c21
+	[ "${lines[0]}" = "/c21 EPERM" ]
+	run -1 probe "$cb" /c12
+	[ "${lines[0]}" = "/c12 ENXIO" ]
+}
+
+@test "NVML: a library that crashes or hangs costs its answer, not devgated; grants by GPU:GI still work" {
+	nvml_host crash
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -r .nvml_problem)" = "NVML: the NVML probe died of signal 6" ]
+	[ "$(echo "$output" | jq -c '[.gpus[0].instances[] | .profile]')" = '[null,null]' ]
+	mig_container a
+	run -7 dg grant --pid "$CPID" --gpu "$MIG1"
+	[[ "$output" == *"MIG UUIDs are not known: NVML: the NVML probe died"* ]]
+	run -0 dg grant --pid "$CPID" --gpu 0:1
+	run -1 probe "$CID" /c12
+	[ "${lines[0]}" = "/c12 ENXIO" ]
+	# devgated loads no vendor library itself, and its probe holds no capability.
+	run -1 grep -q libnvidia-ml "/proc/$DG_DAEMON_PID/maps"
+	local nvml
+	nvml=$(awk '$2 == "devgated-nvml" { print $1 }' <(ps -o pid=,comm= --ppid "$DG_DAEMON_PID"))
+	[ -n "$nvml" ]
+	[ "$(awk '/^CapEff/ { print $2 }' "/proc/$nvml/status")" = 0000000000000000 ]
+	[ "$(awk '/^NoNewPrivs/ { print $2 }' "/proc/$nvml/status")" = 1 ]
+
+	# Mended library: the next rescan asks again.
+	sed -i '/^crash$/d' "$NVML_DATA"
+	run -0 dg rescan
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -c '[.gpus[0].instances[] | .profile]')" = '["1g.10gb","2g.20gb"]' ]
+
+	# One that hangs: devgated gives up on it and answers again.
+	echo hang >>"$NVML_DATA"
+	# A new layout, so the rescan must ask (an unchanged one keeps the answer).
+	rm -r "$DG_HOST/proc/driver/nvidia/capabilities/gpu0/mig/gi2"
+	local t0=$SECONDS
+	run -0 dg rescan
+	echo "# rescan with a hanging NVML: $((SECONDS - t0)) s" >&3
+	run -0 dg list --json
+	[[ "$(echo "$output" | jq -r .nvml_problem)" == "NVML: the NVML probe died of signal 14"* ]]
+	[ "$(echo "$output" | jq -c '[.gpus[0].instances[] | .gi]')" = '[1]' ]
+	run -0 dg status
 }
