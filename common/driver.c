@@ -272,15 +272,32 @@ static void ld_conf_read(int rootfd, const char *path, struct ld_dirs *dirs, int
 	}
 }
 
+/*
+ * A program, not a wrapper script: a host may have /usr/bin/nvidia-smi exec
+ * /usr/local/nvidia/bin/nvidia-smi (seen on an H200 host), which a container
+ * given only the script cannot follow.
+ */
+static bool is_elf(int rootfd, const char *path)
+{
+	auto_close int fd = open_in_root(rootfd, path, O_RDONLY, 0);
+	char magic[4];
+
+	return fd >= 0 && read(fd, magic, sizeof(magic)) == (ssize_t)sizeof(magic) &&
+	       memcmp(magic, "\177ELF", 4) == 0;
+}
+
+/* The first program of that name, else the first file (a script is better than none). */
 static void find_tool(int rootfd, struct dg_driver *d, const char *name, unsigned int caps)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(tool_dirs); i++) {
-		char path[160];
+	for (int any = 0; any < 2; any++) {
+		for (size_t i = 0; i < ARRAY_SIZE(tool_dirs); i++) {
+			char path[160];
 
-		snprintf(path, sizeof(path), "%s/%s", tool_dirs[i], name);
-		if (is_file(rootfd, path)) {
-			add(d, path, "", caps);
-			return;
+			snprintf(path, sizeof(path), "%s/%s", tool_dirs[i], name);
+			if (is_file(rootfd, path) && (any || is_elf(rootfd, path))) {
+				add(d, path, "", caps);
+				return;
+			}
 		}
 	}
 }

@@ -5,12 +5,14 @@
 #include <setjmp.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "driver.h"
 #include "gpu.h"
 #include "gpu_arch.h"
 #include "select.h"
@@ -323,6 +325,44 @@ static void test_discover(void **state)
 	inventory_free(inv);
 }
 
+/*
+ * A host laid out like NVIDIA's own container hosts: the libraries in a
+ * directory only ld.so.conf names, /usr/bin/nvidia-smi a wrapper script.
+ */
+static void test_driver_layout(void **state)
+{
+	char drv[128];
+	int fd;
+	struct dg_driver *d = calloc(1, sizeof(*d));
+
+	(void)state;
+	assert_non_null(d);
+	put("drv/proc/driver/nvidia/version",
+	    "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build\n");
+	put("drv/etc/ld.so.conf", "# comment\ninclude /etc/ld.so.conf.d/*.conf\n");
+	put("drv/etc/ld.so.conf.d/nvidia.conf", "/usr/local/nvidia/lib64\n/usr/local/nvidia/lib\n");
+	put("drv/etc/ld.so.conf.d/skip.txt", "/nowhere\n");
+	put("drv/usr/local/nvidia/lib64/libnvidia-ml.so.580.159.04", "x");
+	put("drv/usr/local/nvidia/lib64/libcuda.so.580.159.04", "x");
+	put("drv/usr/bin/nvidia-smi", "#!/bin/sh\nexec /usr/local/nvidia/bin/nvidia-smi \"$@\"\n");
+	put("drv/usr/local/nvidia/bin/nvidia-smi", "\177ELF-a program");
+	put("drv/usr/bin/nvidia-debugdump", "#!/bin/sh\n");
+	snprintf(drv, sizeof(drv), "%s/drv", root);
+	fd = open(drv, O_PATH | O_DIRECTORY);
+	assert_true(fd >= 0);
+	assert_int_equal(driver_discover(fd, d), 0);
+	close(fd);
+	assert_string_equal(d->version, "580.159.04");
+	assert_int_equal(d->n, 4);
+	assert_string_equal(d->files[0].path, "/usr/local/nvidia/lib64/libnvidia-ml.so.580.159.04");
+	assert_string_equal(d->files[0].soname, "libnvidia-ml.so.1");
+	assert_string_equal(d->files[1].path, "/usr/local/nvidia/lib64/libcuda.so.580.159.04");
+	/* The program, not the script that runs it; a script when there is nothing else. */
+	assert_string_equal(d->files[2].path, "/usr/local/nvidia/bin/nvidia-smi");
+	assert_string_equal(d->files[3].path, "/usr/bin/nvidia-debugdump");
+	free(d);
+}
+
 static void test_discover_no_driver(void **state)
 {
 	struct dg_inventory *inv = NULL;
@@ -617,6 +657,7 @@ int main(void)
 		cmocka_unit_test(test_mig_access_parse),
 		cmocka_unit_test(test_mig_selector),
 		cmocka_unit_test(test_discover_mig),
+		cmocka_unit_test(test_driver_layout),
 	};
 
 	return cmocka_run_group_tests_name("gpu", tests, fixture_setup, fixture_teardown);
