@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,9 +9,11 @@
 
 #include "cleanup.h"
 #include "driver.h"
+#include "gpu.h"
 #include "driverfs.h"
 #include "helper.h"
 #include "log.h"
+#include "util.h"
 
 struct plan {
 	struct node_file f[HELPER_MAX_FILES];
@@ -31,9 +34,52 @@ static void plan_add(struct plan *p, const char *host, const char *path)
 	p->n++;
 }
 
-/* Each file of caps at its own path, and a library again at its soname beside it. */
-static void plan_make(const struct dg_driver *drv, unsigned int caps, struct plan *p)
+/* Where glibc's ld.so looks with no ld.so.cache entry, by the layouts images have. */
+static const char *const ld_dirs[] = {
+#if defined(__aarch64__)
+	"/usr/lib/aarch64-linux-gnu", "/lib/aarch64-linux-gnu",
+#else
+	"/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu",
+#endif
+	"/usr/lib64", "/lib64", "/usr/lib", "/lib",
+};
+
+static bool in_ld_dirs(const char *path)
 {
+	const char *slash = strrchr(path, '/');
+
+	for (size_t i = 0; slash && i < ARRAY_SIZE(ld_dirs); i++) {
+		if (strlen(ld_dirs[i]) == (size_t)(slash - path) &&
+		    strncmp(ld_dirs[i], path, (size_t)(slash - path)) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* The container's first ld.so directory, looked up inside its root; NULL: none. */
+static const char *container_ld_dir(const struct target *t)
+{
+	for (size_t i = 0; t->rootfd >= 0 && i < ARRAY_SIZE(ld_dirs); i++) {
+		auto_close int fd = open_in_root(t->rootfd, ld_dirs[i], O_PATH | O_DIRECTORY, 0);
+
+		if (fd >= 0)
+			return ld_dirs[i];
+	}
+	return NULL;
+}
+
+/*
+ * Each file of caps at its own path, and a library again at its soname
+ * beside it. A library the host keeps where only its ld.so.conf looks
+ * (/usr/local/nvidia/lib64) gets its soname in the container's own ld.so
+ * directory too: the image's ld.so.cache does not name the host's.
+ */
+static void plan_make(const struct dg_driver *drv, unsigned int caps, const struct target *t,
+		      struct plan *p)
+{
+	const char *ld_dir = NULL;
+	bool looked = false;
+
 	p->n = 0;
 	for (size_t i = 0; i < drv->n; i++) {
 		const struct dg_driver_file *f = &drv->files[i];
@@ -42,7 +88,17 @@ static void plan_make(const struct dg_driver *drv, unsigned int caps, struct pla
 		if (!(f->caps & caps))
 			continue;
 		plan_add(p, f->path, f->path);
-		if (driver_soname_path(f, soname, sizeof(soname)) == 0)
+		if (driver_soname_path(f, soname, sizeof(soname)) < 0)
+			continue;
+		plan_add(p, f->path, soname);
+		if (in_ld_dirs(f->path))
+			continue;
+		if (!looked) {
+			ld_dir = container_ld_dir(t);
+			looked = true;
+		}
+		if (ld_dir && snprintf(soname, sizeof(soname), "%s/%s", ld_dir, f->soname) <
+				      (int)sizeof(soname))
 			plan_add(p, f->path, soname);
 	}
 }
@@ -99,7 +155,7 @@ int driverfs_add(struct daemon *d, const struct target *t, const struct node_opt
 		dg_error_hint(err, "grant without --driver, or load the driver");
 		return -ENOENT;
 	}
-	plan_make(&drv, caps, &p);
+	plan_make(&drv, caps, t, &p);
 	if (p.n == 0) {
 		dg_error_set(err, DG_E_UNAVAILABLE, ENOENT,
 			     "driver %s has no %s files on this host", drv.version, names);

@@ -90,6 +90,32 @@ usr_mounts() {
 	[ "$output" = "/dev/nvidia0 ENOENT" ]
 }
 
+@test "grant --driver: a host whose libraries only its ld.so.conf names (/usr/local/nvidia/lib64); the soname goes where the image's ld.so looks" {
+	local nv=/usr/local/nvidia/lib64
+	mkdir -p "$DG_HOST$nv" "$DG_HOST/etc/ld.so.conf.d"
+	mv "$DG_HOST$LIB"/lib* "$DG_HOST$nv/"
+	printf 'include /etc/ld.so.conf.d/*.conf\n' >"$DG_HOST/etc/ld.so.conf"
+	printf '%s\n' $nv >"$DG_HOST/etc/ld.so.conf.d/nvidia.conf"
+	glibc_container c
+	run -0 dg grant --pid "$CPID" --gpu 0 --driver compute
+	# No LD_LIBRARY_PATH, no ld.so.cache: ld.so finds the soname in its own directory.
+	run -0 dlprobe libcuda.so.1
+	[ "$output" = "libcuda.so.1 ok devgate-fixture" ]
+	run -0 dg_runc exec "$CID" ls $nv
+	[ "$(echo "$output" | tr '\n' ' ')" = "libcuda.so.1 libcuda.so.550.54.14 libnvidia-ptxjitcompiler.so.1 libnvidia-ptxjitcompiler.so.550.54.14 " ]
+	run -0 dg_runc exec "$CID" ls /lib/x86_64-linux-gnu
+	[ "$(echo "$output" | tr '\n' ' ')" = "libc.so.6 libcuda.so.1 libnvidia-ptxjitcompiler.so.1 " ]
+	run -1 dg_runc exec "$CID" sh -c "echo x >>/lib/x86_64-linux-gnu/libcuda.so.1"
+	[[ "$output" == *"Read-only file system"* ]]
+	run -0 dg revoke --pid "$CPID"
+	run -1 dlprobe libcuda.so.1
+	[ "$(usr_mounts)" = "" ]
+	run -0 dg_runc exec "$CID" ls /lib/x86_64-linux-gnu
+	[ "$output" = "libc.so.6" ]
+	run -0 dg_runc exec "$CID" ls -A $nv
+	[ "$output" = "" ]
+}
+
 @test "grant --driver into a user-namespaced container" {
 	glibc_container u "$DG_USERNS_JQ"
 	run -0 dg grant --pid "$CPID" --gpus 1 --driver compute
