@@ -105,7 +105,7 @@ K8S_PY := $(O)/k8s/py/api_pb2.py $(O)/k8s/py/api_pb2_grpc.py
 
 SKEL := $(O)/devgate.skel.h $(O)/attach_watch.skel.h
 BINS := $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/devgate-k8s $(O)/probe \
-	$(O)/displace $(O)/runtime_like.bpf.o $(K8S_PY) $(O)/dlprobe $(O)/fakedrv.so $(O)/fakenvml.so
+	$(O)/displace $(O)/runtime_like.bpf.o $(K8S_PY) $(O)/dlprobe $(O)/cudaprobe $(O)/fakedrv.so $(O)/fakenvml.so
 
 BENCH_BIN := $(O)/bench/dgload $(O)/bench/floor $(O)/bench/opencost
 
@@ -209,6 +209,12 @@ $(O)/devgate-k8s: $(K8S_OBJ) $(COMMON_LIB)
 
 # Dynamic on purpose: it loads driver libraries the way a CUDA program does.
 $(O)/dlprobe: tests/helpers/dlprobe.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
+
+# Dynamic too: CUDA through libcuda.so.1, on hosts with a real GPU (demo, device checks).
+$(O)/cudaprobe: tests/helpers/cudaprobe.c
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -Wall -Wextra -Werror -o $@ $<

@@ -6,14 +6,26 @@
 # loaded, else a demo host fixture (fake /proc, /sys and /dev nodes with the
 # real NVIDIA majors; cgroups, BPF and namespaces stay real).
 #
-# usage: sh scripts/demo.sh [--no-install]     (as root)
+# On a real GPU the container also gets the driver's libraries and
+# nvidia-smi (grant --driver) and runs CUDA: a context and an allocation.
+#
+# usage: sh scripts/demo.sh [--no-install] [--no-build]     (as root)
+#   --no-build  use build/ as it is (a GPU host without the build tools)
 set -eu
 cd "$(dirname "$0")/.."
 top=$(pwd)
 
-[ "${1:-}" = --no-install ] || sh scripts/install-deps.sh
+install=1 build=1
+for a in "$@"; do
+	case $a in
+	--no-install) install=0 ;;
+	--no-build) install=0 build=0 ;;
+	*) echo "usage: sh scripts/demo.sh [--no-install] [--no-build]" >&2; exit 2 ;;
+	esac
+done
+[ $install = 0 ] || sh scripts/install-deps.sh
 [ "$(id -u)" = 0 ] || { echo "demo: run as root" >&2; exit 1; }
-make -s -j"$(nproc)"
+[ $build = 0 ] || make -s -j"$(nproc)"
 
 work=$(mktemp -d /tmp/devgate-demo.XXXXXX)
 DG_NSDIR=/run/devgate-demo-$$
@@ -53,8 +65,21 @@ for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
 dg_ns_setup
 dg_bundle "$work/bundle" "$top/build/probe"
 mknod -m 666 "$work/bundle/rootfs/gpu0" c 195 0
+driver=
+if [ "$host" = / ]; then
+	# glibc for the driver's nvidia-smi and for cudaprobe, which loads libcuda.so.1.
+	root=$work/bundle/rootfs
+	mkdir -p "$root/lib64" "$root/lib/x86_64-linux-gnu"
+	cp -L /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
+	for l in libc.so.6 libm.so.6 libdl.so.2 libpthread.so.0 librt.so.1; do
+		cp -L "/lib/x86_64-linux-gnu/$l" "$root/lib/x86_64-linux-gnu/"
+	done
+	cp "$top/build/cudaprobe" "$root/bin/"
+	driver="--driver compute,utility"
+fi
 pid=$(dg_run "$id" "$work/bundle")
-cg="$(dg_cgroot)/$id"
+# Where runc put it: below the caller's own cgroup on some hosts, not at the top.
+cg="$(dg_cgroot)$(awk -F: '$1 == "0" { print $3 }' "/proc/$pid/cgroup")"
 
 say "devgated's view of the host"
 dgctl list
@@ -62,17 +87,24 @@ dgctl list
 say "a runc container is running (PID $pid, cgroup $cg); GPU 0 is not there"
 inside /dev/nvidia0 /gpu0
 echo "# bpftool cgroup show $cg"
-bpftool cgroup show "$cg"
+bpftool cgroup show "$cg" || true
 
 say "grant GPU 0 to the running container"
-dgctl grant --pid "$pid" --gpu 0 --container "$id"
+# shellcheck disable=SC2086 # $driver is empty or two words
+dgctl grant --pid "$pid" --gpu 0 --container "$id" $driver
 echo "# bpftool cgroup show $cg"
-bpftool cgroup show "$cg"
+bpftool cgroup show "$cg" || true
 say "inside: ENXIO means the cgroup let the open through to the (absent) driver; ok means a real GPU opened"
 out=$(dg_runc exec "$id" probe /dev/nvidia0 /dev/nvidiactl /gpu1 || true)
 echo "$out"
 echo "$out" | grep -Eq '^/dev/nvidia0 (ok|ENXIO)$' || { echo "demo: GPU 0 was not usable" >&2; exit 1; }
 echo "$out" | grep -q '^/gpu1 EPERM$' || { echo "demo: GPU 1 was not denied" >&2; exit 1; }
+
+if [ -n "$driver" ]; then
+	say "inside: the host driver's nvidia-smi and CUDA, mounted live (grant --driver)"
+	dg_runc exec "$id" sh -c 'PATH=$PATH:/usr/local/nvidia/bin nvidia-smi -L' || true
+	dg_runc exec "$id" cudaprobe || { echo "demo: CUDA did not work in the container" >&2; exit 1; }
+fi
 
 dgctl status
 
@@ -82,6 +114,6 @@ out=$(dg_runc exec "$id" probe /gpu0 /dev/nvidia0 || true)
 echo "$out"
 echo "$out" | grep -q '^/gpu0 EPERM$' || { echo "demo: GPU 0 still open after revoke" >&2; exit 1; }
 echo "# bpftool cgroup show $cg   (runc's own program is back)"
-bpftool cgroup show "$cg"
+bpftool cgroup show "$cg" || true
 
 say "done: the container gained and lost a GPU without a restart"

@@ -23,8 +23,10 @@ dg_ns_setup() {
 		mount --make-private "$DG_NSDIR"
 	fi
 	touch "$DG_NSDIR/mnt"
+	# A host with cgroup v2 alone has it there already (mounting it again: EBUSY).
 	unshare --mount="$DG_NSDIR/mnt" --propagation private \
-		sh -c 'mount -t cgroup2 none /sys/fs/cgroup'
+		sh -c '[ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ] ||
+			mount -t cgroup2 none /sys/fs/cgroup'
 }
 
 dg_ns_teardown() {
