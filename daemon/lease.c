@@ -592,6 +592,30 @@ static size_t device_nodes(const struct lease *l, struct dg_node *out, size_t n,
 	return n;
 }
 
+/*
+ * A whole GPU in MIG mode is all of its instances: without their capability
+ * nodes CUDA finds no device on it (seen on an H200: cuInit gives
+ * CUDA_ERROR_NO_DEVICE). Taken from the inventory, as the instances are now.
+ */
+static size_t whole_mig_nodes(const struct lease_gpu *g, const struct dg_inventory *inv,
+			      struct dg_node *out, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; g->family == DG_VENDOR_NVIDIA && i < inv->n_gpus; i++) {
+		const struct dg_gpu *gpu = &inv->gpus[i];
+
+		if (!gpu->mig || !inv->majors.has_caps || strcasecmp(gpu->uuid, g->uuid) != 0)
+			continue;
+		for (size_t k = 0; k < gpu->n_gi && n < max; k++) {
+			mig_cap_node(inv, gpu->gi[k].minor, &out[n++]);
+			for (size_t c = 0; c < gpu->gi[k].n_ci && n < max; c++)
+				mig_cap_node(inv, gpu->gi[k].ci[c].minor, &out[n++]);
+		}
+	}
+	return n;
+}
+
 size_t lease_gpu_nodes(const struct lease_gpu *g, const struct dg_inventory *inv,
 		       struct dg_node *out, size_t max)
 {
@@ -604,6 +628,8 @@ size_t lease_gpu_nodes(const struct lease_gpu *g, const struct dg_inventory *inv
 		card_node(g->card_minor, &out[n++]);
 	for (uint32_t c = 0; g->instance && c < g->n_caps && n < max; c++)
 		mig_cap_node(inv, g->caps[c], &out[n++]);
+	if (!g->instance)
+		n += whole_mig_nodes(g, inv, out + n, max - n);
 	return n;
 }
 

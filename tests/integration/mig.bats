@@ -304,6 +304,29 @@ mig_container() {
 	[ "$(echo "$output" | jq -c '[.gpus[0].state, [.gpus[0].instances[] | .state]]')" = '["split",["held","free"]]' ]
 }
 
+@test "a whole GPU in MIG mode comes with every instance's capability nodes (CUDA needs them); revoke takes them all" {
+	mig_container a
+	run -0 dg grant --pid "$CPID" --gpu 0
+	run -1 probe "$CID" /dev/nvidia0 /c12 /c13 /c21 /c22 /gpu1
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/c12 ENXIO" ]
+	[ "${lines[2]}" = "/c13 ENXIO" ]
+	[ "${lines[3]}" = "/c21 ENXIO" ]
+	[ "${lines[4]}" = "/c22 ENXIO" ]
+	[ "${lines[5]}" = "/gpu1 EPERM" ]
+	run -0 dg_runc exec "$CID" ls /dev/nvidia-caps
+	[ "$(echo "$output" | tr '\n' ' ')" = "nvidia-cap12 nvidia-cap13 nvidia-cap21 nvidia-cap22 " ]
+	# Not a capability of another GPU's instance, nor MIG's config node.
+	mknod -m 666 "$DG_TMP/a/rootfs/c1" c "$(caps_major)" 1
+	run -1 probe "$CID" /c1
+	[ "${lines[0]}" = "/c1 EPERM" ]
+	run -0 dg revoke --pid "$CPID"
+	run -1 probe "$CID" /c12 /c21
+	[ "${lines[0]}" = "/c12 EPERM" ]
+	[ "${lines[1]}" = "/c21 EPERM" ]
+	run -1 dg_runc exec "$CID" test -e /dev/nvidia-caps/nvidia-cap12
+}
+
 # nvml_host [LINE]: the fixture again with its driver's libnvidia-ml
 # (build/fakenvml.so): instance 1 is 1g.10gb, 2 is 2g.20gb; LINE is added
 # to what the library answers ("crash", "hang"); devgated restarted on it.
