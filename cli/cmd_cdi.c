@@ -37,7 +37,8 @@ static const char cdi_help[] =
 	"Usage: devgatectl cdi generate [OPTIONS]\n"
 	"\n"
 	"Writes a CDI spec for this host's GPUs: devices KIND=INDEX, KIND=UUID,\n"
-	"KIND=INDEX:GI for each MIG instance and\n"
+	"KIND=INDEX:GI for each MIG instance (also KIND=MIG-<uuid> where devgated\n"
+	"knows it from NVML) and\n"
 	"KIND=all, each adding its /dev node and devgate's OCI hook, so that\n"
 	"'podman run --device devgate.io/gpu=0' leases GPU 0 through devgated; and\n"
 	"KIND=NAME for each alias in devgated's devgate.conf (one GPU of its id).\n"
@@ -259,8 +260,14 @@ static json_object *driver_mounts(const struct dg_inventory *inv, unsigned int c
 		snprintf(host, sizeof(host), "%s%s",
 			 strcmp(inv->host_root, "/") ? inv->host_root : "", f->path);
 		json_object_array_add(mounts, mount_obj(host, f->path));
-		if (driver_soname_path(f, soname, sizeof(soname)) == 0)
-			json_object_array_add(mounts, mount_obj(host, soname));
+		if (driver_soname_path(f, soname, sizeof(soname)) < 0)
+			continue;
+		json_object_array_add(mounts, mount_obj(host, soname));
+		/* Found through the host's ld.so.conf only: the image's loader needs it in its own. */
+		if (driver_in_ld_dirs(f->path))
+			continue;
+		snprintf(soname, sizeof(soname), "%s/%s", driver_ld_dirs[0], f->soname);
+		json_object_array_add(mounts, mount_obj(host, soname));
 	}
 	return mounts;
 }
@@ -275,12 +282,21 @@ static void instance_devices(const struct dg_inventory *inv, const struct cdi_op
 		for (size_t j = 0; !g->problem[0] && j < g->n_gi; j++) {
 			char name[32], sel[sizeof(g->uuid) + 16];
 
+			const char *mig = g->gi[j].n_ci ? g->gi[j].ci[0].uuid : "";
+
 			snprintf(name, sizeof(name), "%u:%u", g->index, g->gi[j].id);
 			snprintf(sel, sizeof(sel), "%s:%u", g->uuid, g->gi[j].id);
 			json_object_array_add(
 				devices, device_obj(inv, o,
 						    &(struct cdi_device){ name, "--gpu", sel, g,
 									  NULL, &g->gi[j] }));
+			/* Also by NVML's MIG UUID, as k8s and nvidia-smi name it, where known. */
+			if (mig[0])
+				json_object_array_add(
+					devices,
+					device_obj(inv, o,
+						   &(struct cdi_device){ mig, "--gpu", mig, g, NULL,
+									 &g->gi[j] }));
 		}
 	}
 }
@@ -352,9 +368,30 @@ static int write_spec(const char *output, const char *text, struct dg_error *err
 	return 0;
 }
 
+/* The MIG UUIDs devgated had from NVML, which this command does not load. */
+static void nvml_names(const struct dg_list_gpu *g, struct dg_gpu *mine)
+{
+	for (size_t j = 0; j < g->n_instances; j++) {
+		const struct dg_instance_info *in = &g->instances[j];
+
+		for (size_t k = 0; k < mine->n_gi; k++) {
+			struct dg_mig_gi *gi = &mine->gi[k];
+
+			if (gi->id != (uint32_t)in->gi)
+				continue;
+			for (size_t c = 0; c < in->n_cis && c < gi->n_ci; c++) {
+				if (in->cis[c].uuid && gi->ci[c].id == (uint32_t)in->cis[c].ci)
+					snprintf(gi->ci[c].uuid, sizeof(gi->ci[c].uuid), "%s",
+						 in->cis[c].uuid);
+			}
+		}
+	}
+}
+
 /*
  * What devgated knows beyond the files: GPUs its gpu-allow list excludes, or
- * that it cannot grant (a driver reload it has not been restarted for).
+ * that it cannot grant (a driver reload it has not been restarted for), and
+ * MIG UUIDs.
  * Nothing when it does not answer or reads another host root.
  */
 static void daemon_states(struct cli *cli, struct dg_inventory *inv, struct cdi_opts *o)
@@ -385,6 +422,7 @@ static void daemon_states(struct cli *cli, struct dg_inventory *inv, struct cdi_
 		}
 		if (!mine || mine->problem[0])
 			continue;
+		nvml_names(g, mine);
 		if (strcmp(g->state, "excluded") == 0)
 			snprintf(mine->problem, sizeof(mine->problem),
 				 "not in devgated's gpu-allow list");

@@ -65,6 +65,27 @@ static const char *const lib_dirs[] = {
 	"/lib/x86_64-linux-gnu",
 };
 
+const char *const driver_ld_dirs[] = {
+#if defined(__aarch64__)
+	"/usr/lib/aarch64-linux-gnu", "/lib/aarch64-linux-gnu",
+#else
+	"/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu",
+#endif
+	"/usr/lib64", "/lib64", "/usr/lib", "/lib", NULL,
+};
+
+bool driver_in_ld_dirs(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	for (size_t i = 0; slash && driver_ld_dirs[i]; i++) {
+		if (strlen(driver_ld_dirs[i]) == (size_t)(slash - path) &&
+		    strncmp(driver_ld_dirs[i], path, (size_t)(slash - path)) == 0)
+			return true;
+	}
+	return false;
+}
+
 /* Tools: the distributions' place, then NVIDIA's container layout (/usr/local/nvidia). */
 static const char *const tool_dirs[] = { "/usr/bin", "/usr/local/nvidia/bin", "/usr/local/bin" };
 

@@ -50,6 +50,14 @@ int driver_version_parse(const char *text, char *ret, size_t len);
 int driver_soname_path(const struct dg_driver_file *f, char *buf, size_t len);
 
 /*
+ * Where glibc's loader looks when its ld.so.cache has no entry, by the
+ * layouts images have, multiarch first; NULL-terminated.
+ */
+extern const char *const driver_ld_dirs[];
+/* Whether path's directory is one of them. */
+bool driver_in_ld_dirs(const char *path);
+
+/*
  * Reads the version below host_root and finds its files in the library
  * directories and /usr/bin. No driver: version "" and no files, 0.
  */

@@ -34,36 +34,15 @@ static void plan_add(struct plan *p, const char *host, const char *path)
 	p->n++;
 }
 
-/* Where glibc's ld.so looks with no ld.so.cache entry, by the layouts images have. */
-static const char *const ld_dirs[] = {
-#if defined(__aarch64__)
-	"/usr/lib/aarch64-linux-gnu", "/lib/aarch64-linux-gnu",
-#else
-	"/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu",
-#endif
-	"/usr/lib64", "/lib64", "/usr/lib", "/lib",
-};
-
-static bool in_ld_dirs(const char *path)
-{
-	const char *slash = strrchr(path, '/');
-
-	for (size_t i = 0; slash && i < ARRAY_SIZE(ld_dirs); i++) {
-		if (strlen(ld_dirs[i]) == (size_t)(slash - path) &&
-		    strncmp(ld_dirs[i], path, (size_t)(slash - path)) == 0)
-			return true;
-	}
-	return false;
-}
-
 /* The container's first ld.so directory, looked up inside its root; NULL: none. */
 static const char *container_ld_dir(const struct target *t)
 {
-	for (size_t i = 0; t->rootfd >= 0 && i < ARRAY_SIZE(ld_dirs); i++) {
-		auto_close int fd = open_in_root(t->rootfd, ld_dirs[i], O_PATH | O_DIRECTORY, 0);
+	for (size_t i = 0; t->rootfd >= 0 && driver_ld_dirs[i]; i++) {
+		auto_close int fd =
+			open_in_root(t->rootfd, driver_ld_dirs[i], O_PATH | O_DIRECTORY, 0);
 
 		if (fd >= 0)
-			return ld_dirs[i];
+			return driver_ld_dirs[i];
 	}
 	return NULL;
 }
@@ -91,7 +70,7 @@ static void plan_make(const struct dg_driver *drv, unsigned int caps, const stru
 		if (driver_soname_path(f, soname, sizeof(soname)) < 0)
 			continue;
 		plan_add(p, f->path, soname);
-		if (in_ld_dirs(f->path))
+		if (driver_in_ld_dirs(f->path))
 			continue;
 		if (!looked) {
 			ld_dir = container_ld_dir(t);

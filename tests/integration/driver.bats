@@ -114,6 +114,10 @@ usr_mounts() {
 	[ "$output" = "libc.so.6" ]
 	run -0 dg_runc exec "$CID" ls -A $nv
 	[ "$output" = "" ]
+	# CDI cannot look into the image: the soname goes to the multiarch directory too.
+	run -0 dg cdi generate --driver compute
+	[ "$(echo "$output" | jq -c '[.containerEdits.mounts[] | select(.hostPath | endswith("libcuda.so.550.54.14")) | .containerPath]')" = \
+		"[\"$nv/libcuda.so.550.54.14\",\"$nv/libcuda.so.1\",\"$LIB/libcuda.so.1\"]" ]
 }
 
 @test "grant --driver into a user-namespaced container" {

@@ -351,6 +351,10 @@ MIG2=MIG-a1900000-0102-4000-8000-000000000002
 	[ "$(echo "$output" | jq -r '.nvml_problem // "none"')" = none ]
 	run -0 dg list
 	[[ "${lines[2]}" == "0:1  mig     cap12  $MIG1"*"profile 1g.10gb, compute instances 0 (cap13)" ]]
+	# CDI names the instances by MIG UUID too (devgatectl has them from devgated).
+	run -0 dg cdi generate
+	[ "$(echo "$output" | jq -c "[.devices[] | select(.name == \"$MIG2\") | .containerEdits.deviceNodes[].path, .containerEdits.hooks[0].args[-1]]")" = \
+		"[\"/dev/nvidia0\",\"/dev/nvidia-caps/nvidia-cap21\",\"/dev/nvidia-caps/nvidia-cap22\",\"$MIG2\"]" ]
 
 	mig_container a
 	local ca=$CID apid=$CPID
