@@ -92,7 +92,9 @@ static int select_one(const struct dg_inventory *inv, const char *sel, bool *sel
 	}
 	if (strncasecmp(sel, "MIG-", 4) == 0)
 		return dg_error_set(err, DG_E_INVALID, EOPNOTSUPP,
-				    "'%s' is a MIG device; devgate grants whole GPUs only", sel);
+				    "'%s' is a MIG device, not a GPU: name instances (GPU:GI or "
+				    "MIG-<uuid>) in a list of their own",
+				    sel);
 	if (strchr(sel, ':')) {
 		if (pci_normalize(sel, pci, sizeof(pci)) < 0)
 			return dg_error_set(

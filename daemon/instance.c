@@ -85,12 +85,40 @@ static const struct dg_gpu *by_mig_uuid(const struct dg_inventory *inv, const ch
 	return NULL;
 }
 
+/*
+ * NVML's MIG UUIDs: "MIG-" and a UUID (8-4-4-4-12 hex digits), or before
+ * R470 "MIG-GPU-<uuid>/<gi>/<ci>".
+ */
+static bool mig_uuid_valid(const char *s)
+{
+	static const int groups[] = { 8, 4, 4, 4, 12 };
+	const char *p = s + 4;
+
+	if (strncasecmp(p, "GPU-", 4) == 0)
+		return strlen(p) < 80 && p[strspn(p, "0123456789abcdefABCDEF-/GPU")] == '\0';
+	for (size_t i = 0; i < ARRAY_SIZE(groups); i++) {
+		if (strspn(p, "0123456789abcdefABCDEF") != (size_t)groups[i])
+			return false;
+		p += groups[i];
+		if (*p != (i + 1 < ARRAY_SIZE(groups) ? '-' : '\0'))
+			return false;
+		p += *p == '-';
+	}
+	return true;
+}
+
 /* An instance as grant and revoke name it: GPU:GI or MIG-<uuid>. */
 static const struct dg_gpu *resolve(const struct dg_inventory *inv, const char *s, uint32_t *gi,
 				    struct dg_error *err)
 {
 	char sel[96];
 
+	if (is_mig_uuid(s) && !mig_uuid_valid(s)) {
+		dg_error_set(err, DG_E_INVALID, EINVAL, "'%s' is not a MIG UUID", s);
+		dg_error_hint(err, "NVML's form is MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx; "
+				   "'devgatectl list' shows each instance's");
+		return NULL;
+	}
 	if (is_mig_uuid(s))
 		return by_mig_uuid(inv, s, gi, err);
 	if (mig_selector_parse(s, sel, sizeof(sel), gi) < 0) {
