@@ -578,9 +578,11 @@ static void describe_devices(const struct dg_lease_info *l, const char *const *o
 		/* Read and write goes without saying; anything else is shown. */
 		const char *acc = only ? NULL : l->devices[i].access;
 		bool odd = acc && strcmp(acc, "rw") != 0;
+		bool block = !only && l->devices[i].type && strcmp(l->devices[i].type, "b") == 0;
 
-		off += (size_t)snprintf(buf + off, len - off, "%sdevice %s%s%s%s", off ? ", " : "",
-					path, odd ? " (" : "", odd ? acc : "", odd ? ")" : "");
+		off += (size_t)snprintf(buf + off, len - off, "%s%sdevice %s%s%s%s",
+					off ? ", " : "", block ? "block " : "", path, odd ? " (" : "",
+					odd ? acc : "", odd ? ")" : "");
 	}
 }
 

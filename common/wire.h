@@ -216,11 +216,11 @@ struct dg_lease_gpu {
 	bool has_gpu_seconds;
 };
 
-/* A host character device a lease holds (grant --device). */
+/* A host device a lease holds (grant --device): char, or block where allowed. */
 struct dg_lease_device {
 	const char *path; /* in the container: /dev/NAME */
 	const char *host; /* on the host, as granted */
-	const char *type; /* "c" */
+	const char *type; /* "c", or "b" for a block device */
 	int64_t major, minor;
 	const char *access; /* "r", "rw", "rwm" */
 };

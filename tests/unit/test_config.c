@@ -362,6 +362,15 @@ static void test_device_allow(void **state)
 	assert_int_equal(c->device_allow.n, 3);
 	hostdev_allow_text(&c->device_allow, text, sizeof(text));
 	assert_string_equal(text, "/dev/mem, 21:*, 1:4");
+	/* b: numbers are a block device's, and print back as such. */
+	assert_int_equal(config_set(c, "device-allow", "b:7:*, b:8:1, 7:0", &err), 0);
+	assert_true(c->device_allow.e[0].block);
+	assert_false(c->device_allow.e[2].block);
+	hostdev_allow_text(&c->device_allow, text, sizeof(text));
+	assert_string_equal(text, "b:7:*, b:8:1, 7:0");
+	assert_int_equal(config_set(c, "device-allow", "b:/dev/sda", &err), -EINVAL);
+	assert_non_null(strstr(err.message, "'b:/dev/sda' is not a device"));
+	assert_int_equal(config_set(c, "device-allow", "/dev/mem, 21:*,1:4", &err), 0);
 	assert_int_equal(config_set(c, "device-allow", "21:x", &err), -EINVAL);
 	assert_non_null(strstr(err.message, "'21:x' is not a device"));
 	assert_int_equal(config_set(c, "device-allow", "-1:2", &err), -EINVAL);
