@@ -134,8 +134,9 @@ static void render_list(const struct cli *cli, const union dg_reply *reply)
 			printf("GPU %lld: %s\n", (long long)r->gpus[i].gpu.index,
 			       r->gpus[i].gpu.problem);
 		else if (strcmp(r->gpus[i].state, "excluded") == 0)
-			printf("GPU %lld: not in devgated's gpu-allow list; never granted\n",
-			       (long long)r->gpus[i].gpu.index);
+			printf("GPU %lld: not in devgated's gpu-allow list; never granted%s\n",
+			       (long long)r->gpus[i].gpu.index,
+			       r->gpus[i].n_holders ? " again (held until revoked)" : "");
 	}
 	printf("control nodes:");
 	for (size_t i = 0; i < r->n_control_nodes; i++) {

@@ -37,6 +37,7 @@
 #include "policy.h"
 #include "protocol.h"
 #include "reconcile.h"
+#include "reload.h"
 #include "rescan.h"
 #include "server.h"
 #include "state.h"
@@ -203,6 +204,9 @@ static int parse_args(int argc, char **argv, struct args *a)
 	return r;
 }
 
+/* The command line, kept for reloads: its settings stay over the file's. */
+static struct args cmdline;
+
 /* Defaults, then the file, then the command line. */
 static int configure(struct dg_config *c, const struct args *a, struct dg_error *err)
 {
@@ -216,6 +220,11 @@ static int configure(struct dg_config *c, const struct args *a, struct dg_error 
 			dg_error_set(err, e.code, r, "--%s: %s", a->set[i].key, e.message);
 	}
 	return r;
+}
+
+static int load_config(struct dg_config *c, struct dg_error *err)
+{
+	return configure(c, &cmdline, err);
 }
 
 /* Capabilities devgated works with; everything else is dropped at start. */
@@ -313,7 +322,11 @@ static void handle_signal(struct daemon *d)
 	while (read(d->signal_fd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
 			struct dg_error err = { 0 };
+			struct reload_result res;
 
+			/* The policy first: the rescan applies it to what it finds. */
+			(void)reload_run(d, "SIGHUP", &res, &err);
+			err = (struct dg_error){ 0 };
 			if (rescan_run(d, "SIGHUP", NULL, NULL, &err) < 0)
 				log_warning("SIGHUP: cannot re-read the GPU inventory: %s",
 					    err.message);
@@ -653,18 +666,19 @@ int main(int argc, char **argv)
 			.cgroup_ended = grant_release,
 			.lease_expired = grant_expire,
 			.denied = on_denied,
+			.load_config = load_config,
 		},
 	};
 	struct dg_error err = { 0 };
-	struct args args = { 0 };
+	struct args *args = &cmdline;
 	int r;
 
 	log_init("devgated", LOG_INFO);
 	if (config_init(&d.cfg) < 0)
 		return dg_code_info(DG_E_INTERNAL)->exit_code;
-	r = parse_args(argc, argv, &args);
+	r = parse_args(argc, argv, args);
 	if (r == 0)
-		r = configure(&d.cfg, &args, &err);
+		r = configure(&d.cfg, args, &err);
 	if (r != 0) {
 		if (err.message[0])
 			log_error("%s", err.message);
@@ -673,7 +687,7 @@ int main(int argc, char **argv)
 		config_free(&d.cfg);
 		return r > 0 ? 0 : dg_code_info(err.code ? err.code : DG_E_INVALID)->exit_code;
 	}
-	if (args.check) {
+	if (args->check) {
 		config_print(&d.cfg, stdout);
 		config_free(&d.cfg);
 		return 0;

@@ -466,3 +466,34 @@ blk_key_type() {
 	[ "$(echo "$output" | jq -c '.leases[0].devices[0] | [.path, .type]')" = '["/dev/loop-control","c"]' ]
 	run -0 probe "$CID" $LC
 }
+
+@test "reload: device-allow takes effect for the next grant; a held disk stays until revoked" {
+	M=$(free_blk_major)
+	mknod "$DG_TMP/disk" b "$M" 0
+	printf '%s\n' "# no device-allow" >"$DG_TMP/devgate.conf"
+	stop_daemon
+	start_daemon --config "$DG_TMP/devgate.conf"
+	container c
+	run -4 dg grant --pid "$CPID" --device "$DG_TMP/disk:/dev/disk"
+	no_leases
+
+	printf '%s\n' "device-allow = b:$M:0" >"$DG_TMP/devgate.conf"
+	kill -HUP "$DG_DAEMON_PID"
+	wait_until 5 grep -q "SIGHUP: policy reloaded:.*1 device-allow entries" "$DG_TMP/daemon.log"
+	run -0 dg grant --pid "$CPID" --device "$DG_TMP/disk:/dev/disk"
+	run -1 probe "$CID" /dev/disk
+	[ "$output" = "/dev/disk ENXIO" ]
+
+	# Taken off the list: the lease keeps its disk, a new grant is refused.
+	printf '%s\n' "device-allow = " >"$DG_TMP/devgate.conf"
+	run -0 dg reload
+	[[ "$output" == *"0 device-allow entries"* ]]
+	run -1 probe "$CID" /dev/disk
+	[ "$output" = "/dev/disk ENXIO" ]
+	run -4 dg grant --pid "$CPID" --device "$DG_TMP/disk:/dev/disk2"
+	run -1 probe "$CID" /dev/disk2
+	[ "$output" = "/dev/disk2 ENOENT" ]
+	run -0 dg revoke --pid "$CPID"
+	run -1 probe "$CID" /dev/disk
+	[ "$output" = "/dev/disk ENOENT" ]
+}
