@@ -583,8 +583,8 @@ static void describe_devices(const struct dg_lease_info *l, const char *const *o
 		bool block = !only && l->devices[i].type && strcmp(l->devices[i].type, "b") == 0;
 
 		off += (size_t)snprintf(buf + off, len - off, "%s%sdevice %s%s%s%s",
-					off ? ", " : "", block ? "block " : "", path, odd ? " (" : "",
-					odd ? acc : "", odd ? ")" : "");
+					off ? ", " : "", block ? "block " : "", path,
+					odd ? " (" : "", odd ? acc : "", odd ? ")" : "");
 	}
 }
 

@@ -59,9 +59,10 @@ int hostdev_access_parse(const char *s, uint32_t *ret, struct dg_error *err);
  * followed by '/', so "/dev/char/1:7" is a HOST alone. HOST: an absolute
  * host path, symlinks followed, to a character device that is not of a
  * GPU-class major (majors) and, unless allow names it, not one that
- * reaches past the container; or to a block device allow names. PATH (default: HOST): /dev/NAME with one
- * component NAME, not "nvidia*" (GPU nodes' names). access: DG_ACC_* bits
- * the gate allows. DG_E_INVALID or DG_E_PERM otherwise.
+ * reaches past the container; or to a block device allow names. PATH
+ * (default: HOST): /dev/NAME with one component NAME, not "nvidia*" (GPU
+ * nodes' names). access: DG_ACC_* bits the gate allows. DG_E_INVALID or
+ * DG_E_PERM otherwise.
  */
 int hostdev_parse(const char *spec, const struct dg_inventory *inv,
 		  const struct hostdev_allow *allow, uint32_t access, struct lease_device *ret,

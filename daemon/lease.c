@@ -811,14 +811,14 @@ json_object *lease_to_json(const struct lease *l)
 
 		for (size_t i = 0; i < l->n_devices; i++) {
 			json_object *dv = json_object_new_object();
+			const char *type = l->devices[i].block ? "b" : "c";
 			char path[40];
 
 			snprintf(path, sizeof(path), "/dev/%s", l->devices[i].name);
 			json_object_object_add(dv, "path", json_object_new_string(path));
 			json_object_object_add(dv, "host",
 					       json_object_new_string(l->devices[i].host));
-			json_object_object_add(
-				dv, "type", json_object_new_string(l->devices[i].block ? "b" : "c"));
+			json_object_object_add(dv, "type", json_object_new_string(type));
 			json_object_object_add(dv, "major",
 					       json_object_new_int64(l->devices[i].major));
 			json_object_object_add(dv, "minor",

@@ -313,7 +313,8 @@ static void reconcile_grants(struct daemon *d, unsigned int *fixes)
 			continue;
 		(void)bpfgate_grant_del(d->bg, keys[i].cgroup_id, &node);
 		log_notice("reconcile: removed grant %c %u:%u of cgroup %llu that no lease holds",
-			   node.block ? 'b' : 'c', keys[i].major, keys[i].minor, (unsigned long long)keys[i].cgroup_id);
+			   node.block ? 'b' : 'c', keys[i].major, keys[i].minor,
+			   (unsigned long long)keys[i].cgroup_id);
 		(*fixes)++;
 	}
 }

@@ -18,10 +18,10 @@
 struct daemon;
 
 struct reload_result {
-	size_t excluded;      /* GPUs excluded now */
-	size_t newly_held;    /* of those, held GPUs that became excluded */
+	size_t excluded;   /* GPUs excluded now */
+	size_t newly_held; /* of those, held GPUs that became excluded */
 	size_t aliases, profiles, device_allow;
-	char restart[512];    /* keys that changed but need a restart, ", " apart */
+	char restart[512]; /* keys that changed but need a restart, ", " apart */
 };
 
 /* why: "SIGHUP" or "devgatectl reload", for the log. DG_E_CONFIG: nothing changed. */

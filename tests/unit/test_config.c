@@ -390,11 +390,12 @@ static void test_take_policy(void **state)
 	char restart[256];
 
 	assert_int_equal(config_init(&next), 0);
-	assert_int_equal(config_parse(&next, "n.conf",
-				      "gpu-allow = 10de:2330\nalias h = 10de:2330\n"
-				      "device-allow = b:7:*\nrecheck-ms = 700\nstate-dir = /srv/x\n",
-				      &err),
-			 0);
+	assert_int_equal(
+		config_parse(&next, "n.conf",
+			     "gpu-allow = 10de:2330\nalias h = 10de:2330\n"
+			     "device-allow = b:7:*\nrecheck-ms = 700\nstate-dir = /srv/x\n",
+			     &err),
+		0);
 	config_take_policy(c, &next, restart, sizeof(restart));
 	assert_string_equal(restart, "state-dir, recheck-ms");
 	assert_int_equal(c->policy.n_allow, 1);

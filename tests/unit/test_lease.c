@@ -48,7 +48,9 @@ static void test_devices_roundtrip(void **state)
 		.name = "loop-control", .host = "/dev/loop-control", .major = 10, .minor = 237
 	};
 	struct lease_device clash = full;
-	struct lease_device disk = { .name = "disk", .host = "/d", .major = 1, .minor = 7, .block = true };
+	struct lease_device disk = {
+		.name = "disk", .host = "/d", .major = 1, .minor = 7, .block = true
+	};
 	struct dg_inventory inv = { 0 };
 	struct dg_node nodes[DG_MAX_NODES];
 	auto_json json_object *o = NULL;
