@@ -84,8 +84,9 @@ static void usage(FILE *f)
 		"      --gpu-allow IDS     grant only GPUs with these PCI vendor:device ids\n"
 		"                          (\"10de:2330,10de:20b0\"); the rest are 'excluded'\n"
 		"      --device-allow DEVS allow grant --device of these host devices that\n"
-		"                          reach past a container (/dev/mem, raw disks...):\n"
-		"                          paths, MAJOR:MINOR or MAJOR:* (\"/dev/loop-control\")\n"
+		"                          reach past a container (/dev/mem, raw disks...)\n"
+		"                          and block devices: paths, MAJOR:MINOR or MAJOR:*,\n"
+		"                          b:MAJOR:MINOR or b:MAJOR:* for block (\"/dev/sdb\")\n"
 		"      --hook-allow-env    let OCI hooks honour NVIDIA_VISIBLE_DEVICES from\n"
 		"                          container images (off: an image must not grant\n"
 		"                          itself GPUs)\n"
@@ -97,7 +98,8 @@ static void usage(FILE *f)
 		"  -h, --help              show this help\n"
 		"  -V, --version           show the version\n"
 		"\n"
-		"devgated runs in the foreground and logs to stderr. See devgated(8).\n",
+		"devgated runs in the foreground and logs to stderr. SIGHUP re-reads the\n"
+		"configuration file's policy and the host's GPUs. See devgated(8).\n",
 		DG_DEFAULT_SOCKET, DG_DEFAULT_STATE_DIR, DG_DEFAULT_PIN_ROOT, DG_DEFAULT_CONFIG);
 }
 
