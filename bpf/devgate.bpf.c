@@ -176,11 +176,14 @@ static __always_inline struct dg_count_val *counter(struct bpf_cgroup_dev_ctx *c
 	return bpf_map_lookup_elem(&dg_counters_v1, &key);
 }
 
-/* A granted non-GPU character device (grant --device); never counted. */
+/*
+ * A granted non-GPU device (grant --device): a character device, or a block
+ * device the admin allowed; the key's type keeps the two apart. Never counted.
+ */
 static __always_inline int device_granted(struct bpf_cgroup_dev_ctx *ctx, __u32 access)
 {
 	struct dg_grant_key key = {
-		.type = DG_DEV_CHAR,
+		.type = ctx->access_type & 0xffff,
 		.major = ctx->major,
 		.minor = ctx->minor,
 	};
@@ -188,7 +191,7 @@ static __always_inline int device_granted(struct bpf_cgroup_dev_ctx *ctx, __u32 
 	__u32 zero = 0;
 	__u32 *any = bpf_map_lookup_elem(&dg_devgrants_v1, &zero);
 
-	if (!any || !*any || (ctx->access_type & 0xffff) != DG_DEV_CHAR)
+	if (!any || !*any)
 		return 0;
 	key.cgroup_id = my_cgroup();
 	grant = bpf_map_lookup_elem(&dg_grants_v1, &key);

@@ -121,7 +121,7 @@ static json_object *node_obj(const struct dg_node *n)
 
 	snprintf(path, sizeof(path), "/dev/%s", n->name);
 	json_object_object_add(o, "path", json_object_new_string(path));
-	json_object_object_add(o, "type", json_object_new_string("c"));
+	json_object_object_add(o, "type", json_object_new_string(n->block ? "b" : "c"));
 	json_object_object_add(o, "major", json_object_new_int64(n->major));
 	json_object_object_add(o, "minor", json_object_new_int64(n->minor));
 	json_object_object_add(o, "permissions", json_object_new_string("m"));

@@ -136,8 +136,9 @@ static void render_list(const struct cli *cli, const union dg_reply *reply)
 			printf("GPU %lld: %s\n", (long long)r->gpus[i].gpu.index,
 			       r->gpus[i].gpu.problem);
 		else if (strcmp(r->gpus[i].state, "excluded") == 0)
-			printf("GPU %lld: not in devgated's gpu-allow list; never granted\n",
-			       (long long)r->gpus[i].gpu.index);
+			printf("GPU %lld: not in devgated's gpu-allow list; never granted%s\n",
+			       (long long)r->gpus[i].gpu.index,
+			       r->gpus[i].n_holders ? " again (held until revoked)" : "");
 	}
 	printf("control nodes:");
 	for (size_t i = 0; i < r->n_control_nodes; i++) {
@@ -229,7 +230,8 @@ static const char grant_help[] =
 	"  -d, --device HOST[:PATH]  a host character device (root only; repeatable):\n"
 	"                         node PATH (default HOST, /dev/NAME) in the container.\n"
 	"                         Devices past the container's walls (/dev/mem, raw\n"
-	"                         disks) only if devgate.conf's device-allow names them\n"
+	"                         disks) and block devices only if devgate.conf's\n"
+	"                         device-allow names them\n"
 	"      --access ACC       what the --device nodes allow: r, w, m (mknod) or a\n"
 	"                         mix (default rw)\n"
 	"      --driver CAPS      also mount the host driver's files of these kinds\n"
@@ -584,9 +586,11 @@ static void describe_devices(const struct dg_lease_info *l, const char *const *o
 		/* Read and write goes without saying; anything else is shown. */
 		const char *acc = only ? NULL : l->devices[i].access;
 		bool odd = acc && strcmp(acc, "rw") != 0;
+		bool block = !only && l->devices[i].type && strcmp(l->devices[i].type, "b") == 0;
 
-		off += (size_t)snprintf(buf + off, len - off, "%sdevice %s%s%s%s", off ? ", " : "",
-					path, odd ? " (" : "", odd ? acc : "", odd ? ")" : "");
+		off += (size_t)snprintf(buf + off, len - off, "%s%sdevice %s%s%s%s",
+					off ? ", " : "", block ? "block " : "", path,
+					odd ? " (" : "", odd ? acc : "", odd ? ")" : "");
 	}
 }
 

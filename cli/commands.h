@@ -20,6 +20,7 @@ int cmd_extend(struct cli *cli, int argc, char **argv);
 int cmd_move(struct cli *cli, int argc, char **argv);
 int cmd_watch(struct cli *cli, int argc, char **argv);
 int cmd_rescan(struct cli *cli, int argc, char **argv);
+int cmd_reload(struct cli *cli, int argc, char **argv);
 int cmd_hook(struct cli *cli, int argc, char **argv);
 void cmd_hook_help(FILE *f, const char *synopsis);
 int cmd_cdi(struct cli *cli, int argc, char **argv);

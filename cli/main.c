@@ -30,6 +30,7 @@ static const struct command commands[] = {
 	{ "queue", "list grants waiting for GPUs (grant --wait)", cmd_queue },
 	{ "watch", "print lease changes as they happen", cmd_watch },
 	{ "rescan", "make devgated re-read the host's GPUs now", cmd_rescan },
+	{ "reload", "make devgated re-read devgate.conf's policy now", cmd_reload },
 	{ "hook", "OCI hook for container runtimes (reads state on stdin)", cmd_hook },
 	{ "cdi", "generate a CDI spec for this host's GPUs", cmd_cdi },
 	{ "metrics", "print devgated's metrics (Prometheus text)", cmd_metrics },

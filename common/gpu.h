@@ -57,6 +57,7 @@ struct dg_node {
 	uint32_t major;
 	uint32_t minor;
 	uint32_t access; /* DG_ACC_* the gate allows; 0: read and write (GPU nodes) */
+	bool block;	 /* a block device (grant --device of an allowed disk); else char */
 };
 
 struct dg_majors {

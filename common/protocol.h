@@ -50,6 +50,7 @@ enum dg_op {
 	DG_OP_EXTEND,
 	DG_OP_MOVE,
 	DG_OP_QUEUE,
+	DG_OP_RELOAD,
 	DG_OP_MAX,
 };
 

@@ -364,6 +364,15 @@ static const struct dg_field queue_fields[] = {
 	DG_OBJS("waiters", struct dg_queue_reply, waiters, n_waiters, &waiter_schema),
 };
 
+static const struct dg_field reload_fields[] = {
+	DG_INT("excluded", struct dg_reload_reply, excluded),
+	DG_INT("newly_held", struct dg_reload_reply, newly_held),
+	DG_INT("aliases", struct dg_reload_reply, aliases),
+	DG_INT("profiles", struct dg_reload_reply, profiles),
+	DG_INT("device_allow", struct dg_reload_reply, device_allow),
+	DG_STR_OPT("restart", struct dg_reload_reply, restart),
+};
+
 #define REPLY(op, type, table)                            \
 	static const struct dg_schema op##_reply_schema = \
 		DG_SCHEMA("reply to '" #op "'", type, table)
@@ -379,6 +388,7 @@ REPLY(rescan, struct dg_rescan_reply, rescan_fields);
 REPLY(extend, struct dg_extend_reply, extend_fields);
 REPLY(move, struct dg_move_reply, move_fields);
 REPLY(queue, struct dg_queue_reply, queue_fields);
+REPLY(reload, struct dg_reload_reply, reload_fields);
 
 /* The one table of operations: what each takes, answers and streams. */
 static const struct dg_op_info op_table[DG_OP_MAX] = {
@@ -399,6 +409,8 @@ static const struct dg_op_info op_table[DG_OP_MAX] = {
 	[DG_OP_EXTEND] = { "extend", &extend_req_schema, &extend_reply_schema, NULL, true },
 	[DG_OP_MOVE] = { "move", &move_req_schema, &move_reply_schema, NULL, true },
 	[DG_OP_QUEUE] = { "queue", &no_args_schema, &queue_reply_schema, NULL, false },
+	/* The admin's policy again, from devgate.conf: the admin's call, like rescan. */
+	[DG_OP_RELOAD] = { "reload", &no_args_schema, &reload_reply_schema, NULL, true },
 };
 
 const struct dg_op_info *dg_op_info(enum dg_op op)

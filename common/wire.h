@@ -219,11 +219,11 @@ struct dg_lease_gpu {
 	bool has_gpu_seconds;
 };
 
-/* A host character device a lease holds (grant --device). */
+/* A host device a lease holds (grant --device): char, or block where allowed. */
 struct dg_lease_device {
 	const char *path; /* in the container: /dev/NAME */
 	const char *host; /* on the host, as granted */
-	const char *type; /* "c" */
+	const char *type; /* "c", or "b" for a block device */
 	int64_t major, minor;
 	const char *access; /* "r", "rw", "rwm" */
 };
@@ -365,6 +365,14 @@ struct dg_rescan_reply {
 	size_t n_changed;
 };
 
+/* What a policy reload put in force (devgatectl reload, SIGHUP). */
+struct dg_reload_reply {
+	int64_t excluded;   /* GPUs excluded now */
+	int64_t newly_held; /* of those, held GPUs it excluded: kept by their leases */
+	int64_t aliases, profiles, device_allow;
+	const char *restart; /* keys that changed but wait for a restart, ", " apart; or NULL */
+};
+
 struct dg_watch_event {
 	/* granted, revoked, released, expired, extended; vanished, restored (GPUs of the lease) */
 	const char *type;
@@ -414,6 +422,7 @@ union dg_reply {
 	struct dg_extend_reply extend;
 	struct dg_move_reply move;
 	struct dg_queue_reply queue;
+	struct dg_reload_reply reload;
 };
 
 union dg_stream_event {

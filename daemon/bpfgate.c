@@ -508,7 +508,7 @@ static struct dg_grant_key grant_key(uint64_t cgid, const struct dg_node *node)
 {
 	return (struct dg_grant_key){
 		.cgroup_id = cgid,
-		.type = DG_DEV_CHAR,
+		.type = node->block ? DG_DEV_BLOCK : DG_DEV_CHAR,
 		.major = node->major,
 		.minor = node->minor,
 	};

@@ -518,6 +518,40 @@ static void print_key(const struct dg_config *c, const struct key *k, FILE *f)
 	}
 }
 
+/* print_key's line for k, to compare two configurations by. */
+static void key_text(const struct dg_config *c, const struct key *k, char *buf, size_t len)
+{
+	FILE *f = fmemopen(buf, len, "w");
+
+	buf[0] = '\0';
+	if (f) {
+		print_key(c, k, f);
+		fclose(f);
+	}
+}
+
+void config_take_policy(struct dg_config *c, struct dg_config *from, char *restart, size_t len)
+{
+	size_t off = 0;
+
+	restart[0] = '\0';
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+		char was[LINE_MAX_LEN + 64], now[LINE_MAX_LEN + 64];
+
+		if (keys[i].type == K_ALLOW || keys[i].type == K_DEVALLOW || off >= len)
+			continue;
+		key_text(c, &keys[i], was, sizeof(was));
+		key_text(from, &keys[i], now, sizeof(now));
+		if (strcmp(was, now) != 0)
+			off += (size_t)snprintf(restart + off, len - off, "%s%s", off ? ", " : "",
+						keys[i].name);
+	}
+	policy_free(&c->policy);
+	c->policy = from->policy;
+	from->policy = (struct dg_policy){ 0 };
+	c->device_allow = from->device_allow;
+}
+
 void config_print(const struct dg_config *c, FILE *f)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(keys); i++)

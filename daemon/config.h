@@ -38,6 +38,13 @@ int config_parse(struct dg_config *c, const char *name, const char *text, struct
 /* Reads and applies a file; a missing one is fine unless required. */
 int config_load(struct dg_config *c, const char *path, bool required, struct dg_error *err);
 
+/*
+ * A reload: moves from's policy (gpu-allow, aliases, profiles,
+ * device-allow) into c. The other keys stay as they are (they take effect
+ * at the next start); those that differ are named in restart, ", " apart.
+ */
+void config_take_policy(struct dg_config *c, struct dg_config *from, char *restart, size_t len);
+
 /* The effective settings, in the file format (every key, one a line). */
 void config_print(const struct dg_config *c, FILE *f);
 

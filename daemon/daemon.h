@@ -72,6 +72,8 @@ struct daemon_hooks {
 	void (*lease_expired)(struct daemon *d, uint64_t cgid);
 	/* A denied access read from the BPF ring (events.c). */
 	void (*denied)(struct daemon *d, const struct dg_denied_event *ev);
+	/* Defaults, devgate.conf, the command line into c, as at start (main.c); for reload.c. */
+	int (*load_config)(struct dg_config *c, struct dg_error *err);
 };
 
 struct daemon {

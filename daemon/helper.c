@@ -158,6 +158,11 @@ static void dir_close(int fd, int devfd)
 static void inspect_in(int devfd, const char *name, const struct dg_node *node,
 		       struct node_result *res);
 
+static mode_t node_type(const struct dg_node *node)
+{
+	return node->block ? S_IFBLK : S_IFCHR;
+}
+
 /* node_dir() of an existing node: a missing directory is a missing node (in res). */
 static int existing_dir(int devfd, const struct dg_node *node, const char **name,
 			struct node_result *res)
@@ -192,7 +197,7 @@ static void inspect_in(int devfd, const char *name, const struct dg_node *node,
 		res->err = errno == ENOENT ? 0 : errno;
 		return;
 	}
-	if (S_ISCHR(st.st_mode) && major(st.st_rdev) == node->major &&
+	if ((st.st_mode & S_IFMT) == node_type(node) && major(st.st_rdev) == node->major &&
 	    minor(st.st_rdev) == node->minor) {
 		res->status = NODE_PRESENT;
 		return;
@@ -209,7 +214,7 @@ static int place_node(int devfd, const char *name, const struct dg_node *node,
 {
 	if (o->bind)
 		return bind_node(devfd, name, o, tree);
-	if (mknodat(devfd, name, S_IFCHR | o->mode, makedev(node->major, node->minor)) < 0)
+	if (mknodat(devfd, name, node_type(node) | o->mode, makedev(node->major, node->minor)) < 0)
 		return -errno;
 	if ((o->uid || o->gid) && fchownat(devfd, name, o->uid, o->gid, AT_SYMLINK_NOFOLLOW) < 0)
 		return -errno;
@@ -233,7 +238,8 @@ static void make_in(int devfd, const char *name, const struct dg_node *node,
 	}
 	res->status = NODE_CREATED;
 	/* Check what the path holds now; the container may have swapped it. */
-	if (fstatat(devfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISCHR(st.st_mode) ||
+	if (fstatat(devfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    (st.st_mode & S_IFMT) != node_type(node) ||
 	    st.st_rdev != makedev(node->major, node->minor) || (st.st_mode & 07777) != o->mode) {
 		res->status = NODE_FAILED;
 		res->err = EIO;

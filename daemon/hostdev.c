@@ -80,7 +80,8 @@ const char *hostdev_breakout(dev_t rdev, const char *proc_devices)
 static int bad_allow(const char *item, struct dg_error *err)
 {
 	dg_error_set(err, DG_E_INVALID, EINVAL,
-		     "'%s' is not a device: give an absolute host path, MAJOR:MINOR or MAJOR:*",
+		     "'%s' is not a device: give an absolute host path, MAJOR:MINOR or MAJOR:* "
+		     "(b:MAJOR:MINOR or b:MAJOR:* for a block device)",
 		     item);
 	return -EINVAL;
 }
@@ -92,7 +93,11 @@ static int allow_entry(const char *item, struct hostdev_allow_entry *e, struct d
 	unsigned long maj, min;
 
 	*e = (struct hostdev_allow_entry){ .minor = ANY_MINOR };
-	if (item[0] == '/') {
+	if (strncmp(item, "b:", 2) == 0) {
+		e->block = true;
+		item += 2;
+	}
+	if (item[0] == '/' && !e->block) {
 		if (strlen(item) >= sizeof(e->path))
 			return bad_allow(item, err);
 		snprintf(e->path, sizeof(e->path), "%s", item);
@@ -101,14 +106,14 @@ static int allow_entry(const char *item, struct hostdev_allow_entry *e, struct d
 	errno = 0;
 	maj = strtoul(item, &end, 10);
 	if (end == item || *end != ':' || errno || maj > 4095 || item[0] == '-')
-		return bad_allow(item, err);
+		return bad_allow(item - (e->block ? 2 : 0), err);
 	e->major = (uint32_t)maj;
 	if (strcmp(end + 1, "*") == 0)
 		return 0;
 	m = end + 1;
 	min = strtoul(m, &end, 10);
 	if (end == m || *end || errno || min > 0xfffff || m[0] == '-')
-		return bad_allow(item, err);
+		return bad_allow(item - (e->block ? 2 : 0), err);
 	e->minor = (int64_t)min;
 	return 0;
 }
@@ -139,31 +144,37 @@ void hostdev_allow_text(const struct hostdev_allow *a, char *buf, size_t len)
 	buf[0] = '\0';
 	for (size_t i = 0; i < a->n && off < len; i++) {
 		const struct hostdev_allow_entry *e = &a->e[i];
-		const char *sep = i ? ", " : "";
+		const char *sep = i ? ", " : "", *b = e->block ? "b:" : "";
 		int w;
 
 		if (e->path[0])
 			w = snprintf(buf + off, len - off, "%s%s", sep, e->path);
 		else if (e->minor == ANY_MINOR)
-			w = snprintf(buf + off, len - off, "%s%u:*", sep, e->major);
+			w = snprintf(buf + off, len - off, "%s%s%u:*", sep, b, e->major);
 		else
-			w = snprintf(buf + off, len - off, "%s%u:%" PRId64, sep, e->major,
+			w = snprintf(buf + off, len - off, "%s%s%u:%" PRId64, sep, b, e->major,
 				     e->minor);
 		off += w > 0 ? (size_t)w : 0;
 	}
 }
 
-/* A path entry names the node it leads to now: a symlink or a moved node still matches. */
-static bool allowed(const struct hostdev_allow *a, dev_t rdev)
+/*
+ * A path entry names the node it leads to now: a symlink or a moved node
+ * still matches. Numbers are a char device's unless written b:MAJ:MIN.
+ */
+static bool allowed(const struct hostdev_allow *a, dev_t rdev, bool block)
 {
+	mode_t type = block ? S_IFBLK : S_IFCHR;
+
 	for (size_t i = 0; i < a->n; i++) {
 		const struct hostdev_allow_entry *e = &a->e[i];
 		struct stat st;
 
 		if (e->path[0]) {
-			if (stat(e->path, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == rdev)
+			if (stat(e->path, &st) == 0 && (st.st_mode & S_IFMT) == type &&
+			    st.st_rdev == rdev)
 				return true;
-		} else if (e->major == major(rdev) &&
+		} else if (e->block == block && e->major == major(rdev) &&
 			   (e->minor == ANY_MINOR || e->minor == (int64_t)minor(rdev))) {
 			return true;
 		}
@@ -218,28 +229,43 @@ static int host_node(const char *host, struct stat *st, struct dg_error *err)
 		dg_error_hint(err, "name a character device node on the host, e.g. /dev/full");
 		return r;
 	}
-	if (S_ISBLK(st->st_mode)) {
-		dg_error_set(err, DG_E_INVALID, ENOTSUP, "device '%s' is a block device", host);
-		dg_error_hint(err, "devgate grants character devices only; give disks to a "
-				   "container through its runtime's configuration");
-		return -ENOTSUP;
-	}
-	if (!S_ISCHR(st->st_mode)) {
-		dg_error_set(err, DG_E_INVALID, ENODEV, "'%s' is not a character device", host);
+	if (!S_ISCHR(st->st_mode) && !S_ISBLK(st->st_mode)) {
+		dg_error_set(err, DG_E_INVALID, ENODEV, "'%s' is not a device node", host);
 		dg_error_hint(err, "name a character device node on the host, e.g. /dev/full");
 		return -ENODEV;
 	}
 	return 0;
 }
 
-/* Refuses GPU-class nodes (devgate's own) and nodes past the container the admin did not allow. */
-static int check_kind(const char *host, dev_t rdev, const struct dg_inventory *inv,
+/* A disk reaches the host's data: granted only where device-allow names it. */
+static int check_block(const char *host, dev_t rdev, const struct hostdev_allow *allow,
+		       struct dg_error *err)
+{
+	if (allowed(allow, rdev, true))
+		return 0;
+	dg_error_set(err, DG_E_PERM, EPERM,
+		     "device '%s' (b %u:%u) is a block device: devgate grants disks only where "
+		     "the admin allows them",
+		     host, major(rdev), minor(rdev));
+	dg_error_hint(err, "the admin names it in devgate.conf: device-allow = %s (or b:%u:%u)",
+		      host, major(rdev), minor(rdev));
+	return -EPERM;
+}
+
+/*
+ * Refuses GPU-class nodes (devgate's own), block devices and character
+ * devices past the container that the admin did not allow.
+ */
+static int check_kind(const char *host, const struct stat *st, const struct dg_inventory *inv,
 		      const struct hostdev_allow *allow, struct dg_error *err)
 {
+	dev_t rdev = st->st_rdev;
 	uint32_t maj = major(rdev);
 	auto_free char *proc_devices = NULL;
 	const char *what;
 
+	if (S_ISBLK(st->st_mode))
+		return check_block(host, rdev, allow, err);
 	if (inventory_guards(inv, maj, minor(rdev))) {
 		dg_error_set(err, DG_E_INVALID, EINVAL,
 			     "device '%s' (%u:%u) is a GPU-class device devgate manages", host, maj,
@@ -249,7 +275,7 @@ static int check_kind(const char *host, dev_t rdev, const struct dg_inventory *i
 	}
 	(void)read_file_at(AT_FDCWD, "/proc/devices", 1 << 16, &proc_devices, NULL);
 	what = hostdev_breakout(rdev, proc_devices);
-	if (what && !allowed(allow, rdev)) {
+	if (what && !allowed(allow, rdev, false)) {
 		dg_error_set(err, DG_E_PERM, EPERM,
 			     "device '%s' (%u:%u) is %s: a container holding it reaches past "
 			     "its walls",
@@ -290,9 +316,10 @@ int hostdev_parse(const char *spec, const struct dg_inventory *inv,
 	if (r == 0)
 		r = host_node(dev.host, &st, err);
 	if (r == 0)
-		r = check_kind(dev.host, st.st_rdev, inv, allow, err);
+		r = check_kind(dev.host, &st, inv, allow, err);
 	if (r < 0)
 		return r;
+	dev.block = S_ISBLK(st.st_mode);
 	dev.major = major(st.st_rdev);
 	dev.minor = minor(st.st_rdev);
 	*ret = dev;

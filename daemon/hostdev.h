@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Host character devices granted by path (grant --device HOST[:PATH]), the
- * way lxc-device add does. devgated reads the numbers from the host node
- * itself; the client names only paths.
+ * Host devices granted by path (grant --device HOST[:PATH]), the way
+ * lxc-device add does. devgated reads the numbers and the type from the
+ * host node itself; the client names only paths. Block devices (disks)
+ * only where the admin's device-allow names them.
  *
  * Some character devices reach past any container: host memory (/dev/mem,
  * /dev/kmem), I/O ports, CPU registers, raw disk commands, the control nodes
@@ -21,9 +22,13 @@
 
 #define HOSTDEV_MAX_ALLOW 32
 
-/* One device-allow entry: a host path (compared by the node it names) or numbers. */
+/*
+ * One device-allow entry: a host path (compared by the node it names, char
+ * or block) or numbers, a char device's or with "b:" a block device's.
+ */
 struct hostdev_allow_entry {
 	char path[128]; /* "" when by numbers */
+	bool block;	/* numbers of a block device (b:MAJ:MIN) */
 	uint32_t major;
 	int64_t minor; /* -1: any minor of major */
 };
@@ -33,7 +38,7 @@ struct hostdev_allow {
 	size_t n;
 };
 
-/* "/dev/mem, 1:4, 21:*"; empty: no list. Replaces the list. DG_E_INVALID. */
+/* "/dev/mem, 1:4, 21:*, b:7:*"; empty: no list. Replaces the list. DG_E_INVALID. */
 int hostdev_set_allow(struct hostdev_allow *a, const char *value, struct dg_error *err);
 /* The list as the file writes it; "" for none. */
 void hostdev_allow_text(const struct hostdev_allow *a, char *buf, size_t len);
@@ -54,9 +59,10 @@ int hostdev_access_parse(const char *s, uint32_t *ret, struct dg_error *err);
  * followed by '/', so "/dev/char/1:7" is a HOST alone. HOST: an absolute
  * host path, symlinks followed, to a character device that is not of a
  * GPU-class major (majors) and, unless allow names it, not one that
- * reaches past the container. PATH (default: HOST): /dev/NAME with one
- * component NAME, not "nvidia*" (GPU nodes' names). access: DG_ACC_* bits
- * the gate allows. DG_E_INVALID or DG_E_PERM otherwise.
+ * reaches past the container; or to a block device allow names. PATH
+ * (default: HOST): /dev/NAME with one component NAME, not "nvidia*" (GPU
+ * nodes' names). access: DG_ACC_* bits the gate allows. DG_E_INVALID or
+ * DG_E_PERM otherwise.
  */
 int hostdev_parse(const char *spec, const struct dg_inventory *inv,
 		  const struct hostdev_allow *allow, uint32_t access, struct lease_device *ret,

@@ -542,7 +542,8 @@ int lease_add_device(struct lease *l, const struct lease_device *dev)
 	for (size_t i = 0; i < l->n_devices; i++) {
 		const struct lease_device *o = &l->devices[i];
 		bool same_name = strcmp(o->name, dev->name) == 0;
-		bool same_dev = o->major == dev->major && o->minor == dev->minor;
+		bool same_dev = o->major == dev->major && o->minor == dev->minor &&
+				o->block == dev->block;
 
 		/* The same device again: only its access may change. */
 		if (same_name && same_dev) {
@@ -586,6 +587,7 @@ static size_t device_nodes(const struct lease *l, struct dg_node *out, size_t n,
 			.major = l->devices[i].major,
 			.minor = l->devices[i].minor,
 			.access = l->devices[i].access,
+			.block = l->devices[i].block,
 		};
 		snprintf(node->name, sizeof(node->name), "%s", l->devices[i].name);
 	}
@@ -835,13 +837,14 @@ json_object *lease_to_json(const struct lease *l)
 
 		for (size_t i = 0; i < l->n_devices; i++) {
 			json_object *dv = json_object_new_object();
+			const char *type = l->devices[i].block ? "b" : "c";
 			char path[40];
 
 			snprintf(path, sizeof(path), "/dev/%s", l->devices[i].name);
 			json_object_object_add(dv, "path", json_object_new_string(path));
 			json_object_object_add(dv, "host",
 					       json_object_new_string(l->devices[i].host));
-			json_object_object_add(dv, "type", json_object_new_string("c"));
+			json_object_object_add(dv, "type", json_object_new_string(type));
 			json_object_object_add(dv, "major",
 					       json_object_new_int64(l->devices[i].major));
 			json_object_object_add(dv, "minor",
@@ -1045,12 +1048,17 @@ static int devices_from_json(json_object *arr, struct lease *l, char *why, size_
 			return -EINVAL;
 		}
 		snprintf(dev.host, sizeof(dev.host), "%s", s);
-		if (want(dv, "type", json_type_string, false, &v, why, len) < 0)
+		/* Older records may lack it: char, the only type they could hold. */
+		v = NULL;
+		if (json_object_object_get_ex(dv, "type", NULL) &&
+		    want(dv, "type", json_type_string, false, &v, why, len) < 0)
 			return -EINVAL;
-		if (strcmp(json_object_get_string(v), "c") != 0) {
-			snprintf(why, len, "device type must be \"c\"");
+		s = v ? json_object_get_string(v) : "c";
+		if (strcmp(s, "c") != 0 && strcmp(s, "b") != 0) {
+			snprintf(why, len, "device type must be \"c\" or \"b\"");
 			return -EINVAL;
 		}
+		dev.block = s[0] == 'b';
 		if (want_u32(dv, "major", 4095, &dev.major, why, len) < 0 ||
 		    want_u32(dv, "minor", 1048575, &dev.minor, why, len) < 0)
 			return -EINVAL;

@@ -45,6 +45,7 @@ struct lease_device {
 	uint32_t major;
 	uint32_t minor;
 	uint32_t access; /* DG_ACC_* (grant --access); 0: read and write */
+	bool block;	 /* a block device; records without "type" are char */
 };
 
 struct lease {

@@ -38,6 +38,7 @@
 #include "policy.h"
 #include "protocol.h"
 #include "reconcile.h"
+#include "reload.h"
 #include "rescan.h"
 #include "server.h"
 #include "state.h"
@@ -84,8 +85,9 @@ static void usage(FILE *f)
 		"      --gpu-allow IDS     grant only GPUs with these PCI vendor:device ids\n"
 		"                          (\"10de:2330,10de:20b0\"); the rest are 'excluded'\n"
 		"      --device-allow DEVS allow grant --device of these host devices that\n"
-		"                          reach past a container (/dev/mem, raw disks...):\n"
-		"                          paths, MAJOR:MINOR or MAJOR:* (\"/dev/loop-control\")\n"
+		"                          reach past a container (/dev/mem, raw disks...)\n"
+		"                          and block devices: paths, MAJOR:MINOR or MAJOR:*,\n"
+		"                          b:MAJOR:MINOR or b:MAJOR:* for block (\"/dev/sdb\")\n"
 		"      --hook-allow-env    let OCI hooks honour NVIDIA_VISIBLE_DEVICES from\n"
 		"                          container images (off: an image must not grant\n"
 		"                          itself GPUs)\n"
@@ -97,7 +99,8 @@ static void usage(FILE *f)
 		"  -h, --help              show this help\n"
 		"  -V, --version           show the version\n"
 		"\n"
-		"devgated runs in the foreground and logs to stderr. See devgated(8).\n",
+		"devgated runs in the foreground and logs to stderr. SIGHUP re-reads the\n"
+		"configuration file's policy and the host's GPUs. See devgated(8).\n",
 		DG_DEFAULT_SOCKET, DG_DEFAULT_STATE_DIR, DG_DEFAULT_PIN_ROOT, DG_DEFAULT_CONFIG);
 }
 
@@ -204,6 +207,9 @@ static int parse_args(int argc, char **argv, struct args *a)
 	return r;
 }
 
+/* The command line, kept for reloads: its settings stay over the file's. */
+static struct args cmdline;
+
 /* Defaults, then the file, then the command line. */
 static int configure(struct dg_config *c, const struct args *a, struct dg_error *err)
 {
@@ -217,6 +223,11 @@ static int configure(struct dg_config *c, const struct args *a, struct dg_error 
 			dg_error_set(err, e.code, r, "--%s: %s", a->set[i].key, e.message);
 	}
 	return r;
+}
+
+static int load_config(struct dg_config *c, struct dg_error *err)
+{
+	return configure(c, &cmdline, err);
 }
 
 /* Capabilities devgated works with; everything else is dropped at start. */
@@ -314,7 +325,11 @@ static void handle_signal(struct daemon *d)
 	while (read(d->signal_fd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
 			struct dg_error err = { 0 };
+			struct reload_result res;
 
+			/* The policy first: the rescan applies it to what it finds. */
+			(void)reload_run(d, "SIGHUP", &res, &err);
+			err = (struct dg_error){ 0 };
 			if (rescan_run(d, "SIGHUP", NULL, NULL, &err) < 0)
 				log_warning("SIGHUP: cannot re-read the GPU inventory: %s",
 					    err.message);
@@ -661,18 +676,19 @@ int main(int argc, char **argv)
 			.cgroup_ended = grant_release,
 			.lease_expired = grant_expire,
 			.denied = on_denied,
+			.load_config = load_config,
 		},
 	};
 	struct dg_error err = { 0 };
-	struct args args = { 0 };
+	struct args *args = &cmdline;
 	int r;
 
 	log_init("devgated", LOG_INFO);
 	if (config_init(&d.cfg) < 0)
 		return dg_code_info(DG_E_INTERNAL)->exit_code;
-	r = parse_args(argc, argv, &args);
+	r = parse_args(argc, argv, args);
 	if (r == 0)
-		r = configure(&d.cfg, &args, &err);
+		r = configure(&d.cfg, args, &err);
 	if (r != 0) {
 		if (err.message[0])
 			log_error("%s", err.message);
@@ -681,7 +697,7 @@ int main(int argc, char **argv)
 		config_free(&d.cfg);
 		return r > 0 ? 0 : dg_code_info(err.code ? err.code : DG_E_INVALID)->exit_code;
 	}
-	if (args.check) {
+	if (args->check) {
 		config_print(&d.cfg, stdout);
 		config_free(&d.cfg);
 		return 0;

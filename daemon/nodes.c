@@ -176,8 +176,9 @@ static int node_tree(const struct dg_node *node, const struct helper_job *job)
 	char name[32];
 	int fd;
 
-	snprintf(name, sizeof(name), "%u:%u", node->major, node->minor);
-	if (mknodat(node_src, name, S_IFCHR, makedev(node->major, node->minor)) < 0 &&
+	snprintf(name, sizeof(name), "%c%u:%u", node->block ? 'b' : 'c', node->major, node->minor);
+	if (mknodat(node_src, name, node->block ? S_IFBLK : S_IFCHR,
+		    makedev(node->major, node->minor)) < 0 &&
 	    errno != EEXIST)
 		return -errno;
 	/* Mode and owner set every time: one node serves every container. */

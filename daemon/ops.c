@@ -10,6 +10,7 @@
 #include "metrics.h"
 #include "ops.h"
 #include "peer.h"
+#include "reload.h"
 #include "rescan.h"
 #include "util.h"
 #include "version.h"
@@ -135,6 +136,29 @@ static int op_rescan(struct daemon *d, const struct dg_request *req, union dg_re
 	return rescan_run(d, "devgatectl rescan", &reply->rescan, a, err);
 }
 
+static int op_reload(struct daemon *d, const struct dg_request *req, union dg_reply *reply,
+		     struct dg_arena *a, struct dg_error *err)
+{
+	struct dg_reload_reply *out = &reply->reload;
+	struct reload_result res;
+	int r = reload_run(d, "devgatectl reload", &res, err);
+
+	(void)req;
+	if (r < 0)
+		return r;
+	*out = (struct dg_reload_reply){
+		.excluded = (int64_t)res.excluded,
+		.newly_held = (int64_t)res.newly_held,
+		.aliases = (int64_t)res.aliases,
+		.profiles = (int64_t)res.profiles,
+		.device_allow = (int64_t)res.device_allow,
+		.restart = res.restart[0] ? dg_arena_strdup(a, res.restart) : NULL,
+	};
+	if (res.restart[0] && !out->restart)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	return 0;
+}
+
 static int op_extend(struct daemon *d, const struct dg_request *req, union dg_reply *reply,
 		     struct dg_arena *a, struct dg_error *err)
 {
@@ -222,6 +246,7 @@ static const op_fn handlers[DG_OP_MAX] = {
 	[DG_OP_REVOKE] = op_revoke,   [DG_OP_STATUS] = op_status, [DG_OP_WATCH] = op_watch,
 	[DG_OP_METRICS] = op_metrics, [DG_OP_EVENTS] = op_events, [DG_OP_RESCAN] = op_rescan,
 	[DG_OP_EXTEND] = op_extend,   [DG_OP_MOVE] = op_move,	  [DG_OP_QUEUE] = op_queue,
+	[DG_OP_RELOAD] = op_reload,
 };
 
 bool ops_streams(const struct dg_request *req)

@@ -290,7 +290,7 @@ static bool lease_has_node(struct daemon *d, const struct lease *l, const struct
 
 	for (size_t i = 0; i < n; i++) {
 		if (nodes[i].major == k->major && nodes[i].minor == k->minor &&
-		    k->type == DG_DEV_CHAR)
+		    k->type == (nodes[i].block ? DG_DEV_BLOCK : DG_DEV_CHAR))
 			return true;
 	}
 	return false;
@@ -305,13 +305,16 @@ static void reconcile_grants(struct daemon *d, unsigned int *fixes)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		const struct lease *l = lease_table_find(&d->leases, keys[i].cgroup_id);
-		struct dg_node node = { .major = keys[i].major, .minor = keys[i].minor };
+		struct dg_node node = { .major = keys[i].major,
+					.minor = keys[i].minor,
+					.block = keys[i].type == DG_DEV_BLOCK };
 
 		if (l && lease_has_node(d, l, &keys[i]))
 			continue;
 		(void)bpfgate_grant_del(d->bg, keys[i].cgroup_id, &node);
-		log_notice("reconcile: removed grant %u:%u of cgroup %llu that no lease holds",
-			   keys[i].major, keys[i].minor, (unsigned long long)keys[i].cgroup_id);
+		log_notice("reconcile: removed grant %c %u:%u of cgroup %llu that no lease holds",
+			   node.block ? 'b' : 'c', keys[i].major, keys[i].minor,
+			   (unsigned long long)keys[i].cgroup_id);
 		(*fixes)++;
 	}
 }

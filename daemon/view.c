@@ -104,7 +104,7 @@ static int view_devices(const struct lease *l, struct dg_lease_info *out, struct
 		*v = (struct dg_lease_device){
 			.path = dg_arena_strdup(a, path),
 			.host = dg_arena_strdup(a, l->devices[i].host),
-			.type = "c",
+			.type = l->devices[i].block ? "b" : "c",
 			.major = l->devices[i].major,
 			.minor = l->devices[i].minor,
 			.access = dg_arena_strdup(a, access),

@@ -128,13 +128,13 @@ devflag() {
 	touch "$DG_TMP/file"
 	ln -s "$DG_TMP/file" "$DG_TMP/filelink"
 	mknod "$DG_TMP/gpu" c 195 0
-	run -2 dg grant --pid "$CPID" --device "$DG_TMP/blk:/dev/blk"
-	[[ "$output" == *"is a block device"* ]]
-	[[ "$output" == *"hint: devgate grants character devices only"* ]]
+	run -4 dg grant --pid "$CPID" --device "$DG_TMP/blk:/dev/blk"
+	[[ "$output" == *"(b 7:0) is a block device: devgate grants disks only where the admin allows them"* ]]
+	[[ "$output" == *"hint: the admin names it in devgate.conf: device-allow = $DG_TMP/blk (or b:7:0)"* ]]
 	run -2 dg grant --pid "$CPID" --device "$DG_TMP/file:/dev/file"
-	[[ "$output" == *"'$DG_TMP/file' is not a character device"* ]]
+	[[ "$output" == *"'$DG_TMP/file' is not a device node"* ]]
 	run -2 dg grant --pid "$CPID" --device "$DG_TMP/filelink:/dev/file"
-	[[ "$output" == *"is not a character device"* ]]
+	[[ "$output" == *"is not a device node"* ]]
 	run -2 dg grant --pid "$CPID" --device "$DG_TMP/gpu:/dev/gpu"
 	[[ "$output" == *"(195:0) is a GPU-class device devgate manages"* ]]
 	[[ "$output" == *"hint: grant GPUs with --gpu"* ]]
@@ -155,7 +155,7 @@ devflag() {
 	run -2 dg grant --pid "$CPID" --device dev/full
 	[[ "$output" == *"the host path must be absolute"* ]]
 	# One bad device spoils the whole request, GPUs included.
-	run -2 dg grant --pid "$CPID" --gpu 0 --device $LC --device "$DG_TMP/blk:/dev/blk"
+	run -4 dg grant --pid "$CPID" --gpu 0 --device $LC --device "$DG_TMP/blk:/dev/blk"
 	[ "$(grants_of "$DG_CGROOT/$CID")" = 0 ]
 	no_leases
 	run -1 probe "$CID" /dev/blk /dev/nvidia0
@@ -347,4 +347,153 @@ crash_at() {
 	run -2 "$DEVGATE_BUILD/devgated" --check-config --device-allow "21:x" \
 		--host-root "$DG_HOST" --state-dir "$DG_TMP/state" --pin-root "$DG_PINS"
 	[[ "$output" == *"'21:x' is not a device: give an absolute host path, MAJOR:MINOR or MAJOR:*"* ]]
+}
+
+# A block major no driver holds here: an allowed open gives ENXIO, as a GPU's does.
+free_blk_major() {
+	local m
+	for m in 240 241 242 243 244; do
+		sed -n '/^Block devices:/,$p' /proc/devices | grep -q "^ *$m " || {
+			echo "$m"
+			return 0
+		}
+	done
+	return 1
+}
+
+# blk_key_type CGROUP: the type field of the cgroup's one grant key (1 block, 2 char).
+blk_key_type() {
+	local id
+	id=$(stat -c %i "$1")
+	bpftool -j map dump pinned "$DG_PINS/dg_grants_v1" |
+		jq "[.[] | select(.formatted.key.cgroup_id == $id) | .formatted.key.type] | .[0]"
+}
+
+@test "a block device: refused unless device-allow names it; the gate tells block from char" {
+	container c
+	M=$(free_blk_major)
+	mknod "$DG_TMP/disk" b "$M" 0
+	# The same numbers as char nodes, in the container (made by root) and on the host.
+	mknod -m 666 "$DG_TMP/c/rootfs/cdisk" c "$M" 0
+	mknod -m 666 "$DG_TMP/c/rootfs/bdisk" b "$M" 0
+	run -1 probe "$CID" /cdisk /bdisk
+	[ "${lines[0]}" = "/cdisk EPERM" ]
+	[ "${lines[1]}" = "/bdisk EPERM" ]
+
+	# No device-allow: refused, nothing changed.
+	run -4 dg grant --pid "$CPID" --device "$DG_TMP/disk:/dev/disk"
+	[[ "$output" == *"device '$DG_TMP/disk' (b $M:0) is a block device"* ]]
+	[[ "$output" == *"hint: the admin names it in devgate.conf: device-allow = $DG_TMP/disk"* ]]
+	no_leases
+	[ "$(grants_of "$DG_CGROOT/$CID")" = 0 ]
+	[ "$(devflag)" = 0 ]
+	run -1 probe "$CID" /dev/disk
+	[ "$output" = "/dev/disk ENOENT" ]
+	# Numbers without b: are a char device's: they do not allow the disk.
+	stop_daemon
+	start_daemon --device-allow "$M:0"
+	run -4 dg grant --pid "$CPID" --device "$DG_TMP/disk:/dev/disk"
+	no_leases
+
+	stop_daemon
+	start_daemon --device-allow "b:$M:*"
+	run -0 dg grant --pid "$CPID" --device "$DG_TMP/disk:/dev/disk"
+	[[ "$output" == *"/dev/disk"*"created"* ]]
+	[ "$(blk_key_type "$DG_CGROOT/$CID")" = 1 ] # BPF_DEVCG_DEV_BLOCK
+	[ "$(devflag)" = 1 ]
+	# ENXIO: the gate let the block open through; the char node with the same
+	# numbers stays denied, and so does a block node of another minor.
+	mknod -m 666 "$DG_TMP/c/rootfs/bdisk1" b "$M" 1
+	run -1 probe "$CID" /dev/disk /bdisk /cdisk /bdisk1
+	[ "${lines[0]}" = "/dev/disk ENXIO" ]
+	[ "${lines[1]}" = "/bdisk ENXIO" ]
+	[ "${lines[2]}" = "/cdisk EPERM" ]
+	[ "${lines[3]}" = "/bdisk1 EPERM" ]
+	run -0 dg_runc exec "$CID" stat -c '%F %t:%T %a' /dev/disk
+	[ "$output" = "block special file $(printf %x "$M"):0 666" ]
+	run -0 dg --json status
+	[ "$(echo "$output" | jq -c '.leases[0].devices[0] | [.type, .major, .minor]')" = "[\"b\",$M,0]" ]
+	run -0 dg status
+	[[ "$output" == *"block device /dev/disk"* ]]
+	record=$(ls "$DG_TMP/state/leases/"*.json)
+	[ "$(jq -r '.devices[0].type' "$record")" = b ]
+
+	# A restart keeps it: the record reads back as block, the key stays block.
+	stop_daemon
+	run -1 probe "$CID" /dev/disk /cdisk
+	[ "${lines[0]}" = "/dev/disk ENXIO" ]
+	start_daemon --device-allow "b:$M:*"
+	[ "$(blk_key_type "$DG_CGROOT/$CID")" = 1 ]
+	[ "$(grants_of "$DG_CGROOT/$CID")" = 1 ]
+	run -1 probe "$CID" /dev/disk /cdisk
+	[ "${lines[0]}" = "/dev/disk ENXIO" ]
+	[ "${lines[1]}" = "/cdisk EPERM" ]
+	run -0 dg --json status
+	[ "$(echo "$output" | jq -r '.leases[0].devices[0].type')" = b ]
+
+	run -0 dg revoke --pid "$CPID"
+	[[ "$output" == *"/dev/disk"*"removed"* ]]
+	run -1 probe "$CID" /dev/disk /bdisk
+	[ "${lines[0]}" = "/dev/disk ENOENT" ]
+	[ "${lines[1]}" = "/bdisk EPERM" ]
+	[ "$(grants_of "$DG_CGROOT/$CID")" = 0 ]
+	[ "$(devflag)" = 0 ]
+	no_leases
+}
+
+@test "a block device allowed by path; a record without a type reads as char" {
+	container c
+	M=$(free_blk_major)
+	mknod "$DG_TMP/disk" b "$M" 3
+	mknod "$DG_TMP/other" b "$M" 4
+	stop_daemon
+	start_daemon --device-allow "$DG_TMP/disk"
+	run -4 dg grant --pid "$CPID" --device "$DG_TMP/other:/dev/other"
+	[[ "$output" == *"(b $M:4) is a block device"* ]]
+	run -0 dg grant --pid "$CPID" --device "$DG_TMP/disk:/dev/disk" --device $LC
+	run -0 probe "$CID" $LC
+	run -1 probe "$CID" /dev/disk
+	[ "$output" = "/dev/disk ENXIO" ]
+	run -0 dg revoke --pid "$CPID" --device /dev/disk
+
+	# Records written before block devices lack the type: char.
+	record=$(ls "$DG_TMP/state/leases/"*.json)
+	stop_daemon
+	jq 'del(.devices[0].type)' "$record" >"$record.new"
+	mv "$record.new" "$record"
+	start_daemon
+	run -0 dg --json status
+	[ "$(echo "$output" | jq -c '.leases[0].devices[0] | [.path, .type]')" = '["/dev/loop-control","c"]' ]
+	run -0 probe "$CID" $LC
+}
+
+@test "reload: device-allow takes effect for the next grant; a held disk stays until revoked" {
+	M=$(free_blk_major)
+	mknod "$DG_TMP/disk" b "$M" 0
+	printf '%s\n' "# no device-allow" >"$DG_TMP/devgate.conf"
+	stop_daemon
+	start_daemon --config "$DG_TMP/devgate.conf"
+	container c
+	run -4 dg grant --pid "$CPID" --device "$DG_TMP/disk:/dev/disk"
+	no_leases
+
+	printf '%s\n' "device-allow = b:$M:0" >"$DG_TMP/devgate.conf"
+	kill -HUP "$DG_DAEMON_PID"
+	wait_until 5 grep -q "SIGHUP: policy reloaded:.*1 device-allow entries" "$DG_TMP/daemon.log"
+	run -0 dg grant --pid "$CPID" --device "$DG_TMP/disk:/dev/disk"
+	run -1 probe "$CID" /dev/disk
+	[ "$output" = "/dev/disk ENXIO" ]
+
+	# Taken off the list: the lease keeps its disk, a new grant is refused.
+	printf '%s\n' "device-allow = " >"$DG_TMP/devgate.conf"
+	run -0 dg reload
+	[[ "$output" == *"0 device-allow entries"* ]]
+	run -1 probe "$CID" /dev/disk
+	[ "$output" = "/dev/disk ENXIO" ]
+	run -4 dg grant --pid "$CPID" --device "$DG_TMP/disk:/dev/disk2"
+	run -1 probe "$CID" /dev/disk2
+	[ "$output" = "/dev/disk2 ENOENT" ]
+	run -0 dg revoke --pid "$CPID"
+	run -1 probe "$CID" /dev/disk
+	[ "$output" = "/dev/disk ENOENT" ]
 }

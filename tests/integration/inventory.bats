@@ -298,6 +298,9 @@ inventory_bundle() {
 		-s "$DG_SOCK" rescan
 	[[ "$output" == *"'rescan' changes leases: root or devgated's admin-group only"* ]]
 	run -0 dg rescan
+	run -4 setpriv --reuid 65534 --regid 65534 --groups 4242 "$DEVGATE_BUILD/devgatectl" \
+		-s "$DG_SOCK" reload
+	[[ "$output" == *"'reload' changes leases: root or devgated's admin-group only"* ]]
 }
 
 @test "rescan after a driver reload that moved a major: GPUs unusable until a restart, never granted with old numbers" {
@@ -344,4 +347,98 @@ inventory_bundle() {
 	grep -q "granted 1 GPU(s) to $CID" "$DG_TMP/daemon.log"
 	run -2 "$DEVGATE_BUILD/devgate-hook" createRuntime --gpu 0 --alias small </dev/null
 	[[ "$output" == *"give --gpu or --alias, not both"* ]]
+}
+
+# reloaded WHY: the daemon log says a reload by WHY put a policy in force.
+reloaded() {
+	wait_until 5 grep -q "$1: policy reloaded" "$DG_TMP/daemon.log"
+}
+
+@test "reload: gpu-allow re-marks GPUs, a held one that turns excluded keeps its lease; aliases and profiles for the next grant" {
+	make_host -g "NVIDIA H100 80GB HBM3=2330" -g "NVIDIA A100-SXM4-40GB=20b0" \
+		-g "NVIDIA H100 80GB HBM3=2330"
+	write_conf "alias small = 10de:20b0"
+	start_daemon --config "$DG_TMP/devgate.conf"
+	gpus_container a 0 1 2
+	cid_a=$CID pid_a=$CPID
+	run -0 dg grant --pid "$CPID" --alias small
+	[[ "$output" == "granted GPU 1 ("* ]]
+	gpus_container b 0 1 2
+	run -2 dg grant --pid "$CPID" --profile two
+	[ "${lines[0]}" = "devgatectl: no profile 'two' in devgate.conf" ]
+
+	write_conf "gpu-allow = 10de:2330" "alias big = 10de:2330" "profile two = gpus=2 alias=big"
+	kill -HUP "$DG_DAEMON_PID"
+	reloaded SIGHUP
+	grep -q "SIGHUP: policy reloaded: 1 of 3 GPU(s) excluded, 1 alias(es), 1 profile(s), 0 device-allow entries" \
+		"$DG_TMP/daemon.log"
+	grep -q "SIGHUP: GPU 1 ($(uuid_of 1)) is excluded now; its 1 lease(s) keep it until revoked" \
+		"$DG_TMP/daemon.log"
+	# Excluded and held: listed so, counted so, and the lease stays in force.
+	[ "$(state_of 1)" = excluded ]
+	[ "$(dg list --json | jq -r '.gpus[1].holders[0].container')" = "$cid_a" ]
+	run -0 dg list
+	[[ "$output" == *"GPU 1: not in devgated's gpu-allow list; never granted again (held until revoked)"* ]]
+	dg metrics | grep -qx 'devgate_gpus{state="excluded"} 1'
+	[ "$(dg status --json | jq -r ".leases[] | select(.container == \"$cid_a\") | .gpus[0].index")" = 1 ]
+	run -1 probe "$cid_a" /dev/nvidia1 /gpu0
+	[ "$output" = "$(printf '/dev/nvidia1 ENXIO\n/gpu0 EPERM')" ]
+	# New grants of it are refused; the new alias and profile work at once.
+	run -8 dg grant --pid "$CPID" --gpu 1
+	[[ "${lines[0]}" == *"GPU 1 (10de:20b0) is excluded by the admin's gpu-allow list"* ]]
+	run -2 dg grant --pid "$CPID" --alias small
+	[[ "${lines[0]}" == *"no alias 'small' in devgate.conf"* ]]
+	run -0 dg grant --pid "$CPID" --profile two
+	[[ "$output" == "granted GPU 0 ("*"), GPU 2 ("* ]]
+	run -1 probe "$CID" /dev/nvidia0 /dev/nvidia2 /gpu1
+	[ "$output" = "$(printf '/dev/nvidia0 ENXIO\n/dev/nvidia2 ENXIO\n/gpu1 EPERM')" ]
+	# The holder revokes: the GPU is excluded and free of leases.
+	run -0 dg revoke --pid "$pid_a"
+	[ "$(dg list --json | jq '.gpus[1].holders | length')" = 0 ]
+	[ "$(state_of 1)" = excluded ]
+	# gpu-allow emptied: every GPU may be granted again.
+	write_conf "alias small = 10de:20b0"
+	run -0 dg reload
+	[ "$output" = "policy reloaded: 0 GPU(s) excluded, 1 alias(es), 0 profile(s), 0 device-allow entries" ]
+	[ "$(state_of 1)" = free ]
+	run -0 dg grant --pid "$pid_a" --alias small
+	[[ "$output" == "granted GPU 1 ("* ]]
+}
+
+@test "reload: a bad file is refused whole and the policy in force stays; command-line options stay over the file" {
+	make_host -g "NVIDIA H100 80GB HBM3=2330" -g "NVIDIA A100-SXM4-40GB=20b0"
+	write_conf "alias h = 10de:2330"
+	start_daemon --config "$DG_TMP/devgate.conf" --gpu-allow 10de:2330
+	[ "$(state_of 1)" = excluded ]
+	gpus_container a 0 1
+
+	# A line of nonsense among good ones: nothing of the file is taken.
+	write_conf "gpu-allow = 10de:20b0" "alias a100 = 10de:20b0" "profile p = gpus=two"
+	run -14 dg reload
+	[[ "$output" == *"$DG_TMP/devgate.conf:3: gpus=two is not a count from 1 to 64"* ]]
+	grep -q "devgatectl reload: configuration refused, the policy in force stays: $DG_TMP/devgate.conf:3:" \
+		"$DG_TMP/daemon.log"
+	kill -HUP "$DG_DAEMON_PID"
+	wait_until 5 grep -q "SIGHUP: configuration refused, the policy in force stays" "$DG_TMP/daemon.log"
+	run -2 dg grant --pid "$CPID" --alias a100
+	[[ "${lines[0]}" == *"no alias 'a100' in devgate.conf"* ]]
+	[ "$(state_of 1)" = excluded ]
+	run -0 dg grant --pid "$CPID" --alias h
+	[[ "$output" == "granted GPU 0 ("* ]]
+	run -0 dg revoke --pid "$CPID"
+
+	# Fixed: taken, but --gpu-allow on the command line still wins over the file's.
+	write_conf "gpu-allow = 10de:20b0" "alias a100 = 10de:20b0" "recheck-ms = 700"
+	run -0 dg reload
+	[ "${lines[0]}" = "policy reloaded: 1 GPU(s) excluded, 1 alias(es), 0 profile(s), 0 device-allow entries" ]
+	[ "${lines[1]}" = "changed, but in force only after a restart of devgated: recheck-ms" ]
+	run -0 dg --json reload
+	[ "$(echo "$output" | jq -c '[.excluded, .aliases, .restart]')" = '[1,1,"recheck-ms"]' ]
+	[ "$(state_of 1)" = excluded ]
+	[ "$(state_of 0)" = free ]
+	run -8 dg grant --pid "$CPID" --alias a100
+	[[ "$output" == *"excluded by the admin's gpu-allow list"* ]]
+	run -1 probe "$CID" /gpu1
+	[ "$output" = "/gpu1 EPERM" ]
+	no_leases
 }

@@ -154,3 +154,26 @@ node_mounts() {
 	[ "$(node_mounts "$CPID")" = "" ]
 	[ -z "$(cg_progs "$DG_CGROOT/$RL_DELEG/$CID")" ]
 }
+
+@test "a user-namespaced container: an allowed block device is a bind mount that opens" {
+	local m
+	for m in 240 241 242 243 244; do
+		sed -n '/^Block devices:/,$p' /proc/devices | grep -q "^ *$m " || break
+	done
+	mknod "$DG_TMP/disk" b "$m" 0
+	stop_daemon
+	start_daemon --device-allow "b:$m:0"
+	userns_container u
+	run -0 dg grant --pid "$CPID" --device "$DG_TMP/disk:/dev/loopdisk"
+	[[ "$output" == *"/dev/loopdisk"*"created"* ]]
+	# ENXIO: the gate let the open through to the block layer (no driver).
+	run -1 probe "$CID" /dev/loopdisk
+	[ "$output" = "/dev/loopdisk ENXIO" ]
+	[ "$(node_mounts "$CPID")" = "/dev/loopdisk " ]
+	run -0 dg_runc exec "$CID" stat -c '%F' /dev/loopdisk
+	[ "$output" = "block special file" ]
+	run -0 dg revoke --pid "$CPID"
+	[ "$(node_mounts "$CPID")" = "" ]
+	run -1 probe "$CID" /dev/loopdisk
+	[ "$output" = "/dev/loopdisk ENOENT" ]
+}

@@ -362,6 +362,15 @@ static void test_device_allow(void **state)
 	assert_int_equal(c->device_allow.n, 3);
 	hostdev_allow_text(&c->device_allow, text, sizeof(text));
 	assert_string_equal(text, "/dev/mem, 21:*, 1:4");
+	/* b: numbers are a block device's, and print back as such. */
+	assert_int_equal(config_set(c, "device-allow", "b:7:*, b:8:1, 7:0", &err), 0);
+	assert_true(c->device_allow.e[0].block);
+	assert_false(c->device_allow.e[2].block);
+	hostdev_allow_text(&c->device_allow, text, sizeof(text));
+	assert_string_equal(text, "b:7:*, b:8:1, 7:0");
+	assert_int_equal(config_set(c, "device-allow", "b:/dev/sda", &err), -EINVAL);
+	assert_non_null(strstr(err.message, "'b:/dev/sda' is not a device"));
+	assert_int_equal(config_set(c, "device-allow", "/dev/mem, 21:*,1:4", &err), 0);
 	assert_int_equal(config_set(c, "device-allow", "21:x", &err), -EINVAL);
 	assert_non_null(strstr(err.message, "'21:x' is not a device"));
 	assert_int_equal(config_set(c, "device-allow", "-1:2", &err), -EINVAL);
@@ -371,6 +380,33 @@ static void test_device_allow(void **state)
 	assert_int_equal(c->device_allow.n, 3);
 	assert_int_equal(config_set(c, "device-allow", "", &err), 0);
 	assert_int_equal(c->device_allow.n, 0);
+}
+
+/* A reload takes the policy alone, and names the other keys that changed. */
+static void test_take_policy(void **state)
+{
+	struct dg_config *c = *state, next;
+	struct dg_error err = { 0 };
+	char restart[256];
+
+	assert_int_equal(config_init(&next), 0);
+	assert_int_equal(
+		config_parse(&next, "n.conf",
+			     "gpu-allow = 10de:2330\nalias h = 10de:2330\n"
+			     "device-allow = b:7:*\nrecheck-ms = 700\nstate-dir = /srv/x\n",
+			     &err),
+		0);
+	config_take_policy(c, &next, restart, sizeof(restart));
+	assert_string_equal(restart, "state-dir, recheck-ms");
+	assert_int_equal(c->policy.n_allow, 1);
+	assert_int_equal(c->policy.n_aliases, 1);
+	assert_int_equal(c->device_allow.n, 1);
+	assert_int_equal(c->recheck_ms, 1000);
+	assert_string_equal(c->state_dir, "/run/devgate/state");
+	/* The policy moved: freeing what is left of next frees it once. */
+	assert_null(next.policy.aliases);
+	config_free(&next);
+	assert_string_equal(c->policy.aliases[0].name, "h");
 }
 
 /* What reaches past a container, by fixed major and by /proc/devices's name. */
@@ -411,6 +447,7 @@ int main(void)
 		cmocka_unit_test(test_policy_errors),
 		cmocka_unit_test_setup_teardown(test_device_allow, setup, teardown),
 		cmocka_unit_test(test_breakout),
+		cmocka_unit_test_setup_teardown(test_take_policy, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

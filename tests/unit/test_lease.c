@@ -48,6 +48,9 @@ static void test_devices_roundtrip(void **state)
 		.name = "loop-control", .host = "/dev/loop-control", .major = 10, .minor = 237
 	};
 	struct lease_device clash = full;
+	struct lease_device disk = {
+		.name = "disk", .host = "/d", .major = 1, .minor = 7, .block = true
+	};
 	struct dg_inventory inv = { 0 };
 	struct dg_node nodes[DG_MAX_NODES];
 	auto_json json_object *o = NULL;
@@ -60,15 +63,22 @@ static void test_devices_roundtrip(void **state)
 	snprintf(clash.name, sizeof(clash.name), "other");
 	assert_int_equal(lease_add_device(l, &clash), -EEXIST);
 	assert_int_equal(lease_add_device(l, &lc), 1);
+	/* Block 1:7 is another device than char 1:7. */
+	assert_int_equal(lease_add_device(l, &disk), 1);
 	/* A lease with devices only holds something; its nodes are the devices. */
 	assert_true(lease_holds(l));
-	assert_int_equal(lease_nodes(l, &inv, nodes, DG_MAX_NODES), 2);
+	assert_int_equal(lease_nodes(l, &inv, nodes, DG_MAX_NODES), 3);
 	assert_string_equal(nodes[0].name, "myfull");
+	assert_false(nodes[0].block);
 	assert_int_equal(nodes[1].minor, 237);
+	assert_true(nodes[2].block);
 	o = lease_to_json(l);
 	assert_int_equal(lease_from_json(o, &back, why, sizeof(why)), 0);
 	assert_int_equal(back->n_gpus, 0);
-	assert_int_equal(back->n_devices, 2);
+	assert_int_equal(back->n_devices, 3);
+	assert_false(back->devices[0].block);
+	assert_true(back->devices[2].block);
+	lease_del_device(back, "disk");
 	assert_string_equal(back->devices[0].name, "myfull");
 	assert_string_equal(back->devices[0].host, "/dev/full");
 	assert_int_equal(back->devices[0].major, 1);
@@ -227,9 +237,9 @@ static void test_rejects(void **state)
 	bad(HEAD "\"devices\":[{\"path\":\"/dev/a/b\",\"host\":\"/dev/full\",\"type\":\"c\","
 		 "\"major\":1,\"minor\":7}]}",
 	    "device path '/dev/a/b' is not /dev/NAME");
-	bad(HEAD "\"devices\":[{\"path\":\"/dev/x\",\"host\":\"/dev/full\",\"type\":\"b\","
+	bad(HEAD "\"devices\":[{\"path\":\"/dev/x\",\"host\":\"/dev/full\",\"type\":\"p\","
 		 "\"major\":1,\"minor\":7}]}",
-	    "device type must be \"c\"");
+	    "device type must be \"c\" or \"b\"");
 	bad(HEAD "\"devices\":[{\"path\":\"/dev/x\",\"host\":\"/dev/full\",\"type\":\"c\","
 		 "\"major\":1}]}",
 	    "missing field 'minor'");
