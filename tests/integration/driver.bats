@@ -69,7 +69,8 @@ usr_mounts() {
 	# libcuda, libnvidia-ml, -cfg, -ptxjitcompiler: each at its name and soname; nvidia-smi.
 	[ "$(echo "$output" | jq '.leases[0].driver_files')" = 9 ]
 	record=$(ls "$DG_TMP/state/leases/"*.json)
-	[ "$(jq '.driver_files | split("\n") | map(select(. != "")) | length' "$record")" = 9 ]
+	[ "$(jq '.driver_files | length' "$record")" = 9 ]
+	[ "$(jq -r '.driver_files | map(select(startswith("/"))) | length' "$record")" = 9 ]
 
 	# More kinds on the same lease: only the new files are mounted.
 	run -0 dg grant --pid "$CPID" --gpu 0 --driver video
@@ -78,9 +79,15 @@ usr_mounts() {
 	[ "$(echo "$output" | jq -r '.leases[0].driver')" = utility,compute,video ]
 	[ "$(echo "$output" | jq '.leases[0].driver_files')" = 13 ]
 
-	# The record keeps what is mounted: a restarted devgated takes it out.
+	# The record keeps what is mounted: a restarted devgated takes it out,
+	# from a record written before the list was an array too.
 	stop_daemon
+	jq '.driver_files |= (join("\n") + "\n")' "$record" >"$record.old"
+	mv "$record.old" "$record"
+	[ "$(jq -r '.driver_files | type' "$record")" = string ]
 	start_daemon
+	run -0 dg --json status
+	[ "$(echo "$output" | jq '.leases[0].driver_files')" = 13 ]
 	run -0 dg revoke --pid "$CPID"
 	run -1 dlprobe libcuda.so.1
 	[ "$(usr_mounts)" = "" ]
