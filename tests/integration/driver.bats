@@ -196,3 +196,39 @@ usr_mounts() {
 	[[ "$output" == *"annotation devgate.io/driver='compute,cuda': driver capability 'cuda' is unknown"* ]]
 	no_leases
 }
+
+@test "grant --driver: a driver file that cannot be mounted rolls the whole grant back" {
+	glibc_container c
+	# The image has a file where /usr/bin goes: the libraries mount, nvidia-smi cannot.
+	mkdir -p "$DG_TMP/c/rootfs/usr"
+	echo image >"$DG_TMP/c/rootfs/usr/bin"
+	entries=$(grant_entries)
+	run -11 dg grant --pid "$CPID" --gpu 0 --driver compute,utility
+	[[ "$output" == *"cannot mount the driver's /usr/bin/nvidia-smi in the container of PID $CPID: Not a directory"* ]]
+	no_leases
+	[ "$(grant_entries)" = "$entries" ]
+	[ -z "$(gate_leftovers)" ] || fail "$(gate_leftovers)"
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENOENT" ]
+	# The libraries mounted before it are off again, their files gone.
+	[ "$(usr_mounts)" = "" ]
+	run -0 dg_runc exec "$CID" ls -A $LIB
+	[ "$output" = "" ]
+	[ "$(cat "$DG_TMP/c/rootfs/usr/bin")" = image ]
+
+	# On a lease that holds GPU 0: GPU 1 with the driver fails, GPU 0 stays as it was.
+	run -0 dg grant --pid "$CPID" --gpu 0
+	entries=$(grant_entries)
+	run -11 dg grant --pid "$CPID" --gpu 1 --driver compute,utility
+	[[ "$output" == *"cannot mount the driver's /usr/bin/nvidia-smi"* ]]
+	[ "$(grant_entries)" = "$entries" ]
+	run -0 dg --json status
+	[ "$(echo "$output" | jq -c '[.leases[0].gpus[].index]')" = "[0]" ]
+	[ "$(echo "$output" | jq -r '.leases[0].driver // "none"')" = none ]
+	run -1 probe "$CID" /dev/nvidia0 /dev/nvidia1
+	[ "$output" = "$(printf '/dev/nvidia0 ENXIO\n/dev/nvidia1 ENOENT')" ]
+	[ "$(usr_mounts)" = "" ]
+	record=$(ls "$DG_TMP/state/leases/"*.json)
+	[ "$(jq -r '.driver_files // "none"' "$record")" = none ]
+	[ "$(jq -c '[.gpus[].minor]' "$record")" = "[0]" ]
+}
