@@ -305,8 +305,8 @@ static bool mig_node_ok(const struct doctor *d, uint32_t minor, unsigned int *st
 	if (c.node == -ENOENT)
 		add(r, ST_FAIL, "/dev/%s (%u:%u) is missing", n.name, n.major, n.minor);
 	else if (stale_major(d, &n, &found)) {
-		add(r, ST_FAIL, "/dev/%s has major %u, a stale one: nvidia-caps is %u now",
-		    n.name, found, n.major);
+		add(r, ST_FAIL, "/dev/%s has major %u, a stale one: nvidia-caps is %u now", n.name,
+		    found, n.major);
 		*stale = found;
 	} else
 		add(r, ST_FAIL, "%s", c.problem);
@@ -354,8 +354,8 @@ static void check_mig(struct doctor *d, struct result *r)
 			continue;
 		n_mig++;
 		mig_list(gpu, list, sizeof(list));
-		snprintf(found + strlen(found), sizeof(found) - strlen(found), "%sGPU %u in MIG mode with %s",
-			 n_mig > 1 ? "; " : "", gpu->index, list);
+		snprintf(found + strlen(found), sizeof(found) - strlen(found),
+			 "%sGPU %u in MIG mode with %s", n_mig > 1 ? "; " : "", gpu->index, list);
 		if (!d->inv->majors.has_caps)
 			continue;
 		for (size_t g = 0; g < gpu->n_gi; g++) {
@@ -433,9 +433,10 @@ static void check_driver_files(struct doctor *d, struct result *r)
 	}
 	if (r->status == ST_WARN) {
 		add(r, ST_WARN, "driver %s, files found: %s", drv.version, counts);
-		hint(r, "grant --driver mounts only what matches the loaded module: install the "
-			"user space of driver %s, or reboot (or reload the module) after an upgrade",
-			drv.version);
+		hint(r,
+		     "grant --driver mounts only what matches the loaded module: install the "
+		     "user space of driver %s, or reboot (or reload the module) after an upgrade",
+		     drv.version);
 		return;
 	}
 	say(r, ST_OK, "driver %s, files found: %s", drv.version, counts);

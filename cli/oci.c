@@ -459,8 +459,9 @@ static int driver_annotation(const struct oci_config *cfg, struct oci_request *r
 		dg_error_set(err, DG_E_HOOK, EINVAL,
 			     "annotation %s='%.100s': driver capability '%s' is unknown",
 			     ANNOT_DRIVER, value, bad);
-		dg_error_hint(err, "%s takes utility, compute, video, graphics or all, comma "
-				   "separated, or from-env (the image's NVIDIA_DRIVER_CAPABILITIES)",
+		dg_error_hint(err,
+			      "%s takes utility, compute, video, graphics or all, comma "
+			      "separated, or from-env (the image's NVIDIA_DRIVER_CAPABILITIES)",
 			      ANNOT_DRIVER);
 		return -EINVAL;
 	}

@@ -212,8 +212,8 @@ static bool other_version(const char *entry, const char *name, const char *v)
 	size_t n = strlen(name);
 
 	return strncmp(entry, name, n) == 0 && entry[n] == '.' &&
-	       isdigit((unsigned char)entry[n + 1]) && strspn(entry + n + 1, "0123456789.") ==
-							   strlen(entry + n + 1) &&
+	       isdigit((unsigned char)entry[n + 1]) &&
+	       strspn(entry + n + 1, "0123456789.") == strlen(entry + n + 1) &&
 	       strcmp(entry + n + 1, v) != 0 && strchr(entry + n + 1, '.');
 }
 

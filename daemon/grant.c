@@ -987,8 +987,7 @@ static void revoke_steps(struct daemon *d, const struct lease *old, const struct
 				lease_label(old));
 	fault_point("revoke.record");
 	/* The driver's files go with the last GPU. */
-	remove_nodes(d, old, t, gone, *n_gone, res,
-		     old->n_driver_files && !next->n_driver_files);
+	remove_nodes(d, old, t, gone, *n_gone, res, old->n_driver_files && !next->n_driver_files);
 	fault_point("revoke.nodes");
 	if (!lease_holds(next))
 		unguard_cgroup(d, old->cgid, lease_label(old));

@@ -241,7 +241,8 @@ static void test_rejects(void **state)
 static void test_driver_files(void **state)
 {
 	struct lease *l = lease_new(78), *back = NULL, *old = NULL;
-	struct lease_file files[] = { { "/usr/lib/libcuda.so.550.54.14" }, { "/usr/bin/nvidia-smi" } };
+	struct lease_file files[] = { { "/usr/lib/libcuda.so.550.54.14" },
+				      { "/usr/bin/nvidia-smi" } };
 	auto_json json_object *o = NULL, *legacy = NULL;
 	json_object *arr;
 	char why[160] = "";

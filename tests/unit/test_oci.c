@@ -283,7 +283,8 @@ static void request_driver(void **st)
 		{ "from-env",
 		  "\"NVIDIA_DRIVER_CAPABILITIES=all\",\"NVIDIA_DRIVER_CAPABILITIES=compat32,compute\"",
 		  "compute" },
-		{ "from-env", "\"NVIDIA_DRIVER_CAPABILITIES=all\"", "utility,compute,video,graphics" },
+		{ "from-env", "\"NVIDIA_DRIVER_CAPABILITIES=all\"",
+		  "utility,compute,video,graphics" },
 		{ "from-env", "\"NVIDIA_DRIVER_CAPABILITIES=display,ngx\"", NULL },
 		/* The image's env says nothing without from-env. */
 		{ "utility", "\"NVIDIA_DRIVER_CAPABILITIES=all\"", "utility" },
@@ -310,7 +311,7 @@ static void request_driver(void **st)
 	}
 	/* Nothing asks for a GPU: nothing to go with, as devgate.io/ttl. */
 	c = config("{\"root\":{\"path\":\"r\"},\"annotations\":{"
-				     "\"devgate.io/driver\":\"compute\"}}");
+		   "\"devgate.io/driver\":\"compute\"}}");
 	assert_int_equal(oci_request(NULL, &c, false, &r, &err), 0);
 	assert_int_equal(r.source, REQ_NONE);
 	assert_null(r.driver);
