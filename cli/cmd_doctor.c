@@ -13,12 +13,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "cleanup.h"
 #include "client.h"
 #include "commands.h"
+#include "driver.h"
 #include "gpu.h"
 #include "jsonutil.h"
 #include "paths.h"
@@ -274,6 +277,171 @@ static void check_drm(struct doctor *d, struct result *r)
 	    DG_DRM_MAJOR);
 }
 
+/* The major a caps node under the host root has, when it is a char device with the right minor. */
+static bool stale_major(const struct doctor *d, const struct dg_node *n, unsigned int *ret)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/dev/%s", d->host_root, n->name);
+	if (lstat(path, &st) < 0 || !S_ISCHR(st.st_mode) || minor(st.st_rdev) != n->minor ||
+	    major(st.st_rdev) == n->major)
+		return false;
+	*ret = major(st.st_rdev);
+	return true;
+}
+
+/* One /dev/nvidia-caps node of a MIG instance; false when it is wrong (said in r). */
+static bool mig_node_ok(const struct doctor *d, uint32_t minor, unsigned int *stale,
+			struct result *r)
+{
+	struct dg_node n;
+	struct dg_node_check c;
+	unsigned int found;
+
+	mig_cap_node(d->inv, minor, &n);
+	if (inventory_check_node(d->inv, &n, &c) == 0)
+		return true;
+	if (c.node == -ENOENT)
+		add(r, ST_FAIL, "/dev/%s (%u:%u) is missing", n.name, n.major, n.minor);
+	else if (stale_major(d, &n, &found)) {
+		add(r, ST_FAIL, "/dev/%s has major %u, a stale one: nvidia-caps is %u now", n.name,
+		    found, n.major);
+		*stale = found;
+	} else
+		add(r, ST_FAIL, "%s", c.problem);
+	return false;
+}
+
+/* "gi1 (ci0), gi2 (ci0 ci1)": a GPU's instances as the driver lists them. */
+static void mig_list(const struct dg_gpu *gpu, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < gpu->n_gi && off < len; i++) {
+		const struct dg_mig_gi *gi = &gpu->gi[i];
+
+		off += (size_t)snprintf(buf + off, len - off, "%sgi%u (", i ? ", " : "", gi->id);
+		for (size_t j = 0; j < gi->n_ci && off < len; j++)
+			off += (size_t)snprintf(buf + off, len - off, "%sci%u", j ? " " : "",
+						gi->ci[j].id);
+		if (off < len)
+			off += (size_t)snprintf(buf + off, len - off, ")");
+	}
+}
+
+/* Each GPU in MIG mode: its instances, and their /dev/nvidia-caps nodes under the caps major. */
+static void check_mig(struct doctor *d, struct result *r)
+{
+	auto_close int root = open(d->host_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	size_t n_mig = 0, bad = 0;
+	unsigned int stale = 0;
+	char found[1024] = "";
+
+	if (!d->inv || !d->inv->majors.has_nvidia) {
+		say(r, ST_SKIP, "no NVIDIA driver");
+		return;
+	}
+	for (size_t i = 0; i < d->inv->n_gpus; i++) {
+		struct dg_gpu *gpu = &d->inv->gpus[i];
+		char list[512];
+
+		/* Discovery reads MIG only under a caps major; doctor looks anyway. */
+		if (!d->inv->majors.has_caps && root >= 0)
+			mig_discover(root, gpu);
+		if (!gpu->mig)
+			continue;
+		n_mig++;
+		mig_list(gpu, list, sizeof(list));
+		snprintf(found + strlen(found), sizeof(found) - strlen(found),
+			 "%sGPU %u in MIG mode with %s", n_mig > 1 ? "; " : "", gpu->index, list);
+		if (!d->inv->majors.has_caps)
+			continue;
+		for (size_t g = 0; g < gpu->n_gi; g++) {
+			bad += !mig_node_ok(d, gpu->gi[g].minor, &stale, r);
+			for (size_t c = 0; c < gpu->gi[g].n_ci; c++)
+				bad += !mig_node_ok(d, gpu->gi[g].ci[c].minor, &stale, r);
+		}
+	}
+	if (n_mig == 0) {
+		say(r, ST_OK, "no GPU in MIG mode");
+		return;
+	}
+	if (!d->inv->majors.has_caps) {
+		say(r, ST_FAIL, "%s; but %s/proc/devices has no nvidia-caps major", found,
+		    strcmp(d->host_root, "/") ? d->host_root : "");
+		hint(r, "the nvidia module registers nvidia-caps when it loads; reload it "
+			"(rmmod nvidia, modprobe nvidia) before granting MIG instances");
+		return;
+	}
+	if (stale)
+		hint(r, "the nvidia-caps major is dynamic and changed when the driver reloaded: "
+			"remove /dev/nvidia-caps and let the driver make the nodes again "
+			"(nvidia-modprobe -f /proc/driver/nvidia/capabilities/mig/config, then "
+			"'nvidia-smi mig -lgi')");
+	else if (bad)
+		hint(r, "without its node no container can use an instance: "
+			"'nvidia-modprobe -f /proc/driver/nvidia/capabilities/gpuM/mig/giG/access' "
+			"makes one, 'nvidia-smi mig -lgi' all of them");
+	if (bad)
+		return;
+	say(r, ST_OK, "%s; nvidia-caps major %u, its nodes in /dev/nvidia-caps", found,
+	    d->inv->majors.caps);
+}
+
+/* The driver's user space: per capability, the files grant --driver would mount. */
+static void check_driver_files(struct doctor *d, struct result *r)
+{
+	static const unsigned int caps[] = { DG_DRV_UTILITY, DG_DRV_COMPUTE, DG_DRV_VIDEO,
+					     DG_DRV_GRAPHICS };
+	auto_close int root = open(d->host_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct dg_driver drv;
+	char counts[256] = "";
+	size_t off = 0;
+	int e;
+
+	if (!d->inv || !d->inv->majors.has_nvidia) {
+		say(r, ST_SKIP, "no NVIDIA driver");
+		return;
+	}
+	e = root < 0 ? -errno : driver_discover(root, &drv);
+	if (e < 0) {
+		say(r, ST_FAIL, "cannot read %s/proc/driver/nvidia/version: %s",
+		    strcmp(d->host_root, "/") ? d->host_root : "", strerror(-e));
+		return;
+	}
+	if (!drv.version[0]) {
+		say(r, ST_SKIP, "no %s/proc/driver/nvidia/version: grant --driver is not available",
+		    strcmp(d->host_root, "/") ? d->host_root : "");
+		return;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(caps); i++) {
+		struct dg_driver_cap_check c;
+		char name[16];
+
+		driver_caps_text(caps[i], name, sizeof(name));
+		driver_check_cap(root, &drv, caps[i], &c);
+		if (off < sizeof(counts))
+			off += (size_t)snprintf(counts + off, sizeof(counts) - off, "%s%s %zu",
+						off ? ", " : "", name, c.found);
+		if (c.other[0])
+			add(r, ST_WARN, "%s: %s of another version than the module's %s", name,
+			    c.other, drv.version);
+		if (c.missing[0])
+			add(r, ST_WARN, "%s: %s.%s missing", name, c.missing, drv.version);
+	}
+	if (r->status == ST_WARN) {
+		add(r, ST_WARN, "driver %s, files found: %s", drv.version, counts);
+		hint(r,
+		     "grant --driver mounts only what matches the loaded module: install the "
+		     "user space of driver %s, or reboot (or reload the module) after an upgrade",
+		     drv.version);
+		return;
+	}
+	say(r, ST_OK, "driver %s, files found: %s", drv.version, counts);
+}
+
 static void check_gpus(struct doctor *d, struct result *r)
 {
 	size_t bad = 0;
@@ -470,7 +638,9 @@ static const struct check checks[] = {
 	{ "bpffs", check_bpffs },
 	{ "bpf-device", check_bpf_device },
 	{ "driver", check_driver },
+	{ "driver-files", check_driver_files },
 	{ "gpus", check_gpus },
+	{ "mig", check_mig },
 	{ "drm-gpus", check_drm },
 	{ "nodes", check_nodes },
 	{ "dev-char", check_dev_char },
@@ -566,7 +736,8 @@ static const char doctor_help[] =
 	"Usage: devgatectl [-s SOCKET] doctor [--host-root DIR] [--pin-root DIR] [--json]\n"
 	"\n"
 	"Checks what devgate needs from this host and says what is wrong and what to do:\n"
-	"cgroup v2, bpffs, BPF device programs, the NVIDIA driver's majors, GPUs, device\n"
+	"cgroup v2, bpffs, BPF device programs, the NVIDIA driver's majors and user-space\n"
+	"files per capability, GPUs, MIG instances and their /dev/nvidia-caps nodes, device\n"
 	"nodes and their /dev/char links, devgated itself, and device programs on leased\n"
 	"cgroups that devgate has not wrapped. Run it as root.\n"
 	"Exit status: 0 when no check failed (warnings allowed), 1 when one did.\n"

@@ -47,8 +47,12 @@ static const char hook_help[] =
 	"     --hook-allow-env (an image must not grant itself GPUs).\n"
 	"Whichever asks, the annotation devgate.io/ttl=DURATION (90s, 10m, 2h, 1d)\n"
 	"makes the lease expire that long after the container starts, as grant --ttl,\n"
-	"and devgate.io/wait=DURATION makes the hook wait that long for busy GPUs, as\n"
-	"grant --wait=DURATION (the runtime's hook timeout must allow it).\n"
+	"devgate.io/wait=DURATION makes the hook wait that long for busy GPUs, as\n"
+	"grant --wait=DURATION (the runtime's hook timeout must allow it), and\n"
+	"devgate.io/driver=KINDS (utility, compute, video, graphics, all) mounts the\n"
+	"driver's files with the GPUs, as grant --driver; devgate.io/driver=from-env\n"
+	"lets the image's NVIDIA_DRIVER_CAPABILITIES choose the kinds (unset: utility,\n"
+	"compute).\n"
 	"\n"
 	"  -g, --gpu SEL          GPUs of a CDI device (index, UUID, PCI id or 'all')\n"
 	"  -a, --alias NAME       the GPU of a CDI device made for an alias in\n"
@@ -179,6 +183,7 @@ static void grant_args(const struct oci_state *s, const struct oci_config *cfg,
 	g->has_ttl = oreq->ttl > 0;
 	g->wait = oreq->wait;
 	g->has_wait = oreq->wait > 0;
+	g->driver = oreq->driver;
 }
 
 /* One request, its reply unused beyond success. */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "driver.h"
 #include "jsonutil.h"
 #include "oci.h"
 #include "util.h"
@@ -256,6 +257,7 @@ void oci_request_done(struct oci_request *r)
 	free(r->min_cc);
 	free(r->alias);
 	free(r->profile);
+	free(r->driver);
 	*r = (struct oci_request){ 0 };
 }
 
@@ -289,7 +291,7 @@ static int check_annotation_keys(json_object *a, struct dg_error *err)
 					     ANNOT_MODEL,      ANNOT_PRODUCT, ANNOT_SHARED,
 					     ANNOT_MIN_MEMORY, ANNOT_MIN_CC,  ANNOT_ALIAS,
 					     ANNOT_PROFILE,    ANNOT_TTL,     ANNOT_SAME_NUMA,
-					     ANNOT_WAIT };
+					     ANNOT_WAIT,       ANNOT_DRIVER };
 
 	json_object_object_foreach (a, key, val) {
 		bool ok = !startswith(key, "devgate.io/");
@@ -301,11 +303,11 @@ static int check_annotation_keys(json_object *a, struct dg_error *err)
 			dg_error_set(err, DG_E_HOOK, EINVAL, "unknown annotation '%.100s'", key);
 			dg_error_hint(
 				err,
-				"devgate reads %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s and "
-				"%s",
+				"devgate reads %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s "
+				"and %s",
 				ANNOT_GPUS, ANNOT_COUNT, ANNOT_ARCH, ANNOT_MODEL, ANNOT_PRODUCT,
 				ANNOT_MIN_MEMORY, ANNOT_MIN_CC, ANNOT_SHARED, ANNOT_SAME_NUMA,
-				ANNOT_ALIAS, ANNOT_PROFILE, ANNOT_TTL, ANNOT_WAIT);
+				ANNOT_ALIAS, ANNOT_PROFILE, ANNOT_TTL, ANNOT_WAIT, ANNOT_DRIVER);
 			return -EINVAL;
 		}
 	}
@@ -360,10 +362,10 @@ static int from_annotations(json_object *a, struct oci_request *r, struct dg_err
 	return 0;
 }
 
-/* Last NVIDIA_VISIBLE_DEVICES in process.env wins, as in execve's env. */
-static const char *env_visible_devices(json_object *env)
+/* The last NAME=VALUE of process.env wins, as in execve's env; NULL when unset. */
+static const char *env_value(json_object *env, const char *name)
 {
-	static const char key[] = "NVIDIA_VISIBLE_DEVICES=";
+	size_t n = strlen(name);
 	const char *value = NULL;
 
 	for (size_t i = 0; env && i < json_object_array_length(env); i++) {
@@ -371,15 +373,15 @@ static const char *env_visible_devices(json_object *env)
 		const char *s = json_object_is_type(e, json_type_string) ? json_object_get_string(e)
 									 : "";
 
-		if (strncmp(s, key, sizeof(key) - 1) == 0)
-			value = s + sizeof(key) - 1;
+		if (strncmp(s, name, n) == 0 && s[n] == '=')
+			value = s + n + 1;
 	}
 	return value;
 }
 
 static int from_env(json_object *env, struct oci_request *r)
 {
-	const char *v = env_visible_devices(env);
+	const char *v = env_value(env, "NVIDIA_VISIBLE_DEVICES");
 
 	/* The toolkit's words for "no GPU": none, void, empty. */
 	if (!v || !*v || strcasecmp(v, "none") == 0 || strcasecmp(v, "void") == 0)
@@ -410,6 +412,66 @@ static int duration_annotation(json_object *a, const char *key, int64_t *ret, st
 	return 0;
 }
 
+/*
+ * devgate.io/driver=from-env: the kinds NVIDIA_DRIVER_CAPABILITIES names,
+ * unset or empty meaning the toolkit's default (utility,compute). The image
+ * chooses only among kinds once the annotation lets it: names devgate does
+ * not mount (compat32, display, ngx) are passed over. caps 0: none.
+ */
+static void driver_from_env(json_object *env, unsigned int *caps)
+{
+	const char *v = env_value(env, "NVIDIA_DRIVER_CAPABILITIES");
+	char bad[32];
+
+	*caps = 0;
+	if (!v || !*v) {
+		*caps = DG_DRV_UTILITY | DG_DRV_COMPUTE;
+		return;
+	}
+	while (*v) {
+		size_t n = strcspn(v, ",");
+		char one[32];
+		unsigned int bit;
+
+		if (n < sizeof(one)) {
+			memcpy(one, v, n);
+			one[n] = '\0';
+			if (driver_caps_parse(one, &bit, bad, sizeof(bad)) == 0)
+				*caps |= bit;
+		}
+		v += n + (v[n] == ',');
+	}
+}
+
+/* devgate.io/driver, however the GPUs were asked for: grant --driver's kinds. */
+static int driver_annotation(const struct oci_config *cfg, struct oci_request *r,
+			     struct dg_error *err)
+{
+	const char *value = cfg->annotations ? json_get_str(cfg->annotations, ANNOT_DRIVER) : NULL;
+	unsigned int caps;
+	char bad[64], text[64];
+
+	if (!value)
+		return 0;
+	if (strcmp(value, ANNOT_DRIVER_FROM_ENV) == 0) {
+		driver_from_env(cfg->env, &caps);
+	} else if (driver_caps_parse(value, &caps, bad, sizeof(bad)) < 0) {
+		dg_error_set(err, DG_E_HOOK, EINVAL,
+			     "annotation %s='%.100s': driver capability '%s' is unknown",
+			     ANNOT_DRIVER, value, bad);
+		dg_error_hint(err,
+			      "%s takes utility, compute, video, graphics or all, comma "
+			      "separated, or from-env (the image's NVIDIA_DRIVER_CAPABILITIES)",
+			      ANNOT_DRIVER);
+		return -EINVAL;
+	}
+	if (!caps)
+		return 0;
+	driver_caps_text(caps, text, sizeof(text));
+	r->driver = strdup(text);
+	return r->driver ? 0 : -ENOMEM;
+}
+
 int oci_request(const char *cdi_gpus, const struct oci_config *cfg, bool allow_env,
 		struct oci_request *ret, struct dg_error *err)
 {
@@ -429,6 +491,8 @@ int oci_request(const char *cdi_gpus, const struct oci_config *cfg, bool allow_e
 		rc = duration_annotation(cfg->annotations, ANNOT_TTL, &r.ttl, err);
 	if (rc == 0 && r.source != REQ_NONE)
 		rc = duration_annotation(cfg->annotations, ANNOT_WAIT, &r.wait, err);
+	if (rc == 0 && r.source != REQ_NONE)
+		rc = driver_annotation(cfg, &r, err);
 	if (rc < 0) {
 		oci_request_done(&r);
 		if (!dg_error_is_set(err))

@@ -34,6 +34,9 @@
 #define ANNOT_PROFILE "devgate.io/profile"
 #define ANNOT_TTL "devgate.io/ttl"
 #define ANNOT_WAIT "devgate.io/wait"
+/* The driver's files with the GPUs, as grant --driver; "from-env": the image's choice. */
+#define ANNOT_DRIVER "devgate.io/driver"
+#define ANNOT_DRIVER_FROM_ENV "from-env"
 
 enum oci_stage {
 	STAGE_NONE,
@@ -78,6 +81,7 @@ struct oci_request {
 	bool same_numa;
 	int64_t ttl;  /* devgate.io/ttl in seconds, whatever asked for the GPUs; 0: none */
 	int64_t wait; /* devgate.io/wait in seconds: wait this long for busy GPUs; 0: not */
+	char *driver; /* devgate.io/driver: "utility,compute" for grant --driver; NULL: none */
 };
 
 int oci_state_parse(const char *text, struct oci_state *ret, struct dg_error *err);

@@ -18,32 +18,37 @@
 
 static const char *const cap_names[] = { "utility", "compute", "video", "graphics" };
 
-/* A library of the driver: NAME.so.VERSION on disk, found by ld.so as SONAME. */
+/*
+ * A library of the driver: NAME.so.VERSION on disk, found by ld.so as
+ * SONAME. main: the capability does not work without it (the others vary
+ * between driver versions).
+ */
 struct lib {
 	const char *name;
 	const char *soname;
 	unsigned int caps;
+	bool main;
 };
 
 static const struct lib libs[] = {
-	{ "libnvidia-ml.so", "libnvidia-ml.so.1", DG_DRV_UTILITY },
+	{ "libnvidia-ml.so", "libnvidia-ml.so.1", DG_DRV_UTILITY, true },
 	{ "libnvidia-cfg.so", "libnvidia-cfg.so.1", DG_DRV_UTILITY },
-	{ "libcuda.so", "libcuda.so.1", DG_DRV_COMPUTE },
+	{ "libcuda.so", "libcuda.so.1", DG_DRV_COMPUTE, true },
 	{ "libcudadebugger.so", "libcudadebugger.so.1", DG_DRV_COMPUTE },
 	{ "libnvidia-opencl.so", "libnvidia-opencl.so.1", DG_DRV_COMPUTE },
-	{ "libnvidia-ptxjitcompiler.so", "libnvidia-ptxjitcompiler.so.1", DG_DRV_COMPUTE },
+	{ "libnvidia-ptxjitcompiler.so", "libnvidia-ptxjitcompiler.so.1", DG_DRV_COMPUTE, true },
 	{ "libnvidia-nvvm.so", "libnvidia-nvvm.so.4", DG_DRV_COMPUTE },
 	{ "libnvidia-gpucomp.so", "", DG_DRV_COMPUTE },
-	{ "libnvidia-encode.so", "libnvidia-encode.so.1", DG_DRV_VIDEO },
+	{ "libnvidia-encode.so", "libnvidia-encode.so.1", DG_DRV_VIDEO, true },
 	{ "libnvidia-opticalflow.so", "libnvidia-opticalflow.so.1", DG_DRV_VIDEO },
-	{ "libnvcuvid.so", "libnvcuvid.so.1", DG_DRV_VIDEO },
+	{ "libnvcuvid.so", "libnvcuvid.so.1", DG_DRV_VIDEO, true },
 	{ "libvdpau_nvidia.so", "libvdpau_nvidia.so.1", DG_DRV_VIDEO },
-	{ "libEGL_nvidia.so", "libEGL_nvidia.so.0", DG_DRV_GRAPHICS },
+	{ "libEGL_nvidia.so", "libEGL_nvidia.so.0", DG_DRV_GRAPHICS, true },
 	{ "libGLESv2_nvidia.so", "libGLESv2_nvidia.so.2", DG_DRV_GRAPHICS },
 	{ "libGLESv1_CM_nvidia.so", "libGLESv1_CM_nvidia.so.1", DG_DRV_GRAPHICS },
 	{ "libGLX_nvidia.so", "libGLX_nvidia.so.0", DG_DRV_GRAPHICS },
 	{ "libnvidia-eglcore.so", "", DG_DRV_GRAPHICS },
-	{ "libnvidia-glcore.so", "", DG_DRV_GRAPHICS },
+	{ "libnvidia-glcore.so", "", DG_DRV_GRAPHICS, true },
 	{ "libnvidia-glsi.so", "", DG_DRV_GRAPHICS },
 	{ "libnvidia-tls.so", "", DG_DRV_GRAPHICS },
 	{ "libnvidia-rtcore.so", "", DG_DRV_GRAPHICS },
@@ -344,4 +349,79 @@ int driver_discover(int rootfd, struct dg_driver *ret)
 	for (size_t i = 0; i < ARRAY_SIZE(tools); i++)
 		find_tool(rootfd, ret, tools[i].name, tools[i].caps);
 	return 0;
+}
+
+/* "NAME.so.1.2.3" with another version than v: a library of another driver. */
+static bool other_version(const char *entry, const char *name, const char *v)
+{
+	size_t n = strlen(name);
+
+	return strncmp(entry, name, n) == 0 && entry[n] == '.' &&
+	       isdigit((unsigned char)entry[n + 1]) &&
+	       strspn(entry + n + 1, "0123456789.") == strlen(entry + n + 1) &&
+	       strcmp(entry + n + 1, v) != 0 && strchr(entry + n + 1, '.');
+}
+
+static void list_add(char *list, size_t len, const char *item)
+{
+	size_t off = strlen(list);
+
+	if (off + 1 < len)
+		snprintf(list + off, len - off, "%s%s", off ? ", " : "", item);
+}
+
+/* Files of lib of another version than d's in the library directories, to list. */
+static void find_others(int rootfd, const struct dg_driver *d, const struct lib *l, char *list,
+			size_t len)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(lib_dirs); i++) {
+		int fd = open_in_root(rootfd, lib_dirs[i], O_RDONLY | O_DIRECTORY, 0);
+		DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+		struct dirent *e;
+
+		if (!dir) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		while ((e = readdir(dir))) {
+			char path[320];
+
+			if (!other_version(e->d_name, l->name, d->version))
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", lib_dirs[i], e->d_name);
+			list_add(list, len, path);
+		}
+		closedir(dir);
+	}
+}
+
+static bool found(const struct dg_driver *d, const struct lib *l)
+{
+	char path_end[96];
+
+	snprintf(path_end, sizeof(path_end), "/%s.%s", l->name, d->version);
+	for (size_t i = 0; i < d->n; i++) {
+		const char *p = d->files[i].path;
+		size_t n = strlen(p), m = strlen(path_end);
+
+		if (n >= m && strcmp(p + n - m, path_end) == 0)
+			return true;
+	}
+	return false;
+}
+
+void driver_check_cap(int rootfd, const struct dg_driver *d, unsigned int cap,
+		      struct dg_driver_cap_check *ret)
+{
+	*ret = (struct dg_driver_cap_check){ .found = 0 };
+	for (size_t i = 0; i < d->n; i++)
+		ret->found += (d->files[i].caps & cap) != 0;
+	for (size_t i = 0; i < ARRAY_SIZE(libs); i++) {
+		if (!(libs[i].caps & cap) || found(d, &libs[i]))
+			continue;
+		find_others(rootfd, d, &libs[i], ret->other, sizeof(ret->other));
+		if (libs[i].main)
+			list_add(ret->missing, sizeof(ret->missing), libs[i].name);
+	}
 }

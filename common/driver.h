@@ -63,4 +63,15 @@ bool driver_in_ld_dirs(const char *path);
  */
 int driver_discover(int rootfd, struct dg_driver *ret);
 
+/* What doctor says of one capability of d (found by driver_discover below rootfd). */
+struct dg_driver_cap_check {
+	size_t found;	   /* its files at the module's version */
+	char missing[256]; /* "libcuda.so, ...": its main libraries not there */
+	char other[512];   /* "/usr/lib/x/libcuda.so.535.104.05, ...": another driver's */
+};
+
+/* One DG_DRV_* bit of d checked: what is there, what is missing, what is stale. */
+void driver_check_cap(int rootfd, const struct dg_driver *d, unsigned int cap,
+		      struct dg_driver_cap_check *ret);
+
 #endif

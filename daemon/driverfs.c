@@ -82,28 +82,24 @@ static void plan_make(const struct dg_driver *drv, unsigned int caps, const stru
 	}
 }
 
+_Static_assert(LEASE_FILE_PATH_MAX == HELPER_PATH_MAX, "a lease records any path a job takes");
+
 /* The container paths this call mounted, appended to l's list. */
 static int record(struct lease *l, const struct plan *p, const int *status)
 {
-	size_t len = l->driver_files ? strlen(l->driver_files) : 0, add = 0;
-	char *s;
+	size_t add = 0;
+	struct lease_file *v;
 
 	for (size_t i = 0; i < p->n; i++)
-		add += status[i] == NODE_CREATED ? strlen(p->paths[i]) + 1 : 0;
-	s = realloc(l->driver_files, len + add + 1);
-	if (!s)
+		add += status[i] == NODE_CREATED;
+	v = realloc(l->driver_files, (l->n_driver_files + add + 1) * sizeof(*v));
+	if (!v)
 		return -ENOMEM;
+	l->driver_files = v;
 	for (size_t i = 0; i < p->n; i++) {
-		size_t n = strlen(p->paths[i]);
-
-		if (status[i] != NODE_CREATED)
-			continue;
-		memcpy(s + len, p->paths[i], n);
-		s[len + n] = '\n';
-		len += n + 1;
+		if (status[i] == NODE_CREATED)
+			memcpy(v[l->n_driver_files++].path, p->paths[i], HELPER_PATH_MAX);
 	}
-	s[len] = '\0';
-	l->driver_files = s;
 	return 0;
 }
 
@@ -151,21 +147,19 @@ int driverfs_add(struct daemon *d, const struct target *t, const struct node_opt
 	return 0;
 }
 
-void driverfs_remove(const struct target *t, const struct lease *l, const char *files)
+void driverfs_remove(const struct target *t, const struct lease *l, size_t from)
 {
 	struct node_opts o = { .mode = 0 };
 	struct dg_error err = { 0 };
-	auto_free char *copy = files ? strdup(files) : NULL;
 	struct node_file f[HELPER_MAX_FILES];
 	int status[HELPER_MAX_FILES];
-	char *save = NULL;
 	size_t n = 0;
 
-	if (!copy)
-		return;
-	for (char *s = strtok_r(copy, "\n", &save); s && n < HELPER_MAX_FILES;
-	     s = strtok_r(NULL, "\n", &save))
-		f[n++] = (struct node_file){ .host = s, .path = s };
+	for (size_t i = from; i < l->n_driver_files && n < HELPER_MAX_FILES; i++) {
+		const char *path = l->driver_files[i].path;
+
+		f[n++] = (struct node_file){ .host = path, .path = path };
+	}
 	if (n && nodes_unmount_files(t, &o, f, n, status, &err) < 0)
 		log_warning("cannot take the driver's files out of %s: %s", lease_label(l),
 			    err.message);

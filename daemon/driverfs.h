@@ -19,7 +19,7 @@
 /* Mounts caps' files into t; records them in l (driver_caps, driver_files). */
 int driverfs_add(struct daemon *d, const struct target *t, const struct node_opts *o,
 		 struct lease *l, unsigned int caps, struct dg_error *err);
-/* Takes off the files listed from files on (l->driver_files or a tail of it). */
-void driverfs_remove(const struct target *t, const struct lease *l, const char *files);
+/* Takes off l's driver files from index from on (0: all of them). */
+void driverfs_remove(const struct target *t, const struct lease *l, size_t from);
 
 #endif

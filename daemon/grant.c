@@ -380,7 +380,7 @@ static void grant_undo(struct daemon *d, const struct target *t, const struct le
 
 	grants_del(d, next->cgid, x->added, x->n_added);
 	if (x->driver_done)
-		driverfs_remove(t, next, next->driver_files + x->driver_from);
+		driverfs_remove(t, next, x->driver_from);
 	if (!old)
 		(void)guard_remove(d->bg, next->cgid, t->cgfd, &ignore);
 	for (size_t i = 0; i < x->n_nodes; i++) {
@@ -441,7 +441,7 @@ static int grant_apply(struct daemon *d, const struct target *t, const struct le
 	x->t_bpf = now_mono_ns() - t0 - x->t_nodes;
 	fault_point("grant.guard");
 	if (r == 0 && x->driver_add) {
-		x->driver_from = next->driver_files ? strlen(next->driver_files) : 0;
+		x->driver_from = next->n_driver_files;
 		r = driverfs_add(d, t, &nopts, next, x->driver_add, err);
 		x->driver_done = r == 0;
 	}
@@ -841,10 +841,10 @@ static int revoke_select(struct daemon *d, const struct lease *l, const char *sp
  * /dev). Through known, a process of l's cgroup that this request resolved
  * already, when there is one: the helper still checks it runs.
  */
-/* Nodes gone from l, and the driver's files when files (l's list) is given. */
+/* Nodes gone from l, and all of l's driver files when files. */
 static void remove_nodes(struct daemon *d, const struct lease *l, const struct target *known,
 			 const struct dg_node *gone, size_t n_gone, struct node_result *res,
-			 const char *files)
+			 bool files)
 {
 	auto_cleanup(target_donep) struct target t = TARGET_INIT;
 	struct node_opts nopts = { .mode = d->cfg.node_mode };
@@ -856,7 +856,7 @@ static void remove_nodes(struct daemon *d, const struct lease *l, const struct t
 		return;
 	}
 	if (files)
-		driverfs_remove(reuse ? known : &t, l, files);
+		driverfs_remove(reuse ? known : &t, l, 0);
 	if (n_gone && nodes_remove(reuse ? known : &t, &nopts, gone, n_gone, res, &err) < 0)
 		log_warning("cannot remove nodes from %s: %s", lease_label(l), err.message);
 	for (size_t i = 0; i < n_gone; i++) {
@@ -904,7 +904,7 @@ void grant_rollback(struct daemon *d, const struct lease *pending)
 	size_t n_x = node_diff(p_nodes, n_p, c_nodes, n_c, extra);
 
 	grants_del(d, pending->cgid, extra, n_x);
-	remove_nodes(d, pending, NULL, extra, n_x, res, NULL);
+	remove_nodes(d, pending, NULL, extra, n_x, res, false);
 	if (!committed)
 		unguard_cgroup(d, pending->cgid, lease_label(pending));
 	(void)state_pending_clear(d->state, pending->cgid);
@@ -1016,8 +1016,7 @@ static void revoke_steps(struct daemon *d, const struct lease *old, const struct
 				lease_label(old));
 	fault_point("revoke.record");
 	/* The driver's files go with the last GPU. */
-	remove_nodes(d, old, t, gone, *n_gone, res,
-		     old->driver_files && !next->driver_files ? old->driver_files : NULL);
+	remove_nodes(d, old, t, gone, *n_gone, res, old->n_driver_files && !next->n_driver_files);
 	fault_point("revoke.nodes");
 	if (!lease_holds(next))
 		unguard_cgroup(d, old->cgid, lease_label(old));
@@ -1507,7 +1506,7 @@ int grant_move(struct daemon *d, const struct dg_move_req *req, struct dg_move_r
 	fault_point("move.journal");
 	grants_del(d, src->cgid, p.gone_nodes, p.n_gone);
 	fault_point("move.grants");
-	remove_nodes(d, src, &st, p.gone_nodes, p.n_gone, res, NULL);
+	remove_nodes(d, src, &st, p.gone_nodes, p.n_gone, res, false);
 	fault_point("move.nodes");
 	r = grant_apply(d, &dt, dst_old, p.dst_next, &g, &x, err);
 	if (r < 0) {
@@ -1515,8 +1514,8 @@ int grant_move(struct daemon *d, const struct dg_move_req *req, struct dg_move_r
 		return r;
 	}
 	fault_point("move.commit");
-	if (src->driver_files && !p.src_next->driver_files)
-		remove_nodes(d, src, &st, NULL, 0, res, src->driver_files);
+	if (src->n_driver_files && !p.src_next->n_driver_files)
+		remove_nodes(d, src, &st, NULL, 0, res, true);
 	move_holders(d, src, &p, req, out, a);
 	snprintf(from, sizeof(from), "%s", lease_label(src));
 	if (view_lease(d, p.src_next, &out->from, a) < 0 ||

@@ -444,14 +444,14 @@ static int unmount_file(int root, const char *path, const struct helper_job *o)
 }
 
 /* Mounting is all or nothing: a failure takes off what this job mounted. */
-static void files_run(int root, const struct helper_job *job, const int *trees,
-		      struct helper_msg *msg)
+static void files_run(int root, const struct helper_job *job, const char (*files)[HELPER_PATH_MAX],
+		      const int *trees, struct helper_msg *msg)
 {
 	size_t i;
 
 	for (i = 0; i < job->n_files; i++) {
-		int r = job->op == OP_MOUNT_FILES ? mount_file(root, job->files[i], job, trees[i])
-						  : unmount_file(root, job->files[i], job);
+		int r = job->op == OP_MOUNT_FILES ? mount_file(root, files[i], job, trees[i])
+						  : unmount_file(root, files[i], job);
 
 		if (job->op == OP_UNMOUNT_FILES) {
 			msg->file_status[i] = r == 0			     ? NODE_REMOVED
@@ -472,7 +472,7 @@ static void files_run(int root, const struct helper_job *job, const int *trees,
 		return;
 	while (i-- > 0) {
 		if (msg->file_status[i] == NODE_CREATED) {
-			(void)unmount_file(root, job->files[i], job);
+			(void)unmount_file(root, files[i], job);
 			msg->file_status[i] = NODE_UNTOUCHED;
 		}
 	}
@@ -512,8 +512,13 @@ static int drop_caps(uint64_t keep, uint64_t *ret)
 	return 0;
 }
 
-static void helper_run(const struct helper_job *job, int pidfd, int rootfd, const int *trees,
-		       struct helper_msg *msg)
+static bool files_op(const struct helper_job *job)
+{
+	return job->op == OP_MOUNT_FILES || job->op == OP_UNMOUNT_FILES;
+}
+
+static void helper_run(const struct helper_job *job, const char (*files)[HELPER_PATH_MAX],
+		       int pidfd, int rootfd, const int *trees, struct helper_msg *msg)
 {
 	int root = rootfd, devfd;
 	struct stat st;
@@ -557,8 +562,8 @@ static void helper_run(const struct helper_job *job, int pidfd, int rootfd, cons
 		msg->err = EXDEV;
 		return;
 	}
-	if (job->op == OP_MOUNT_FILES || job->op == OP_UNMOUNT_FILES) {
-		files_run(root, job, trees, msg);
+	if (files_op(job)) {
+		files_run(root, job, files, trees, msg);
 		return;
 	}
 	if (job->op == OP_REMOVE) {
@@ -581,22 +586,30 @@ static size_t job_fds(const struct helper_job *job)
 	return 2 + (job->bind && job->op == OP_CREATE ? job->n : 0);
 }
 
-/* Receives the job and its fds; false when the daemon hung up. */
-static bool spare_receive(int sock, struct helper_job *job, int fds[FDPASS_MAX])
+/* Receives the job, its fds and a files job's paths; false when the daemon hung up. */
+static bool spare_receive(int sock, struct helper_job *job, char (*files)[HELPER_PATH_MAX],
+			  int fds[FDPASS_MAX])
 {
+	int none[FDPASS_MAX];
 	int n = fds_recv(sock, job, sizeof(*job), fds);
+	size_t len;
 
 	if (n < 2 || job->n > DG_MAX_NODES || job->n_files > HELPER_MAX_FILES ||
-	    (size_t)n != job_fds(job))
+	    (job->n_files && !files_op(job)) || (size_t)n != job_fds(job))
+		return false;
+	/* recvmsg, as the job came: the filter allows no read. No descriptors with it. */
+	len = job->n_files * HELPER_PATH_MAX;
+	if (len && fds_recv(sock, files, len, none) != 0)
 		return false;
 	for (size_t i = 0; i < job->n_files; i++)
-		job->files[i][HELPER_PATH_MAX - 1] = '\0';
+		files[i][HELPER_PATH_MAX - 1] = '\0';
 	job->root_path[sizeof(job->root_path) - 1] = '\0';
 	return true;
 }
 
 void helper_main(int sock, const struct sock_fprog *filter)
 {
+	static char files[HELPER_MAX_FILES][HELPER_PATH_MAX];
 	struct helper_job job;
 	struct helper_msg msg = { 0 };
 	int fds[FDPASS_MAX], devnull, confined;
@@ -613,10 +626,10 @@ void helper_main(int sock, const struct sock_fprog *filter)
 		   syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, filter) == 0;
 	if (!confined)
 		msg.err = errno;
-	if (!spare_receive(3, &job, fds))
+	if (!spare_receive(3, &job, files, fds))
 		_exit(0);
 	if (confined)
-		helper_run(&job, fds[0], fds[1], fds + 2, &msg);
+		helper_run(&job, files, fds[0], fds[1], fds + 2, &msg);
 	else
 		msg.stage = STAGE_SECCOMP;
 	if (write(3, &msg, sizeof(msg)) != (ssize_t)sizeof(msg))

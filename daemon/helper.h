@@ -36,13 +36,19 @@ struct node_result {
 enum helper_op {
 	OP_CREATE,
 	OP_REMOVE,
-	OP_MOUNT_FILES,	 /* bind the host's files (one mount each) read-only at files[] */
+	OP_MOUNT_FILES,	 /* bind the host's files (one mount each) read-only at their paths */
 	OP_UNMOUNT_FILES /* take them off again, and the files made to mount on */
 };
 
 /* Driver files in one job: each library twice (its name and its soname), tools. */
 #define HELPER_MAX_FILES 96
 #define HELPER_PATH_MAX 160
+
+/*
+ * The paths of an OP_*_FILES job travel in a second message right after the
+ * job: n_files entries of HELPER_PATH_MAX bytes (absolute paths in the
+ * container). Node jobs, the hot path, do not carry room for them.
+ */
 
 enum helper_stage {
 	STAGE_OK = 0,
@@ -93,8 +99,7 @@ struct helper_job {
 	char root_path[4096]; /* "" for the target's own root */
 	size_t n;
 	struct dg_node nodes[DG_MAX_NODES];
-	size_t n_files; /* OP_*_FILES: absolute paths in the container */
-	char files[HELPER_MAX_FILES][HELPER_PATH_MAX];
+	size_t n_files; /* OP_*_FILES: how many paths the second message holds */
 };
 
 /*

@@ -87,8 +87,17 @@ struct lease *lease_copy(const struct lease *l)
 		memcpy(c->devices, l->devices, l->n_devices * sizeof(*c->devices));
 		c->n_devices = l->n_devices;
 	}
-	if (dup_str(l->cgroup, &c->cgroup) < 0 || dup_str(l->container, &c->container) < 0 ||
-	    dup_str(l->driver_files, &c->driver_files) < 0) {
+	if (l->n_driver_files) {
+		c->driver_files = malloc(l->n_driver_files * sizeof(*c->driver_files));
+		if (!c->driver_files) {
+			lease_free(c);
+			return NULL;
+		}
+		memcpy(c->driver_files, l->driver_files,
+		       l->n_driver_files * sizeof(*c->driver_files));
+		c->n_driver_files = l->n_driver_files;
+	}
+	if (dup_str(l->cgroup, &c->cgroup) < 0 || dup_str(l->container, &c->container) < 0) {
 		lease_free(c);
 		return NULL;
 	}
@@ -513,6 +522,7 @@ void lease_driver_clear(struct lease *l)
 	l->driver_caps = 0;
 	free(l->driver_files);
 	l->driver_files = NULL;
+	l->n_driver_files = 0;
 }
 
 int lease_access_parse(const char *s, uint32_t *ret)
@@ -827,9 +837,12 @@ json_object *lease_to_json(const struct lease *l)
 	/* Left out without grant --driver: such a record reads the same as before. */
 	if (l->driver_caps) {
 		json_object_object_add(o, "driver_caps", json_object_new_int64(l->driver_caps));
-		json_object_object_add(o, "driver_files",
-				       json_object_new_string(l->driver_files ? l->driver_files
-									      : ""));
+		json_object *files = json_object_new_array();
+
+		for (size_t i = 0; i < l->n_driver_files; i++)
+			json_object_array_add(files,
+					      json_object_new_string(l->driver_files[i].path));
+		json_object_object_add(o, "driver_files", files);
 	}
 	/* Left out when empty: a record without devices reads the same as before. */
 	if (l->n_devices) {
@@ -1014,6 +1027,55 @@ static bool device_name_ok(const char *name)
 	       strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
 }
 
+static int driver_file_add(struct lease *l, const char *path, size_t n, char *why, size_t len)
+{
+	struct lease_file *v;
+
+	if (n == 0 || path[0] != '/' || n >= LEASE_FILE_PATH_MAX) {
+		snprintf(why, len, "driver file '%.*s' is not an absolute path of at most %d bytes",
+			 (int)(n > 64 ? 64 : n), path, LEASE_FILE_PATH_MAX - 1);
+		return -EINVAL;
+	}
+	v = realloc(l->driver_files, (l->n_driver_files + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	l->driver_files = v;
+	memcpy(v[l->n_driver_files].path, path, n);
+	v[l->n_driver_files++].path[n] = '\0';
+	return 0;
+}
+
+/* An array of paths; records written before it was one hold a string, '\n' after each. */
+static int driver_files_from_json(json_object *v, struct lease *l, char *why, size_t len)
+{
+	if (json_object_is_type(v, json_type_string)) {
+		for (const char *p = json_object_get_string(v); *p;) {
+			size_t n = strcspn(p, "\n");
+
+			if (n && driver_file_add(l, p, n, why, len) < 0)
+				return -EINVAL;
+			p += n + (p[n] == '\n');
+		}
+		return 0;
+	}
+	if (!json_object_is_type(v, json_type_array)) {
+		snprintf(why, len, "field 'driver_files' must be a array");
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < json_object_array_length(v); i++) {
+		json_object *f = json_object_array_get_idx(v, i);
+
+		if (!json_object_is_type(f, json_type_string)) {
+			snprintf(why, len, "a driver file must be a string");
+			return -EINVAL;
+		}
+		if (driver_file_add(l, json_object_get_string(f), strlen(json_object_get_string(f)),
+				    why, len) < 0)
+			return -EINVAL;
+	}
+	return 0;
+}
+
 static int devices_from_json(json_object *arr, struct lease *l, char *why, size_t len)
 {
 	size_t n = json_object_array_length(arr);
@@ -1142,8 +1204,11 @@ int lease_from_json(json_object *o, struct lease **ret, char *why, size_t len)
 		if (want(o, "driver_caps", json_type_int, false, &v, why, len) < 0)
 			goto fail;
 		l->driver_caps = (unsigned int)json_object_get_int64(v) & DG_DRV_ALL;
-		if (want(o, "driver_files", json_type_string, false, &v, why, len) < 0 ||
-		    dup_str(json_object_get_string(v), &l->driver_files) < 0)
+		if (!json_object_object_get_ex(o, "driver_files", &v)) {
+			snprintf(why, len, "missing field 'driver_files'");
+			goto fail;
+		}
+		if (driver_files_from_json(v, l, why, len) < 0)
 			goto fail;
 	}
 	/* Optional: records written before grant --device have none. */

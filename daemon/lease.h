@@ -48,6 +48,12 @@ struct lease_device {
 	bool block;	 /* a block device; records without "type" are char */
 };
 
+/* A driver file mounted into the container (grant --driver): its path there. */
+#define LEASE_FILE_PATH_MAX 160
+struct lease_file {
+	char path[LEASE_FILE_PATH_MAX];
+};
+
 struct lease {
 	uint64_t cgid;
 	char *cgroup;	 /* v2 path, for display */
@@ -61,10 +67,10 @@ struct lease {
 	/* CLOCK_REALTIME seconds at which the lease is revoked (grant --ttl); 0: never. */
 	int64_t expires;
 	bool kill_on_expiry; /* holders of its nodes are killed at expiry */
-	/* grant --driver: DG_DRV_* asked for, and the files mounted (container paths, '\n' after
-	 * each) */
+	/* grant --driver: DG_DRV_* asked for, and the files mounted (container paths) */
 	unsigned int driver_caps;
-	char *driver_files;
+	struct lease_file *driver_files;
+	size_t n_driver_files;
 	struct lease_spent *spent; /* n_spent GPUs it held before, at most DG_MAX_GPUS */
 	size_t n_spent;
 	/* runtime only, never persisted; no fd: a host may have thousands of leases */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -273,20 +274,30 @@ void nodes_prepare(void)
 		log_debug_errno(r, "cannot fork a spare node helper yet: %m");
 }
 
-static int send_job(const struct helper_job *job, int pidfd, int rootfd, const int *trees,
-		    size_t n_trees)
+/* The job, then a files job's paths as a message of their own (helper.h). */
+static int send_job(const struct helper_job *job, char (*files)[HELPER_PATH_MAX], int pidfd,
+		    int rootfd, const int *trees, size_t n_trees)
 {
 	int fds[FDPASS_MAX] = { pidfd, rootfd };
+	size_t len = job->n_files * HELPER_PATH_MAX;
+	int r;
 
 	if (n_trees > FDPASS_MAX - 2)
 		return -E2BIG;
 	memcpy(fds + 2, trees, n_trees * sizeof(*trees));
-	return fds_send(spare.sock, job, sizeof(*job), fds, 2 + n_trees);
+	r = fds_send(spare.sock, job, sizeof(*job), fds, 2 + n_trees);
+	if (r < 0 || len == 0)
+		return r;
+	return send(spare.sock, files, len, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -errno;
 }
 
-/* trees: the detached mounts the job binds (one per node or file), passed with it. */
-static int run_helper(const struct target *t, const struct helper_job *job, const int *trees,
-		      size_t n_trees, struct helper_msg *msg)
+/*
+ * trees: the detached mounts the job binds (one per node or file), passed
+ * with it; files: the paths of a files job, NULL for nodes.
+ */
+static int run_helper(const struct target *t, const struct helper_job *job,
+		      char (*files)[HELPER_PATH_MAX], const int *trees, size_t n_trees,
+		      struct helper_msg *msg)
 {
 	int r;
 
@@ -298,7 +309,7 @@ static int run_helper(const struct target *t, const struct helper_job *job, cons
 			if (r < 0)
 				return r;
 		}
-		r = send_job(job, t->pidfd, t->rootfd, trees, n_trees);
+		r = send_job(job, files, t->pidfd, t->rootfd, trees, n_trees);
 		if (r == 0)
 			break;
 		spare_drop();
@@ -487,7 +498,7 @@ static int nodes_apply(const struct target *t, enum helper_op op, const struct n
 			"cannot make the nodes to bind into PID %d's /dev (another user "
 			"namespace): %s",
 			(int)t->pid, strerror(-r));
-	r = run_helper(t, &job, trees, bind ? n : 0, &msg);
+	r = run_helper(t, &job, NULL, trees, bind ? n : 0, &msg);
 	if (bind)
 		close_all(trees, n);
 	if (r < 0)
@@ -542,7 +553,7 @@ static int file_tree(int host_root, const char *path)
 
 static int files_job(const struct target *t, enum helper_op op, const struct node_opts *o,
 		     const struct node_file *f, size_t n, struct helper_job *job,
-		     struct dg_error *err)
+		     char (*paths)[HELPER_PATH_MAX], struct dg_error *err)
 {
 	int r;
 
@@ -560,7 +571,7 @@ static int files_job(const struct target *t, enum helper_op op, const struct nod
 	for (size_t i = 0; i < n; i++) {
 		if (strlen(f[i].path) >= HELPER_PATH_MAX || f[i].path[0] != '/')
 			return dg_error_set(err, DG_E_INTERNAL, EINVAL, "bad driver file path");
-		snprintf(job->files[i], HELPER_PATH_MAX, "%s", f[i].path);
+		snprintf(paths[i], HELPER_PATH_MAX, "%s", f[i].path);
 	}
 	job->n_files = n;
 	return 0;
@@ -572,9 +583,10 @@ static int files_apply(const struct target *t, enum helper_op op, const struct n
 {
 	struct helper_msg msg = { 0 };
 	struct helper_job job;
+	char paths[HELPER_MAX_FILES][HELPER_PATH_MAX];
 	int trees[HELPER_MAX_FILES];
 	size_t n_trees = 0;
-	int r = files_job(t, op, o, f, n, &job, err);
+	int r = files_job(t, op, o, f, n, &job, paths, err);
 
 	fds_none(trees, ARRAY_SIZE(trees));
 	for (; r == 0 && op == OP_MOUNT_FILES && n_trees < n; n_trees++) {
@@ -585,7 +597,7 @@ static int files_apply(const struct target *t, enum helper_op op, const struct n
 					 f[n_trees].host, strerror(-trees[n_trees]));
 	}
 	if (r == 0)
-		r = run_helper(t, &job, trees, n_trees, &msg);
+		r = run_helper(t, &job, paths, trees, n_trees, &msg);
 	close_all(trees, n_trees);
 	if (r < 0)
 		return dg_error_is_set(err) ? r

@@ -153,13 +153,10 @@ int view_lease(const struct daemon *d, const struct lease *l, struct dg_lease_in
 	}
 	if (l->driver_caps) {
 		char caps[64];
-		size_t n = 0;
 
 		driver_caps_text(l->driver_caps, caps, sizeof(caps));
-		for (const char *p = l->driver_files; p && *p; p++)
-			n += *p == '\n';
 		out->driver = dg_arena_strdup(a, caps);
-		out->driver_files = (int64_t)n;
+		out->driver_files = (int64_t)l->n_driver_files;
 		out->has_driver_files = true;
 		if (!out->driver)
 			return -ENOMEM;

@@ -20,18 +20,22 @@ check_of() {
 }
 
 @test "a healthy host with devgated running: every check ok, exit 0" {
-	make_host --dev-char
+	make_host --dev-char --driver "550.54.14:$DEVGATE_BUILD/fakedrv.so"
 	start_daemon
 	run -0 doctor --json
 	[ "$(echo "$output" | jq -r .status)" = ok ]
 	[ "$(echo "$output" | jq -r '[.checks[].status] | unique | join(",")')" = ok ]
 	[ "$(echo "$output" | jq -r '[.checks[].name] | join(" ")')" = \
-		"cgroup2 bpffs bpf-device driver gpus drm-gpus nodes dev-char daemon foreign-progs" ]
+		"cgroup2 bpffs bpf-device driver driver-files gpus mig drm-gpus nodes dev-char daemon foreign-progs" ]
 	[ "$(check_of cgroup2 message)" = "cgroup v2 is mounted at $DG_CGROOT" ]
 	[ "$(check_of nodes message)" = "5 device nodes in /dev with the right numbers" ]
 	[[ "$(check_of daemon message)" == "devgated 0.1.0 (PID $DG_DAEMON_PID) answers on"* ]]
+	[ "$(check_of mig message)" = "no GPU in MIG mode" ]
+	# The fixture's libraries: utility has nvidia-smi too.
+	[ "$(check_of driver-files message)" = \
+		"driver 550.54.14, files found: utility 3, compute 2, video 2, graphics 2" ]
 	run -0 doctor
-	[ "${lines[-1]}" = "10 ok, 0 warnings, 0 failed, 0 skipped" ]
+	[ "${lines[-1]}" = "12 ok, 0 warnings, 0 failed, 0 skipped" ]
 	[[ "${lines[0]}" == "ok    cgroup2        cgroup v2 is mounted at "* ]]
 }
 
@@ -170,4 +174,58 @@ check_of() {
 	# What the user gives wins over what the daemon says.
 	run -1 dg doctor --host-root "$DG_TMP/nowhere" --json
 	[ "$(check_of driver status)" = fail ]
+}
+
+@test "mig: each GPU's instances; missing caps nodes or a stale caps major fail with a hint" {
+	make_host --dev-char --mig "0:1,2;1:3"
+	start_daemon
+	caps=$(awk '$2 == "nvidia-caps" { print $1 }' "$DG_HOST/proc/devices")
+	run -0 doctor --json
+	[ "$(check_of mig status)" = ok ]
+	[ "$(check_of mig message)" = "GPU 0 in MIG mode with gi1 (ci0), gi2 (ci0); GPU 1 in MIG mode with gi3 (ci0); nvidia-caps major $caps, its nodes in /dev/nvidia-caps" ]
+
+	# GPU 0's gi2 is nvidia-cap21, its ci0 nvidia-cap22 (the fixture numbers as the driver).
+	rm "$DG_HOST/dev/nvidia-caps/nvidia-cap22"
+	run -1 doctor --json
+	[ "$(check_of mig status)" = fail ]
+	[ "$(check_of mig message)" = "/dev/nvidia-caps/nvidia-cap22 ($caps:22) is missing" ]
+	[[ "$(check_of mig hint)" == *"nvidia-modprobe -f /proc/driver/nvidia/capabilities/gpuM/mig/giG/access"* ]]
+	[ "$(check_of nodes status)" = ok ]
+
+	# The driver reloaded with another caps major; the nodes kept the old one.
+	rm "$DG_HOST/dev/nvidia-caps/nvidia-cap21"
+	mknod "$DG_HOST/dev/nvidia-caps/nvidia-cap21" c $((caps - 1)) 21
+	mknod "$DG_HOST/dev/nvidia-caps/nvidia-cap22" c $((caps - 1)) 22
+	run -1 doctor
+	[[ "$output" == *"fail  mig            /dev/nvidia-caps/nvidia-cap21 has major $((caps - 1)), a stale one: nvidia-caps is $caps now; /dev/nvidia-caps/nvidia-cap22 has major $((caps - 1)), a stale one"* ]]
+	[[ "$output" == *"hint: the nvidia-caps major is dynamic"* ]]
+
+	# No caps major at all: no MIG instance can be granted.
+	sed -i '/nvidia-caps/d' "$DG_HOST/proc/devices"
+	run -1 doctor --json
+	[ "$(check_of mig message)" = "GPU 0 in MIG mode with gi1 (ci0), gi2 (ci0); GPU 1 in MIG mode with gi3 (ci0); but $DG_HOST/proc/devices has no nvidia-caps major" ]
+	[[ "$(check_of mig hint)" == "the nvidia module registers nvidia-caps"* ]]
+}
+
+@test "driver-files: the user space per capability; another version's or missing libraries warn" {
+	make_host --dev-char
+	start_daemon
+	run -0 doctor --json
+	[ "$(check_of driver-files status)" = skip ]
+	[ "$(check_of driver-files message)" = \
+		"no $DG_HOST/proc/driver/nvidia/version: grant --driver is not available" ]
+
+	stop_daemon
+	rm -rf "$DG_HOST"
+	make_host --dev-char --driver "550.54.14:$DEVGATE_BUILD/fakedrv.so"
+	start_daemon
+	lib=$DG_HOST/usr/lib/x86_64-linux-gnu
+	# An upgrade on disk, the old module still loaded: libcuda is the new one's only.
+	mv "$lib/libcuda.so.550.54.14" "$lib/libcuda.so.560.28.03"
+	rm "$lib/libnvcuvid.so.550.54.14"
+	run -0 doctor --json
+	[ "$(echo "$output" | jq -r .status)" = warn ]
+	[ "$(check_of driver-files status)" = warn ]
+	[ "$(check_of driver-files message)" = "compute: /usr/lib/x86_64-linux-gnu/libcuda.so.560.28.03 of another version than the module's 550.54.14; compute: libcuda.so.550.54.14 missing; video: libnvcuvid.so.550.54.14 missing; driver 550.54.14, files found: utility 3, compute 1, video 1, graphics 2" ]
+	[[ "$(check_of driver-files hint)" == "grant --driver mounts only what matches the loaded module"* ]]
 }

@@ -39,6 +39,17 @@ glibc_container() {
 	[ -n "$CPID" ] && [ "$CPID" != null ]
 }
 
+# hooked_glibc NAME JQ-FILTER: hooked_bundle NAME with what dlprobe needs.
+hooked_glibc() {
+	local b="$DG_TMP/$1"
+	requires runc
+	hooked_bundle "$1" "$2"
+	mkdir -p "$b/rootfs/lib64" "$b/rootfs/lib/x86_64-linux-gnu"
+	cp -L /lib64/ld-linux-x86-64.so.2 "$b/rootfs/lib64/"
+	cp -L /lib/x86_64-linux-gnu/libc.so.6 "$b/rootfs/lib/x86_64-linux-gnu/"
+	cp "$DEVGATE_BUILD/dlprobe" "$b/rootfs/bin/"
+}
+
 dlprobe() {
 	dg_runc exec "$CID" dlprobe "$@"
 }
@@ -69,7 +80,8 @@ usr_mounts() {
 	# libcuda, libnvidia-ml, -cfg, -ptxjitcompiler: each at its name and soname; nvidia-smi.
 	[ "$(echo "$output" | jq '.leases[0].driver_files')" = 9 ]
 	record=$(ls "$DG_TMP/state/leases/"*.json)
-	[ "$(jq '.driver_files | split("\n") | map(select(. != "")) | length' "$record")" = 9 ]
+	[ "$(jq '.driver_files | length' "$record")" = 9 ]
+	[ "$(jq -r '.driver_files | map(select(startswith("/"))) | length' "$record")" = 9 ]
 
 	# More kinds on the same lease: only the new files are mounted.
 	run -0 dg grant --pid "$CPID" --gpu 0 --driver video
@@ -78,9 +90,15 @@ usr_mounts() {
 	[ "$(echo "$output" | jq -r '.leases[0].driver')" = utility,compute,video ]
 	[ "$(echo "$output" | jq '.leases[0].driver_files')" = 13 ]
 
-	# The record keeps what is mounted: a restarted devgated takes it out.
+	# The record keeps what is mounted: a restarted devgated takes it out,
+	# from a record written before the list was an array too.
 	stop_daemon
+	jq '.driver_files |= (join("\n") + "\n")' "$record" >"$record.old"
+	mv "$record.old" "$record"
+	[ "$(jq -r '.driver_files | type' "$record")" = string ]
 	start_daemon
+	run -0 dg --json status
+	[ "$(echo "$output" | jq '.leases[0].driver_files')" = 13 ]
 	run -0 dg revoke --pid "$CPID"
 	run -1 dlprobe libcuda.so.1
 	[ "$(usr_mounts)" = "" ]
@@ -162,4 +180,85 @@ usr_mounts() {
 	[ "$(echo "$output" | jq '.containerEdits.mounts | length')" = 0 ]
 	run -2 dg cdi generate --host-root "$DG_HOST" --driver cuda
 	[[ "$output" == *"--driver: 'cuda' is not utility, compute, video, graphics, all or none"* ]]
+}
+
+@test "hook: devgate.io/driver mounts the driver's files with the GPUs; from-env lets the image choose" {
+	hooked_glibc h '.annotations = {"devgate.io/gpus": "0", "devgate.io/driver": "compute"}'
+	dg_runc run -d -b "$DG_TMP/h" "$CID" </dev/null
+	run -0 dlprobe libcuda.so.1 libnvidia-ptxjitcompiler.so.1
+	[ "${lines[0]}" = "libcuda.so.1 ok devgate-fixture" ]
+	# Utility was not asked for.
+	run -1 dlprobe libnvidia-ml.so.1
+	run -1 probe "$CID" /dev/nvidia0 /gpu1
+	[ "$output" = "$(printf '/dev/nvidia0 ENXIO\n/gpu1 EPERM')" ]
+	run -0 dg --json status
+	[ "$(echo "$output" | jq -r '.leases[0].driver')" = compute ]
+	[ "$(echo "$output" | jq '.leases[0].driver_files')" = 4 ]
+	dg_runc delete -f "$CID"
+	no_leases
+
+	# from-env: the image's NVIDIA_DRIVER_CAPABILITIES picks utility.
+	hooked_glibc e '.annotations = {"devgate.io/gpus": "0", "devgate.io/driver": "from-env"} |
+		.process.env += ["NVIDIA_DRIVER_CAPABILITIES=utility"]'
+	dg_runc run -d -b "$DG_TMP/e" "$CID" </dev/null
+	run -0 dlprobe libnvidia-ml.so.1
+	run -1 dlprobe libcuda.so.1
+	run -0 dg_runc exec "$CID" nvidia-smi
+	[ "$output" = "fixture nvidia-smi 550.54.14" ]
+	run -0 dg --json status
+	[ "$(echo "$output" | jq -r '.leases[0].driver')" = utility ]
+	dg_runc delete -f "$CID"
+	no_leases
+
+	# Without from-env the image's env widens nothing.
+	hooked_glibc w '.annotations = {"devgate.io/gpus": "0", "devgate.io/driver": "utility"} |
+		.process.env += ["NVIDIA_DRIVER_CAPABILITIES=all"]'
+	dg_runc run -d -b "$DG_TMP/w" "$CID" </dev/null
+	run -0 dg --json status
+	[ "$(echo "$output" | jq -r '.leases[0].driver')" = utility ]
+	run -1 dlprobe libcuda.so.1
+}
+
+@test "hook: an unknown devgate.io/driver kind fails the container's creation; nothing granted" {
+	hooked_glibc b '.annotations = {"devgate.io/gpus": "0", "devgate.io/driver": "compute,cuda"} |
+		.process.args = ["probe", "/dev/null"]'
+	run ! dg_runc run -b "$DG_TMP/b" "$CID" </dev/null
+	[[ "$output" == *"annotation devgate.io/driver='compute,cuda': driver capability 'cuda' is unknown"* ]]
+	no_leases
+}
+
+@test "grant --driver: a driver file that cannot be mounted rolls the whole grant back" {
+	glibc_container c
+	# The image has a file where /usr/bin goes: the libraries mount, nvidia-smi cannot.
+	mkdir -p "$DG_TMP/c/rootfs/usr"
+	echo image >"$DG_TMP/c/rootfs/usr/bin"
+	entries=$(grant_entries)
+	run -11 dg grant --pid "$CPID" --gpu 0 --driver compute,utility
+	[[ "$output" == *"cannot mount the driver's /usr/bin/nvidia-smi in the container of PID $CPID: Not a directory"* ]]
+	no_leases
+	[ "$(grant_entries)" = "$entries" ]
+	[ -z "$(gate_leftovers)" ] || fail "$(gate_leftovers)"
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENOENT" ]
+	# The libraries mounted before it are off again, their files gone.
+	[ "$(usr_mounts)" = "" ]
+	run -0 dg_runc exec "$CID" ls -A $LIB
+	[ "$output" = "" ]
+	[ "$(cat "$DG_TMP/c/rootfs/usr/bin")" = image ]
+
+	# On a lease that holds GPU 0: GPU 1 with the driver fails, GPU 0 stays as it was.
+	run -0 dg grant --pid "$CPID" --gpu 0
+	entries=$(grant_entries)
+	run -11 dg grant --pid "$CPID" --gpu 1 --driver compute,utility
+	[[ "$output" == *"cannot mount the driver's /usr/bin/nvidia-smi"* ]]
+	[ "$(grant_entries)" = "$entries" ]
+	run -0 dg --json status
+	[ "$(echo "$output" | jq -c '[.leases[0].gpus[].index]')" = "[0]" ]
+	[ "$(echo "$output" | jq -r '.leases[0].driver // "none"')" = none ]
+	run -1 probe "$CID" /dev/nvidia0 /dev/nvidia1
+	[ "$output" = "$(printf '/dev/nvidia0 ENXIO\n/dev/nvidia1 ENOENT')" ]
+	[ "$(usr_mounts)" = "" ]
+	record=$(ls "$DG_TMP/state/leases/"*.json)
+	[ "$(jq -r '.driver_files // "none"' "$record")" = none ]
+	[ "$(jq -c '[.gpus[].minor]' "$record")" = "[0]" ]
 }

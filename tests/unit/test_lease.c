@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "driver.h"
 #include "jsonutil.h"
 #include "lease.h"
 #include "util.h"
@@ -243,6 +244,63 @@ static void test_rejects(void **state)
 	bad(HEAD "\"devices\":[{\"path\":\"/dev/x\",\"host\":\"/dev/full\",\"type\":\"c\","
 		 "\"major\":1}]}",
 	    "missing field 'minor'");
+#undef HEAD
+}
+
+/* grant --driver's files: an array in the record; a record with the old string reads the same. */
+static void test_driver_files(void **state)
+{
+	struct lease *l = lease_new(78), *back = NULL, *old = NULL;
+	struct lease_file files[] = { { "/usr/lib/libcuda.so.550.54.14" },
+				      { "/usr/bin/nvidia-smi" } };
+	auto_json json_object *o = NULL, *legacy = NULL;
+	json_object *arr;
+	char why[160] = "";
+
+	(void)state;
+	l->cgroup = strdup("/c");
+	l->driver_caps = DG_DRV_COMPUTE | DG_DRV_UTILITY;
+	l->driver_files = malloc(sizeof(files));
+	memcpy(l->driver_files, files, sizeof(files));
+	l->n_driver_files = 2;
+	o = lease_to_json(l);
+	assert_true(json_object_object_get_ex(o, "driver_files", &arr));
+	assert_true(json_object_is_type(arr, json_type_array));
+	assert_int_equal(json_object_array_length(arr), 2);
+	assert_int_equal(lease_from_json(o, &back, why, sizeof(why)), 0);
+	assert_int_equal(back->driver_caps, DG_DRV_COMPUTE | DG_DRV_UTILITY);
+	assert_int_equal(back->n_driver_files, 2);
+	assert_string_equal(back->driver_files[0].path, "/usr/lib/libcuda.so.550.54.14");
+	assert_string_equal(back->driver_files[1].path, "/usr/bin/nvidia-smi");
+
+	legacy = json_parse_object(
+		"{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,"
+		"\"pid\":1,\"since\":0,\"gpus\":[],\"driver_caps\":2,"
+		"\"driver_files\":\"/usr/lib/libcuda.so.1\\n/usr/bin/nvidia-smi\\n\"}");
+	assert_non_null(legacy);
+	assert_int_equal(lease_from_json(legacy, &old, why, sizeof(why)), 0);
+	assert_int_equal(old->n_driver_files, 2);
+	assert_string_equal(old->driver_files[0].path, "/usr/lib/libcuda.so.1");
+	assert_string_equal(old->driver_files[1].path, "/usr/bin/nvidia-smi");
+	lease_free(old);
+	old = lease_copy(back);
+	assert_int_equal(old->n_driver_files, 2);
+	assert_string_equal(old->driver_files[1].path, "/usr/bin/nvidia-smi");
+	lease_driver_clear(old);
+	assert_int_equal(old->n_driver_files, 0);
+	lease_free(old);
+	lease_free(l);
+	lease_free(back);
+#define HEAD                                                                                 \
+	"{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,\"pid\":1," \
+	"\"since\":0,\"gpus\":[],\"driver_caps\":2,"
+	bad(HEAD "\"x\":1}", "missing field 'driver_files'");
+	bad(HEAD "\"driver_files\":7}", "field 'driver_files' must be a array");
+	bad(HEAD "\"driver_files\":[7]}", "a driver file must be a string");
+	bad(HEAD "\"driver_files\":[\"lib/x\"]}",
+	    "driver file 'lib/x' is not an absolute path of at most 159 bytes");
+	bad(HEAD "\"driver_files\":\"/a\\nrel\\n\"}",
+	    "driver file 'rel' is not an absolute path of at most 159 bytes");
 #undef HEAD
 }
 
@@ -518,6 +576,7 @@ int main(void)
 		cmocka_unit_test(test_table_ids),	  cmocka_unit_test(test_table_index),
 		cmocka_unit_test(test_table_use),	  cmocka_unit_test(test_expiry_record),
 		cmocka_unit_test(test_expiry_arithmetic), cmocka_unit_test(test_table_next_expiry),
+		cmocka_unit_test(test_driver_files),
 	};
 
 	return cmocka_run_group_tests_name("lease", tests, NULL, NULL);

@@ -267,6 +267,64 @@ static void request_policy_annotations(void **st)
 	oci_config_done(&c);
 }
 
+/* devgate.io/driver: the kinds as given; from-env lets the image choose among them. */
+static void request_driver(void **st)
+{
+	static const struct {
+		const char *annot, *env, *want;
+	} cases[] = {
+		{ "compute,utility", "", "utility,compute" },
+		{ "all", "", "utility,compute,video,graphics" },
+		/* from-env: unset or empty is the toolkit's default. */
+		{ "from-env", "", "utility,compute" },
+		{ "from-env", "\"NVIDIA_DRIVER_CAPABILITIES=\"", "utility,compute" },
+		{ "from-env", "\"NVIDIA_DRIVER_CAPABILITIES=video\"", "video" },
+		/* The last value wins; kinds devgate does not mount are passed over. */
+		{ "from-env",
+		  "\"NVIDIA_DRIVER_CAPABILITIES=all\",\"NVIDIA_DRIVER_CAPABILITIES=compat32,compute\"",
+		  "compute" },
+		{ "from-env", "\"NVIDIA_DRIVER_CAPABILITIES=all\"",
+		  "utility,compute,video,graphics" },
+		{ "from-env", "\"NVIDIA_DRIVER_CAPABILITIES=display,ngx\"", NULL },
+		/* The image's env says nothing without from-env. */
+		{ "utility", "\"NVIDIA_DRIVER_CAPABILITIES=all\"", "utility" },
+	};
+	struct oci_request r = { 0 };
+	struct dg_error err = { 0 };
+	struct oci_config c;
+	char text[512];
+
+	(void)st;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(text, sizeof(text),
+			 "{\"root\":{\"path\":\"r\"},\"annotations\":{\"devgate.io/gpus\":\"0\","
+			 "\"devgate.io/driver\":\"%s\"},\"process\":{\"env\":[%s]}}",
+			 cases[i].annot, cases[i].env);
+		c = config(text);
+		assert_int_equal(oci_request(NULL, &c, false, &r, &err), 0);
+		if (cases[i].want)
+			assert_string_equal(r.driver, cases[i].want);
+		else
+			assert_null(r.driver);
+		oci_request_done(&r);
+		oci_config_done(&c);
+	}
+	/* Nothing asks for a GPU: nothing to go with, as devgate.io/ttl. */
+	c = config("{\"root\":{\"path\":\"r\"},\"annotations\":{"
+		   "\"devgate.io/driver\":\"compute\"}}");
+	assert_int_equal(oci_request(NULL, &c, false, &r, &err), 0);
+	assert_int_equal(r.source, REQ_NONE);
+	assert_null(r.driver);
+	oci_config_done(&c);
+	c = config("{\"root\":{\"path\":\"r\"},\"annotations\":{\"devgate.io/gpus\":\"0\","
+		   "\"devgate.io/driver\":\"compute,cuda\"}}");
+	assert_int_equal(oci_request(NULL, &c, false, &r, &err), -EINVAL);
+	assert_string_equal(err.message, "annotation devgate.io/driver='compute,cuda': driver "
+					 "capability 'cuda' is unknown");
+	assert_int_equal(err.code, DG_E_HOOK);
+	oci_config_done(&c);
+}
+
 /* The rootfs the hook reports: inside the bundle, whatever a symlink says. */
 static void root_identity(void **state)
 {
@@ -323,6 +381,7 @@ int main(void)
 		cmocka_unit_test(root_identity),
 		cmocka_unit_test(request_annotations),
 		cmocka_unit_test(request_policy_annotations),
+		cmocka_unit_test(request_driver),
 	};
 
 	return cmocka_run_group_tests_name("oci", tests, NULL, NULL);
