@@ -172,8 +172,8 @@ static void describe(const struct dg_node *gone, size_t n_gone, const struct dg_
 			was = strcmp(gone[k].name, add[i].name) == 0 ? &gone[k] : NULL;
 		if (was)
 			off += (size_t)snprintf(buf + off, len - off, "%s%s %u:%u -> %u:%u",
-						i ? ", " : "", add[i].name, was->major,
-						was->minor, add[i].major, add[i].minor);
+						i ? ", " : "", add[i].name, was->major, was->minor,
+						add[i].major, add[i].minor);
 		else
 			off += (size_t)snprintf(buf + off, len - off, "%s%s %u:%u", i ? ", " : "",
 						add[i].name, add[i].major, add[i].minor);

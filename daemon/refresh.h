@@ -22,8 +22,7 @@
 
 #include "daemon.h"
 
-/* Whether the lease's recorded numbers differ from d->inv's (nothing to do when the driver is
- * gone). */
+/* Whether the lease's recorded numbers differ from d->inv's; never while the driver is gone. */
 bool refresh_due(const struct daemon *d, const struct lease *l);
 /*
  * Moves l to d->inv's numbers (see above); l is updated in place, in the

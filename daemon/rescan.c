@@ -290,8 +290,9 @@ int rescan_run(struct daemon *d, const char *why, struct dg_rescan_reply *out, s
 	if (d->bg && bpfgate_guard_sync_both(d->bg, next, old) < 0)
 		log_warning("cannot update dg_guarded_v1: new GPUs are not guarded yet");
 	if (d->bg && refresh_leases(d))
-		log_warning("some leases keep the old driver's nodes; the next rescan or start tries "
-			    "again");
+		log_warning(
+			"some leases keep the old driver's nodes; the next rescan or start tries "
+			"again");
 	if (d->bg && bpfgate_guard_sync(d->bg, next) < 0)
 		log_warning("cannot update dg_guarded_v1: the old driver's majors stay guarded");
 	/* A GPU that appeared or works again may serve a waiting grant (server.c). */

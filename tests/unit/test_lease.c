@@ -547,8 +547,9 @@ int main(void)
 		cmocka_unit_test(test_vendor_roundtrip),  cmocka_unit_test(test_instance),
 		cmocka_unit_test(test_rejects),		  cmocka_unit_test(test_labels),
 		cmocka_unit_test(test_table_ids),	  cmocka_unit_test(test_table_index),
-		cmocka_unit_test(test_table_use),	  cmocka_unit_test(test_expiry_record), cmocka_unit_test(test_majors_record),
-		cmocka_unit_test(test_expiry_arithmetic), cmocka_unit_test(test_table_next_expiry),
+		cmocka_unit_test(test_table_use),	  cmocka_unit_test(test_expiry_record),
+		cmocka_unit_test(test_majors_record),	  cmocka_unit_test(test_expiry_arithmetic),
+		cmocka_unit_test(test_table_next_expiry),
 	};
 
 	return cmocka_run_group_tests_name("lease", tests, NULL, NULL);
