@@ -363,7 +363,8 @@ struct dg_rescan_reply {
 };
 
 struct dg_watch_event {
-	/* granted, revoked, released, expired, extended; vanished, restored (GPUs of the lease) */
+	/* granted, revoked, released, expired, extended; vanished, restored (GPUs of the lease);
+	 * refreshed (its nodes moved to a reloaded driver's numbers) */
 	const char *type;
 	struct dg_lease_info lease;
 	const char **gpus;
