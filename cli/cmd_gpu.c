@@ -1098,8 +1098,9 @@ static const char watch_help[] =
 	"\n"
 	"Prints lease changes as they happen (granted, revoked, released, expired,\n"
 	"extended), one per line, until interrupted; also GPUs of a lease that vanished\n"
-	"from the host or came back (vanished, restored). With --json each line is one\n"
-	"JSON object.\n";
+	"from the host or came back (vanished, restored), and leases whose nodes moved\n"
+	"to a reloaded driver's numbers (refreshed). With --json each line is one JSON\n"
+	"object.\n";
 
 static void print_event(const struct cli *cli, const union dg_stream_event *ev)
 {

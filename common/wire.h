@@ -374,7 +374,8 @@ struct dg_reload_reply {
 };
 
 struct dg_watch_event {
-	/* granted, revoked, released, expired, extended; vanished, restored (GPUs of the lease) */
+	/* granted, revoked, released, expired, extended; vanished, restored (GPUs of the lease);
+	 * refreshed (its nodes moved to a reloaded driver's numbers) */
 	const char *type;
 	struct dg_lease_info lease;
 	const char **gpus;

@@ -374,10 +374,19 @@ static struct dg_guard guard_of(const struct dg_inventory *inv, uint32_t major)
  * Writes dg_guarded_v1 from the inventory: every entry when all (the pinned
  * map may hold another run's), else the ones that changed.
  */
-static int guard_write(struct bpfgate *bg, const struct dg_inventory *inv, bool all)
+static int guard_write(struct bpfgate *bg, const struct dg_inventory *inv,
+		       const struct dg_inventory *also, bool all)
 {
 	for (uint32_t major = 0; major < DG_GUARD_MAJORS; major++) {
 		struct dg_guard g = major ? guard_of(inv, major) : (struct dg_guard){ 0 };
+
+		if (major && also) {
+			struct dg_guard a = guard_of(also, major);
+
+			g.all |= a.all;
+			for (size_t w = 0; w < ARRAY_SIZE(g.minors); w++)
+				g.minors[w] |= a.minors[w];
+		}
 
 		if (!all && memcmp(&g, &bg->guard[major], sizeof(g)) == 0)
 			continue;
@@ -390,7 +399,13 @@ static int guard_write(struct bpfgate *bg, const struct dg_inventory *inv, bool 
 
 int bpfgate_guard_sync(struct bpfgate *bg, const struct dg_inventory *inv)
 {
-	return guard_write(bg, inv, false);
+	return guard_write(bg, inv, NULL, false);
+}
+
+int bpfgate_guard_sync_both(struct bpfgate *bg, const struct dg_inventory *inv,
+			    const struct dg_inventory *also)
+{
+	return guard_write(bg, inv, also, false);
 }
 
 int bpfgate_open(const char *pin_root, const struct dg_inventory *inv, int cgroot_fd,
@@ -448,7 +463,7 @@ int bpfgate_open(const char *pin_root, const struct dg_inventory *inv, int cgroo
 	bg->drops_fd = bpf_map__fd(bg->maps->maps.dg_event_drops_v1);
 	bg->devgrants_fd = bpf_map__fd(bg->maps->maps.dg_devgrants_v1);
 	bg->guarded_fd = bpf_map__fd(bg->maps->maps.dg_guarded_v1);
-	r = guard_write(bg, inv, true);
+	r = guard_write(bg, inv, NULL, true);
 	if (r < 0) {
 		dg_error_set(err, DG_E_KERNEL, r, "cannot fill dg_guarded_v1 under %s: %s",
 			     pin_root, strerror(-r));

@@ -55,6 +55,10 @@ int bpfgate_devgrants_sync(struct bpfgate *bg);
 bool bpfgate_is_guarded(const struct bpfgate *bg, uint32_t major, uint32_t minor);
 /* Writes the inventory's GPU-class devices (a rescan's) into dg_guarded_v1. */
 int bpfgate_guard_sync(struct bpfgate *bg, const struct dg_inventory *inv);
+/* The same for both inventories' devices: an old driver's majors stay guarded while leases
+ * move off them (refresh.c). */
+int bpfgate_guard_sync_both(struct bpfgate *bg, const struct dg_inventory *inv,
+			    const struct dg_inventory *also);
 /* All grant keys in the map; *ret is malloc'd. */
 int bpfgate_grants_list(struct bpfgate *bg, struct dg_grant_key **ret, size_t *ret_n);
 

@@ -421,6 +421,10 @@ static int grant_apply(struct daemon *d, const struct target *t, const struct le
 	uint64_t t0 = now_mono_ns();
 	int r;
 
+	if (!next->has_majors) { /* what its nodes are made with (refresh.c) */
+		next->majors = d->inv->majors;
+		next->has_majors = true;
+	}
 	x->n_nodes = lease_nodes(next, d->inv, x->nodes, DG_MAX_NODES);
 	x->n_added = node_diff(x->nodes, x->n_nodes, old_nodes, n_old, x->added);
 	r = state_pending_save(d->state, next);
@@ -735,6 +739,11 @@ static int live_target(struct daemon *d, const struct lease *l, struct target *t
 		target_done(t);
 	}
 	return -ESRCH;
+}
+
+int grant_live_target(struct daemon *d, const struct lease *l, struct target *t)
+{
+	return live_target(d, l, t);
 }
 
 /*

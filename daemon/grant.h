@@ -49,6 +49,9 @@ int grant_wait_check(struct daemon *d, const struct dg_grant_req *g, int *ret_pi
 		     struct dg_error *err);
 /* Whether a waiting grant's container ended (by its process, or its cgroup's). */
 bool grant_target_gone(struct daemon *d, const struct dg_target_args *ta, int pidfd);
+/* A live process of the lease's container, to reach its /dev; -ESRCH when none. */
+struct target;
+int grant_live_target(struct daemon *d, const struct lease *l, struct target *t);
 /* The container ended: drop its lease and everything devgate put on it. */
 void grant_release(struct daemon *d, uint64_t cgid, const char *why);
 

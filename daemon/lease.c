@@ -60,6 +60,8 @@ struct lease *lease_copy(const struct lease *l)
 	c->expires = l->expires;
 	c->kill_on_expiry = l->kill_on_expiry;
 	c->driver_caps = l->driver_caps;
+	c->has_majors = l->has_majors;
+	c->majors = l->majors;
 	if (l->n_gpus) {
 		c->gpus = malloc(l->n_gpus * sizeof(*c->gpus));
 		if (!c->gpus) {
@@ -782,6 +784,22 @@ static int instance_from_json(json_object *g, struct lease_gpu *lg, char *why, s
 	return 0;
 }
 
+/* Only the majors the driver had: {"nvidia": 195, "nvidia-uvm": 511, ...}. */
+static json_object *majors_to_json(const struct dg_majors *m)
+{
+	json_object *o = json_object_new_object();
+
+	if (m->has_nvidia)
+		json_object_object_add(o, "nvidia", json_object_new_int64(m->nvidia));
+	if (m->has_uvm)
+		json_object_object_add(o, "nvidia-uvm", json_object_new_int64(m->uvm));
+	if (m->has_caps)
+		json_object_object_add(o, "nvidia-caps", json_object_new_int64(m->caps));
+	if (m->has_kfd)
+		json_object_object_add(o, "kfd", json_object_new_int64(m->kfd));
+	return o;
+}
+
 json_object *lease_to_json(const struct lease *l)
 {
 	json_object *o = json_object_new_object();
@@ -844,6 +862,8 @@ json_object *lease_to_json(const struct lease *l)
 					      json_object_new_string(l->driver_files[i].path));
 		json_object_object_add(o, "driver_files", files);
 	}
+	if (l->has_majors)
+		json_object_object_add(o, "majors", majors_to_json(&l->majors));
 	/* Left out when empty: a record without devices reads the same as before. */
 	if (l->n_devices) {
 		json_object *devs = json_object_new_array();
@@ -1141,6 +1161,40 @@ static int devices_from_json(json_object *arr, struct lease *l, char *why, size_
 	return 0;
 }
 
+/* One optional major of the "majors" object; *has tells whether it was there. */
+static int major_from_json(json_object *m, const char *key, bool *has, uint32_t *ret, char *why,
+			   size_t len)
+{
+	json_object *v;
+	int64_t x;
+
+	*has = json_object_object_get_ex(m, key, NULL);
+	if (!*has)
+		return 0;
+	if (want(m, key, json_type_int, false, &v, why, len) < 0)
+		return -EINVAL;
+	x = json_object_get_int64(v);
+	if (x <= 0 || x > 4095) {
+		snprintf(why, len, "bad major of %s: %lld", key, (long long)x);
+		return -EINVAL;
+	}
+	*ret = (uint32_t)x;
+	return 0;
+}
+
+static int majors_from_json(json_object *m, struct lease *l, char *why, size_t len)
+{
+	struct dg_majors *x = &l->majors;
+
+	if (major_from_json(m, "nvidia", &x->has_nvidia, &x->nvidia, why, len) < 0 ||
+	    major_from_json(m, "nvidia-uvm", &x->has_uvm, &x->uvm, why, len) < 0 ||
+	    major_from_json(m, "nvidia-caps", &x->has_caps, &x->caps, why, len) < 0 ||
+	    major_from_json(m, "kfd", &x->has_kfd, &x->kfd, why, len) < 0)
+		return -EINVAL;
+	l->has_majors = true;
+	return 0;
+}
+
 int lease_from_json(json_object *o, struct lease **ret, char *why, size_t len)
 {
 	struct lease *l = NULL;
@@ -1211,6 +1265,11 @@ int lease_from_json(json_object *o, struct lease **ret, char *why, size_t len)
 		if (driver_files_from_json(v, l, why, len) < 0)
 			goto fail;
 	}
+	/* Optional: records written before a driver reload was refreshed live have none. */
+	if (json_object_object_get_ex(o, "majors", NULL) &&
+	    (want(o, "majors", json_type_object, false, &v, why, len) < 0 ||
+	     majors_from_json(v, l, why, len) < 0))
+		goto fail;
 	/* Optional: records written before grant --device have none. */
 	if (json_object_object_get_ex(o, "devices", NULL) &&
 	    (want(o, "devices", json_type_array, false, &v, why, len) < 0 ||

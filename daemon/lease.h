@@ -73,6 +73,10 @@ struct lease {
 	size_t n_driver_files;
 	struct lease_spent *spent; /* n_spent GPUs it held before, at most DG_MAX_GPUS */
 	size_t n_spent;
+	/* The driver's majors its nodes and grants were made with (refresh.c); has_majors
+	 * false: a record older than that, taken to match the inventory. */
+	bool has_majors;
+	struct dg_majors majors;
 	/* runtime only, never persisted; no fd: a host may have thousands of leases */
 	int watch;
 	uint64_t progs_digest; /* the cgroup's device programs when last found settled; 0: unknown

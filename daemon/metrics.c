@@ -26,6 +26,7 @@
  *   devgate_revokes_total                  revoke requests served
  *   devgate_releases_total                 leases released because the container ended
  *   devgate_lease_expirations_total        leases revoked because their ttl ran out
+ *   devgate_lease_refreshes_total          leases moved to a reloaded driver's numbers
  *   devgate_queue_length                   grants waiting for GPUs now (grant --wait)
  *   devgate_queue_wait_seconds             histogram of how long served waiters waited
  *   devgate_queue_served_total             waiting grants served
@@ -96,6 +97,9 @@ static const struct {
 				    "leases/broken/." },
 	[METRIC_EXPIRATIONS] = { "devgate_lease_expirations_total",
 				 "Leases revoked because their time to live (grant --ttl) ran out." },
+	[METRIC_REFRESHES] = { "devgate_lease_refreshes_total",
+			       "Leases whose grants and nodes moved to the numbers of a reloaded "
+			       "driver (rescan)." },
 	[METRIC_QUEUE_TIMEOUTS] = { "devgate_queue_timeouts_total",
 				    "Waiting grants (grant --wait) whose time ran out." },
 	[METRIC_QUEUE_CANCELLED] = { "devgate_queue_cancelled_total",

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "reconcile.h"
+#include "refresh.h"
 #include "watch.h"
 
 static void adopt_path(struct daemon *d, struct lease *l, int cgfd, unsigned int *fixes)
@@ -197,6 +198,10 @@ static void reconcile_leases(struct daemon *d, unsigned int *fixes)
 			continue;
 		}
 		adopt_path(d, l, cgfd, fixes);
+		/* Numbers of a driver since reloaded (a refresh cut short, or done while
+		 * devgated was down): moved first, so the grants below are the new ones. */
+		if (refresh_due(d, l) || !l->has_majors)
+			*fixes += refresh_lease(d, l) > 0;
 		adopt_grants(d, l, cgfd, fixes);
 		watch_add(d, l);
 		log_info("reconcile: adopted lease of %s (%zu GPU(s)%s)", lease_label(l), l->n_gpus,
@@ -233,6 +238,9 @@ static struct lease *lease_from_grants(struct daemon *d, uint64_t cgid, const ch
 		    keys[i].minor == gpu->card_minor)
 			lease_gpu_add_card(l, gpu);
 	}
+	/* The grants were read with the inventory's numbers. */
+	l->majors = d->inv->majors;
+	l->has_majors = true;
 	l->cgroup = strdup(cgroup);
 	l->container = lease_label_from_cgroup(cgroup);
 	l->since = now_wall_s();

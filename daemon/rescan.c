@@ -11,6 +11,7 @@
 #include "log.h"
 #include "nvml.h"
 #include "policy.h"
+#include "refresh.h"
 #include "rescan.h"
 #include "util.h"
 
@@ -126,33 +127,42 @@ static const char *caps_change(const struct dg_inventory *old, const struct dg_i
 	return buf;
 }
 
-/* The gates carry the majors they were loaded with; new ones need a restart. */
+static bool majors_equal(const struct dg_majors *a, const struct dg_majors *b)
+{
+	return a->has_nvidia == b->has_nvidia && a->nvidia == b->nvidia &&
+	       a->has_uvm == b->has_uvm && a->uvm == b->uvm && a->has_caps == b->has_caps &&
+	       a->caps == b->caps;
+}
+
+/*
+ * A driver reload with new majors is adopted: the leases move to them
+ * (refresh.c). With the driver gone there is nothing to move to: the old
+ * majors stay, and every GPU is unusable until it is back.
+ */
 static void keep_majors(const struct dg_inventory *old, struct dg_inventory *next)
 {
-	char why[200], caps[48];
+	char caps[48];
 
-	if (old->majors.has_nvidia == next->majors.has_nvidia &&
-	    old->majors.nvidia == next->majors.nvidia &&
-	    old->majors.has_uvm == next->majors.has_uvm && old->majors.uvm == next->majors.uvm &&
-	    old->majors.has_caps == next->majors.has_caps && old->majors.caps == next->majors.caps)
+	if (majors_equal(&old->majors, &next->majors))
 		return;
-	if (!next->majors.has_nvidia)
-		snprintf(why, sizeof(why), "the NVIDIA driver is not loaded (/proc/devices)");
-	else
-		snprintf(why, sizeof(why),
-			 "the driver's majors changed (nvidia %u -> %u, nvidia-uvm %u -> %u%s); "
-			 "restart devgated to use them",
-			 old->majors.nvidia, next->majors.nvidia, old->majors.uvm, next->majors.uvm,
-			 caps_change(old, next, caps, sizeof(caps)));
-	log_warning("%s", why);
+	if (next->majors.has_nvidia || !old->majors.has_nvidia) {
+		log_notice("the driver's majors changed (nvidia %u -> %u, nvidia-uvm %u -> %u%s); "
+			   "leases move to them",
+			   old->majors.nvidia, next->majors.nvidia, old->majors.uvm,
+			   next->majors.uvm, caps_change(old, next, caps, sizeof(caps)));
+		return;
+	}
+	log_warning("the NVIDIA driver is not loaded (/proc/devices)");
 	next->majors = old->majors;
 	memcpy(next->ctl, old->ctl, sizeof(next->ctl));
 	memcpy(next->ctl_vendor, old->ctl_vendor, sizeof(next->ctl_vendor));
 	next->n_ctl = old->n_ctl;
-	snprintf(next->ctl_problem, sizeof(next->ctl_problem), "%s", why);
+	snprintf(next->ctl_problem, sizeof(next->ctl_problem),
+		 "the NVIDIA driver is not loaded (/proc/devices)");
 	for (size_t i = 0; i < next->n_gpus; i++) {
 		if (!next->gpus[i].problem[0])
-			snprintf(next->gpus[i].problem, sizeof(next->gpus[i].problem), "%s", why);
+			snprintf(next->gpus[i].problem, sizeof(next->gpus[i].problem), "%s",
+				 next->ctl_problem);
 	}
 }
 
@@ -277,9 +287,16 @@ int rescan_run(struct daemon *d, const char *why, struct dg_rescan_reply *out, s
 	/* The reply copies the UUIDs: x points into next, which a later rescan frees. */
 	r = out ? fill_reply(&x, next->n_gpus, out, a) : 0;
 	d->inv = next;
-	/* New DRM GPUs are guarded from now on; vanished ones stay (kept in next). */
+	/* New DRM GPUs and majors are guarded from now on; vanished ones stay (kept in next),
+	 * and an old driver's majors while leases move off them. */
+	if (d->bg && bpfgate_guard_sync_both(d->bg, next, old) < 0)
+		log_warning("cannot update dg_guarded_v1: new GPUs are not guarded yet");
+	if (d->bg && refresh_leases(d))
+		log_warning(
+			"some leases keep the old driver's nodes; the next rescan or start tries "
+			"again");
 	if (d->bg && bpfgate_guard_sync(d->bg, next) < 0)
-		log_warning("cannot update dg_guarded_v1: new DRM GPUs are not guarded yet");
+		log_warning("cannot update dg_guarded_v1: the old driver's majors stay guarded");
 	/* A GPU that appeared or works again may serve a waiting grant (server.c). */
 	if ((x.n_appeared || x.n_changed) && !d->queue_dirty) {
 		d->queue_dirty = true;

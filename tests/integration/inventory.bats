@@ -303,24 +303,23 @@ inventory_bundle() {
 	[[ "$output" == *"'reload' changes leases: root or devgated's admin-group only"* ]]
 }
 
-@test "rescan after a driver reload that moved a major: GPUs unusable until a restart, never granted with old numbers" {
+@test "rescan after a driver reload that moved a major before its nodes: nothing granted with either number" {
 	start_daemon
 	gpus_container a 0 1
 	uvm=$(awk '$2 == "nvidia-uvm" { print $1 }' "$DG_HOST/proc/devices")
 	sed -i "s/^$uvm nvidia-uvm\$/$((uvm - 1)) nvidia-uvm/" "$DG_HOST/proc/devices"
 	run -0 dg rescan
-	[ "${lines[0]}" = "2 GPU(s) listed; 0 appeared, 0 vanished, 2 changed" ]
-	[ "$(state_of 0)" = unusable ]
+	[ "${lines[0]}" = "2 GPU(s) listed; 0 appeared, 0 vanished, 0 changed" ]
+	# The new major is taken (reload.bats: leases follow it); the host's node
+	# still carries the old one until the driver's tools make it again.
 	run -0 dg list --json
-	[[ "$(echo "$output" | jq -r .control_problem)" == "the driver's majors changed (nvidia 195 -> 195, nvidia-uvm $uvm -> $((uvm - 1))); restart devgated to use them" ]]
-	# The gates still know the old major; devgated keeps it and says so.
-	[ "$(echo "$output" | jq .driver.uvm_major)" = "$uvm" ]
+	[ "$(echo "$output" | jq -r .control_problem)" = "host node /dev/nvidia-uvm is not character device $((uvm - 1)):0 (found char device $uvm:0)" ]
+	[ "$(echo "$output" | jq .driver.uvm_major)" = "$((uvm - 1))" ]
 	run ! dg grant --pid "$CPID" --gpu 0
-	[[ "$output" == *"restart devgated"* ]]
+	[[ "$output" == *"cannot grant: host node /dev/nvidia-uvm is not character device"* ]]
 	no_leases
 	run -1 probe "$CID" /gpu0 /gpu1
 	[ "$output" = "$(printf '/gpu0 EPERM\n/gpu1 EPERM')" ]
-	grep -q "the driver's majors changed" "$DG_TMP/daemon.log"
 }
 
 @test "CDI: a device per alias of devgated's; a container started with it gets one GPU of that id" {

@@ -499,6 +499,47 @@ static void test_expiry_record(void **state)
 #undef HEAD
 }
 
+/* The majors a lease's nodes were made with: only the driver's, and none in older records. */
+static void test_majors_record(void **state)
+{
+	struct lease *l = lease_new(12), *back = NULL, *c;
+	auto_json json_object *o = NULL, *o2 = NULL;
+	char why[128] = "";
+
+	(void)state;
+	l->cgroup = strdup("/c");
+	o = lease_to_json(l);
+	assert_false(json_object_object_get_ex(o, "majors", NULL));
+	assert_int_equal(lease_from_json(o, &back, why, sizeof(why)), 0);
+	assert_false(back->has_majors);
+	lease_free(back);
+	back = NULL;
+	l->has_majors = true;
+	l->majors = (struct dg_majors){
+		.has_nvidia = true, .nvidia = 195, .has_uvm = true, .uvm = 507, .caps = 9
+	};
+	c = lease_copy(l);
+	assert_true(c->has_majors);
+	assert_int_equal(c->majors.uvm, 507);
+	lease_free(c);
+	o2 = lease_to_json(l);
+	assert_string_equal(json_object_to_json_string(json_object_object_get(o2, "majors")),
+			    "{ \"nvidia\": 195, \"nvidia-uvm\": 507 }");
+	assert_int_equal(lease_from_json(o2, &back, why, sizeof(why)), 0);
+	assert_true(back->has_majors && back->majors.has_nvidia && back->majors.has_uvm);
+	assert_false(back->majors.has_caps || back->majors.has_kfd);
+	assert_int_equal(back->majors.nvidia, 195);
+	assert_int_equal(back->majors.uvm, 507);
+	lease_free(back);
+	lease_free(l);
+#define HEAD                                                                                 \
+	"{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,\"pid\":1," \
+	"\"since\":0,\"gpus\":[],"
+	bad(HEAD "\"majors\":[195]}", "field 'majors' must be a object");
+	bad(HEAD "\"majors\":{\"nvidia-uvm\":5000}}", "bad major of nvidia-uvm: 5000");
+#undef HEAD
+}
+
 static void test_expiry_arithmetic(void **state)
 {
 	const int64_t now = 1795276298;
@@ -575,8 +616,8 @@ int main(void)
 		cmocka_unit_test(test_rejects),		  cmocka_unit_test(test_labels),
 		cmocka_unit_test(test_table_ids),	  cmocka_unit_test(test_table_index),
 		cmocka_unit_test(test_table_use),	  cmocka_unit_test(test_expiry_record),
-		cmocka_unit_test(test_expiry_arithmetic), cmocka_unit_test(test_table_next_expiry),
-		cmocka_unit_test(test_driver_files),
+		cmocka_unit_test(test_majors_record),	  cmocka_unit_test(test_expiry_arithmetic),
+		cmocka_unit_test(test_table_next_expiry), cmocka_unit_test(test_driver_files),
 	};
 
 	return cmocka_run_group_tests_name("lease", tests, NULL, NULL);
