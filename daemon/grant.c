@@ -689,16 +689,15 @@ int grant_wait_check(struct daemon *d, const struct dg_grant_req *g, int *ret_pi
 	struct alloc_request req = { 0 };
 	struct dg_error why = { 0 };
 	bool picked[DG_MAX_GPUS];
-	int r = grant_check(d, g, &req, err);
+	/* Instances: grant_request checked the rest of the request before it found them busy. */
+	int mig = instance_wait_check(d, g, err);
+	int r = mig < 0 ? mig : mig ? 0 : grant_check(d, g, &req, err);
 
-	if (r == 0 && g->gpus && instance_spec(g->gpus))
-		r = dg_error_set(err, DG_E_INVALID, EINVAL,
-				 "a grant of MIG instances does not wait; ask again later");
 	if (r == 0)
 		r = resolve_target(d, &g->target, &t, err);
 	if (r < 0)
 		return r;
-	if (wants_gpus(g) &&
+	if (!mig && wants_gpus(g) &&
 	    alloc_pick(d->inv, use, lease_table_find(&d->leases, t.cgid), &req, picked, &why) < 0) {
 		dg_error_set(err, why.code == DG_E_UNAVAILABLE ? DG_E_NO_GPU : why.code, ENODEV,
 			     "not queued: the request could not be served even with every GPU "
@@ -1323,26 +1322,36 @@ static int move_check_gpu(struct daemon *d, const struct lease_gpu *lg, const st
 {
 	const struct dg_gpu *g = inventory_find_uuid(d->inv, lg->uuid);
 
-	if (lg->instance) {
-		dg_error_set(err, DG_E_INVALID, EINVAL, "GPU instance %s:%u cannot be moved",
-			     lg->uuid, lg->gi);
-		dg_error_hint(err, "revoke it from the source and grant it to the destination");
-		return -EINVAL;
-	}
 	if (!g || g->problem[0] || g->excluded)
 		return dg_error_set(err, DG_E_UNAVAILABLE, EIO, "GPU %s cannot be granted now: %s",
 				    lg->uuid,
 				    !g		    ? "it is not on this host"
 				    : g->problem[0] ? g->problem
 						    : "the gpu-allow list excludes it");
+	if (lg->instance && !mig_find_gi(g, lg->gi))
+		return dg_error_set(err, DG_E_UNAVAILABLE, ENODEV,
+				    "GPU instance %u:%u is not on this host any more", g->index,
+				    lg->gi);
 	if (dst && lease_find_gpu(dst, lg->uuid)) {
-		dg_error_set(err, DG_E_UNAVAILABLE, EEXIST, "%s holds GPU %u already",
-			     lease_label(dst), g->index);
-		dg_error_hint(err, "move only GPUs the destination does not hold");
+		dg_error_set(err, DG_E_UNAVAILABLE, EEXIST, "%s holds %sGPU %u already",
+			     lease_label(dst), lease_find_gpu(dst, lg->uuid)->instance
+						       ? "an instance of "
+						       : "",
+			     g->index);
+		dg_error_hint(err, "move only GPUs the destination does not hold; a container "
+				   "holds one instance of a GPU or all of it");
 		return -EEXIST;
 	}
 	*ret = g;
 	return 0;
+}
+
+/* lg, as the destination will hold it: the whole GPU or the same instance. */
+static int move_add(struct lease *dst, const struct lease_gpu *lg, const struct dg_gpu *g)
+{
+	if (lg->instance)
+		return lease_add_instance(dst, g, mig_find_gi(g, lg->gi));
+	return lease_add_gpu(dst, g, lg->shared);
 }
 
 /*
@@ -1380,7 +1389,7 @@ static int move_plan(struct daemon *d, const struct lease *src, const struct lea
 		if (r < 0)
 			return r;
 		lease_del_gpu(p->src_next, src->gpus[i].uuid);
-		if (lease_add_gpu(p->dst_next, g, src->gpus[i].shared) < 0)
+		if (move_add(p->dst_next, &src->gpus[i], g) < 0)
 			return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 		out->moved[out->n_moved++] = dg_arena_strdup(a, g->uuid);
 	}

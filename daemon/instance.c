@@ -8,6 +8,7 @@
 #include "alloc.h"
 #include "cleanup.h"
 #include "instance.h"
+#include "policy.h"
 #include "select.h"
 #include "util.h"
 
@@ -163,12 +164,10 @@ static int busy(struct daemon *d, const struct lease *next, const struct dg_gpu 
 	return 0;
 }
 
-/* Whether instance gi of gpu can go to next; *ret its GI. */
-static int check_one(struct daemon *d, const struct lease *next, const struct dg_gpu *gpu,
-		     uint32_t gi, const struct dg_mig_gi **ret, struct dg_error *err)
+/* Whether instance gi of gpu exists and may be granted at all, held or not; *ret its GI. */
+static int exists(const struct daemon *d, const struct dg_gpu *gpu, uint32_t gi,
+		  const struct dg_mig_gi **ret, struct dg_error *err)
 {
-	const struct lease_gpu *mine = lease_find_gpu(next, gpu->uuid);
-
 	if (gpu->excluded || gpu->gone || gpu->problem[0])
 		return dg_error_set(err, DG_E_UNAVAILABLE, ENODEV, "GPU %u cannot be granted: %s",
 				    gpu->index,
@@ -188,6 +187,18 @@ static int check_one(struct daemon *d, const struct lease *next, const struct dg
 		dg_error_hint(err, "'devgatectl list' shows the instances of each GPU");
 		return -ENODEV;
 	}
+	return 0;
+}
+
+/* Whether instance gi of gpu can go to next; *ret its GI. */
+static int check_one(struct daemon *d, const struct lease *next, const struct dg_gpu *gpu,
+		     uint32_t gi, const struct dg_mig_gi **ret, struct dg_error *err)
+{
+	const struct lease_gpu *mine = lease_find_gpu(next, gpu->uuid);
+	int r = exists(d, gpu, gi, ret, err);
+
+	if (r < 0)
+		return r;
 	if (mine && !(mine->instance && mine->gi == gi)) {
 		dg_error_set(err, DG_E_INVALID, EEXIST, "%s holds %s of GPU %u already",
 			     lease_label(next), mine->instance ? "another instance" : "all",
@@ -322,6 +333,69 @@ int instance_by_profile(struct daemon *d, const char *name, unsigned int count, 
 		return -EBUSY;
 	}
 	return 0;
+}
+
+/* Every instance spec names exists and may be granted once its holder lets go. */
+static int spec_could_serve(const struct daemon *d, const char *spec, struct dg_error *err)
+{
+	auto_free char *copy = strdup(spec);
+	char *rest = copy;
+
+	if (!copy)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	for (char *s = strsep(&rest, ","); s; s = strsep(&rest, ",")) {
+		const struct dg_mig_gi *gi;
+		uint32_t id;
+		const struct dg_gpu *gpu = resolve(d->inv, strstrip(s), &id, err);
+
+		if (!gpu || exists(d, gpu, id, &gi, err) < 0)
+			return -ENODEV;
+	}
+	return 0;
+}
+
+/* Whether count GPUs have an instance of the profile: one instance per GPU and container. */
+static int profile_could_serve(const struct daemon *d, const char *name, unsigned int count,
+			       struct dg_error *err)
+{
+	unsigned int n = 0;
+
+	for (size_t i = 0; i < d->inv->n_gpus; i++) {
+		const struct dg_gpu *gpu = &d->inv->gpus[i];
+		bool has = false;
+
+		for (size_t k = 0; k < gpu->n_gi && !has; k++)
+			has = strcasecmp(gpu->gi[k].profile, name) == 0;
+		n += has && !gpu->excluded && !gpu->gone && !gpu->problem[0];
+	}
+	if (n >= count)
+		return 0;
+	dg_error_set(err, DG_E_NO_GPU, ENODEV,
+		     "%u GPU%s ha%s instances of profile %s; %u asked for", n, n == 1 ? "" : "s",
+		     n == 1 ? "s" : "ve", name, count);
+	dg_error_hint(err, "a container holds at most one instance of each GPU");
+	return -ENODEV;
+}
+
+int instance_wait_check(struct daemon *d, const struct dg_grant_req *g, struct dg_error *err)
+{
+	int r;
+
+	if (g->gpus && instance_spec(g->gpus))
+		r = spec_could_serve(d, g->gpus, err);
+	else if (g->profile && !g->gpus && !policy_has_profile(&d->cfg.policy, g->profile) &&
+		 profile_here(d->inv, g->profile))
+		r = profile_could_serve(d, g->profile, g->has_count ? (unsigned int)g->count : 1,
+					err);
+	else
+		return 0;
+	if (r < 0 && err->code == DG_E_UNAVAILABLE) {
+		struct dg_error why = *err;
+
+		*err = (struct dg_error){ 0 };
+		dg_error_set(err, DG_E_NO_GPU, ENODEV, "not queued: %s", why.message);
+	}
+	return r < 0 ? r : 1;
 }
 
 int instance_select(struct daemon *d, const struct lease *l, const char *spec, bool *drop,

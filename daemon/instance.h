@@ -31,6 +31,13 @@ int instance_add(struct daemon *d, struct lease *next, const char *spec, bool sh
 int instance_by_profile(struct daemon *d, const char *name, unsigned int count, char **spec,
 			struct dg_arena *a, struct dg_error *err);
 
+/*
+ * grant --wait of instances or of a MIG profile: 1 when g asks for them and
+ * could be served once their holders let go, 0 when g asks for no instance,
+ * <0 (DG_E_NO_GPU) when it never could.
+ */
+int instance_wait_check(struct daemon *d, const struct dg_grant_req *g, struct dg_error *err);
+
 /* Marks in drop[] the lease's instances spec names; DG_E_NOT_GRANTED for one it lacks. */
 int instance_select(struct daemon *d, const struct lease *l, const char *spec, bool *drop,
 		    struct dg_error *err);

@@ -49,8 +49,15 @@ zygote_and_helper() {
 	container c
 	run -0 dg grant --pid "$CPID" --gpu 0
 	run -0 dg revoke --pid "$CPID"
-	# devgated forked no helper itself: its only child is the zygote.
-	[ "$(pgrep -P "$DG_DAEMON_PID" | tr '\n' ' ')" = "$zygote " ]
+	# devgated forked no helper itself: its children are the zygote and the NVML
+	# probe, which holds nothing of devgated's either (its socket, no capability).
+	nvml=$(pgrep -P "$DG_DAEMON_PID" -x devgated-nvml)
+	[ "$(pgrep -P "$DG_DAEMON_PID" | sort | tr '\n' ' ')" = \
+		"$(printf '%s\n' "$zygote" "$nvml" | sort | tr '\n' ' ')" ]
+	run -0 ls "/proc/$nvml/fd"
+	[ "$(echo "$output" | tr '\n' ' ')" = "0 1 2 3 " ]
+	[[ "$(readlink "/proc/$nvml/fd/3")" == socket:* ]]
+	[ "$(awk '/^CapEff/ { print $2 }' "/proc/$nvml/status")" = 0000000000000000 ]
 	kill -KILL "$zygote"
 	# The spare it made serves this grant; the next spare devgated forks itself.
 	run -0 dg grant --pid "$CPID" --gpu 0

@@ -117,8 +117,6 @@ mig_container() {
 	run -8 dg grant --pid "$cpid" --gpus 2
 	run -8 dg grant --pid "$cpid" --gpu 0:2
 	[[ "$output" == *"GPU instance 0:2 is held by container $cb"* ]]
-	run -2 dg grant --pid "$cpid" --gpu 0:2 --wait=5s
-	[[ "$output" == *"a grant of MIG instances does not wait"* ]]
 	# One container: one instance of a GPU or all of it.
 	run -2 dg grant --pid "$apid" --gpu 0:2
 	[[ "$output" == *"holds another instance of GPU 0 already"* ]]
@@ -163,13 +161,26 @@ mig_container() {
 	run -8 dg grant --pid "$bpid" --gpu 0
 	run -8 dg grant --pid "$bpid" --gpu 0:2
 	run -0 dg grant --pid "$bpid" --gpu 0:1
-	# An instance does not move (its destination would get the whole GPU's lease form).
-	run -2 dg move --gpu 0:2 --from "$apid" --to "$bpid"
-	[[ "$output" == *"GPU instance GPU-5e1f0a00-1000-2000-3000-4d0000000000:2 cannot be moved"* ]]
+	# A container holds one instance of a GPU: not a second by a move.
+	run -8 dg move --gpu 0:2 --from "$apid" --to "$bpid"
+	[[ "$output" == *"holds an instance of GPU 0 already"* ]]
 	run -1 probe "$ca" /c22
 	[ "${lines[0]}" = "/c22 ENXIO" ]
-	run -0 dg revoke --pid "$apid" --gpu 0:2
-	run -1 probe "$ca" /c22
+	# Moved as an instance: the destination gets its capability nodes, not the whole GPU.
+	run -0 dg revoke --pid "$bpid" --gpu 0:1
+	run -0 dg move --gpu 0:2 --from "$apid" --to "$bpid"
+	run -1 probe "$ca" /c22 /dev/nvidia0
+	[ "${lines[0]}" = "/c22 EPERM" ]
+	[ "${lines[1]}" = "/dev/nvidia0 ENOENT" ]
+	run -1 probe "$CID" /c21 /c22 /c12
+	[ "${lines[0]}" = "/c21 ENXIO" ]
+	[ "${lines[1]}" = "/c22 ENXIO" ]
+	[ "${lines[2]}" = "/c12 EPERM" ]
+	[ "$(dg status --json | jq -c '[.leases[] | [.pid, [.gpus[] | .gi]]]')" = "[[$bpid,[2]]]" ]
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -r '.gpus[0].instances[1].holder.pid')" = "$bpid" ]
+	run -0 dg revoke --pid "$bpid" --gpu 0:2
+	run -1 probe "$CID" /c22
 	[ "${lines[0]}" = "/c22 EPERM" ]
 }
 
@@ -313,6 +324,39 @@ mig_container() {
 	[ "$(echo "$output" | jq -c '[.gpus[0].state, [.gpus[0].instances[] | .state]]')" = '["split",["held","free"]]' ]
 }
 
+waiters() {
+	[ "$(dg queue --json | jq '.waiters | length')" = "$1" ]
+}
+
+@test "grant --wait of an instance is served when its holder lets go; one that can never be served is not queued" {
+	mig_container a
+	local apid=$CPID
+	mig_container b
+	local cb=$CID bpid=$CPID
+	run -0 dg grant --pid "$apid" --gpu 0:2
+	("$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" grant --pid "$bpid" --gpu 0:2 --wait=30s \
+		>"$DG_TMP/w.out" 2>&1
+	echo $? >"$DG_TMP/w.rc") &
+	wait_until 5 waiters 1
+	run -0 dg queue
+	[[ "$output" == *"--gpu 0:2"* ]]
+	run -1 probe "$cb" /c21
+	[ "${lines[0]}" = "/c21 EPERM" ]
+	run -0 dg revoke --pid "$apid"
+	wait_until 5 test -s "$DG_TMP/w.rc"
+	[ "$(cat "$DG_TMP/w.rc")" = 0 ]
+	run -1 probe "$cb" /c21 /c22 /c12
+	[ "${lines[0]}" = "/c21 ENXIO" ]
+	[ "${lines[1]}" = "/c22 ENXIO" ]
+	[ "${lines[2]}" = "/c12 EPERM" ]
+	# No such instance, or a GPU not in MIG mode: waiting would never end.
+	run -7 dg grant --pid "$apid" --gpu 0:7 --wait=5s
+	[[ "$output" == *"GPU 0 has no GPU instance 7"* ]]
+	run -7 dg grant --pid "$apid" --gpu 1:1 --wait=5s
+	[[ "$output" == *"GPU 1 is not in MIG mode"* ]]
+	waiters 0
+}
+
 @test "a whole GPU in MIG mode comes with every instance's capability nodes (CUDA needs them); revoke takes them all" {
 	mig_container a
 	run -0 dg grant --pid "$CPID" --gpu 0
@@ -386,6 +430,12 @@ MIG2=MIG-a1900000-0102-4000-8000-000000000002
 	[[ "$output" == *"no MIG instance of profile 3g.40gb on this host"* ]]
 	run -1 probe "$cb" /c12
 	[ "${lines[0]}" = "/c12 EPERM" ]
+	# Waiting for a profile: queued while its one instance is held; never for two.
+	run -8 dg grant --pid "$bpid" --profile 2g.20gb --wait=1s
+	[[ "$output" == *"waiting: position 1 of 1"* ]]
+	[[ "$output" == *"waited 1s in the queue and no GPU became free: 0 of the 1 MIG instances of profile 2g.20gb"* ]]
+	run -7 dg grant --pid "$bpid" --profile 2g.20gb --gpus 2 --wait=1s
+	[[ "$output" == *"1 GPU has instances of profile 2g.20gb; 2 asked for"* ]]
 	run -0 dg grant --pid "$bpid" --profile 1G.10GB
 	run -1 probe "$cb" /c12 /c13 /c21
 	[ "${lines[0]}" = "/c12 ENXIO" ]
