@@ -263,7 +263,8 @@ static json_object *driver_mounts(const struct dg_inventory *inv, unsigned int c
 		if (driver_soname_path(f, soname, sizeof(soname)) < 0)
 			continue;
 		json_object_array_add(mounts, mount_obj(host, soname));
-		/* Found through the host's ld.so.conf only: the image's loader needs it in its own. */
+		/* Found through the host's ld.so.conf only: the image's loader needs it in its own.
+		 */
 		if (driver_in_ld_dirs(f->path))
 			continue;
 		snprintf(soname, sizeof(soname), "%s/%s", driver_ld_dirs[0], f->soname);

@@ -72,11 +72,17 @@ static const char *const lib_dirs[] = {
 
 const char *const driver_ld_dirs[] = {
 #if defined(__aarch64__)
-	"/usr/lib/aarch64-linux-gnu", "/lib/aarch64-linux-gnu",
+	"/usr/lib/aarch64-linux-gnu",
+	"/lib/aarch64-linux-gnu",
 #else
-	"/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu",
+	"/usr/lib/x86_64-linux-gnu",
+	"/lib/x86_64-linux-gnu",
 #endif
-	"/usr/lib64", "/lib64", "/usr/lib", "/lib", NULL,
+	"/usr/lib64",
+	"/lib64",
+	"/usr/lib",
+	"/lib",
+	NULL,
 };
 
 bool driver_in_ld_dirs(const char *path)

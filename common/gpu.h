@@ -81,7 +81,7 @@ struct dg_mig_ci {
 /* A MIG GPU instance of a GPU, with its compute instances. */
 struct dg_mig_gi {
 	uint32_t id;
-	uint32_t minor; /* of /dev/nvidia-caps/nvidia-cap<minor> */
+	uint32_t minor;	  /* of /dev/nvidia-caps/nvidia-cap<minor> */
 	char profile[32]; /* NVML's profile name ("1g.18gb"); "": not known */
 	size_t n_ci;
 	struct dg_mig_ci ci[DG_MAX_CI];
@@ -119,7 +119,7 @@ struct dg_inventory {
 	struct dg_node ctl[DG_MAX_CTL]; /* nvidiactl, nvidia-uvm, nvidia-uvm-tools, kfd */
 	enum dg_vendor ctl_vendor[DG_MAX_CTL];
 	size_t n_ctl;
-	char ctl_problem[256]; /* non-empty: a control node on the host is wrong */
+	char ctl_problem[256];	/* non-empty: a control node on the host is wrong */
 	char nvml_problem[192]; /* non-empty: why MIG profiles and UUIDs are not known */
 };
 

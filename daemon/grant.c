@@ -571,8 +571,8 @@ static int mig_profile(struct daemon *d, const struct dg_grant_req *g, struct dg
 	if (g->has_count && (g->count < 1 || g->count > DG_MAX_GPUS))
 		return dg_error_set(err, DG_E_INVALID, EINVAL,
 				    "a GPU count must be between 1 and %d", DG_MAX_GPUS);
-	r = instance_by_profile(d, g->profile, g->has_count ? (unsigned int)g->count : 1, &spec,
-				a, err);
+	r = instance_by_profile(d, g->profile, g->has_count ? (unsigned int)g->count : 1, &spec, a,
+				err);
 	if (r < 0 || !spec)
 		return r;
 	*mg = *g;
@@ -1334,9 +1334,8 @@ static int move_check_gpu(struct daemon *d, const struct lease_gpu *lg, const st
 				    lg->gi);
 	if (dst && lease_find_gpu(dst, lg->uuid)) {
 		dg_error_set(err, DG_E_UNAVAILABLE, EEXIST, "%s holds %sGPU %u already",
-			     lease_label(dst), lease_find_gpu(dst, lg->uuid)->instance
-						       ? "an instance of "
-						       : "",
+			     lease_label(dst),
+			     lease_find_gpu(dst, lg->uuid)->instance ? "an instance of " : "",
 			     g->index);
 		dg_error_hint(err, "move only GPUs the destination does not hold; a container "
 				   "holds one instance of a GPU or all of it");

@@ -311,7 +311,8 @@ int instance_by_profile(struct daemon *d, const char *name, unsigned int count, 
 		if (d->inv->nvml_problem[0])
 			dg_error_hint(err, "profiles are not known: %s", d->inv->nvml_problem);
 		else
-			dg_error_hint(err, "'devgatectl list' shows the instances and their profiles");
+			dg_error_hint(err,
+				      "'devgatectl list' shows the instances and their profiles");
 		return -ENODEV;
 	}
 	for (size_t i = 0; i < d->inv->n_gpus && found < count; i++) {

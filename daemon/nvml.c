@@ -140,7 +140,7 @@ static const char *profile_word(char *name)
 
 	name[sizeof(((struct gi_profile *)0)->name) - 1] = '\0';
 	if (!p[0] || p[strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-				"0123456789.+_-")] != '\0')
+				 "0123456789.+_-")] != '\0')
 		return "-";
 	return p;
 }
@@ -365,7 +365,8 @@ int nvml_parse(const char *text, struct dg_inventory *inv)
 		if (!line[0] || strcmp(line, "none") == 0)
 			continue;
 		if (strncmp(line, "err ", 4) == 0) {
-			snprintf(inv->nvml_problem, sizeof(inv->nvml_problem), "NVML: %s", line + 4);
+			snprintf(inv->nvml_problem, sizeof(inv->nvml_problem), "NVML: %s",
+				 line + 4);
 			return -EINVAL;
 		}
 		if (sscanf(line, "mi %79s %u %u %47s %31s", uuid, &gi, &ci, mig, profile) != 5 ||

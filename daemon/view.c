@@ -260,10 +260,9 @@ static int instances(const struct daemon *d, const struct dg_gpu *gpu, struct dg
 		if (gi->n_ci && !v->cis)
 			return -ENOMEM;
 		for (size_t c = 0; c < gi->n_ci; c++)
-			v->cis[v->n_cis++] = (struct dg_ci_info){
-				gi->ci[c].id, gi->ci[c].minor,
-				gi->ci[c].uuid[0] ? gi->ci[c].uuid : NULL
-			};
+			v->cis[v->n_cis++] =
+				(struct dg_ci_info){ gi->ci[c].id, gi->ci[c].minor,
+						     gi->ci[c].uuid[0] ? gi->ci[c].uuid : NULL };
 		instance_holder(d, gpu, gi->id, v);
 	}
 	out->n_instances = gpu->n_gi;
