@@ -396,7 +396,7 @@ static void check_driver_files(struct doctor *d, struct result *r)
 	static const unsigned int caps[] = { DG_DRV_UTILITY, DG_DRV_COMPUTE, DG_DRV_VIDEO,
 					     DG_DRV_GRAPHICS };
 	auto_close int root = open(d->host_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	struct dg_driver drv;
+	struct dg_driver drv = { .n = 0 };
 	char counts[256] = "";
 	size_t off = 0;
 	int e;

@@ -566,6 +566,7 @@ static int mig_profile(struct daemon *d, const struct dg_grant_req *g, struct dg
 	char *spec = NULL;
 	int r;
 
+	*mg = *g;
 	if (!g->profile || g->gpus || policy_has_profile(&d->cfg.policy, g->profile))
 		return 0;
 	if (g->has_count && (g->count < 1 || g->count > DG_MAX_GPUS))
@@ -575,7 +576,6 @@ static int mig_profile(struct daemon *d, const struct dg_grant_req *g, struct dg
 				err);
 	if (r < 0 || !spec)
 		return r;
-	*mg = *g;
 	mg->gpus = spec;
 	mg->profile = NULL;
 	mg->has_count = false;

@@ -32,11 +32,11 @@ static size_t report_held(struct daemon *d, const bool *was, const char *why)
 int reload_run(struct daemon *d, const char *why, struct reload_result *out, struct dg_error *err)
 {
 	struct dg_config next;
-	auto_free bool *was = calloc(d->inv->n_gpus + 1, sizeof(*was));
+	bool was[DG_MAX_GPUS] = { false };
 	int r;
 
 	*out = (struct reload_result){ 0 };
-	if (!was || config_init(&next) < 0)
+	if (config_init(&next) < 0)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	r = d->hooks.load_config(&next, err);
 	if (r < 0) {
