@@ -446,8 +446,8 @@ static void write_instances(FILE *f, struct daemon *d)
 	if (!any)
 		return; /* no family on a host without MIG instances */
 	promtext_family(f, name, "gauge",
-			"MIG instances of the host's GPUs (GPU UUID, GPU instance id): 1 while "
-			"a container holds one.");
+			"MIG instances of the host's GPUs (GPU UUID, GPU instance id, and "
+			"NVML's profile name where known): 1 while a container holds one.");
 	for (size_t i = 0; i < d->inv->n_gpus; i++) {
 		const struct dg_gpu *g = &d->inv->gpus[i];
 
@@ -455,10 +455,14 @@ static void write_instances(FILE *f, struct daemon *d)
 			const struct lease_use *u =
 				lease_table_use_gi(&d->leases, g->uuid, g->gi[j].id);
 			char gi[16];
-			struct promtext_label labels[2] = { { "gpu", g->uuid }, { "gi", gi } };
+			struct promtext_label labels[3] = { { "gpu", g->uuid },
+							    { "gi", gi },
+							    { "profile", g->gi[j].profile } };
 
 			snprintf(gi, sizeof(gi), "%u", g->gi[j].id);
-			promtext_sample(f, name, labels, 2, u && u->n_exclusive ? 1 : 0);
+			/* The profile where NVML told it. */
+			promtext_sample(f, name, labels, g->gi[j].profile[0] ? 3 : 2,
+					u && u->n_exclusive ? 1 : 0);
 		}
 	}
 }

@@ -402,6 +402,8 @@ MIG2=MIG-a1900000-0102-4000-8000-000000000002
 	[ "$(echo "$output" | jq -c '[.gpus[0].instances[] | [.gi, .profile, .uuid, .compute_instances[0].uuid]]')" = \
 		"[[1,\"1g.10gb\",\"$MIG1\",\"$MIG1\"],[2,\"2g.20gb\",\"$MIG2\",\"$MIG2\"]]" ]
 	[ "$(echo "$output" | jq -r '.nvml_problem // "none"')" = none ]
+	run -0 dg metrics
+	echo "$output" | grep -qx 'devgate_mig_instance_held{gpu="GPU-5e1f0a00-1000-2000-3000-4d0000000000",gi="2",profile="2g.20gb"} 0'
 	run -0 dg list
 	[[ "${lines[2]}" == "0:1  mig     cap12  $MIG1"*"profile 1g.10gb, compute instances 0 (cap13)" ]]
 	# CDI names the instances by MIG UUID too (devgatectl has them from devgated).
