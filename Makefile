@@ -346,7 +346,7 @@ check-asan:
 	$(Q)$(MAKE) --no-print-directory O=build-asan SAN=1 test
 
 LINT_SRC := $(COMMON_SRC) $(DAEMON_SRC) $(CLI_SRC) cli/hook_main.c daemon/node_main.c $(K8S_C_SRC)
-LINT_SH := .ci/run $(wildcard scripts/*.sh bench/*.sh tests/lib/*.sh tests/integration/*.bash \
+LINT_SH := .ci/run $(wildcard scripts/*.sh bench/*.sh tests/lib/*.sh tests/hardware/*.sh tests/integration/*.bash \
 	tests/integration/*.bats) tests/helpers/mkfixture packaging/mkdeb.sh \
 	packaging/debian/postinst packaging/debian/postrm packaging/debian/prerm \
 	packaging/bash-completion/devgatectl
