@@ -311,7 +311,7 @@ FUZZ_BIN := $(FUZZ_TARGETS:%=$(O)/fuzz/fuzz_%)
 FUZZ_SRC_wire := $(COMMON_SRC)
 FUZZ_SRC_oci := $(COMMON_SRC) cli/oci.c
 FUZZ_SRC_host := $(COMMON_SRC) daemon/config.c daemon/confine.c daemon/lease.c daemon/cgroup.c daemon/metrics_http.c \
-	daemon/policy.c daemon/rescan.c daemon/hostdev.c
+	daemon/policy.c daemon/rescan.c daemon/hostdev.c daemon/nvml.c
 
 $(O)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMMON_SRC) $(wildcard cli/*.c daemon/*.c) | $(SKEL)
 	$(call msg,FUZZ-CC,$@)
