@@ -270,9 +270,11 @@ static void ld_conf_include(int rootfd, const char *pattern, struct ld_dirs *dir
 		return;
 	}
 	while ((de = readdir(dp)) && n < LD_CONF_MAX_FILES) {
-		if (de->d_name[0] != '.' && strlen(de->d_name) < sizeof(names[0]) &&
+		size_t len = strlen(de->d_name);
+
+		if (de->d_name[0] != '.' && len < sizeof(names[0]) &&
 		    fnmatch(slash + 1, de->d_name, 0) == 0)
-			snprintf(names[n++], sizeof(names[0]), "%s", de->d_name);
+			memcpy(names[n++], de->d_name, len + 1);
 	}
 	closedir(dp);
 	qsort(names, n, sizeof(names[0]), cmp_name);
