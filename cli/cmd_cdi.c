@@ -253,22 +253,18 @@ static json_object *driver_mounts(const struct dg_inventory *inv, unsigned int c
 		return mounts;
 	for (size_t i = 0; i < drv.n; i++) {
 		const struct dg_driver_file *f = &drv.files[i];
-		char host[PATH_MAX], soname[256];
+		char host[PATH_MAX], to[DG_DRIVER_TARGETS][DG_DRIVER_TARGET_MAX];
+		size_t n;
 
 		if (!(f->caps & caps))
 			continue;
 		snprintf(host, sizeof(host), "%s%s",
 			 strcmp(inv->host_root, "/") ? inv->host_root : "", f->path);
-		json_object_array_add(mounts, mount_obj(host, f->path));
-		if (driver_soname_path(f, soname, sizeof(soname)) < 0)
-			continue;
-		json_object_array_add(mounts, mount_obj(host, soname));
-		/* Found through the host's ld.so.conf only: the image's loader needs it in its own.
+		/* The image's layout is not known here: its loader directory is the multiarch one.
 		 */
-		if (driver_in_ld_dirs(f->path))
-			continue;
-		snprintf(soname, sizeof(soname), "%s/%s", driver_ld_dirs[0], f->soname);
-		json_object_array_add(mounts, mount_obj(host, soname));
+		n = driver_targets(f, driver_ld_dirs[0], to);
+		for (size_t k = 0; k < n; k++)
+			json_object_array_add(mounts, mount_obj(host, to[k]));
 	}
 	return mounts;
 }
@@ -374,17 +370,13 @@ static void nvml_names(const struct dg_list_gpu *g, struct dg_gpu *mine)
 {
 	for (size_t j = 0; j < g->n_instances; j++) {
 		const struct dg_instance_info *in = &g->instances[j];
+		const struct dg_mig_gi *found = mig_find_gi(mine, (uint32_t)in->gi);
+		struct dg_mig_gi *gi = found ? &mine->gi[found - mine->gi] : NULL;
 
-		for (size_t k = 0; k < mine->n_gi; k++) {
-			struct dg_mig_gi *gi = &mine->gi[k];
-
-			if (gi->id != (uint32_t)in->gi)
-				continue;
-			for (size_t c = 0; c < in->n_cis && c < gi->n_ci; c++) {
-				if (in->cis[c].uuid && gi->ci[c].id == (uint32_t)in->cis[c].ci)
-					snprintf(gi->ci[c].uuid, sizeof(gi->ci[c].uuid), "%s",
-						 in->cis[c].uuid);
-			}
+		for (size_t c = 0; gi && c < in->n_cis && c < gi->n_ci; c++) {
+			if (in->cis[c].uuid && gi->ci[c].id == (uint32_t)in->cis[c].ci)
+				snprintf(gi->ci[c].uuid, sizeof(gi->ci[c].uuid), "%s",
+					 in->cis[c].uuid);
 		}
 	}
 }

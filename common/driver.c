@@ -85,7 +85,8 @@ const char *const driver_ld_dirs[] = {
 	NULL,
 };
 
-bool driver_in_ld_dirs(const char *path)
+/* Whether path's directory is one of driver_ld_dirs. */
+static bool in_ld_dirs(const char *path)
 {
 	const char *slash = strrchr(path, '/');
 
@@ -149,7 +150,8 @@ void driver_caps_text(unsigned int caps, char *buf, size_t len)
 	}
 }
 
-int driver_soname_path(const struct dg_driver_file *f, char *buf, size_t len)
+/* Where ld.so looks for f: its soname beside it; -ENOENT for a tool. */
+static int soname_path(const struct dg_driver_file *f, char *buf, size_t len)
 {
 	const char *slash = strrchr(f->path, '/');
 	int w;
@@ -158,6 +160,23 @@ int driver_soname_path(const struct dg_driver_file *f, char *buf, size_t len)
 		return -ENOENT;
 	w = snprintf(buf, len, "%.*s/%s", (int)(slash - f->path), f->path, f->soname);
 	return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+}
+
+size_t driver_targets(const struct dg_driver_file *f, const char *ld_dir,
+		      char out[][DG_DRIVER_TARGET_MAX])
+{
+	size_t n = 0;
+	int w;
+
+	snprintf(out[n++], DG_DRIVER_TARGET_MAX, "%s", f->path);
+	if (soname_path(f, out[n], DG_DRIVER_TARGET_MAX) < 0)
+		return n;
+	n++;
+	/* Found through the host's ld.so.conf only: the image's loader needs it in its own. */
+	if (!ld_dir || in_ld_dirs(f->path))
+		return n;
+	w = snprintf(out[n], DG_DRIVER_TARGET_MAX, "%s/%s", ld_dir, f->soname);
+	return w > 0 && w < DG_DRIVER_TARGET_MAX ? n + 1 : n;
 }
 
 /* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 ..." */
@@ -257,18 +276,13 @@ static void ld_conf_include(int rootfd, const char *pattern, struct ld_dirs *dir
 	const char *slash = strrchr(pattern, '/');
 	struct dirent *de;
 	size_t n = 0;
-	DIR *dp;
-	int fd;
+	DIR *dp = NULL;
 
 	if (pattern[0] != '/' || !slash || (size_t)(slash - pattern) >= sizeof(dir))
 		return;
 	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - pattern), pattern);
-	fd = open_in_root(rootfd, dir[0] ? dir : "/", O_RDONLY | O_DIRECTORY, 0);
-	dp = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!dp) {
-		safe_close(fd);
+	if (opendir_in_root(rootfd, dir[0] ? dir : "/", 0, &dp) < 0 || !dp)
 		return;
-	}
 	while ((de = readdir(dp)) && n < LD_CONF_MAX_FILES) {
 		size_t len = strlen(de->d_name);
 
@@ -383,15 +397,11 @@ static void find_others(int rootfd, const struct dg_driver *d, const struct lib 
 			size_t len)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(lib_dirs); i++) {
-		int fd = open_in_root(rootfd, lib_dirs[i], O_RDONLY | O_DIRECTORY, 0);
-		DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+		DIR *dir = NULL;
 		struct dirent *e;
 
-		if (!dir) {
-			if (fd >= 0)
-				close(fd);
+		if (opendir_in_root(rootfd, lib_dirs[i], 0, &dir) < 0 || !dir)
 			continue;
-		}
 		while ((e = readdir(dir))) {
 			char path[320];
 

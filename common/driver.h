@@ -44,18 +44,23 @@ void driver_caps_text(unsigned int caps, char *buf, size_t len);
 int driver_version_parse(const char *text, char *ret, size_t len);
 
 /*
- * Where ld.so looks for f: its soname beside it ("/usr/lib/x/libcuda.so.1");
- * -ENOENT for a file with no soname (a tool), -ENAMETOOLONG if it does not fit.
- */
-int driver_soname_path(const struct dg_driver_file *f, char *buf, size_t len);
-
-/*
  * Where glibc's loader looks when its ld.so.cache has no entry, by the
  * layouts images have, multiarch first; NULL-terminated.
  */
 extern const char *const driver_ld_dirs[];
-/* Whether path's directory is one of them. */
-bool driver_in_ld_dirs(const char *path);
+
+#define DG_DRIVER_TARGETS 3
+#define DG_DRIVER_TARGET_MAX 256
+
+/*
+ * Where grant --driver and CDI put f in a container: its host path; for a
+ * library also its soname beside it and, where the host keeps it outside
+ * driver_ld_dirs (a directory only its ld.so.conf names), its soname in
+ * ld_dir, the container's loader directory (NULL: none). Returns how many
+ * of out's DG_DRIVER_TARGETS it filled; a path that does not fit is left out.
+ */
+size_t driver_targets(const struct dg_driver_file *f, const char *ld_dir,
+		      char out[][DG_DRIVER_TARGET_MAX]);
 
 /*
  * Reads the version below host_root and finds its files in the library

@@ -434,8 +434,7 @@ static int cmp_gpu_pci(const void *a, const void *b)
 	return strcmp(((const struct dg_gpu *)a)->pci, ((const struct dg_gpu *)b)->pci);
 }
 
-/* A directory under the root to list; *ret NULL (and 0) when it is absent. */
-static int opendir_in_root(int rootfd, const char *path, uint64_t resolve, DIR **ret)
+int opendir_in_root(int rootfd, const char *path, uint64_t resolve, DIR **ret)
 {
 	int dfd = open_in_root(rootfd, path, O_RDONLY | O_DIRECTORY, resolve);
 
@@ -881,19 +880,6 @@ static int access_minor(int rootfd, const char *dir, uint32_t *ret)
 	return mig_access_parse(text, ret);
 }
 
-static DIR *dir_in_root(int rootfd, const char *path)
-{
-	int fd = open_in_root(rootfd, path, O_RDONLY | O_DIRECTORY, RESOLVE_NO_SYMLINKS);
-	DIR *d;
-
-	if (fd < 0)
-		return NULL;
-	d = fdopendir(fd);
-	if (!d)
-		close(fd);
-	return d;
-}
-
 static int cmp_u32(uint32_t a, uint32_t b)
 {
 	return a < b ? -1 : a > b;
@@ -912,9 +898,10 @@ static int cmp_ci(const void *a, const void *b)
 /* The compute instances of one GPU instance (dir: its giG directory). */
 static void load_cis(int rootfd, const char *dir, struct dg_mig_gi *gi)
 {
-	auto_closedir DIR *d = dir_in_root(rootfd, dir);
+	auto_closedir DIR *d = NULL;
 	struct dirent *de;
 
+	(void)opendir_in_root(rootfd, dir, RESOLVE_NO_SYMLINKS, &d);
 	while (d && (de = readdir(d)) && gi->n_ci < DG_MAX_CI) {
 		struct dg_mig_ci ci = { 0 };
 		char path[160];
@@ -940,8 +927,7 @@ void mig_discover(int rootfd, struct dg_gpu *gpu)
 	if (gpu->family != DG_VENDOR_NVIDIA)
 		return;
 	snprintf(dir, sizeof(dir), "proc/driver/nvidia/capabilities/gpu%u/mig", gpu->minor);
-	d = dir_in_root(rootfd, dir);
-	if (!d)
+	if (opendir_in_root(rootfd, dir, RESOLVE_NO_SYMLINKS, &d) < 0 || !d)
 		return;
 	while ((de = readdir(d)) && gpu->n_gi < DG_MAX_GI) {
 		struct dg_mig_gi *gi = &gpu->gi[gpu->n_gi];

@@ -6,6 +6,7 @@
 #ifndef DEVGATE_GPU_H
 #define DEVGATE_GPU_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -178,6 +179,9 @@ int mig_selector_parse(const char *s, char *sel, size_t len, uint32_t *ret_gi);
 
 /* Normalises a PCI address ("18:00.0", "00000000:18:00.0", ...). */
 int pci_normalize(const char *in, char *out, size_t len);
+
+/* A directory under the root to list; *ret NULL (and 0) when it is absent. */
+int opendir_in_root(int rootfd, const char *path, uint64_t resolve, DIR **ret);
 
 /* A whole file below the host root, NUL-terminated, at most max bytes. */
 int read_in_root(int rootfd, const char *path, size_t max, char **ret);

@@ -47,38 +47,20 @@ static const char *container_ld_dir(const struct target *t)
 	return NULL;
 }
 
-/*
- * Each file of caps at its own path, and a library again at its soname
- * beside it. A library the host keeps where only its ld.so.conf looks
- * (/usr/local/nvidia/lib64) gets its soname in the container's own ld.so
- * directory too: the image's ld.so.cache does not name the host's.
- */
+/* Each file of caps where driver_targets() puts it, the container's loader directory known. */
 static void plan_make(const struct dg_driver *drv, unsigned int caps, const struct target *t,
 		      struct plan *p)
 {
-	const char *ld_dir = NULL;
-	bool looked = false;
+	const char *ld_dir = container_ld_dir(t);
 
 	p->n = 0;
 	for (size_t i = 0; i < drv->n; i++) {
-		const struct dg_driver_file *f = &drv->files[i];
-		char soname[HELPER_PATH_MAX];
+		char to[DG_DRIVER_TARGETS][DG_DRIVER_TARGET_MAX];
+		size_t n = drv->files[i].caps & caps ? driver_targets(&drv->files[i], ld_dir, to)
+						     : 0;
 
-		if (!(f->caps & caps))
-			continue;
-		plan_add(p, f->path, f->path);
-		if (driver_soname_path(f, soname, sizeof(soname)) < 0)
-			continue;
-		plan_add(p, f->path, soname);
-		if (driver_in_ld_dirs(f->path))
-			continue;
-		if (!looked) {
-			ld_dir = container_ld_dir(t);
-			looked = true;
-		}
-		if (ld_dir && snprintf(soname, sizeof(soname), "%s/%s", ld_dir, f->soname) <
-				      (int)sizeof(soname))
-			plan_add(p, f->path, soname);
+		for (size_t k = 0; k < n; k++)
+			plan_add(p, drv->files[i].path, to[k]);
 	}
 }
 

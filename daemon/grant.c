@@ -567,7 +567,7 @@ static int mig_profile(struct daemon *d, const struct dg_grant_req *g, struct dg
 	int r;
 
 	*mg = *g;
-	if (!g->profile || g->gpus || policy_has_profile(&d->cfg.policy, g->profile))
+	if (!instance_profile_request(d, g))
 		return 0;
 	if (g->has_count && (g->count < 1 || g->count > DG_MAX_GPUS))
 		return dg_error_set(err, DG_E_INVALID, EINVAL,

@@ -164,11 +164,17 @@ static int busy(struct daemon *d, const struct lease *next, const struct dg_gpu 
 	return 0;
 }
 
+/* Not excluded, not gone, nothing wrong with it: it may be granted once free. */
+static bool grantable(const struct dg_gpu *gpu)
+{
+	return !gpu->excluded && !gpu->gone && !gpu->problem[0];
+}
+
 /* Whether instance gi of gpu exists and may be granted at all, held or not; *ret its GI. */
 static int exists(const struct daemon *d, const struct dg_gpu *gpu, uint32_t gi,
 		  const struct dg_mig_gi **ret, struct dg_error *err)
 {
-	if (gpu->excluded || gpu->gone || gpu->problem[0])
+	if (!grantable(gpu))
 		return dg_error_set(err, DG_E_UNAVAILABLE, ENODEV, "GPU %u cannot be granted: %s",
 				    gpu->index,
 				    gpu->problem[0] ? gpu->problem
@@ -254,22 +260,34 @@ static bool looks_like_profile(const char *name)
 	return n > 0 && strncmp(name + n, "g.", 2) == 0;
 }
 
+static bool has_profile(const struct dg_gpu *gpu, const char *name)
+{
+	for (size_t k = 0; k < gpu->n_gi; k++) {
+		if (strcasecmp(gpu->gi[k].profile, name) == 0)
+			return true;
+	}
+	return false;
+}
+
 static bool profile_here(const struct dg_inventory *inv, const char *name)
 {
 	for (size_t i = 0; i < inv->n_gpus; i++) {
-		for (size_t k = 0; k < inv->gpus[i].n_gi; k++) {
-			if (strcasecmp(inv->gpus[i].gi[k].profile, name) == 0)
-				return true;
-		}
+		if (has_profile(&inv->gpus[i], name))
+			return true;
 	}
 	return false;
+}
+
+bool instance_profile_request(const struct daemon *d, const struct dg_grant_req *g)
+{
+	return g->profile && !g->gpus && !policy_has_profile(&d->cfg.policy, g->profile);
 }
 
 /* GPU gpu's first free instance of the profile; NULL when none. */
 static const struct dg_mig_gi *free_of_profile(struct daemon *d, const struct lease *probe,
 					       const struct dg_gpu *gpu, const char *name)
 {
-	if (gpu->excluded || gpu->gone || gpu->problem[0])
+	if (!grantable(gpu))
 		return NULL;
 	for (size_t k = 0; k < gpu->n_gi; k++) {
 		struct dg_error ignored = { 0 };
@@ -361,14 +379,8 @@ static int profile_could_serve(const struct daemon *d, const char *name, unsigne
 {
 	unsigned int n = 0;
 
-	for (size_t i = 0; i < d->inv->n_gpus; i++) {
-		const struct dg_gpu *gpu = &d->inv->gpus[i];
-		bool has = false;
-
-		for (size_t k = 0; k < gpu->n_gi && !has; k++)
-			has = strcasecmp(gpu->gi[k].profile, name) == 0;
-		n += has && !gpu->excluded && !gpu->gone && !gpu->problem[0];
-	}
+	for (size_t i = 0; i < d->inv->n_gpus; i++)
+		n += has_profile(&d->inv->gpus[i], name) && grantable(&d->inv->gpus[i]);
 	if (n >= count)
 		return 0;
 	dg_error_set(err, DG_E_NO_GPU, ENODEV,
@@ -384,8 +396,7 @@ int instance_wait_check(struct daemon *d, const struct dg_grant_req *g, struct d
 
 	if (g->gpus && instance_spec(g->gpus))
 		r = spec_could_serve(d, g->gpus, err);
-	else if (g->profile && !g->gpus && !policy_has_profile(&d->cfg.policy, g->profile) &&
-		 profile_here(d->inv, g->profile))
+	else if (instance_profile_request(d, g) && profile_here(d->inv, g->profile))
 		r = profile_could_serve(d, g->profile, g->has_count ? (unsigned int)g->count : 1,
 					err);
 	else

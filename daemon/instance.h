@@ -23,6 +23,9 @@ bool instance_spec(const char *spec);
 int instance_add(struct daemon *d, struct lease *next, const char *spec, bool shared,
 		 struct dg_grant_reply *out, struct dg_arena *a, struct dg_error *err);
 
+/* grant --profile NAME where devgate.conf defines no NAME: a MIG profile may be meant. */
+bool instance_profile_request(const struct daemon *d, const struct dg_grant_req *g);
+
 /*
  * grant --profile NAME [--gpus N] where NAME is no devgate.conf profile but a
  * MIG profile ("1g.18gb", NVML's name): N free instances of it, one per GPU,

@@ -614,18 +614,16 @@ static size_t device_nodes(const struct lease *l, struct dg_node *out, size_t n,
 static size_t whole_mig_nodes(const struct lease_gpu *g, const struct dg_inventory *inv,
 			      struct dg_node *out, size_t max)
 {
+	const struct dg_gpu *gpu = g->family == DG_VENDOR_NVIDIA ? inventory_find_uuid(inv, g->uuid)
+								 : NULL;
 	size_t n = 0;
 
-	for (size_t i = 0; g->family == DG_VENDOR_NVIDIA && i < inv->n_gpus; i++) {
-		const struct dg_gpu *gpu = &inv->gpus[i];
-
-		if (!gpu->mig || !inv->majors.has_caps || strcasecmp(gpu->uuid, g->uuid) != 0)
-			continue;
-		for (size_t k = 0; k < gpu->n_gi && n < max; k++) {
-			mig_cap_node(inv, gpu->gi[k].minor, &out[n++]);
-			for (size_t c = 0; c < gpu->gi[k].n_ci && n < max; c++)
-				mig_cap_node(inv, gpu->gi[k].ci[c].minor, &out[n++]);
-		}
+	if (!gpu || !gpu->mig || !inv->majors.has_caps)
+		return 0;
+	for (size_t k = 0; k < gpu->n_gi && n < max; k++) {
+		mig_cap_node(inv, gpu->gi[k].minor, &out[n++]);
+		for (size_t c = 0; c < gpu->gi[k].n_ci && n < max; c++)
+			mig_cap_node(inv, gpu->gi[k].ci[c].minor, &out[n++]);
 	}
 	return n;
 }

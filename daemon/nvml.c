@@ -320,19 +320,13 @@ void nvml_stop(void)
 	}
 }
 
+/* The inventory's own (writable) entry of GPU uuid's instance id. */
 static struct dg_mig_gi *gi_of(struct dg_inventory *inv, const char *uuid, uint32_t id)
 {
-	for (size_t i = 0; i < inv->n_gpus; i++) {
-		struct dg_gpu *g = &inv->gpus[i];
+	const struct dg_gpu *gpu = inventory_find_uuid(inv, uuid);
+	const struct dg_mig_gi *gi = gpu ? mig_find_gi(gpu, id) : NULL;
 
-		if (strcasecmp(g->uuid, uuid) != 0)
-			continue;
-		for (size_t k = 0; k < g->n_gi; k++) {
-			if (g->gi[k].id == id)
-				return &g->gi[k];
-		}
-	}
-	return NULL;
+	return gi ? &inv->gpus[gpu - inv->gpus].gi[gi - gpu->gi] : NULL;
 }
 
 static void parse_mi(struct dg_inventory *inv, const char *uuid, uint32_t gi, uint32_t ci,
@@ -446,11 +440,9 @@ static bool same_layout(const struct dg_gpu *a, const struct dg_gpu *b)
 
 static const struct dg_gpu *old_gpu(const struct dg_inventory *old, const char *uuid)
 {
-	for (size_t i = 0; i < old->n_gpus; i++) {
-		if (!old->gpus[i].gone && strcasecmp(old->gpus[i].uuid, uuid) == 0)
-			return &old->gpus[i];
-	}
-	return NULL;
+	const struct dg_gpu *g = inventory_find_uuid(old, uuid);
+
+	return g && !g->gone ? g : NULL;
 }
 
 /*

@@ -69,11 +69,7 @@ driver=
 if [ "$host" = / ]; then
 	# glibc for the driver's nvidia-smi and for cudaprobe, which loads libcuda.so.1.
 	root=$work/bundle/rootfs
-	mkdir -p "$root/lib64" "$root/lib/x86_64-linux-gnu"
-	cp -L /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
-	for l in libc.so.6 libm.so.6 libdl.so.2 libpthread.so.0 librt.so.1; do
-		cp -L "/lib/x86_64-linux-gnu/$l" "$root/lib/x86_64-linux-gnu/"
-	done
+	dg_glibc "$root" libc.so.6 libm.so.6 libdl.so.2 libpthread.so.0 librt.so.1
 	cp "$top/build/cudaprobe" "$root/bin/"
 	driver="--driver compute,utility"
 fi

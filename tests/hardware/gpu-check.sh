@@ -66,11 +66,7 @@ ctl list
 dg_ns_setup
 dg_bundle "$work/bundle" "$top/build/probe"
 root=$work/bundle/rootfs
-mkdir -p "$root/lib64" "$root/lib/x86_64-linux-gnu"
-cp -L /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
-for l in libc.so.6 libm.so.6 libdl.so.2 libpthread.so.0 librt.so.1; do
-	cp -L "/lib/x86_64-linux-gnu/$l" "$root/lib/x86_64-linux-gnu/"
-done
+dg_glibc "$root" libc.so.6 libm.so.6 libdl.so.2 libpthread.so.0 librt.so.1
 cp "$top/build/cudaprobe" "$root/bin/"
 pid=$(dg_run dgc "$work/bundle")
 

@@ -26,9 +26,7 @@ glibc_container() {
 	requires runc
 	CID="$DG_ID-$1"
 	dg_bundle "$b" "$DEVGATE_BUILD/probe"
-	mkdir -p "$b/rootfs/lib64" "$b/rootfs/lib/x86_64-linux-gnu"
-	cp -L /lib64/ld-linux-x86-64.so.2 "$b/rootfs/lib64/"
-	cp -L /lib/x86_64-linux-gnu/libc.so.6 "$b/rootfs/lib/x86_64-linux-gnu/"
+	dg_glibc "$b/rootfs" libc.so.6
 	cp "$DEVGATE_BUILD/dlprobe" "$b/rootfs/bin/"
 	jq "${2:-.}" "$b/config.json" >"$b/c.json"
 	mv "$b/c.json" "$b/config.json"
@@ -44,9 +42,7 @@ hooked_glibc() {
 	local b="$DG_TMP/$1"
 	requires runc
 	hooked_bundle "$1" "$2"
-	mkdir -p "$b/rootfs/lib64" "$b/rootfs/lib/x86_64-linux-gnu"
-	cp -L /lib64/ld-linux-x86-64.so.2 "$b/rootfs/lib64/"
-	cp -L /lib/x86_64-linux-gnu/libc.so.6 "$b/rootfs/lib/x86_64-linux-gnu/"
+	dg_glibc "$b/rootfs" libc.so.6
 	cp "$DEVGATE_BUILD/dlprobe" "$b/rootfs/bin/"
 }
 

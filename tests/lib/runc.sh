@@ -61,6 +61,19 @@ dg_bundle() {
 	mv "$dir/config.json.new" "$dir/config.json"
 }
 
+# dg_glibc ROOTFS LIB...: the host's loader and these glibc libraries copied
+# in, so dynamically linked programs (dlprobe, cudaprobe, the driver's
+# nvidia-smi) run in a busybox rootfs.
+dg_glibc() {
+	local root=$1 l
+	shift
+	mkdir -p "$root/lib64" "$root/lib/x86_64-linux-gnu"
+	cp -L /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
+	for l in "$@"; do
+		cp -L "/lib/x86_64-linux-gnu/$l" "$root/lib/x86_64-linux-gnu/"
+	done
+}
+
 # dg_run ID BUNDLE: starts a detached container; prints its init's host PID.
 dg_run() {
 	local id=$1 bundle=$2
