@@ -69,15 +69,16 @@ CPPFLAGS += -Icommon -Ibpf -I$(O)
 BPF_CFLAGS := -O2 -g -Wall -Werror -target bpf -I/usr/include/$(MULTIARCH) -Ibpf
 
 COMMON_SRC := $(wildcard common/*.c)
-# daemon/node_main.c is devgated-node's main, not devgated's.
-DAEMON_SRC := $(filter-out daemon/node_main.c,$(wildcard daemon/*.c))
+# devgated: daemon/*.c and its folders (each folder's README.md says what it
+# holds). daemon/helper/node_main.c is devgated-node's main, not devgated's.
+DAEMON_SRC := $(filter-out daemon/helper/node_main.c,$(wildcard daemon/*.c daemon/*/*.c))
 CLI_SRC := $(filter-out cli/hook_main.c,$(wildcard cli/*.c))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(O)/%.o)
 # An archive, so each binary carries only the common objects it calls.
 COMMON_LIB := $(O)/common/libdevgate-common.a
-DAEMON_OBJ := $(DAEMON_SRC:%.c=$(O)/%.o) $(O)/daemon/node_blob.o
+DAEMON_OBJ := $(DAEMON_SRC:%.c=$(O)/%.o) $(O)/daemon/node/node_blob.o
 DAEMON_LIB_OBJ := $(filter-out $(O)/daemon/main.o,$(DAEMON_OBJ))
 CLI_OBJ := $(CLI_SRC:%.c=$(O)/%.o)
 CLI_LIB_OBJ := $(filter-out $(O)/cli/main.o,$(CLI_OBJ))
@@ -140,8 +141,10 @@ $(O)/%.o: %.c
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -c $< -o $@
 
-# Daemon code includes the skeleton; make sure it exists first.
+# Daemon code includes the skeleton; make sure it exists first. Its folders'
+# headers are named from daemon/: #include "lease/lease.h".
 $(DAEMON_OBJ) $(UNIT_BIN): | $(SKEL)
+$(DAEMON_OBJ): CPPFLAGS += -Idaemon
 
 $(COMMON_LIB): $(COMMON_OBJ)
 	$(call msg,AR,$@)
@@ -152,18 +155,20 @@ $(O)/devgated: $(DAEMON_OBJ) $(COMMON_LIB)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-# devgated-node: the zygote devgated executes at start (daemon/zygote.c).
-# Static and libc only, so each helper it forks copies and frees a few
-# mappings; built without sanitizers, and carried inside devgated.
-NODE_SRC := daemon/node_main.c daemon/helper.c daemon/forkloop.c daemon/fdpass.c
-NODE_HDR := daemon/helper.h daemon/forkloop.h daemon/fdpass.h common/gpu.h
+# devgated-node: the zygote devgated executes at start (daemon/node/zygote.c),
+# built from daemon/helper/ alone. Static and libc only, so each helper it
+# forks copies and frees a few mappings; built without sanitizers, and
+# carried inside devgated. Nothing else is linked in: a call from
+# daemon/helper/ to any other folder fails here (and in make lint).
+NODE_SRC := $(wildcard daemon/helper/*.c)
+NODE_HDR := $(wildcard daemon/helper/*.h) common/gpu.h
 $(O)/devgated-node: $(NODE_SRC) $(NODE_HDR)
 	$(call msg,CC-STATIC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -std=gnu11 $(WARN) -D_GNU_SOURCE -O2 -D_FORTIFY_SOURCE=2 \
-		-fstack-protector-strong -Icommon -Idaemon -static-pie -s -o $@ $(NODE_SRC)
+		-fstack-protector-strong -Icommon -static-pie -s -o $@ $(NODE_SRC)
 
-$(O)/daemon/node_blob.o: daemon/node_blob.S $(O)/devgated-node
+$(O)/daemon/node/node_blob.o: daemon/node/node_blob.S $(O)/devgated-node
 	$(call msg,AS,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -c -DNODE_BIN='"$(abspath $(O))/devgated-node"' -o $@ $<
@@ -248,8 +253,8 @@ $(O)/tests/test_%: tests/unit/test_%.c $(DAEMON_LIB_OBJ) $(CLI_LIB_OBJ) $(COMMON
 	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -Idaemon -Icli $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lcmocka
 
 # The lease transactions alone: grant.c and its pure neighbours, the kernel faked.
-GRANT_TEST_OBJ := $(addprefix $(O)/daemon/,grant.o alloc.o lease.o view.o fault.o hostdev.o policy.o instance.o \
-	driverfs.o topo.o)
+GRANT_TEST_OBJ := $(addprefix $(O)/daemon/,grant/grant.o lease/alloc.o lease/lease.o view/view.o sys/fault.o \
+	lease/hostdev.o lease/policy.o grant/instance.o grant/driverfs.o sys/topo.o)
 $(O)/tests/test_grant: tests/unit/test_grant.c tests/unit/fakes/kernel_fakes.c $(GRANT_TEST_OBJ) \
 		$(COMMON_LIB)
 	$(call msg,TEST-CC,$@)
@@ -310,10 +315,10 @@ FUZZ_TARGETS := wire oci host
 FUZZ_BIN := $(FUZZ_TARGETS:%=$(O)/fuzz/fuzz_%)
 FUZZ_SRC_wire := $(COMMON_SRC)
 FUZZ_SRC_oci := $(COMMON_SRC) cli/oci.c
-FUZZ_SRC_host := $(COMMON_SRC) daemon/config.c daemon/confine.c daemon/lease.c daemon/cgroup.c daemon/metrics_http.c \
-	daemon/policy.c daemon/rescan.c daemon/hostdev.c daemon/nvml.c
+FUZZ_SRC_host := $(COMMON_SRC) $(addprefix daemon/,core/config.c sys/confine.c lease/lease.c sys/cgroup.c \
+	metrics/metrics_http.c lease/policy.c inventory/rescan.c lease/hostdev.c inventory/nvml.c)
 
-$(O)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMMON_SRC) $(wildcard cli/*.c daemon/*.c) | $(SKEL)
+$(O)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMMON_SRC) $(wildcard cli/*.c) $(DAEMON_SRC) | $(SKEL)
 	$(call msg,FUZZ-CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_SRC_$*) $(PKG_LIBS)
@@ -345,12 +350,15 @@ torture: $(BINS)
 check-asan:
 	$(Q)$(MAKE) --no-print-directory O=build-asan SAN=1 test
 
-LINT_SRC := $(COMMON_SRC) $(DAEMON_SRC) $(CLI_SRC) cli/hook_main.c daemon/node_main.c $(K8S_C_SRC)
+# The longest include-and-call chain, in modules, that make lint allows.
+MAX_DEPTH ?= 30
+
+LINT_SRC := $(COMMON_SRC) $(DAEMON_SRC) $(CLI_SRC) cli/hook_main.c daemon/helper/node_main.c $(K8S_C_SRC)
 LINT_SH := .ci/run $(wildcard scripts/*.sh bench/*.sh tests/lib/*.sh tests/hardware/*.sh tests/integration/*.bash \
 	tests/integration/*.bats) tests/helpers/mkfixture packaging/mkdeb.sh \
 	packaging/debian/postinst packaging/debian/postrm packaging/debian/prerm \
 	packaging/bash-completion/devgatectl
-FORMAT_SRC := $(sort $(wildcard common/*.[ch] daemon/*.[ch] cli/*.[ch] bpf/*.[ch] k8s/*.[ch] k8s/*.cc \
+FORMAT_SRC := $(sort $(wildcard common/*.[ch] daemon/*.[ch] daemon/*/*.[ch] cli/*.[ch] bpf/*.[ch] k8s/*.[ch] k8s/*.cc \
 	tests/unit/*.c tests/unit/fakes/*.[ch] tests/fuzz/*.[ch] tests/helpers/*.c bench/*.c))
 
 # .clang-format applied to every C file; 'make lint' fails on any difference.
@@ -360,12 +368,12 @@ format:
 lint: $(SKEL) $(BINS)
 	$(call msg,FORMAT,$(words $(FORMAT_SRC)) files)
 	$(Q)clang-format --dry-run -Werror $(FORMAT_SRC)
-	$(call msg,DEPGRAPH,daemon common cli k8s)
-	$(Q)for d in daemon common cli k8s; do sh scripts/depgraph.sh $$d $(O) || exit 1; done
+	$(call msg,DEPGRAPH,bpf common daemon cli k8s)
+	$(Q)sh scripts/depgraph.sh --max-depth $(MAX_DEPTH) $(O)
 	$(call msg,CPPCHECK,$(LINT_SRC))
 	$(Q)cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 		--inline-suppr --suppress=missingIncludeSystem --std=c11 -D_GNU_SOURCE \
-		--include=/usr/include/bpf/libbpf_common.h -Icommon -Ibpf -Icli -Ik8s -I$(O) $(LINT_SRC)
+		--include=/usr/include/bpf/libbpf_common.h -Icommon -Ibpf -Idaemon -Icli -Ik8s -I$(O) $(LINT_SRC)
 	$(call msg,TIDY,$(LINT_SRC))
 	$(Q)clang-tidy --quiet $(LINT_SRC) -- \
 		-std=gnu11 -D_GNU_SOURCE -Icommon -Ibpf -isystem $(O) -Idaemon -Icli -Ik8s $(PKG_CFLAGS) 2>&1 | \

@@ -4,16 +4,16 @@
 #include <string.h>
 
 #include "cleanup.h"
-#include "guard.h"
-#include "fault.h"
-#include "grant.h"
-#include "target.h"
+#include "gate/guard.h"
+#include "sys/fault.h"
+#include "grant/grant.h"
+#include "sys/target.h"
 #include "util.h"
 #include "log.h"
-#include "metrics.h"
+#include "metrics/metrics.h"
 #include "reconcile.h"
-#include "refresh.h"
-#include "watch.h"
+#include "inventory/refresh.h"
+#include "watch/watch.h"
 
 static void adopt_path(struct daemon *d, struct lease *l, int cgfd, unsigned int *fixes)
 {

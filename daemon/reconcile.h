@@ -8,7 +8,7 @@
 #ifndef DEVGATE_RECONCILE_H
 #define DEVGATE_RECONCILE_H
 
-#include "daemon.h"
+#include "core/daemon.h"
 
 /* Returns the number of corrections made, or a negative errno. */
 int reconcile(struct daemon *d);

@@ -8,18 +8,18 @@
  */
 #include <sys/sysmacros.h>
 
-#include "cgroup.h"
-#include "config.h"
-#include "daemon.h"
+#include "sys/cgroup.h"
+#include "core/config.h"
+#include "core/daemon.h"
 #include "driver.h"
-#include "hostdev.h"
+#include "lease/hostdev.h"
 #include "fuzz.h"
 #include "gpu.h"
 #include "gpu_arch.h"
 #include "jsonutil.h"
-#include "lease.h"
+#include "lease/lease.h"
 #include "mountinfo.h"
-#include "rescan.h"
+#include "inventory/rescan.h"
 
 int bpfgate_guard_sync_both(struct bpfgate *bg, const struct dg_inventory *inv,
 			    const struct dg_inventory *also)

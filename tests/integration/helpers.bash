@@ -112,7 +112,7 @@ dg_teardown() {
 	return "$status"
 }
 
-# The keeper cgroups of this test's devgated (daemon/keeper.h): the runtime
+# The keeper cgroups of this test's devgated (daemon/gate/keeper.h): the runtime
 # programs it held for gates that are gone now are let go.
 dg_keeper_clean() {
 	[ -n "${DG_PINS:-}" ] && [ -n "${DG_CGROOT:-}" ] || return 0

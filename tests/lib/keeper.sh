@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 #
-# devgated's keeper cgroups (daemon/keeper.h), where it holds the runtime
+# devgated's keeper cgroups (daemon/gate/keeper.h), where it holds the runtime
 # programs its gates stand in for. They outlive a stopped devgated on
 # purpose; tests and the bench let go of their own.
 

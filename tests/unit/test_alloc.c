@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "lease/alloc.h"
 #include "gpu_arch.h"
 
 /* GPUs 0-3: H100, A100, H100, L4 (by PCI id). */

@@ -12,12 +12,12 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "confine.h"
-#include "daemon.h"
-#include "hostdev.h"
-#include "peer.h"
-#include "policy.h"
+#include "core/config.h"
+#include "sys/confine.h"
+#include "core/daemon.h"
+#include "lease/hostdev.h"
+#include "server/peer.h"
+#include "lease/policy.h"
 
 static int setup(void **state)
 {

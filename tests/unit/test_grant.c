@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The lease transactions (daemon/grant.c) alone, with the kernel faked
+ * The lease transactions (daemon/grant/grant.c) alone, with the kernel faked
  * (tests/unit/fakes): every step that can fail is made to fail, and what is
  * left afterwards must be exactly what was there before.
  */
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "fakes/kernel_fakes.h"
-#include "grant.h"
+#include "grant/grant.h"
 #include "util.h"
 
 #define CGID 77

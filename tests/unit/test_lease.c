@@ -11,7 +11,7 @@
 #include "cleanup.h"
 #include "driver.h"
 #include "jsonutil.h"
-#include "lease.h"
+#include "lease/lease.h"
 #include "util.h"
 
 static void test_roundtrip(void **state)

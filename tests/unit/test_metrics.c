@@ -13,12 +13,12 @@
 #include <string.h>
 
 #include "cleanup.h"
-#include "events.h"
-#include "view.h"
+#include "view/events.h"
+#include "view/view.h"
 #include "jsonutil.h"
-#include "metrics.h"
-#include "metrics_http.h"
-#include "promtext.h"
+#include "metrics/metrics.h"
+#include "metrics/metrics_http.h"
+#include "metrics/promtext.h"
 
 /* Runs write(f) on a memory stream and returns what it wrote. */
 static char *capture(void (*write)(FILE *f, const void *arg), const void *arg)

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "numa.h"
-#include "topo.h"
+#include "sys/topo.h"
 
 static void roundtrip(const char *in, const char *want)
 {

@@ -6,7 +6,7 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "rescan.h"
+#include "inventory/rescan.h"
 
 /* A kernel uevent: "ACTION@DEVPATH" then KEY=VALUE fields, each NUL-terminated. */
 #define EV(...) ev_relevant((const char *[]){ __VA_ARGS__, NULL })

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cgroup.h"
+#include "sys/cgroup.h"
 #include "cleanup.h"
 #include "util.h"
 

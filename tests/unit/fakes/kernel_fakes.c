@@ -3,16 +3,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bpfgate.h"
-#include "guard.h"
-#include "cgroup.h"
-#include "holders.h"
+#include "gate/bpfgate.h"
+#include "gate/guard.h"
+#include "sys/cgroup.h"
+#include "sys/holders.h"
 #include "kernel_fakes.h"
-#include "metrics.h"
-#include "nodes.h"
-#include "state.h"
-#include "target.h"
-#include "watch.h"
+#include "metrics/metrics.h"
+#include "node/nodes.h"
+#include "lease/state.h"
+#include "sys/target.h"
+#include "watch/watch.h"
 
 struct fake_kernel fake;
 

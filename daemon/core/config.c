@@ -1,0 +1,560 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "gate/bpfgate.h"
+#include "cleanup.h"
+#include "config.h"
+#include "sys/confine.h"
+#include "daemon.h"
+#include "log.h"
+#include "metrics/metrics_http.h"
+#include "lease/policy.h"
+#include "protocol.h"
+#include "lease/state.h"
+#include "util.h"
+
+#define CONFIG_MAX ((size_t)64 * 1024)
+#define LINE_MAX_LEN 4096
+
+enum key_type {
+	K_ABSPATH,  /* char *, absolute path */
+	K_PATH,	    /* char *, any non-empty path */
+	K_LISTEN,   /* char *, ADDR:PORT, empty for none */
+	K_OPTPATH,  /* char *, absolute path, empty for none */
+	K_MODE,	    /* mode_t, octal up to 0777 */
+	K_OWNER,    /* node_uid and node_gid */
+	K_MS,	    /* unsigned int, 100 to 3600000 */
+	K_COUNT,    /* unsigned int, 1 to 65536 */
+	K_HEAL_MS,  /* unsigned int, 0 (off) to 1000 */
+	K_GROUP,    /* gid_t, a group name or number; empty for none */
+	K_BOOL,	    /* bool */
+	K_LEVEL,    /* int, syslog level */
+	K_SECCOMP,  /* int, enum dg_seccomp_mode */
+	K_ALLOW,    /* struct dg_policy's gpu-allow list */
+	K_DEVALLOW, /* struct hostdev_allow */
+};
+
+struct key {
+	const char *name;
+	enum key_type type;
+	size_t off;
+};
+
+#define KEY(n, t, field)                                \
+	{                                               \
+		n, t, offsetof(struct dg_config, field) \
+	}
+
+/* Keys are named like devgated's long options; man devgate.conf(5) lists them. */
+static const struct key keys[] = {
+	KEY("socket", K_ABSPATH, socket_path),
+	KEY("state-dir", K_ABSPATH, state_dir),
+	KEY("pin-root", K_ABSPATH, pin_root),
+	KEY("host-root", K_PATH, host_root),
+	KEY("cgroup-root", K_OPTPATH, cgroup_root),
+	KEY("node-mode", K_MODE, node_mode),
+	KEY("node-owner", K_OWNER, node_uid),
+	KEY("recheck-ms", K_MS, recheck_ms),
+	KEY("heal-ms", K_HEAL_MS, heal_ms),
+	KEY("max-clients", K_COUNT, max_clients),
+	KEY("client-timeout-ms", K_MS, client_timeout_ms),
+	KEY("socket-group", K_GROUP, socket_gid),
+	KEY("admin-group", K_GROUP, admin_gid),
+	KEY("metrics-listen", K_LISTEN, metrics_listen),
+	KEY("hook-allow-env", K_BOOL, hook_env),
+	KEY("attach-events", K_BOOL, attach_events),
+	KEY("log-level", K_LEVEL, log_level),
+	KEY("seccomp", K_SECCOMP, seccomp),
+	KEY("gpu-allow", K_ALLOW, policy),
+	KEY("device-allow", K_DEVALLOW, device_allow),
+};
+
+static const char *const level_names[] = {
+	[LOG_ERR] = "error", [LOG_WARNING] = "warning", [LOG_NOTICE] = "notice",
+	[LOG_INFO] = "info", [LOG_DEBUG] = "debug",
+};
+
+static const struct key *key_find(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+		if (strcmp(keys[i].name, name) == 0)
+			return &keys[i];
+	}
+	return NULL;
+}
+
+bool config_key_known(const char *key)
+{
+	return key_find(key) != NULL;
+}
+
+static void *field(struct dg_config *c, const struct key *k)
+{
+	return (char *)c + k->off;
+}
+
+static const void *cfield(const struct dg_config *c, const struct key *k)
+{
+	return (const char *)c + k->off;
+}
+
+/* A group by name or number; empty for none. */
+static int parse_group(const char *v, gid_t *ret)
+{
+	struct group *g;
+	uint32_t n;
+
+	if (!*v) {
+		*ret = DG_NO_GID;
+		return 0;
+	}
+	if (parse_u32(v, &n) == 0 && n != (uint32_t)DG_NO_GID) {
+		*ret = n;
+		return 0;
+	}
+	g = getgrnam(v);
+	if (!g)
+		return -ENOENT;
+	*ret = g->gr_gid;
+	return 0;
+}
+
+static void print_group(gid_t gid, FILE *f)
+{
+	struct group *g = gid == DG_NO_GID ? NULL : getgrgid(gid);
+
+	if (gid == DG_NO_GID)
+		fprintf(f, "\n");
+	else if (g)
+		fprintf(f, "%s\n", g->gr_name);
+	else
+		fprintf(f, "%u\n", (unsigned int)gid);
+}
+
+static int set_str(char **dst, const char *v)
+{
+	char *copy = NULL;
+
+	if (v) {
+		copy = strdup(v);
+		if (!copy)
+			return -ENOMEM;
+	}
+	free(*dst);
+	*dst = copy;
+	return 0;
+}
+
+int config_init(struct dg_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->node_mode = 0666;
+	c->recheck_ms = 1000;
+	c->attach_events = true;
+	c->heal_ms = 10;
+	c->max_clients = 256;
+	c->client_timeout_ms = 5000;
+	c->socket_gid = DG_NO_GID;
+	c->admin_gid = DG_NO_GID;
+	c->log_level = LOG_INFO;
+	if (set_str(&c->socket_path, DG_DEFAULT_SOCKET) < 0 ||
+	    set_str(&c->state_dir, DG_DEFAULT_STATE_DIR) < 0 ||
+	    set_str(&c->pin_root, DG_DEFAULT_PIN_ROOT) < 0 || set_str(&c->host_root, "/") < 0) {
+		config_free(c);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void config_free(struct dg_config *c)
+{
+	free(c->cgroup_root);
+	free(c->socket_path);
+	free(c->state_dir);
+	free(c->pin_root);
+	free(c->host_root);
+	free(c->metrics_listen);
+	policy_free(&c->policy);
+	c->socket_path = c->state_dir = c->pin_root = c->host_root = c->metrics_listen = NULL;
+	c->cgroup_root = NULL;
+}
+
+static int parse_owner(const char *s, uid_t *uid, gid_t *gid)
+{
+	char buf[64];
+	char *colon;
+	uint32_t u, g;
+
+	if (strlen(s) >= sizeof(buf))
+		return -EINVAL;
+	snprintf(buf, sizeof(buf), "%s", s);
+	colon = strchr(buf, ':');
+	if (!colon)
+		return -EINVAL;
+	*colon = '\0';
+	if (parse_u32(buf, &u) < 0 || parse_u32(colon + 1, &g) < 0)
+		return -EINVAL;
+	*uid = u;
+	*gid = g;
+	return 0;
+}
+
+static int parse_bool(const char *s, bool *ret)
+{
+	static const char *const yes[] = { "true", "yes", "on", "1" };
+	static const char *const no[] = { "false", "no", "off", "0" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
+		if (strcasecmp(s, yes[i]) == 0 || strcasecmp(s, no[i]) == 0) {
+			*ret = strcasecmp(s, yes[i]) == 0;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int parse_level(const char *s, int *ret)
+{
+	for (int l = 0; l < (int)ARRAY_SIZE(level_names); l++) {
+		if (level_names[l] && strcmp(s, level_names[l]) == 0) {
+			*ret = l;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+/* The metrics listener's own parser, so the file is checked as it will be used. */
+static int check_listen(const char *s)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+
+	return metrics_parse_listen(s, &ss, &len);
+}
+
+static int set_value(struct dg_config *c, const struct key *k, const char *v, struct dg_error *err)
+{
+	uint32_t ms;
+	mode_t mode;
+
+	switch (k->type) {
+	case K_ABSPATH:
+		if (v[0] != '/')
+			return dg_error_set(err, DG_E_INVALID, EINVAL,
+					    "'%s' is not an absolute path", v);
+		return set_str(field(c, k), v);
+	case K_PATH:
+		if (!*v)
+			return dg_error_set(err, DG_E_INVALID, EINVAL, "a path is needed");
+		return set_str(field(c, k), v);
+	case K_OPTPATH:
+		if (*v && v[0] != '/')
+			return dg_error_set(err, DG_E_INVALID, EINVAL,
+					    "'%s' is not an absolute path", v);
+		return set_str(field(c, k), *v ? v : NULL);
+	case K_LISTEN:
+		if (*v && check_listen(v) < 0)
+			return dg_error_set(err, DG_E_INVALID, EINVAL,
+					    "'%s' is not ADDR:PORT (a numeric address, "
+					    "port 1 to 65535)",
+					    v);
+		return set_str(field(c, k), *v ? v : NULL);
+	case K_MODE:
+		if (parse_mode(v, &mode) < 0 || mode > 0777)
+			return dg_error_set(err, DG_E_INVALID, EINVAL,
+					    "'%s' is not an octal mode up to 0777", v);
+		c->node_mode = mode;
+		return 0;
+	case K_OWNER:
+		if (parse_owner(v, &c->node_uid, &c->node_gid) < 0)
+			return dg_error_set(err, DG_E_INVALID, EINVAL, "'%s' is not UID:GID", v);
+		return 0;
+	case K_MS:
+		if (parse_u32(v, &ms) < 0 || ms < 100 || ms > 3600000)
+			return dg_error_set(
+				err, DG_E_INVALID, EINVAL,
+				"'%s' is not a number of milliseconds from 100 to 3600000", v);
+		*(unsigned int *)field(c, k) = ms;
+		return 0;
+	case K_HEAL_MS:
+		if (parse_u32(v, &ms) < 0 || ms > 1000)
+			return dg_error_set(
+				err, DG_E_INVALID, EINVAL,
+				"'%s' is not a number of milliseconds from 0 (off) to 1000", v);
+		*(unsigned int *)field(c, k) = ms;
+		return 0;
+	case K_COUNT:
+		if (parse_u32(v, &ms) < 0 || ms < 1 || ms > 65536)
+			return dg_error_set(err, DG_E_INVALID, EINVAL,
+					    "'%s' is not a number from 1 to 65536", v);
+		*(unsigned int *)field(c, k) = ms;
+		return 0;
+	case K_GROUP:
+		if (parse_group(v, field(c, k)) < 0)
+			return dg_error_set(err, DG_E_INVALID, EINVAL,
+					    "'%s' is not a group on this host (name or GID)", v);
+		return 0;
+	case K_BOOL:
+		if (parse_bool(v, field(c, k)) < 0)
+			return dg_error_set(err, DG_E_INVALID, EINVAL,
+					    "'%s' is not a boolean (true or false)", v);
+		return 0;
+	case K_LEVEL:
+		if (parse_level(v, field(c, k)) < 0)
+			return dg_error_set(
+				err, DG_E_INVALID, EINVAL,
+				"'%s' is not a log level (error, warning, notice, info, "
+				"debug)",
+				v);
+		return 0;
+	case K_SECCOMP:
+		if (confine_mode_parse(v, field(c, k)) < 0)
+			return dg_error_set(err, DG_E_INVALID, EINVAL,
+					    "'%s' is not a seccomp mode (on, log, off)", v);
+		return 0;
+	case K_ALLOW:
+		return policy_set_allow(&c->policy, v, err);
+	case K_DEVALLOW:
+		return hostdev_set_allow(&c->device_allow, v, err);
+	}
+	return -EINVAL;
+}
+
+int config_set(struct dg_config *c, const char *key, const char *value, struct dg_error *err)
+{
+	const struct key *k = key_find(key);
+	int r;
+
+	if (!k)
+		return dg_error_set(err, DG_E_INVALID, ENOENT, "unknown key");
+	r = set_value(c, k, value, err);
+	if (r == -ENOMEM)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	return r;
+}
+
+/* Cuts a comment: '#' at the start or after white space. */
+static void strip_comment(char *line)
+{
+	for (char *p = line; *p; p++) {
+		if (*p == '#' && (p == line || isspace((unsigned char)p[-1]))) {
+			*p = '\0';
+			return;
+		}
+	}
+}
+
+/* "alias NAME = V" and "profile NAME = V": named entries, not keys. */
+static bool policy_line(struct dg_config *c, const char *key, const char *value, int *r,
+			struct dg_error *err)
+{
+	struct dg_error e = { 0 };
+	const char *name;
+
+	if (startswith(key, "alias") && isspace((unsigned char)key[5])) {
+		name = key + 5;
+		while (isspace((unsigned char)*name))
+			name++;
+		*r = policy_add_alias(&c->policy, name, value, &e);
+	} else if (startswith(key, "profile") && isspace((unsigned char)key[7])) {
+		name = key + 7;
+		while (isspace((unsigned char)*name))
+			name++;
+		*r = policy_add_profile(&c->policy, name, value, &e);
+	} else {
+		return false;
+	}
+	if (*r < 0) {
+		dg_error_set(err, e.code == DG_E_INVALID ? DG_E_CONFIG : e.code, *r, "%s",
+			     e.message);
+		if (e.hint[0])
+			dg_error_hint(err, "%s", e.hint);
+	}
+	return true;
+}
+
+static int parse_line(struct dg_config *c, char *line, unsigned int *seen, struct dg_error *err)
+{
+	struct dg_error e = { 0 };
+	char *eq, *key, *value;
+	const struct key *k;
+	int r;
+
+	strip_comment(line);
+	if (!*strstrip(line))
+		return 0;
+	eq = strchr(line, '=');
+	if (!eq)
+		return dg_error_set(err, DG_E_CONFIG, EINVAL, "expected 'key = value'");
+	*eq = '\0';
+	key = strstrip(line);
+	value = strstrip(eq + 1);
+	if (policy_line(c, key, value, &r, err))
+		return r;
+	k = key_find(key);
+	if (!k)
+		return dg_error_set(err, DG_E_CONFIG, ENOENT, "unknown key '%s'", key);
+	if (*seen & (1u << (k - keys)))
+		return dg_error_set(err, DG_E_CONFIG, EEXIST, "'%s' is set twice", key);
+	*seen |= 1u << (k - keys);
+	r = config_set(c, key, value, &e);
+	if (r < 0) {
+		dg_error_set(err, e.code == DG_E_INVALID ? DG_E_CONFIG : e.code, r, "%s: %s", key,
+			     e.message);
+		if (e.hint[0])
+			dg_error_hint(err, "%s", e.hint);
+	}
+	return r < 0 ? r : 0;
+}
+
+int config_parse(struct dg_config *c, const char *name, const char *text, struct dg_error *err)
+{
+	unsigned int seen = 0, lineno = 0;
+	const char *p = text;
+
+	while (*p) {
+		const char *eol = strchr(p, '\n');
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+		struct dg_error e = { 0 };
+		char line[LINE_MAX_LEN];
+		int r;
+
+		lineno++;
+		if (len >= sizeof(line))
+			return dg_error_set(err, DG_E_CONFIG, E2BIG, "%s:%u: line too long", name,
+					    lineno);
+		memcpy(line, p, len);
+		line[len] = '\0';
+		r = parse_line(c, line, &seen, &e);
+		if (r < 0) {
+			dg_error_set(err, e.code, r, "%s:%u: %s", name, lineno, e.message);
+			if (e.hint[0])
+				dg_error_hint(err, "%s", e.hint);
+			return r;
+		}
+		p = eol ? eol + 1 : p + len;
+	}
+	return 0;
+}
+
+int config_load(struct dg_config *c, const char *path, bool required, struct dg_error *err)
+{
+	auto_free char *text = NULL;
+	size_t len = 0;
+	int r;
+
+	r = read_file_at(AT_FDCWD, path, CONFIG_MAX, &text, &len);
+	if (r == -ENOENT && !required) {
+		log_debug("no configuration file %s; using defaults", path);
+		return 0;
+	}
+	if (r == -EFBIG)
+		return dg_error_set(err, DG_E_CONFIG, EFBIG, "%s: larger than %zu bytes", path,
+				    CONFIG_MAX);
+	if (r < 0)
+		return dg_error_set(err, DG_E_CONFIG, r, "cannot read %s: %s", path, strerror(-r));
+	if (strlen(text) != len)
+		return dg_error_set(err, DG_E_CONFIG, EINVAL, "%s: contains a NUL byte", path);
+	return config_parse(c, path, text, err);
+}
+
+static void print_key(const struct dg_config *c, const struct key *k, FILE *f)
+{
+	const char *const *s = cfield(c, k);
+
+	fprintf(f, "%s = ", k->name);
+	switch (k->type) {
+	case K_ABSPATH:
+	case K_PATH:
+	case K_OPTPATH:
+	case K_LISTEN:
+		fprintf(f, "%s\n", *s ? *s : "");
+		break;
+	case K_MODE:
+		fprintf(f, "%04o\n", (unsigned int)c->node_mode);
+		break;
+	case K_OWNER:
+		fprintf(f, "%u:%u\n", (unsigned int)c->node_uid, (unsigned int)c->node_gid);
+		break;
+	case K_MS:
+	case K_HEAL_MS:
+	case K_COUNT:
+		fprintf(f, "%u\n", *(const unsigned int *)cfield(c, k));
+		break;
+	case K_GROUP:
+		print_group(*(const gid_t *)cfield(c, k), f);
+		break;
+	case K_BOOL:
+		fprintf(f, "%s\n", *(const bool *)cfield(c, k) ? "true" : "false");
+		break;
+	case K_LEVEL:
+		fprintf(f, "%s\n", level_names[c->log_level]);
+		break;
+	case K_SECCOMP:
+		fprintf(f, "%s\n", confine_mode_name(c->seccomp));
+		break;
+	case K_ALLOW: {
+		char ids[1024];
+
+		policy_allow_text(&c->policy, ids, sizeof(ids));
+		fprintf(f, "%s\n", ids);
+		break;
+	}
+	case K_DEVALLOW: {
+		char devs[HOSTDEV_MAX_ALLOW * 132];
+
+		hostdev_allow_text(&c->device_allow, devs, sizeof(devs));
+		fprintf(f, "%s\n", devs);
+		break;
+	}
+	}
+}
+
+/* print_key's line for k, to compare two configurations by. */
+static void key_text(const struct dg_config *c, const struct key *k, char *buf, size_t len)
+{
+	FILE *f = fmemopen(buf, len, "w");
+
+	buf[0] = '\0';
+	if (f) {
+		print_key(c, k, f);
+		fclose(f);
+	}
+}
+
+void config_take_policy(struct dg_config *c, struct dg_config *from, char *restart, size_t len)
+{
+	size_t off = 0;
+
+	restart[0] = '\0';
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+		char was[LINE_MAX_LEN + 64], now[LINE_MAX_LEN + 64];
+
+		if (keys[i].type == K_ALLOW || keys[i].type == K_DEVALLOW || off >= len)
+			continue;
+		key_text(c, &keys[i], was, sizeof(was));
+		key_text(from, &keys[i], now, sizeof(now));
+		if (strcmp(was, now) != 0)
+			off += (size_t)snprintf(restart + off, len - off, "%s%s", off ? ", " : "",
+						keys[i].name);
+	}
+	policy_free(&c->policy);
+	c->policy = from->policy;
+	from->policy = (struct dg_policy){ 0 };
+	c->device_allow = from->device_allow;
+}
+
+void config_print(const struct dg_config *c, FILE *f)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+		print_key(c, &keys[i], f);
+	policy_print(&c->policy, f);
+}

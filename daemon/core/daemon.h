@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * devgated's state, shared by its modules. One thread runs everything from
+ * an epoll loop; only the node helper is forked.
+ */
+#ifndef DEVGATE_DAEMON_H
+#define DEVGATE_DAEMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "gate/bpfgate.h"
+#include "sys/cgroup.h"
+#include "gpu.h"
+#include "lease/lease.h"
+#include "lease/hostdev.h"
+#include "lease/policy.h"
+#include "lease/queue.h"
+#include "lease/state.h"
+
+struct dg_config {
+	char *socket_path;
+	char *state_dir;
+	char *pin_root;
+	char *host_root;
+	char *metrics_listen; /* ADDR:PORT or NULL */
+	char *cgroup_root;    /* the cgroup v2 mount; NULL: from mountinfo */
+	mode_t node_mode;
+	uid_t node_uid;
+	gid_t node_gid;
+	bool hook_env;			/* honour NVIDIA_VISIBLE_DEVICES from images */
+	bool attach_events;		/* heal on attach events, not only at re-checks */
+	unsigned int recheck_ms;	/* period of the guard re-check */
+	unsigned int heal_ms;		/* shortest period of the displaced-gate check; 0: off */
+	unsigned int max_clients;	/* connections served at once */
+	unsigned int client_timeout_ms; /* an idle or half-sent request is cut after */
+	gid_t socket_gid;		/* may read (list, status, ...); DG_NO_GID: none */
+	gid_t admin_gid;		/* may also grant and revoke; DG_NO_GID: none */
+	int log_level;
+	int seccomp;			   /* enum dg_seccomp_mode (confine.h) */
+	struct dg_policy policy;	   /* gpu-allow, aliases, profiles */
+	struct hostdev_allow device_allow; /* host devices past a container's walls */
+};
+
+#define DG_NO_GID ((gid_t)-1)
+
+struct attach_watch;
+struct client;
+struct daemon;
+struct events;
+struct metrics;
+struct metrics_http;
+struct lease;
+struct dg_denied_event;
+
+/*
+ * What the modules that change state report, and who listens: main.c wires
+ * these to the server (watch and events streams), metrics and the lease
+ * transactions, so no module calls back into the one that called it.
+ */
+struct daemon_hooks {
+	/*
+	 * type: "granted", "revoked", "released", "expired" or "extended"; l is the
+	 * lease after the change.
+	 */
+	void (*lease_changed)(struct daemon *d, const char *type, const struct lease *l,
+			      const char *const *gpus, size_t n_gpus);
+	/* A leased cgroup's processes are gone (watch.c): its lease must go. */
+	void (*cgroup_ended)(struct daemon *d, uint64_t cgid, const char *why);
+	/* A lease's expiry passed (expiry.c): it must be revoked. */
+	void (*lease_expired)(struct daemon *d, uint64_t cgid);
+	/* A denied access read from the BPF ring (events.c). */
+	void (*denied)(struct daemon *d, const struct dg_denied_event *ev);
+	/* Defaults, devgate.conf, the command line into c, as at start (main.c); for reload.c. */
+	int (*load_config)(struct dg_config *c, struct dg_error *err);
+};
+
+struct daemon {
+	struct dg_config cfg;
+	struct dg_inventory *inv;
+	struct cgroot cg;
+	char *self_cgroup;
+	struct bpfgate *bg;
+	struct state *state;
+	struct lease_table leases;
+	struct metrics *metrics;
+	struct metrics_http *http; /* NULL unless metrics-listen is set */
+	struct events *events;
+	struct attach_watch *attach; /* NULL: the periodic re-check alone heals */
+	int epfd;
+	int listen_fd;
+	int signal_fd;
+	int inotify_fd;
+	int timer_fd;
+	int heal_fd;	      /* one-shot timer of the displaced-gate check */
+	int uevent_fd;	      /* kernel uevents (rescan.c); -1 without */
+	int expiry_fd;	      /* CLOCK_REALTIME timer at the earliest lease expiry */
+	int64_t expiry_armed; /* the expiry it is armed for; 0: disarmed */
+	size_t heal_next;     /* the lease the next heal tick starts at */
+	size_t tick_cursor;   /* next lease the periodic re-check looks at */
+	struct client *clients;
+	size_t n_clients;
+	bool listen_paused; /* at max-clients, or out of file descriptors */
+	struct queue queue; /* grants waiting for GPUs (server.c) */
+	bool queue_dirty;   /* capacity may have appeared: try the waiters */
+	bool queue_moved;   /* places changed: tell the waiters */
+	uint64_t wake_ns;   /* when the loop woke for what it handles now */
+	uint64_t dirty_ns;  /* the wake-up that set queue_dirty: for the log */
+	struct daemon_hooks hooks;
+	bool quit;
+};
+
+#endif

@@ -1,0 +1,644 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <poll.h>
+#include <seccomp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "sys/confine.h"
+#include "helper/fdpass.h"
+#include "helper/helper.h"
+#include "log.h"
+#include "nodes.h"
+#include "util.h"
+#include "zygote.h"
+
+#define HELPER_TIMEOUT_MS 5000
+
+/*
+ * The spare: a helper forked ahead of time, already confined, waiting for
+ * one job. Forking and installing seccomp (~0.3 ms) then happen while the
+ * daemon is idle, or in the zygote while devgated finishes the request
+ * before, not while a grant waits. It serves one job and exits, so no
+ * state carries from one container to the next.
+ */
+static struct child spare = { .sock = -1, .pidfd = -1 };
+
+/* A helper that has replied and is exiting: ended later, off the request's path. */
+static struct child spent = { .sock = -1, .pidfd = -1 };
+
+static struct sock_fprog helper_filter;
+
+/*
+ * devgated's own mount namespace, read once: devgated never changes it
+ * (only helpers setns). Unknown, every target is entered.
+ */
+static struct stat own_mntns, own_userns;
+static bool own_mntns_known, own_userns_known;
+
+/*
+ * Nodes for containers in another user namespace: a tmpfs of devgated's own,
+ * mounted nowhere (no path anyone could reach), whose nodes are cloned into
+ * the container as bind mounts. Made at the first such grant.
+ */
+static int node_src = -1;
+
+/* DEVGATE_TEST_NO_OPENAT2=1: the fallback walk, for tests on kernels that have openat2. */
+static bool walk_paths;
+
+/* The only syscalls the helper may make once it runs untrusted paths. */
+static const int helper_syscalls[] = {
+	SCMP_SYS(setns),
+	SCMP_SYS(umask),
+	SCMP_SYS(openat2),
+	SCMP_SYS(newfstatat),
+	SCMP_SYS(fstat),
+	SCMP_SYS(statx),
+	SCMP_SYS(mknodat),
+	SCMP_SYS(fchownat),
+	SCMP_SYS(unlinkat),
+	SCMP_SYS(write),
+	SCMP_SYS(close),
+	SCMP_SYS(exit_group),
+	SCMP_SYS(exit),
+	SCMP_SYS(getpid),
+	SCMP_SYS(rt_sigreturn),
+	SCMP_SYS(recvmsg),
+	SCMP_SYS(capget),
+	SCMP_SYS(capset),
+	SCMP_SYS(openat),
+	/* bind-mounted nodes (another user namespace) */
+	SCMP_SYS(move_mount),
+	SCMP_SYS(umount2),
+	SCMP_SYS(fchdir),
+	SCMP_SYS(setfsuid),
+	SCMP_SYS(setfsgid),
+	/* driver files: the directories they go in */
+	SCMP_SYS(mkdirat),
+};
+
+/* The zygote's (or devgated's own) forked child. */
+static void spare_main(int sock)
+{
+	helper_main(sock, &helper_filter);
+}
+
+int nodes_init(struct dg_error *err)
+{
+	const char *test = getenv("DEVGATE_TEST_NO_OPENAT2");
+	int r;
+
+	walk_paths = test && strcmp(test, "1") == 0;
+	own_mntns_known = stat("/proc/self/ns/mnt", &own_mntns) == 0;
+	own_userns_known = stat("/proc/self/ns/user", &own_userns) == 0;
+	if (walk_paths)
+		log_warning(
+			"DEVGATE_TEST_NO_OPENAT2=1: container paths are walked without openat2");
+	r = confine_build(SCMP_ACT_ERRNO(EPERM), helper_syscalls, ARRAY_SIZE(helper_syscalls), NULL,
+			  0, &helper_filter, err);
+	if (r < 0)
+		return r;
+	r = zygote_start(spare_main, &helper_filter);
+	if (r < 0)
+		log_warning_errno(r, "cannot start the node helper zygote (%m); devgated forks "
+				     "helpers itself");
+	return 0;
+}
+
+/* ---- daemon side ---- */
+
+static bool same_ns(pid_t pid, const char *ns, const struct stat *own, bool known)
+{
+	struct stat other;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, ns);
+	return known && stat(path, &other) == 0 && own->st_dev == other.st_dev &&
+	       own->st_ino == other.st_ino;
+}
+
+static bool same_mntns(pid_t pid)
+{
+	return same_ns(pid, "mnt", &own_mntns, own_mntns_known);
+}
+
+/*
+ * The host id the target's namespace maps to its root (or, if it maps no
+ * root, to its first id): the owner its /dev accepts for a new file.
+ */
+static int mapped_id(pid_t pid, const char *map, uint32_t *ret)
+{
+	auto_free char *text = NULL;
+	char path[64];
+	unsigned int inside, outside, count;
+	int r;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, map);
+	r = read_file_at(AT_FDCWD, path, 4096, &text, NULL);
+	if (r < 0)
+		return r;
+	if (sscanf(text, "%u %u %u", &inside, &outside, &count) != 3 || count == 0)
+		return -EINVAL;
+	*ret = outside;
+	for (const char *l = text; l; l = strchr(l + 1, '\n')) {
+		if (sscanf(l, "%u %u %u", &inside, &outside, &count) == 3 && inside == 0 && count)
+			*ret = outside;
+	}
+	return 0;
+}
+
+static int node_src_open(void)
+{
+	auto_close int fs = (int)syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC);
+
+	if (fs < 0)
+		return -errno;
+	if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "mode", "0700", 0) < 0 ||
+	    syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		return -errno;
+	node_src = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC,
+				MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+	return node_src < 0 ? -errno : 0;
+}
+
+/* A detached mount of node, as the job wants it (mode, owner), to bind into the container. */
+static int node_tree(const struct dg_node *node, const struct helper_job *job)
+{
+	char name[32];
+	int fd;
+
+	snprintf(name, sizeof(name), "%c%u:%u", node->block ? 'b' : 'c', node->major, node->minor);
+	if (mknodat(node_src, name, node->block ? S_IFBLK : S_IFCHR,
+		    makedev(node->major, node->minor)) < 0 &&
+	    errno != EEXIST)
+		return -errno;
+	/* Mode and owner set every time: one node serves every container. */
+	if (fchmodat(node_src, name, job->mode, 0) < 0 ||
+	    fchownat(node_src, name, job->uid, job->gid, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	fd = (int)syscall(SYS_open_tree, node_src, name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+/* No descriptor yet: what close_all() may meet before a slot is filled. */
+static void fds_none(int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		fds[i] = -1;
+}
+
+static void close_all(int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		fds[i] = safe_close(fds[i]);
+}
+
+/* One detached mount per node of the job, in its order; all or none. */
+static int node_trees(const struct helper_job *job, int *trees)
+{
+	int r = node_src < 0 ? node_src_open() : 0;
+
+	for (size_t i = 0; r == 0 && i < job->n; i++) {
+		trees[i] = node_tree(&job->nodes[i], job);
+		if (trees[i] < 0) {
+			r = trees[i];
+			close_all(trees, i);
+		}
+	}
+	return r;
+}
+
+static int read_reply(struct child *c, struct helper_msg *msg)
+{
+	struct pollfd p = { .fd = c->sock, .events = POLLIN };
+	ssize_t got = -1;
+	int r;
+
+	for (;;) {
+		r = poll(&p, 1, HELPER_TIMEOUT_MS);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			r = r < 0 ? -errno : -ETIMEDOUT;
+			child_end(c);
+			return r;
+		}
+		got = read(c->sock, msg, sizeof(*msg));
+		if (got < 0 && errno == EINTR)
+			continue;
+		break;
+	}
+	/* The reply is the helper's last act; a helper killed before it sends none. */
+	if (got != (ssize_t)sizeof(*msg)) {
+		child_end(c);
+		return -ECHILD;
+	}
+	c->sock = safe_close(c->sock);
+	spent = *c;
+	*c = (struct child){ .sock = -1, .pidfd = -1 };
+	return 0;
+}
+
+static void reap_spent(void)
+{
+	/* It has replied, so nothing is lost if one that lingers is killed. */
+	child_end(&spent);
+}
+
+static void spare_drop(void)
+{
+	child_end(&spare);
+}
+
+static int spare_spawn(void)
+{
+	return child_spawn(&spare);
+}
+
+void nodes_prepare(void)
+{
+	int r;
+
+	reap_spent();
+	if (spare.pid <= 0 && (r = spare_spawn()) < 0)
+		log_debug_errno(r, "cannot fork a spare node helper yet: %m");
+}
+
+/* The job, then a files job's paths as a message of their own (helper.h). */
+static int send_job(const struct helper_job *job, char (*files)[HELPER_PATH_MAX], int pidfd,
+		    int rootfd, const int *trees, size_t n_trees)
+{
+	int fds[FDPASS_MAX] = { pidfd, rootfd };
+	size_t len = job->n_files * HELPER_PATH_MAX;
+	int r;
+
+	if (n_trees > FDPASS_MAX - 2)
+		return -E2BIG;
+	memcpy(fds + 2, trees, n_trees * sizeof(*trees));
+	r = fds_send(spare.sock, job, sizeof(*job), fds, 2 + n_trees);
+	if (r < 0 || len == 0)
+		return r;
+	return send(spare.sock, files, len, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -errno;
+}
+
+/*
+ * trees: the detached mounts the job binds (one per node or file), passed
+ * with it; files: the paths of a files job, NULL for nodes.
+ */
+static int run_helper(const struct target *t, const struct helper_job *job,
+		      char (*files)[HELPER_PATH_MAX], const int *trees, size_t n_trees,
+		      struct helper_msg *msg)
+{
+	int r;
+
+	reap_spent();
+	/* A spare that died while idle is replaced once. */
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (spare.pid <= 0) {
+			r = spare_spawn();
+			if (r < 0)
+				return r;
+		}
+		r = send_job(job, files, t->pidfd, t->rootfd, trees, n_trees);
+		if (r == 0)
+			break;
+		spare_drop();
+	}
+	if (r < 0)
+		return r;
+	r = read_reply(&spare, msg);
+	/* The next one forks while devgated finishes this request, not in the next. */
+	child_order();
+	return r;
+}
+
+static const char *stage_text(int stage)
+{
+	switch (stage) {
+	case STAGE_SECCOMP:
+		return "cannot confine the node helper with seccomp";
+	case STAGE_SETNS:
+		return "cannot enter the container's mount namespace";
+	case STAGE_CAPS:
+		return "the node helper cannot drop its capabilities";
+	case STAGE_ROOT:
+		return "cannot open the container's root filesystem";
+	case STAGE_DEV:
+		return "cannot open /dev in the container (missing, or a symlink)";
+	case STAGE_HOST_DEV:
+		return "the container's /dev is the host's /dev; devgate makes nodes only in a "
+		       "container's own /dev";
+	default:
+		return "node helper failed";
+	}
+}
+
+static int target_gone(const struct target *t, struct dg_error *err)
+{
+	dg_error_set(err, DG_E_NO_TARGET, ESRCH,
+		     "PID %d exited before devgate could reach its /dev", (int)t->pid);
+	dg_error_hint(err, "its PID may belong to another process by now: ask again for a "
+			   "container that runs");
+	return -ESRCH;
+}
+
+static int check_msg(const struct target *t, const char *root_path, const struct helper_msg *msg,
+		     struct dg_error *err)
+{
+	if (msg->stage == STAGE_OK)
+		return 0;
+	/* setns() on the pidfd of a process that has exited. */
+	if (msg->stage == STAGE_SETNS && msg->err == ESRCH)
+		return target_gone(t, err);
+	if (msg->stage == STAGE_HOST_DEV)
+		return dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EXDEV, "PID %d: %s", (int)t->pid,
+				    stage_text(msg->stage));
+	if (msg->stage == STAGE_ROOT_ID) {
+		dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EXDEV,
+			     "the mount namespace of PID %d does not hold the bundle's rootfs: %s "
+			     "there is another directory than the one the hook opened",
+			     (int)t->pid, root_path);
+		dg_error_hint(err, "the OCI state's pid must be the container's own, at "
+				   "createRuntime or prestart");
+		return -EXDEV;
+	}
+	return dg_error_set(err, msg->stage == STAGE_DEV ? DG_E_NODE_CONFLICT : DG_E_KERNEL,
+			    msg->err, "%s (PID %d): %s", stage_text(msg->stage), (int)t->pid,
+			    strerror(msg->err));
+}
+
+static const char *file_kind(unsigned int mode)
+{
+	if (S_ISLNK(mode))
+		return "a symlink";
+	if (S_ISDIR(mode))
+		return "a directory";
+	if (S_ISREG(mode))
+		return "a regular file";
+	if (S_ISCHR(mode))
+		return "another character device";
+	if (S_ISBLK(mode))
+		return "a block device";
+	return "a special file";
+}
+
+static int node_error(const struct target *t, const struct dg_node *nodes, size_t n,
+		      const struct node_result *res, struct dg_error *err)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (res[i].status == NODE_CONFLICT) {
+			dg_error_set(err, DG_E_NODE_CONFLICT, EEXIST,
+				     "/dev/%s in the container of PID %d is %s (%u:%u), not "
+				     "character device %u:%u",
+				     nodes[i].name, (int)t->pid, file_kind(res[i].mode),
+				     res[i].major, res[i].minor, nodes[i].major, nodes[i].minor);
+			dg_error_hint(err, "remove it inside the container, then grant again");
+			return -EEXIST;
+		}
+		if (res[i].status == NODE_FAILED)
+			return dg_error_set(err, DG_E_KERNEL, res[i].err,
+					    "cannot create /dev/%s in the container of PID %d: %s",
+					    nodes[i].name, (int)t->pid, strerror(res[i].err));
+	}
+	return 0;
+}
+
+static int make_job(const struct target *t, enum helper_op op, const struct node_opts *o,
+		    const struct dg_node *nodes, size_t n, struct helper_job *job,
+		    struct dg_error *err)
+{
+	struct stat host;
+
+	memset(job, 0, sizeof(*job));
+	if (n > DG_MAX_NODES)
+		return dg_error_set(err, DG_E_INTERNAL, E2BIG, "too many nodes");
+	for (size_t i = 0; i < n; i++) {
+		const char *slash = strchr(nodes[i].name, '/');
+		/* One level of directory: DRM nodes live in /dev/dri, MIG's in /dev/nvidia-caps. */
+		bool in_dir = slash && (strncmp(nodes[i].name, "dri/", 4) == 0 ||
+					strncmp(nodes[i].name, "nvidia-caps/", 12) == 0);
+		const char *base = in_dir ? slash + 1 : nodes[i].name;
+
+		if (!base[0] || strchr(base, '/') || base[0] == '.')
+			return dg_error_set(err, DG_E_INTERNAL, EINVAL, "bad node name '%s'",
+					    nodes[i].name);
+	}
+	if (o->root_path && strlen(o->root_path) >= sizeof(job->root_path))
+		return dg_error_set(err, DG_E_INVALID, ENAMETOOLONG, "root path is too long");
+	if (stat("/dev", &host) < 0)
+		return dg_error_set(err, DG_E_KERNEL, errno, "cannot stat /dev: %m");
+	job->op = op;
+	job->enter = !same_mntns(t->pid);
+	/*
+	 * same_mntns() read /proc/PID: that was the target only if it still
+	 * runs now. Once it has exited its PID may be another process's, and
+	 * its old root a directory on the host.
+	 */
+	if (pidfd_alive(t->pidfd) < 0)
+		return target_gone(t, err);
+	/*
+	 * A root path names the container's rootfs inside its own mount
+	 * namespace; in devgated's it would be any host directory.
+	 */
+	if (o->root_path && !job->enter)
+		return dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EXDEV,
+				    "PID %d shares devgated's mount namespace: a root path (%s) is "
+				    "honoured only inside a container's own",
+				    (int)t->pid, o->root_path);
+	job->host_dev = host.st_dev;
+	job->bind = job->enter && !same_ns(t->pid, "user", &own_userns, own_userns_known);
+	if (job->bind && (mapped_id(t->pid, "uid_map", &job->fs_uid) < 0 ||
+			  mapped_id(t->pid, "gid_map", &job->fs_gid) < 0))
+		return dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EINVAL,
+				    "PID %d is in another user namespace that maps no id devgate "
+				    "could own its nodes' files with",
+				    (int)t->pid);
+	job->no_openat2 = walk_paths;
+	job->check_root = o->root_path && o->check_root;
+	job->root_dev = o->root_dev;
+	job->root_ino = o->root_ino;
+	job->mode = o->mode;
+	job->uid = o->uid;
+	job->gid = o->gid;
+	if (o->root_path)
+		snprintf(job->root_path, sizeof(job->root_path), "%s", o->root_path);
+	job->n = n;
+	if (n)
+		memcpy(job->nodes, nodes, n * sizeof(*nodes));
+	return 0;
+}
+
+static int nodes_apply(const struct target *t, enum helper_op op, const struct node_opts *o,
+		       const struct dg_node *nodes, size_t n, struct node_result *res,
+		       struct dg_error *err)
+{
+	struct helper_msg msg = { 0 };
+	struct helper_job job;
+	int trees[DG_MAX_NODES];
+	bool bind;
+	int r = make_job(t, op, o, nodes, n, &job, err);
+
+	fds_none(trees, ARRAY_SIZE(trees));
+	if (r < 0)
+		return r;
+	bind = job.bind && op == OP_CREATE;
+	if (bind && (r = node_trees(&job, trees)) < 0)
+		return dg_error_set(
+			err, DG_E_KERNEL, r,
+			"cannot make the nodes to bind into PID %d's /dev (another user "
+			"namespace): %s",
+			(int)t->pid, strerror(-r));
+	r = run_helper(t, &job, NULL, trees, bind ? n : 0, &msg);
+	if (bind)
+		close_all(trees, n);
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r, "node helper for PID %d failed: %s",
+				    (int)t->pid, r == -ETIMEDOUT ? "timed out" : strerror(-r));
+	memcpy(res, msg.res, n * sizeof(*res));
+	log_debug("node helper for PID %d worked with capabilities %#llx", (int)t->pid,
+		  (unsigned long long)msg.caps);
+	r = check_msg(t, o->root_path, &msg, err);
+	if (r < 0)
+		return r;
+	return op == OP_CREATE ? node_error(t, nodes, n, res, err) : 0;
+}
+
+int nodes_create(const struct target *t, const struct node_opts *opts, const struct dg_node *nodes,
+		 size_t n, struct node_result *res, struct dg_error *err)
+{
+	return nodes_apply(t, OP_CREATE, opts, nodes, n, res, err);
+}
+
+int nodes_remove(const struct target *t, const struct node_opts *opts, const struct dg_node *nodes,
+		 size_t n, struct node_result *res, struct dg_error *err)
+{
+	return nodes_apply(t, OP_REMOVE, opts, nodes, n, res, err);
+}
+
+/* ---- driver files ---- */
+
+/* The host's file, read-only, as a detached mount to put in a container. */
+static int file_tree(int host_root, const char *path)
+{
+	struct mount_attr attr = {
+		.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+	};
+	auto_close int fd = open_in_root(host_root, path, O_PATH, 0);
+	int tree;
+
+	if (fd < 0)
+		return fd;
+	tree = (int)syscall(SYS_open_tree, fd, "",
+			    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	if (tree < 0)
+		return -errno;
+	if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+		int r = -errno;
+
+		close(tree);
+		return r;
+	}
+	return tree;
+}
+
+static int files_job(const struct target *t, enum helper_op op, const struct node_opts *o,
+		     const struct node_file *f, size_t n, struct helper_job *job,
+		     char (*paths)[HELPER_PATH_MAX], struct dg_error *err)
+{
+	int r;
+
+	if (n > HELPER_MAX_FILES)
+		return dg_error_set(err, DG_E_INTERNAL, E2BIG, "too many driver files");
+	r = make_job(t, op, o, NULL, 0, job, err);
+	if (r < 0)
+		return r;
+	if (!job->enter)
+		return dg_error_set(
+			err, DG_E_TARGET_UNSUPPORTED, EXDEV,
+			"PID %d shares devgated's mount namespace: driver files go only "
+			"into a container's own",
+			(int)t->pid);
+	for (size_t i = 0; i < n; i++) {
+		if (strlen(f[i].path) >= HELPER_PATH_MAX || f[i].path[0] != '/')
+			return dg_error_set(err, DG_E_INTERNAL, EINVAL, "bad driver file path");
+		snprintf(paths[i], HELPER_PATH_MAX, "%s", f[i].path);
+	}
+	job->n_files = n;
+	return 0;
+}
+
+static int files_apply(const struct target *t, enum helper_op op, const struct node_opts *o,
+		       int host_root, const struct node_file *f, size_t n, int *status,
+		       struct dg_error *err)
+{
+	struct helper_msg msg = { 0 };
+	struct helper_job job;
+	char paths[HELPER_MAX_FILES][HELPER_PATH_MAX];
+	int trees[HELPER_MAX_FILES];
+	size_t n_trees = 0;
+	int r = files_job(t, op, o, f, n, &job, paths, err);
+
+	fds_none(trees, ARRAY_SIZE(trees));
+	for (; r == 0 && op == OP_MOUNT_FILES && n_trees < n; n_trees++) {
+		trees[n_trees] = file_tree(host_root, f[n_trees].host);
+		if (trees[n_trees] < 0)
+			r = dg_error_set(err, DG_E_KERNEL, -trees[n_trees],
+					 "cannot open the driver's %s on the host: %s",
+					 f[n_trees].host, strerror(-trees[n_trees]));
+	}
+	if (r == 0)
+		r = run_helper(t, &job, paths, trees, n_trees, &msg);
+	close_all(trees, n_trees);
+	if (r < 0)
+		return dg_error_is_set(err) ? r
+					    : dg_error_set(err, DG_E_KERNEL, r,
+							   "node helper for PID %d failed: %s",
+							   (int)t->pid, strerror(-r));
+	log_debug("node helper for PID %d worked with capabilities %#llx (driver files)",
+		  (int)t->pid, (unsigned long long)msg.caps);
+	memcpy(status, msg.file_status, n * sizeof(*status));
+	if (msg.stage == STAGE_FILES) {
+		for (size_t i = 0; i < n; i++) {
+			if (msg.file_status[i] == NODE_FAILED)
+				return dg_error_set(err, DG_E_KERNEL, msg.file_err[i],
+						    "cannot mount the driver's %s in the container "
+						    "of PID %d: %s",
+						    f[i].path, (int)t->pid,
+						    strerror(msg.file_err[i]));
+		}
+	}
+	return check_msg(t, o->root_path, &msg, err);
+}
+
+int nodes_mount_files(const struct target *t, const struct node_opts *o, int host_root,
+		      const struct node_file *f, size_t n, int *status, struct dg_error *err)
+{
+	return files_apply(t, OP_MOUNT_FILES, o, host_root, f, n, status, err);
+}
+
+int nodes_unmount_files(const struct target *t, const struct node_opts *o,
+			const struct node_file *f, size_t n, int *status, struct dg_error *err)
+{
+	return files_apply(t, OP_UNMOUNT_FILES, o, -1, f, n, status, err);
+}
+
+void nodes_fini(void)
+{
+	node_src = safe_close(node_src);
+	reap_spent();
+	spare_drop();
+	zygote_stop();
+	free(helper_filter.filter);
+	helper_filter.filter = NULL;
+	helper_filter.len = 0;
+}

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Device nodes inside a container, made by a forked helper that joins the
+ * container's mount namespace. The container controls every path below its
+ * root, so the helper resolves with openat2(RESOLVE_IN_ROOT |
+ * RESOLVE_NO_SYMLINKS), acts only through fd-relative calls that never
+ * follow a final symlink, checks what it made with fstatat, and runs under a
+ * seccomp allow-list.
+ */
+#ifndef DEVGATE_NODES_H
+#define DEVGATE_NODES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "errors.h"
+#include "gpu.h"
+#include "helper/helper.h"
+#include "sys/target.h"
+
+struct node_opts {
+	mode_t mode;
+	uid_t uid;
+	gid_t gid;
+	const char *root_path; /* rootfs inside the target's mount ns; NULL: its root */
+	bool check_root;       /* root_path must be this (dev, ino): the hook's rootfs */
+	dev_t root_dev;
+	ino_t root_ino;
+};
+
+/* Builds the helper's seccomp filter once, at daemon start. */
+int nodes_init(struct dg_error *err);
+void nodes_fini(void);
+/* Forks the next helper ahead of need; call when idle. */
+void nodes_prepare(void);
+
+/* All-or-nothing: on a conflict nothing is created. */
+int nodes_create(const struct target *t, const struct node_opts *opts, const struct dg_node *nodes,
+		 size_t n, struct node_result *res, struct dg_error *err);
+/* A driver file: the host's (below the host root) and where it goes in the container. */
+struct node_file {
+	const char *host;
+	const char *path;
+};
+
+/*
+ * Mounts the host's files read-only at their paths in the container, making
+ * directories where missing; all or none. status[i]: NODE_CREATED, or
+ * NODE_PRESENT where the image has a file of its own there (left alone).
+ */
+int nodes_mount_files(const struct target *t, const struct node_opts *o, int host_root,
+		      const struct node_file *f, size_t n, int *status, struct dg_error *err);
+/* Unmounts them and removes the files they were mounted on; NODE_REMOVED or NODE_ABSENT. */
+int nodes_unmount_files(const struct target *t, const struct node_opts *o,
+			const struct node_file *f, size_t n, int *status, struct dg_error *err);
+
+/* Removes nodes that still carry our numbers; leaves anything else alone. */
+int nodes_remove(const struct target *t, const struct node_opts *opts, const struct dg_node *nodes,
+		 size_t n, struct node_result *res, struct dg_error *err);
+
+#endif

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/daemon.h"
+#include "peer.h"
+
+#define PEER_GROUPS_MAX 256
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77 /* Linux 6.5 */
+#endif
+
+void peer_done(struct peer *p)
+{
+	if (p->pidfd >= 0)
+		close(p->pidfd);
+	p->pidfd = -1;
+}
+
+/* A pidfd turns readable once its process has exited. */
+bool peer_exited(int pidfd)
+{
+	struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
+
+	return pidfd >= 0 && poll(&pfd, 1, 0) > 0;
+}
+
+const char *peer_pid_note(int pidfd)
+{
+	return peer_exited(pidfd) ? " (exited)" : "";
+}
+
+/*
+ * The connecting process itself, not its PID: a PID read later may name
+ * another process by then. Older kernels (ENOPROTOOPT, EINVAL), a peer gone
+ * already (ESRCH) or no descriptors left: the peer is served without one.
+ */
+static int peer_pidfd(int fd)
+{
+	int pidfd = -1;
+	socklen_t len = sizeof(pidfd);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0 || len != sizeof(pidfd))
+		return -1;
+	return pidfd;
+}
+
+bool peer_in_group(gid_t gid, gid_t primary, const gid_t *groups, size_t n)
+{
+	if (gid == DG_NO_GID)
+		return false;
+	if (primary == gid)
+		return true;
+	for (size_t i = 0; i < n; i++) {
+		if (groups[i] == gid)
+			return true;
+	}
+	return false;
+}
+
+int peer_identify(int fd, gid_t socket_gid, gid_t admin_gid, struct peer *ret)
+{
+	gid_t groups[PEER_GROUPS_MAX];
+	socklen_t len = sizeof(struct ucred), glen = sizeof(groups);
+	struct ucred cred;
+	size_t n = 0;
+
+	*ret = (struct peer){ .pidfd = -1, .authority = PEER_NONE };
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return -errno;
+	ret->uid = cred.uid;
+	ret->gid = cred.gid;
+	ret->pid = cred.pid;
+	ret->pidfd = peer_pidfd(fd);
+	if (cred.uid == 0) {
+		ret->authority = PEER_ADMIN;
+		return 0;
+	}
+	/* The groups the peer had at connect; more than we hold: none counted. */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) == 0)
+		n = glen / sizeof(gid_t);
+	if (peer_in_group(admin_gid, cred.gid, groups, n))
+		ret->authority = PEER_ADMIN;
+	else if (peer_in_group(socket_gid, cred.gid, groups, n))
+		ret->authority = PEER_READER;
+	return 0;
+}

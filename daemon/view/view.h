@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * devgated's state as clients see it: the wire structs of common/wire.h,
+ * filled from the inventory and the lease table. Strings live in the arena
+ * or point into the state they describe, so a view is encoded before the
+ * state changes.
+ */
+#ifndef DEVGATE_VIEW_H
+#define DEVGATE_VIEW_H
+
+#include "core/daemon.h"
+#include "wire.h"
+
+/* free, held, shared or unusable. */
+const char *view_gpu_state(const struct daemon *d, const struct dg_gpu *gpu);
+int view_gpu(const struct dg_inventory *inv, const struct dg_gpu *gpu, struct dg_gpu_info *out,
+	     struct dg_arena *a);
+int view_lease(const struct daemon *d, const struct lease *l, struct dg_lease_info *out,
+	       struct dg_arena *a);
+int view_inventory(const struct daemon *d, bool free_only, struct dg_list_reply *out,
+		   struct dg_arena *a);
+/* "rwm" letters of a DG_ACC_* mask. */
+void view_access_str(uint32_t access, char *buf, size_t len);
+
+#endif
