@@ -14,12 +14,39 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "errors.h"
+#include "lease/hostdev.h"
+#include "lease/policy.h"
 
 #define DG_DEFAULT_CONFIG "/etc/devgate/devgate.conf"
 
-struct dg_config;
+struct dg_config {
+	char *socket_path;
+	char *state_dir;
+	char *pin_root;
+	char *host_root;
+	char *metrics_listen; /* ADDR:PORT or NULL */
+	char *cgroup_root;    /* the cgroup v2 mount; NULL: from mountinfo */
+	mode_t node_mode;
+	uid_t node_uid;
+	gid_t node_gid;
+	bool hook_env;			/* honour NVIDIA_VISIBLE_DEVICES from images */
+	bool attach_events;		/* heal on attach events, not only at re-checks */
+	unsigned int recheck_ms;	/* period of the guard re-check */
+	unsigned int heal_ms;		/* shortest period of the displaced-gate check; 0: off */
+	unsigned int max_clients;	/* connections served at once */
+	unsigned int client_timeout_ms; /* an idle or half-sent request is cut after */
+	gid_t socket_gid;		/* may read (list, status, ...); DG_NO_GID: none */
+	gid_t admin_gid;		/* may also grant and revoke; DG_NO_GID: none */
+	int log_level;
+	int seccomp;			   /* enum dg_seccomp_mode (confine.h) */
+	struct dg_policy policy;	   /* gpu-allow, aliases, profiles */
+	struct hostdev_allow device_allow; /* host devices past a container's walls */
+};
+
+#define DG_NO_GID ((gid_t)-1)
 
 /* Fills c with the built-in defaults; -ENOMEM. */
 int config_init(struct dg_config *c);
