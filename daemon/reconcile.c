@@ -1,4 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Start-up reconciliation (see reconcile.h): the records in the state
+ * directory say which containers hold what, and the kernel is made to
+ * agree. Unfinished journals are finished or rolled back, leases of ended
+ * containers released, live ones adopted with their gates, grants rebuilt
+ * from the grants map where a record was lost, and grants, pins and
+ * counters that no lease explains removed. It runs once, before devgated
+ * serves, and logs one line per correction.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

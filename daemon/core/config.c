@@ -1,4 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * devgated's settings: the built-in defaults, then devgate.conf, then the
+ * command line, each key checked by one setter whichever way it came (see
+ * config.h). It parses and stores; it opens no socket, loads nothing and
+ * changes nothing on the host. A reload builds a new configuration here and
+ * moves only the policy over.
+ */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>

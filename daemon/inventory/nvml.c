@@ -1,4 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Asks NVML for MIG profile names and MIG UUIDs (see nvml.h). devgated
+ * itself never loads libnvidia-ml: the probe process it forks at start,
+ * with no capabilities left, forks one child per question, and devgated
+ * only parses the lines that come back. A hang or crash there costs one
+ * answer.
+ */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>

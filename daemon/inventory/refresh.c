@@ -1,4 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Moves a lease to the driver's new numbers after a driver reload (the
+ * four steps in refresh.h). It works only on leases whose recorded numbers
+ * differ from the inventory's, and never while the driver is gone; every
+ * step is idempotent, so it keeps no journal.
+ */
 #include <errno.h>
 #include <string.h>
 

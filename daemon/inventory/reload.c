@@ -1,4 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Puts a re-read devgate.conf's policy in force (see reload.h). The new
+ * configuration is built whole before anything moves, so a file that does
+ * not parse changes nothing; it never takes a GPU from a lease (a held GPU
+ * that turns excluded is only reported).
+ */
 #include <errno.h>
 #include <stdlib.h>
 

@@ -1,4 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Keeps the inventory true while devgated runs (see rescan.h): reads the
+ * kernel's uevents, decides which are about a GPU or its driver, re-reads
+ * the host, keeps vanished GPUs listed, swaps the inventory and tells the
+ * holders of what changed. It never changes a lease itself: leases whose
+ * numbers moved go to refresh.c, and holders are told through the
+ * lease_changed hook.
+ */
 #include <errno.h>
 #include <linux/netlink.h>
 #include <stdlib.h>

@@ -1,4 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * The cgroup v2 hierarchy as devgated reaches it: which mount to use (the
+ * one mountinfo names last that this namespace can reach), cgroups opened
+ * by path or by id, a cgroup's id, path and whether it still has processes.
+ * It reads the kernel's view only: it never creates, moves into or writes
+ * to a cgroup.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>

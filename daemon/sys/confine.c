@@ -1,4 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * seccomp for devgated: the filter devgated installs on itself after
+ * start-up (an allow-list, with a few calls that kill it outright) and the
+ * filter builder the node helper's list shares (node/nodes.c). It only
+ * builds and installs filters; which calls a part of devgate may make is
+ * decided by the lists here and in daemon/helper/.
+ */
 #include <errno.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>

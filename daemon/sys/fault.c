@@ -1,4 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Fault points for the crash and race tests (DEVGATE_FAULT, see fault.h)
+ * and the seccomp probe of confinement.bats. Unset, a fault point costs one
+ * comparison; nothing here runs in production unless a test's environment
+ * variable asks for it.
+ */
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>

@@ -1,4 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Finds the processes of a cgroup that still hold a device (an open
+ * descriptor or a mapping, by device number), and signals them through
+ * pidfds. Only /proc is read; no process is signalled unless the caller
+ * asks and the process is still in the cgroup.
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Resolves what a request names (a PID or a cgroup path) into a target: a
+ * pidfd on the container's process, its root directory (O_PATH), its
+ * cgroup and the cgroup's id, each read while the pidfd proves the process
+ * is still the same. It refuses targets that would gate devgated itself or
+ * the root cgroup, and processes outside their container's mount
+ * namespace. It never enters a namespace and never writes anywhere.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

@@ -1,4 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Where a container's CPUs are, in NUMA terms, so that a counted grant can
+ * pick GPUs near them. It reads the cgroup's cpuset or the process's
+ * affinity and describes the result in words for the reply; it decides
+ * nothing (lease/alloc.c picks).
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
