@@ -1,4 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * devgatectl's, devgate-hook's and devgate-k8s's end of the control socket
+ * (see client.h): connect, send one request line, read one reply, or read
+ * a stream of events. It checks the envelope; decoding the result is the
+ * caller's, through wire.c.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

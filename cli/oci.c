@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Reads what an OCI hook is given (see oci.h): the runtime's state on
+ * stdin and the bundle's config.json, parsed strictly and bounded in size.
+ * Which of it may be trusted, and how far, is decided in cmd_hook.c.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>

@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * One output path for every command (see output.h): a JSON result rendered
+ * as text or printed as is with --json, errors on stderr or as {"error"}
+ * on stdout, and cli_exit(), the one place an exit status is made.
+ */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+/* ARRAY_GROW's one function: doubling growth with overflow checks (see array.h). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>

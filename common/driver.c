@@ -1,4 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Finds the NVIDIA driver's user-space files on the host (see driver.h):
+ * the module's version, then each library and tool of that version, looked
+ * up in the standard directories and the ones ld.so.conf names. It only
+ * reads the host root it is given; mounting is devgated's (grant/driverfs.c)
+ * and CDI's (cli/cmd_cdi.c).
+ */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>

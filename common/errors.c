@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * The table of error codes: each code's wire name, exit status and default
+ * hint, and the setters that fill struct dg_error. The one place an exit
+ * status is tied to a code.
+ */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Strict JSON parsing for everything devgate reads from outside (see
+ * jsonutil.h), and small typed getters. It parses only; what the fields
+ * mean is the schemas' business (schema.c).
+ */
 #include <ctype.h>
 #include <stdint.h>
 #include <string.h>

@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Logging to stderr with levels, in journald's prefix form under systemd
+ * (see log.h). It writes lines and nothing else: no file, no socket, no
+ * allocation on the way.
+ */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Finds the cgroup v2 mount in /proc/PID/mountinfo text (the last one the
+ * caller can use, its octal escapes undone) and tells whether a path is
+ * one. Parsing only.
+ */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>

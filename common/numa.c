@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * The host's NUMA nodes from sysfs under a host root, CPU lists parsed into
+ * sets, and the one node a set of CPUs lies on, if any (see numa.h).
+ * Reading and arithmetic only; lease/alloc.c decides what to pick.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

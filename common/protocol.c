@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * The envelope of every message (see protocol.h): version, ok, error,
+ * result or event, one JSON object per line, and reading and writing such
+ * lines on a socket. It knows no operation's fields: those are wire.c's.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

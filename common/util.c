@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Small helpers shared by every binary: checked number parsing (no atoi),
+ * reading files whole with a size cap, atomic file writes (write, rename),
+ * paths and directories, clocks and time formats.
+ */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * The schema of every request, reply and event, and the op table that ties
+ * each operation to them (see wire.h). Adding a field to the protocol is
+ * one table entry here; nothing else in the tree writes message keys.
+ */
 #include <errno.h>
 #include <string.h>
 

@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * devgate-k8s as a read-only client of devgated (see devgated.h): list and
+ * the watch stream, decoded through the wire schemas. It never asks for a
+ * grant; kubelet's containers get their GPUs through CDI and the hook.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * devgate-k8s's decisions without I/O (see devices.h): devgated's GPUs as
+ * device plugin devices with health, the preferred pick, and Allocate's
+ * checks and CDI names. Pure, so the unit tests reach all of it.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,4 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Drops devgate-k8s to its --user and --group with CAP_DAC_OVERRIDE alone
+ * (see privs.h). Called once, before any thread starts.
+ */
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
