@@ -174,7 +174,7 @@ fi
 # Private headers: included from outside their folder only if public.
 for readme in $(find daemon -mindepth 2 -name README.md | LC_ALL=C sort); do
 	dir=$(dirname "$readme")
-	public=$(sed -n 's/^Public headers: *//p' "$readme" | tr -d '`.' | tr ',' ' ')
+	public=$(sed -n 's/^Public headers: *//p' "$readme" | sed 's/\.$//' | tr -d '`' | tr ',' ' ')
 	if [ -z "$public" ] && ! grep -q '^Public headers: none' "$readme"; then
 		echo "depgraph: $readme names no public headers (\"Public headers: a.h, b.h.\")" >&2
 		fail=1

@@ -15,16 +15,14 @@
 #include <string.h>
 #include <strings.h>
 
-#include "gate/bpfgate.h"
 #include "cleanup.h"
 #include "config.h"
 #include "sys/confine.h"
-#include "daemon.h"
 #include "log.h"
 #include "metrics/metrics_http.h"
 #include "lease/policy.h"
+#include "paths.h"
 #include "protocol.h"
-#include "lease/state.h"
 #include "util.h"
 
 #define CONFIG_MAX ((size_t)64 * 1024)
