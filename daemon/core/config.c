@@ -14,7 +14,7 @@
 #include "sys/confine.h"
 #include "daemon.h"
 #include "log.h"
-#include "metrics/metrics_http.h"
+#include "sys/listen_addr.h"
 #include "lease/policy.h"
 #include "protocol.h"
 #include "lease/state.h"
@@ -237,7 +237,7 @@ static int check_listen(const char *s)
 	struct sockaddr_storage ss;
 	socklen_t len;
 
-	return metrics_parse_listen(s, &ss, &len);
+	return listen_addr_parse(s, &ss, &len);
 }
 
 static int set_value(struct dg_config *c, const struct key *k, const char *v, struct dg_error *err)
