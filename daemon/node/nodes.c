@@ -18,6 +18,7 @@
 #include "sys/confine.h"
 #include "helper/fdpass.h"
 #include "helper/helper.h"
+#include "helper/syscalls.h"
 #include "log.h"
 #include "nodes.h"
 #include "util.h"
@@ -56,41 +57,16 @@ static int node_src = -1;
 /* DEVGATE_TEST_NO_OPENAT2=1: the fallback walk, for tests on kernels that have openat2. */
 static bool walk_paths;
 
-/* The only syscalls the helper may make once it runs untrusted paths. */
-static const int helper_syscalls[] = {
-	SCMP_SYS(setns),
-	SCMP_SYS(umask),
-	SCMP_SYS(openat2),
-	SCMP_SYS(newfstatat),
-	SCMP_SYS(fstat),
-	SCMP_SYS(statx),
-	SCMP_SYS(mknodat),
-	SCMP_SYS(fchownat),
-	SCMP_SYS(unlinkat),
-	SCMP_SYS(write),
-	SCMP_SYS(close),
-	SCMP_SYS(exit_group),
-	SCMP_SYS(exit),
-	SCMP_SYS(getpid),
-	SCMP_SYS(rt_sigreturn),
-	SCMP_SYS(recvmsg),
-	SCMP_SYS(capget),
-	SCMP_SYS(capset),
-	SCMP_SYS(openat),
-	/* bind-mounted nodes (another user namespace) */
-	SCMP_SYS(move_mount),
-	SCMP_SYS(umount2),
-	SCMP_SYS(fchdir),
-	SCMP_SYS(setfsuid),
-	SCMP_SYS(setfsgid),
-	/* driver files: the directories they go in */
-	SCMP_SYS(mkdirat),
-};
-
 /* The zygote's (or devgated's own) forked child. */
 static void spare_main(int sock)
 {
 	helper_main(sock, &helper_filter);
+}
+
+int nodes_helper_filter(struct sock_fprog *ret, struct dg_error *err)
+{
+	return confine_build(SCMP_ACT_ERRNO(EPERM), helper_syscalls, ARRAY_SIZE(helper_syscalls),
+			     NULL, 0, ret, err);
 }
 
 int nodes_init(struct dg_error *err)
@@ -104,8 +80,7 @@ int nodes_init(struct dg_error *err)
 	if (walk_paths)
 		log_warning(
 			"DEVGATE_TEST_NO_OPENAT2=1: container paths are walked without openat2");
-	r = confine_build(SCMP_ACT_ERRNO(EPERM), helper_syscalls, ARRAY_SIZE(helper_syscalls), NULL,
-			  0, &helper_filter, err);
+	r = nodes_helper_filter(&helper_filter, err);
 	if (r < 0)
 		return r;
 	r = zygote_start(spare_main, &helper_filter);

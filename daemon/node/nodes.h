@@ -11,6 +11,7 @@
 #define DEVGATE_NODES_H
 
 #include <stdbool.h>
+#include <linux/filter.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -29,7 +30,17 @@ struct node_opts {
 	ino_t root_ino;
 };
 
-/* Builds the helper's seccomp filter once, at daemon start. */
+/*
+ * Builds the seccomp filter every node helper runs under: the calls of
+ * helper/syscalls.h pass, any other fails with EPERM. The caller frees
+ * ret->filter. nodes_init() uses it; so does the helper's unit test.
+ */
+int nodes_helper_filter(struct sock_fprog *ret, struct dg_error *err);
+/*
+ * Gets node helpers ready, once at daemon start: builds their filter and
+ * starts the zygote that forks them (or, where it cannot start, says that
+ * devgated forks them itself). 0, or -errno with err set.
+ */
 int nodes_init(struct dg_error *err);
 void nodes_fini(void);
 /* Forks the next helper ahead of need; call when idle. */
