@@ -128,6 +128,15 @@ static void box_start(void)
 	assert_true(box.rootfd >= 0);
 }
 
+/* Skips the test without root (see have_root), else starts the box once. */
+static void need_box(void)
+{
+	if (!have_root())
+		skip();
+	if (box.pid <= 0)
+		box_start();
+}
+
 static void box_stop(void)
 {
 	int status;
@@ -312,10 +321,7 @@ static void nodes_made_and_removed(bool walk)
 	static struct helper_job job;
 	static struct helper_msg msg;
 
-	if (!have_root())
-		skip();
-	if (box.pid <= 0)
-		box_start();
+	need_box();
 	job_init(&job, OP_CREATE, true, nodes, N_NODES);
 	job.no_openat2 = walk;
 	job.uid = NODE_UID;
@@ -390,10 +396,7 @@ static void test_bound_nodes(void **state)
 	int trees[N_NODES];
 
 	(void)state;
-	if (!have_root())
-		skip();
-	if (box.pid <= 0)
-		box_start();
+	need_box();
 	path_of(src, sizeof(src), "", "dev");
 	assert_int_equal(chown(src, FS_UID, FS_GID), 0);
 	path_of(src, sizeof(src), "", "src");
@@ -479,10 +482,7 @@ static void test_driver_files(void **state)
 	int trees[2];
 
 	(void)state;
-	if (!have_root())
-		skip();
-	if (box.pid <= 0)
-		box_start();
+	need_box();
 	path_of(path, sizeof(path), "", "etc");
 	assert_int_equal(mkdir(path, 0755), 0);
 	path_of(path, sizeof(path), "", "host");
