@@ -316,7 +316,7 @@ FUZZ_BIN := $(FUZZ_TARGETS:%=$(O)/fuzz/fuzz_%)
 FUZZ_SRC_wire := $(COMMON_SRC)
 FUZZ_SRC_oci := $(COMMON_SRC) cli/oci.c
 FUZZ_SRC_host := $(COMMON_SRC) $(addprefix daemon/,core/config.c sys/confine.c lease/lease.c sys/cgroup.c \
-	metrics/metrics_http.c lease/policy.c inventory/rescan.c lease/hostdev.c inventory/nvml.c)
+	sys/listen_addr.c lease/policy.c inventory/rescan.c lease/hostdev.c inventory/nvml.c)
 
 $(O)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMMON_SRC) $(wildcard cli/*.c) $(DAEMON_SRC) | $(SKEL)
 	$(call msg,FUZZ-CC,$@)

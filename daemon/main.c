@@ -44,6 +44,7 @@
 #include "lease/state.h"
 #include "util.h"
 #include "version.h"
+#include "view/metrics_page.h"
 #include "view/view.h"
 #include "watch/watch.h"
 
@@ -341,6 +342,12 @@ static void handle_signal(struct daemon *d)
 	}
 }
 
+/* The HTTP endpoint's page: the one the "metrics" operation sends. */
+static int render_metrics(void *d, char **ret, size_t *ret_len)
+{
+	return metrics_render(d, ret, ret_len);
+}
+
 /* Off unless --metrics-listen; MHD's epoll fd joins ours (no MHD threads). */
 static int setup_metrics_http(struct daemon *d, struct dg_error *err)
 {
@@ -348,7 +355,7 @@ static int setup_metrics_http(struct daemon *d, struct dg_error *err)
 
 	if (!d->cfg.metrics_listen)
 		return 0;
-	r = metrics_http_start(d, d->cfg.metrics_listen, err);
+	r = metrics_http_start(d->cfg.metrics_listen, render_metrics, d, &d->http, err);
 	if (r < 0)
 		return r;
 	r = epoll_tag(d, metrics_http_fd(d->http), TAG_METRICS);

@@ -19,7 +19,7 @@
 #include "config.h"
 #include "sys/confine.h"
 #include "log.h"
-#include "metrics/metrics_http.h"
+#include "sys/listen_addr.h"
 #include "lease/policy.h"
 #include "paths.h"
 #include "protocol.h"
@@ -242,7 +242,7 @@ static int check_listen(const char *s)
 	struct sockaddr_storage ss;
 	socklen_t len;
 
-	return metrics_parse_listen(s, &ss, &len);
+	return listen_addr_parse(s, &ss, &len);
 }
 
 static int set_value(struct dg_config *c, const struct key *k, const char *v, struct dg_error *err)

@@ -1,4 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Sends and receives one message with descriptors over a unix socket
+ * (SCM_RIGHTS). Used by devgated, the zygote and confined helpers, so it
+ * must not allocate or log, and must receive with recvmsg only (the
+ * helper's filter allows no read).
+ */
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>

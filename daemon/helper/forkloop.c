@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Forking node helpers: a child with a socket to its parent, and the
+ * zygote's loop that forks one per request and hands it to devgated. Built
+ * into devgated and into the static devgated-node, so libc only.
+ */
 #include <errno.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -52,6 +57,7 @@ static int send_child(const struct child *c)
 	return fds_send(FORKLOOP_FD, &c->pid, sizeof(c->pid), fds, c->pidfd >= 0 ? 2 : 1);
 }
 
+/* Closes this side's descriptors of a child handed to devgated. */
 static void forget(struct child *c)
 {
 	if (c->sock >= 0)

@@ -1,4 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * The node helper's work: in a single-use child, confined by its seccomp
+ * filter (syscalls.h), it receives one job from devgated, enters the
+ * container's mount namespace, drops the capabilities it does not need,
+ * makes or removes device nodes in the container's /dev (or mounts driver
+ * files), and sends back what happened. Every path below the container's
+ * root belongs to the container, so it never follows a symlink there and
+ * acts only through descriptors. It must use libc alone (no allocation, no
+ * logging): it is built into the static devgated-node too, and any call it
+ * adds must be added to syscalls.h.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -22,10 +33,11 @@
 #include "helper.h"
 
 /*
- * Without openat2 (before 5.6, or filtered out): one component at a time,
- * O_PATH|O_NOFOLLOW|O_DIRECTORY, so a symlink or a file anywhere on the way
- * fails (ENOTDIR) and ".." never climbs out. Stricter than RESOLVE_IN_ROOT:
- * no symlink is followed at all. No allocation: this runs in the helper.
+ * Opens directory path below dirfd without openat2 (before Linux 5.6, or
+ * filtered out): one component at a time, O_PATH|O_NOFOLLOW|O_DIRECTORY,
+ * so a symlink or a file anywhere on the way fails (ENOTDIR) and ".."
+ * never climbs out. Stricter than RESOLVE_IN_ROOT: no symlink is followed
+ * at all. Returns the descriptor, or -errno.
  */
 static int walk_in_root(int dirfd, const char *path)
 {
@@ -59,6 +71,11 @@ static int walk_in_root(int dirfd, const char *path)
 	return cur >= 0 ? cur : openat(dirfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
+/*
+ * Opens directory path below dirfd as if dirfd were "/" (RESOLVE_IN_ROOT,
+ * plus the resolve flags given); with walk, or where openat2 is missing,
+ * by walk_in_root(). Returns an O_PATH descriptor, or -errno.
+ */
 static int in_root(int dirfd, const char *path, uint64_t resolve, bool walk)
 {
 	struct open_how how = {
@@ -73,8 +90,9 @@ static int in_root(int dirfd, const char *path, uint64_t resolve, bool walk)
 }
 
 /*
- * A file to mount on, owned by an id the container's namespace maps: its
- * /dev refuses inodes whose owner it cannot represent (EOVERFLOW for root).
+ * With on, makes files as the ids the container's user namespace maps
+ * (setfsuid/setfsgid): its /dev refuses inodes whose owner it cannot
+ * represent (EOVERFLOW for root). Without, back to root.
  */
 static void as_owner(const struct helper_job *o, bool on)
 {
@@ -82,6 +100,7 @@ static void as_owner(const struct helper_job *o, bool on)
 	(void)setfsuid(on ? o->fs_uid : 0);
 }
 
+/* Creates an empty file name in devfd, as the mapped ids, to mount on. 0, or -errno. */
 static int mount_point(int devfd, const char *name, const struct helper_job *o)
 {
 	int fd, e;
@@ -96,7 +115,11 @@ static int mount_point(int devfd, const char *name, const struct helper_job *o)
 	return 0;
 }
 
-/* The node as a bind mount of devgated's (tree): a node the container's /dev could not open. */
+/*
+ * Puts devgated's node (the detached mount tree) at name in devfd, on a
+ * file made for it: a node made in a user-namespaced container's /dev
+ * could not be opened. 0, or -errno (and the file is gone again).
+ */
 static int bind_node(int devfd, const char *name, const struct helper_job *o, int tree)
 {
 	int r = mount_point(devfd, name, o);
@@ -113,12 +136,13 @@ static int bind_node(int devfd, const char *name, const struct helper_job *o, in
 }
 
 /*
- * The directory a node is in: devfd, or for "dri/NAME" /dev/dri (and
- * "nvidia-caps/NAME" /dev/nvidia-caps), made when
- * create, never reached through a symlink (the container owns it) and on
- * /dev's own file system: a mount there (the host's /dev/dri bound in) is
- * refused, so a revoke never unlinks a host node. *base: the name within
- * it. Close the result only when it is not devfd.
+ * Returns the directory node goes in, and in *base its name there: devfd
+ * itself, or for "dri/NAME" /dev/dri (and "nvidia-caps/NAME"
+ * /dev/nvidia-caps), made first when create. That directory is never
+ * reached through a symlink (the container owns it) and must be on /dev's
+ * own file system: a mount there (the host's /dev/dri bound in) is refused
+ * with -EXDEV, so a revoke never unlinks a host node. Close the result
+ * (dir_close) only when it is not devfd. -errno on failure.
  */
 static int node_dir(int devfd, const struct dg_node *node, const struct helper_job *o, bool create,
 		    const char **base)
@@ -149,6 +173,7 @@ static int node_dir(int devfd, const struct dg_node *node, const struct helper_j
 	return fd;
 }
 
+/* Closes a directory node_dir() opened, leaving devfd itself open. */
 static void dir_close(int fd, int devfd)
 {
 	if (fd >= 0 && fd != devfd)
@@ -158,12 +183,16 @@ static void dir_close(int fd, int devfd)
 static void inspect_in(int devfd, const char *name, const struct dg_node *node,
 		       struct node_result *res);
 
+/* S_IFBLK or S_IFCHR, as the node is. */
 static mode_t node_type(const struct dg_node *node)
 {
 	return node->block ? S_IFBLK : S_IFCHR;
 }
 
-/* node_dir() of an existing node: a missing directory is a missing node (in res). */
+/*
+ * node_dir() for a node that should exist: a missing directory means a
+ * missing node (NODE_ABSENT in res), any other failure NODE_FAILED.
+ */
 static int existing_dir(int devfd, const struct dg_node *node, const char **name,
 			struct node_result *res)
 {
@@ -176,6 +205,7 @@ static int existing_dir(int devfd, const struct dg_node *node, const char **name
 	return dfd;
 }
 
+/* Says in res what node's path holds now (see inspect_in). */
 static void inspect(int devfd, const struct dg_node *node, struct node_result *res)
 {
 	const char *name;
@@ -187,6 +217,11 @@ static void inspect(int devfd, const struct dg_node *node, struct node_result *r
 	dir_close(dfd, devfd);
 }
 
+/*
+ * Says in res what name in devfd holds now: NODE_ABSENT, NODE_PRESENT (the
+ * node with its numbers), NODE_CONFLICT (anything else, described), or
+ * NODE_FAILED.
+ */
 static void inspect_in(int devfd, const char *name, const struct dg_node *node,
 		       struct node_result *res)
 {
@@ -208,7 +243,11 @@ static void inspect_in(int devfd, const char *name, const struct dg_node *node,
 	res->minor = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? minor(st.st_rdev) : 0;
 }
 
-/* name in devfd: a bind mount of devgated's node (tree) or a node made here. */
+/*
+ * Puts node at name in devfd: a bind mount of devgated's node (tree) in
+ * bind mode, else a node made here with the job's mode and owner. 0, or
+ * -errno.
+ */
 static int place_node(int devfd, const char *name, const struct dg_node *node,
 		      const struct helper_job *o, int tree)
 {
@@ -221,6 +260,11 @@ static int place_node(int devfd, const char *name, const struct dg_node *node,
 	return 0;
 }
 
+/*
+ * Makes node at name in devfd and checks what the path holds afterwards
+ * (the container may have swapped it). res: NODE_CREATED; what is there
+ * when something got there first; or NODE_FAILED.
+ */
 static void make_in(int devfd, const char *name, const struct dg_node *node,
 		    const struct helper_job *o, int tree, struct node_result *res)
 {
@@ -246,6 +290,7 @@ static void make_in(int devfd, const char *name, const struct dg_node *node,
 	}
 }
 
+/* Makes one node, in its directory (made when missing); the outcome in res. */
 static void make_one(int devfd, const struct dg_node *node, const struct helper_job *o, int tree,
 		     struct node_result *res)
 {
@@ -262,9 +307,9 @@ static void make_one(int devfd, const struct dg_node *node, const struct helper_
 }
 
 /*
- * A bind-mounted node comes off before its file goes. umount2 takes a path,
- * so it is resolved from /dev's fd as the working directory: one component,
- * not followed if a symlink.
+ * Takes a bound node off name in devfd, before its file goes. umount2
+ * takes a path, so it is resolved from devfd as the working directory: one
+ * component, not followed if a symlink. Not a mount is fine. 0, or -errno.
  */
 static int unbind_node(int devfd, const char *name)
 {
@@ -275,6 +320,10 @@ static int unbind_node(int devfd, const char *name)
 	return 0;
 }
 
+/*
+ * Removes one node if its path still holds it (unmounting it first in
+ * bind mode); anything else there is left alone. The outcome in res.
+ */
 static void unmake_one(int devfd, const struct dg_node *node, const struct helper_job *o,
 		       struct node_result *res)
 {
@@ -299,6 +348,11 @@ static void unmake_one(int devfd, const struct dg_node *node, const struct helpe
 	dir_close(dfd, devfd);
 }
 
+/*
+ * Makes the n nodes that are missing. All or nothing: first every path is
+ * inspected, and if any is held by something else nothing is made
+ * (-EEXIST). -EIO when a node fails half-way (the caller undoes the rest).
+ */
 static int create_all(int devfd, const struct helper_job *o, const struct dg_node *nodes, size_t n,
 		      const int *trees, struct node_result *res)
 {
@@ -326,6 +380,7 @@ static int create_all(int devfd, const struct helper_job *o, const struct dg_nod
 	return 0;
 }
 
+/* Removes the nodes this job made, and marks them untouched. */
 static void undo_created(int devfd, const struct helper_job *o, const struct dg_node *nodes,
 			 size_t n, struct node_result *res)
 {
@@ -341,7 +396,10 @@ static void undo_created(int devfd, const struct helper_job *o, const struct dg_
 
 /* ---- driver files: the host's, mounted read-only at the same paths ---- */
 
-/* "/usr/lib/x" -> "usr/lib" and "x"; false for a path with no directory part. */
+/*
+ * Splits "/usr/lib/x" into dir "usr/lib" and *base "x". False for a
+ * relative path, one with no directory part, or a dir too long for len.
+ */
 static bool split_path(const char *path, char *dir, size_t len, const char **base)
 {
 	const char *slash = strrchr(path, '/');
@@ -358,7 +416,11 @@ static bool split_path(const char *path, char *dir, size_t len, const char **bas
 	return true;
 }
 
-/* One directory, path's last component, made in its parent as the owner the container maps. */
+/*
+ * Makes path's last component, a directory, in its parent below root, as
+ * the ids the container maps. path is cut at its last slash. 0 (also when
+ * it exists already), or -errno.
+ */
 static int make_dir(int root, char *path, const struct helper_job *o)
 {
 	char *slash = strrchr(path, '/');
@@ -377,8 +439,9 @@ static int make_dir(int root, char *path, const struct helper_job *o)
 }
 
 /*
- * The directory a file goes in, made where missing. Symlinks on the way are
- * followed inside the root only: images link /lib to usr/lib.
+ * Opens the directory dir (below root) a file goes in, making the parts
+ * that are missing. Symlinks on the way are followed inside the root only:
+ * images link /lib to usr/lib. Returns the descriptor, or -errno.
  */
 static int file_dir(int root, const char *dir, const struct helper_job *o)
 {
@@ -403,6 +466,11 @@ static int file_dir(int root, const char *dir, const struct helper_job *o)
 	return in_root(root, dir, 0, o->no_openat2);
 }
 
+/*
+ * Mounts the host's file (the detached mount tree) at path below root, on
+ * an empty file made for it. -EEXIST when the image has a file there. 0,
+ * or -errno.
+ */
 static int mount_file(int root, const char *path, const struct helper_job *o, int tree)
 {
 	char dir[HELPER_PATH_MAX];
@@ -423,7 +491,11 @@ static int mount_file(int root, const char *path, const struct helper_job *o, in
 	return r;
 }
 
-/* Only what is a mount comes off, and only then its file goes: an image's own file stays. */
+/*
+ * Takes the mount off path below root, then removes the file it was on.
+ * Only a mount comes off, and only then its file goes: an image's own file
+ * stays (-EINVAL). 0, or -errno.
+ */
 static int unmount_file(int root, const char *path, const struct helper_job *o)
 {
 	char dir[HELPER_PATH_MAX];
@@ -443,7 +515,10 @@ static int unmount_file(int root, const char *path, const struct helper_job *o)
 	return r;
 }
 
-/* Mounting is all or nothing: a failure takes off what this job mounted. */
+/*
+ * Runs a driver files job, each file's outcome in msg. Mounting is all or
+ * nothing: a failure takes off what this job mounted (STAGE_FILES).
+ */
 static void files_run(int root, const struct helper_job *job, const char (*files)[HELPER_PATH_MAX],
 		      const int *trees, struct helper_msg *msg)
 {
@@ -492,6 +567,11 @@ static void files_run(int root, const struct helper_job *job, const char (*files
 #define HELPER_BIND_CAPS \
 	(HELPER_CAPS | (1ULL << CAP_SYS_ADMIN) | (1ULL << CAP_SETUID) | (1ULL << CAP_SETGID))
 
+/*
+ * Lowers the effective and permitted capabilities to keep (none
+ * inheritable) and returns in *ret the effective ones it then has. 0, or
+ * -errno.
+ */
 static int drop_caps(uint64_t keep, uint64_t *ret)
 {
 	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
@@ -512,11 +592,18 @@ static int drop_caps(uint64_t keep, uint64_t *ret)
 	return 0;
 }
 
+/* Whether the job is about driver files rather than nodes. */
 static bool files_op(const struct helper_job *job)
 {
 	return job->op == OP_MOUNT_FILES || job->op == OP_UNMOUNT_FILES;
 }
 
+/*
+ * Does the job, in order: enters the container's mount namespace, drops
+ * capabilities, opens the root (checking it is the expected one) and its
+ * dev, refuses the host's own /dev, then makes or removes nodes or
+ * mounts files. msg says how far it got (stage) and what happened.
+ */
 static void helper_run(const struct helper_job *job, const char (*files)[HELPER_PATH_MAX],
 		       int pidfd, int rootfd, const int *trees, struct helper_msg *msg)
 {
@@ -578,7 +665,10 @@ static void helper_run(const struct helper_job *job, const char (*files)[HELPER_
 _Static_assert(FDPASS_MAX >= 2 + DG_MAX_NODES && FDPASS_MAX >= 2 + HELPER_MAX_FILES,
 	       "a job's descriptors fit one message");
 
-/* The fds a job comes with: pidfd, root, and a mount per node to bind or file to mount. */
+/*
+ * How many descriptors a job comes with: the pidfd, the root, and a mount
+ * per node to bind or file to mount.
+ */
 static size_t job_fds(const struct helper_job *job)
 {
 	if (job->op == OP_MOUNT_FILES)
@@ -586,7 +676,10 @@ static size_t job_fds(const struct helper_job *job)
 	return 2 + (job->bind && job->op == OP_CREATE ? job->n : 0);
 }
 
-/* Receives the job, its fds and a files job's paths; false when the daemon hung up. */
+/*
+ * Receives the job, its descriptors and a files job's paths. False when
+ * devgated hung up or sent something malformed.
+ */
 static bool spare_receive(int sock, struct helper_job *job, char (*files)[HELPER_PATH_MAX],
 			  int fds[FDPASS_MAX])
 {

@@ -21,6 +21,7 @@
 static struct sock_filter insns[HELPER_FILTER_MAX];
 static struct sock_fprog filter = { .filter = insns };
 
+/* What each forked helper runs: its whole life, under the filter devgated sent. */
 static void spare_main(int sock)
 {
 	helper_main(sock, &filter);

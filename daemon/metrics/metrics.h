@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * devgated's metrics: the daemon's own counters and the BPF device counters
- * of live leases, rendered as Prometheus text (promtext.c). The HTTP
- * endpoint is metrics_http.c. The metric names are listed in metrics.c.
+ * devgated's own counters: requests served and failed, latencies, hook
+ * stages, waiting grants. Any module may count here; nothing here knows
+ * the daemon's state. The page that shows them (with the leases, the GPUs
+ * and the BPF device counters) is view/metrics_page.c.
  */
 #ifndef DEVGATE_METRICS_H
 #define DEVGATE_METRICS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-#include "core/daemon.h"
+#include "promtext.h"
 #include "protocol.h"
 
 enum metrics_counter {
@@ -25,23 +27,46 @@ enum metrics_counter {
 	METRIC_COUNTER_MAX,
 };
 
+/* The OCI hook stages counted apart, the last one being "other". */
+#define METRICS_HOOK_STAGES 7
+
+struct metrics;
+
+/* A copy of every counter at one moment, for the page that shows them. */
+struct metrics_snapshot {
+	uint64_t counters[METRIC_COUNTER_MAX];
+	/* Failed requests by operation and error code; [DG_OP_MAX] is "did not parse". */
+	uint64_t failures[DG_OP_MAX + 1][DG_CODE_MAX];
+	uint64_t hook_calls[METRICS_HOOK_STAGES]; /* by metrics_hook_stage(i) */
+	struct promtext_histogram grant_time;	  /* seconds a grant request took */
+	struct promtext_histogram revoke_time;	  /* seconds a revoke request took */
+	struct promtext_histogram queue_wait;	  /* seconds served waiters waited */
+};
+
+/* Makes a set of counters, all zero; -ENOMEM. */
 int metrics_new(struct metrics **ret);
-/* NULL is fine. */
+/* Frees the counters; NULL is fine. */
 void metrics_free(struct metrics *m);
 
-/* Counting; m may be NULL (nothing is counted). */
-void metrics_inc(struct metrics *m, enum metrics_counter c, uint64_t n);
-/* A request failed; op is DG_OP_MAX when the request did not parse. */
-void metrics_request_failed(struct metrics *m, enum dg_op op, enum dg_code code);
-/* A grant or revoke carried "source": counts "hook/STAGE" sources. */
-void metrics_hook_call(struct metrics *m, const char *source);
-/* How long a grant or revoke request took. */
-void metrics_observe(struct metrics *m, enum dg_op op, uint64_t ns);
+/*
+ * The counting calls below do nothing when m is NULL, so a module may count
+ * before devgated made its counters, or in a test without them.
+ */
 
-/* A waiting grant was served after waiting ns (counted and observed). */
+/* Adds n to counter c. */
+void metrics_inc(struct metrics *m, enum metrics_counter c, uint64_t n);
+/* Counts a failed request; op is DG_OP_MAX when the request did not parse. */
+void metrics_request_failed(struct metrics *m, enum dg_op op, enum dg_code code);
+/* Counts a grant or revoke whose "source" is "hook/STAGE", by stage. */
+void metrics_hook_call(struct metrics *m, const char *source);
+/* Records how long a grant or revoke request took, in nanoseconds. */
+void metrics_observe(struct metrics *m, enum dg_op op, uint64_t ns);
+/* Counts a waiting grant that was served after waiting ns nanoseconds. */
 void metrics_queue_served(struct metrics *m, uint64_t ns);
 
-/* The whole exposition document; *ret is malloc'd. */
-int metrics_render(struct daemon *d, char **ret, size_t *ret_len);
+/* Copies every counter of m into *ret. */
+void metrics_snapshot(const struct metrics *m, struct metrics_snapshot *ret);
+/* The name of hook stage i (below METRICS_HOOK_STAGES), as in the label. */
+const char *metrics_hook_stage(size_t i);
 
 #endif

@@ -1,18 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
-#include <arpa/inet.h>
+/*
+ * The /metrics HTTP endpoint: libmicrohttpd without threads, run from
+ * devgated's epoll loop. It answers GET and HEAD of /metrics with the page
+ * its render callback makes, and 404 or 405 to anything else. It must not
+ * know what is on the page, nor start a thread: devgated is single-threaded.
+ */
 #include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <microhttpd.h>
 
 #include "log.h"
-#include "metrics.h"
 #include "metrics_http.h"
-#include "util.h"
+#include "sys/listen_addr.h"
 
 #define HTTP_CONN_LIMIT 16
 #define HTTP_CONN_TIMEOUT_S 10
@@ -20,71 +25,11 @@
 
 struct metrics_http {
 	struct MHD_Daemon *mhd;
+	metrics_http_render_fn render; /* makes the page, with ctx */
+	void *ctx;
 };
 
-static int parse_host_port(const char *s, char *host, size_t host_len, uint32_t *port,
-			   bool *bracketed)
-{
-	const char *sep;
-	size_t len;
-
-	*bracketed = s[0] == '[';
-	if (*bracketed) {
-		const char *end = strchr(s, ']');
-
-		if (!end || end[1] != ':')
-			return -EINVAL;
-		s++;
-		len = (size_t)(end - s);
-		sep = end + 1;
-	} else {
-		sep = strrchr(s, ':');
-		if (!sep)
-			return -EINVAL;
-		len = (size_t)(sep - s);
-	}
-	if (len == 0 || len >= host_len)
-		return -EINVAL;
-	memcpy(host, s, len);
-	host[len] = '\0';
-	if (parse_u32(sep + 1, port) < 0 || *port == 0 || *port > 65535)
-		return -EINVAL;
-	return 0;
-}
-
-int metrics_parse_listen(const char *s, struct sockaddr_storage *ret, socklen_t *ret_len)
-{
-	char host[INET6_ADDRSTRLEN];
-	struct sockaddr_storage ss = { 0 };
-	bool bracketed;
-	uint32_t port;
-	int r = parse_host_port(s, host, sizeof(host), &port, &bracketed);
-
-	if (r < 0)
-		return r;
-	if (bracketed) {
-		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-
-		if (inet_pton(AF_INET6, host, &sin6->sin6_addr) != 1)
-			return -EINVAL;
-		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons((uint16_t)port);
-		*ret_len = sizeof(*sin6);
-	} else {
-		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-
-		if (inet_pton(AF_INET, host, &sin->sin_addr) != 1)
-			return -EINVAL;
-		sin->sin_family = AF_INET;
-		sin->sin_port = htons((uint16_t)port);
-		*ret_len = sizeof(*sin);
-	}
-	*ret = ss;
-	return 0;
-}
-
-/* ---- the registry ---- */
-
+/* libmicrohttpd's messages, into devgated's log as warnings. */
 __attribute__((format(printf, 2, 0))) static void http_log(void *cls, const char *fmt, va_list ap)
 {
 	char buf[512];
@@ -98,6 +43,10 @@ __attribute__((format(printf, 2, 0))) static void http_log(void *cls, const char
 	log_warning("metrics endpoint: %s", buf);
 }
 
+/*
+ * Queues an answer with body (freed by libmicrohttpd when mode says
+ * MUST_FREE, even when this fails); allow adds the Allow header of a 405.
+ */
 static enum MHD_Result respond(struct MHD_Connection *conn, unsigned int status, char *body,
 			       size_t len, enum MHD_ResponseMemoryMode mode, bool allow)
 {
@@ -117,6 +66,7 @@ static enum MHD_Result respond(struct MHD_Connection *conn, unsigned int status,
 	return r;
 }
 
+/* Queues an answer whose body is a static string. */
 static enum MHD_Result respond_text(struct MHD_Connection *conn, unsigned int status,
 				    const char *text, bool allow)
 {
@@ -124,12 +74,13 @@ static enum MHD_Result respond_text(struct MHD_Connection *conn, unsigned int st
 	return respond(conn, status, (char *)text, strlen(text), MHD_RESPMEM_PERSISTENT, allow);
 }
 
+/* One request: the page for GET or HEAD of /metrics, an error for the rest. */
 static enum MHD_Result http_request(void *cls, struct MHD_Connection *conn, const char *url,
 				    const char *method, const char *version,
 				    const char *upload_data, size_t *upload_data_size,
 				    void **req_cls)
 {
-	struct daemon *d = cls;
+	const struct metrics_http *h = cls;
 	char *doc = NULL;
 	size_t len = 0;
 	int r;
@@ -143,7 +94,7 @@ static enum MHD_Result http_request(void *cls, struct MHD_Connection *conn, cons
 	if (strcmp(url, "/metrics") != 0)
 		return respond_text(conn, MHD_HTTP_NOT_FOUND, "devgated serves /metrics only\n",
 				    false);
-	r = metrics_render(d, &doc, &len);
+	r = h->render(h->ctx, &doc, &len);
 	if (r < 0) {
 		log_error_errno(r, "cannot render metrics: %m");
 		return respond_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
@@ -152,14 +103,16 @@ static enum MHD_Result http_request(void *cls, struct MHD_Connection *conn, cons
 	return respond(conn, MHD_HTTP_OK, doc, len, MHD_RESPMEM_MUST_FREE, false);
 }
 
-int metrics_http_start(struct daemon *d, const char *listen, struct dg_error *err)
+int metrics_http_start(const char *listen, metrics_http_render_fn render, void *ctx,
+		       struct metrics_http **ret, struct dg_error *err)
 {
 	struct sockaddr_storage ss;
 	socklen_t ss_len;
 	unsigned int flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+	struct metrics_http *h;
 	uint16_t port;
 
-	if (metrics_parse_listen(listen, &ss, &ss_len) < 0) {
+	if (listen_addr_parse(listen, &ss, &ss_len) < 0) {
 		dg_error_set(err, DG_E_INVALID, EINVAL, "--metrics-listen: '%s' is not ADDR:PORT",
 			     listen);
 		dg_error_hint(err, "give a numeric address, e.g. 127.0.0.1:9400 or [::1]:9400");
@@ -171,18 +124,20 @@ int metrics_http_start(struct daemon *d, const char *listen, struct dg_error *er
 	} else {
 		port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
 	}
-	d->http = calloc(1, sizeof(*d->http));
-	if (!d->http)
+	h = calloc(1, sizeof(*h));
+	if (!h)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	h->render = render;
+	h->ctx = ctx;
 	/* No MHD_USE_INTERNAL_POLLING_THREAD: devgated must stay single-threaded. */
 	/* The logger first, or MHD logs the other options' problems itself. */
-	d->http->mhd = MHD_start_daemon(flags, port, NULL, NULL, http_request, d,
-					MHD_OPTION_EXTERNAL_LOGGER, http_log, NULL,
-					MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-					MHD_OPTION_CONNECTION_LIMIT, (unsigned int)HTTP_CONN_LIMIT,
-					MHD_OPTION_CONNECTION_TIMEOUT,
-					(unsigned int)HTTP_CONN_TIMEOUT_S, MHD_OPTION_END);
-	if (!d->http->mhd) {
+	h->mhd = MHD_start_daemon(flags, port, NULL, NULL, http_request, h,
+				  MHD_OPTION_EXTERNAL_LOGGER, http_log, NULL, MHD_OPTION_SOCK_ADDR,
+				  (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
+				  (unsigned int)HTTP_CONN_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT,
+				  (unsigned int)HTTP_CONN_TIMEOUT_S, MHD_OPTION_END);
+	if (!h->mhd) {
+		free(h);
 		dg_error_set(err, DG_E_INTERNAL, EADDRNOTAVAIL, "cannot serve metrics on %s",
 			     listen);
 		dg_error_hint(err,
@@ -190,6 +145,7 @@ int metrics_http_start(struct daemon *d, const char *listen, struct dg_error *er
 		return -EADDRNOTAVAIL;
 	}
 	log_info("serving Prometheus metrics at http://%s/metrics", listen);
+	*ret = h;
 	return 0;
 }
 

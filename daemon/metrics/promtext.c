@@ -1,5 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Prometheus text exposition format 0.0.4: families, samples, histograms. */
+/*
+ * Writes the Prometheus text exposition format 0.0.4 to a FILE: a family's
+ * HELP and TYPE lines, samples with escaped label values, and histograms
+ * (which it also counts into). Pure functions of their arguments: it knows
+ * no metric of devgated's and must not read any state (unit-tested).
+ */
 #include <stdio.h>
 #include <string.h>
 
@@ -25,6 +30,7 @@ void promtext_family(FILE *f, const char *name, const char *type, const char *he
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* {name="value",...}, values escaped; nothing at all for no labels. */
 static void write_labels(FILE *f, const struct promtext_label *labels, size_t n)
 {
 	if (n == 0)

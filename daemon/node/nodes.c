@@ -1,4 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * devgated's side of the node helper: it turns "make these device nodes"
+ * (or "mount these driver files") in a container into a job, hands the job
+ * to a confined helper process (helper/helper.c) with the descriptors it
+ * needs, and turns the helper's reply into results and errors. It keeps
+ * one spare helper forked ahead of need. It must never touch a path inside
+ * a container itself: only the helper does, from inside the container's
+ * mount namespace and under its seccomp filter.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/mount.h>
@@ -18,6 +27,7 @@
 #include "sys/confine.h"
 #include "helper/fdpass.h"
 #include "helper/helper.h"
+#include "helper/syscalls.h"
 #include "log.h"
 #include "nodes.h"
 #include "util.h"
@@ -37,11 +47,13 @@ static struct child spare = { .sock = -1, .pidfd = -1 };
 /* A helper that has replied and is exiting: ended later, off the request's path. */
 static struct child spent = { .sock = -1, .pidfd = -1 };
 
+/* The seccomp filter of every helper (helper/syscalls.h), built at start. */
 static struct sock_fprog helper_filter;
 
 /*
- * devgated's own mount namespace, read once: devgated never changes it
- * (only helpers setns). Unknown, every target is entered.
+ * devgated's own mount and user namespaces, read once: devgated never
+ * changes them (only helpers setns). When unknown, every target's
+ * namespace is entered.
  */
 static struct stat own_mntns, own_userns;
 static bool own_mntns_known, own_userns_known;
@@ -53,44 +65,22 @@ static bool own_mntns_known, own_userns_known;
  */
 static int node_src = -1;
 
-/* DEVGATE_TEST_NO_OPENAT2=1: the fallback walk, for tests on kernels that have openat2. */
+/*
+ * Set by DEVGATE_TEST_NO_OPENAT2=1: helpers walk paths as on a kernel
+ * without openat2, so tests cover that code on kernels that have it.
+ */
 static bool walk_paths;
 
-/* The only syscalls the helper may make once it runs untrusted paths. */
-static const int helper_syscalls[] = {
-	SCMP_SYS(setns),
-	SCMP_SYS(umask),
-	SCMP_SYS(openat2),
-	SCMP_SYS(newfstatat),
-	SCMP_SYS(fstat),
-	SCMP_SYS(statx),
-	SCMP_SYS(mknodat),
-	SCMP_SYS(fchownat),
-	SCMP_SYS(unlinkat),
-	SCMP_SYS(write),
-	SCMP_SYS(close),
-	SCMP_SYS(exit_group),
-	SCMP_SYS(exit),
-	SCMP_SYS(getpid),
-	SCMP_SYS(rt_sigreturn),
-	SCMP_SYS(recvmsg),
-	SCMP_SYS(capget),
-	SCMP_SYS(capset),
-	SCMP_SYS(openat),
-	/* bind-mounted nodes (another user namespace) */
-	SCMP_SYS(move_mount),
-	SCMP_SYS(umount2),
-	SCMP_SYS(fchdir),
-	SCMP_SYS(setfsuid),
-	SCMP_SYS(setfsgid),
-	/* driver files: the directories they go in */
-	SCMP_SYS(mkdirat),
-};
-
-/* The zygote's (or devgated's own) forked child. */
+/* What each forked helper runs, in the zygote's child or devgated's own. */
 static void spare_main(int sock)
 {
 	helper_main(sock, &helper_filter);
+}
+
+int nodes_helper_filter(struct sock_fprog *ret, struct dg_error *err)
+{
+	return confine_build(SCMP_ACT_ERRNO(EPERM), helper_syscalls, ARRAY_SIZE(helper_syscalls),
+			     NULL, 0, ret, err);
 }
 
 int nodes_init(struct dg_error *err)
@@ -104,8 +94,7 @@ int nodes_init(struct dg_error *err)
 	if (walk_paths)
 		log_warning(
 			"DEVGATE_TEST_NO_OPENAT2=1: container paths are walked without openat2");
-	r = confine_build(SCMP_ACT_ERRNO(EPERM), helper_syscalls, ARRAY_SIZE(helper_syscalls), NULL,
-			  0, &helper_filter, err);
+	r = nodes_helper_filter(&helper_filter, err);
 	if (r < 0)
 		return r;
 	r = zygote_start(spare_main, &helper_filter);
@@ -117,6 +106,10 @@ int nodes_init(struct dg_error *err)
 
 /* ---- daemon side ---- */
 
+/*
+ * Whether process pid is in the namespace own (of kind ns, "mnt" or
+ * "user"). False when devgated's own is unknown or pid's cannot be read.
+ */
 static bool same_ns(pid_t pid, const char *ns, const struct stat *own, bool known)
 {
 	struct stat other;
@@ -133,8 +126,9 @@ static bool same_mntns(pid_t pid)
 }
 
 /*
- * The host id the target's namespace maps to its root (or, if it maps no
- * root, to its first id): the owner its /dev accepts for a new file.
+ * Reads the host id that pid's user namespace maps to its root (or, if it
+ * maps no root, its first mapped id) from map ("uid_map" or "gid_map"):
+ * an owner its /dev accepts for a new file. 0, or -errno / -EINVAL.
  */
 static int mapped_id(pid_t pid, const char *map, uint32_t *ret)
 {
@@ -157,6 +151,10 @@ static int mapped_id(pid_t pid, const char *map, uint32_t *ret)
 	return 0;
 }
 
+/*
+ * Makes node_src: a tmpfs of devgated's own, mounted nowhere, where the
+ * nodes bound into user-namespaced containers are made. 0, or -errno.
+ */
 static int node_src_open(void)
 {
 	auto_close int fs = (int)syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC);
@@ -171,7 +169,10 @@ static int node_src_open(void)
 	return node_src < 0 ? -errno : 0;
 }
 
-/* A detached mount of node, as the job wants it (mode, owner), to bind into the container. */
+/*
+ * Returns a detached mount (a descriptor) of node in node_src, with the
+ * job's mode and owner, for the helper to bind into the container; -errno.
+ */
 static int node_tree(const struct dg_node *node, const struct helper_job *job)
 {
 	char name[32];
@@ -190,20 +191,24 @@ static int node_tree(const struct dg_node *node, const struct helper_job *job)
 	return fd < 0 ? -errno : fd;
 }
 
-/* No descriptor yet: what close_all() may meet before a slot is filled. */
+/* Marks n descriptor slots empty, so close_all() may run before they are filled. */
 static void fds_none(int *fds, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		fds[i] = -1;
 }
 
+/* Closes the first n descriptors of fds and marks them empty. */
 static void close_all(int *fds, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		fds[i] = safe_close(fds[i]);
 }
 
-/* One detached mount per node of the job, in its order; all or none. */
+/*
+ * Fills trees with one detached mount per node of the job, in its order.
+ * All or none: on failure the ones made are closed. 0, or -errno.
+ */
 static int node_trees(const struct helper_job *job, int *trees)
 {
 	int r = node_src < 0 ? node_src_open() : 0;
@@ -218,6 +223,12 @@ static int node_trees(const struct helper_job *job, int *trees)
 	return r;
 }
 
+/*
+ * Waits for helper c's reply (its last act) and reads it into msg; the
+ * helper then becomes the spent one, ended later. A helper that does not
+ * answer in HELPER_TIMEOUT_MS, or dies first, is ended: -ETIMEDOUT or
+ * -ECHILD.
+ */
 static int read_reply(struct child *c, struct helper_msg *msg)
 {
 	struct pollfd p = { .fd = c->sock, .events = POLLIN };
@@ -249,17 +260,20 @@ static int read_reply(struct child *c, struct helper_msg *msg)
 	return 0;
 }
 
+/* Ends the helper that replied last, if any. */
 static void reap_spent(void)
 {
 	/* It has replied, so nothing is lost if one that lingers is killed. */
 	child_end(&spent);
 }
 
+/* Ends the spare helper, if there is one. */
 static void spare_drop(void)
 {
 	child_end(&spare);
 }
 
+/* Gets a new spare helper from the zygote (or forks one). 0, or -errno. */
 static int spare_spawn(void)
 {
 	return child_spawn(&spare);
@@ -274,7 +288,11 @@ void nodes_prepare(void)
 		log_debug_errno(r, "cannot fork a spare node helper yet: %m");
 }
 
-/* The job, then a files job's paths as a message of their own (helper.h). */
+/*
+ * Sends the job to the spare with its descriptors (the target's pidfd and
+ * root, then trees), then a files job's paths as a message of their own
+ * (helper.h). 0, or -errno.
+ */
 static int send_job(const struct helper_job *job, char (*files)[HELPER_PATH_MAX], int pidfd,
 		    int rootfd, const int *trees, size_t n_trees)
 {
@@ -292,8 +310,10 @@ static int send_job(const struct helper_job *job, char (*files)[HELPER_PATH_MAX]
 }
 
 /*
- * trees: the detached mounts the job binds (one per node or file), passed
- * with it; files: the paths of a files job, NULL for nodes.
+ * Runs one job in the spare helper and returns its reply in msg. trees are
+ * the detached mounts the job binds (one per node or file); files are the
+ * paths of a files job, NULL for nodes. A spare that died while idle is
+ * replaced once. 0, or -errno when no helper answered.
  */
 static int run_helper(const struct target *t, const struct helper_job *job,
 		      char (*files)[HELPER_PATH_MAX], const int *trees, size_t n_trees,
@@ -322,6 +342,7 @@ static int run_helper(const struct target *t, const struct helper_job *job,
 	return r;
 }
 
+/* What went wrong, for the error message, when a helper stopped at stage. */
 static const char *stage_text(int stage)
 {
 	switch (stage) {
@@ -343,6 +364,7 @@ static const char *stage_text(int stage)
 	}
 }
 
+/* Sets err to "the target exited" and returns -ESRCH. */
 static int target_gone(const struct target *t, struct dg_error *err)
 {
 	dg_error_set(err, DG_E_NO_TARGET, ESRCH,
@@ -352,6 +374,10 @@ static int target_gone(const struct target *t, struct dg_error *err)
 	return -ESRCH;
 }
 
+/*
+ * Turns a helper's reply into 0 (it got through every stage) or -errno
+ * with err set to what stopped it.
+ */
 static int check_msg(const struct target *t, const char *root_path, const struct helper_msg *msg,
 		     struct dg_error *err)
 {
@@ -377,6 +403,7 @@ static int check_msg(const struct target *t, const char *root_path, const struct
 			    strerror(msg->err));
 }
 
+/* "a symlink", "a directory", ...: what a file of this st_mode is, for messages. */
 static const char *file_kind(unsigned int mode)
 {
 	if (S_ISLNK(mode))
@@ -392,6 +419,10 @@ static const char *file_kind(unsigned int mode)
 	return "a special file";
 }
 
+/*
+ * The first node a create could not make, as an error: a path held by
+ * something else (-EEXIST), or a failed call (-errno). 0 when all were made.
+ */
 static int node_error(const struct target *t, const struct dg_node *nodes, size_t n,
 		      const struct node_result *res, struct dg_error *err)
 {
@@ -413,6 +444,13 @@ static int node_error(const struct target *t, const struct dg_node *nodes, size_
 	return 0;
 }
 
+/*
+ * Fills job for op on target t: the nodes (names checked), whether to enter
+ * its mount namespace, whether to bind (another user namespace) and as
+ * which ids, the root path and its identity. Refuses a target that has
+ * exited, and a root path in devgated's own mount namespace. 0, or -errno
+ * with err set.
+ */
 static int make_job(const struct target *t, enum helper_op op, const struct node_opts *o,
 		    const struct dg_node *nodes, size_t n, struct helper_job *job,
 		    struct dg_error *err)
@@ -478,6 +516,12 @@ static int make_job(const struct target *t, enum helper_op op, const struct node
 	return 0;
 }
 
+/*
+ * Makes or removes nodes in t's /dev through a helper: builds the job, the
+ * detached mounts to bind when t is in another user namespace, runs it and
+ * checks the reply. res[i] says what happened to nodes[i]. 0, or -errno
+ * with err set.
+ */
 static int nodes_apply(const struct target *t, enum helper_op op, const struct node_opts *o,
 		       const struct dg_node *nodes, size_t n, struct node_result *res,
 		       struct dg_error *err)
@@ -527,7 +571,10 @@ int nodes_remove(const struct target *t, const struct node_opts *opts, const str
 
 /* ---- driver files ---- */
 
-/* The host's file, read-only, as a detached mount to put in a container. */
+/*
+ * Returns the host's file path (below host_root) as a read-only, nosuid,
+ * nodev detached mount to put in a container; -errno.
+ */
 static int file_tree(int host_root, const char *path)
 {
 	struct mount_attr attr = {
@@ -551,6 +598,10 @@ static int file_tree(int host_root, const char *path)
 	return tree;
 }
 
+/*
+ * Fills job and paths for a driver files job: only into a container's own
+ * mount namespace, never devgated's. 0, or -errno with err set.
+ */
 static int files_job(const struct target *t, enum helper_op op, const struct node_opts *o,
 		     const struct node_file *f, size_t n, struct helper_job *job,
 		     char (*paths)[HELPER_PATH_MAX], struct dg_error *err)
@@ -577,6 +628,10 @@ static int files_job(const struct target *t, enum helper_op op, const struct nod
 	return 0;
 }
 
+/*
+ * Mounts or unmounts driver files in t through a helper. status[i] says
+ * what happened to f[i]. 0, or -errno with err set.
+ */
 static int files_apply(const struct target *t, enum helper_op op, const struct node_opts *o,
 		       int host_root, const struct node_file *f, size_t n, int *status,
 		       struct dg_error *err)

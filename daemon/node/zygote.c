@@ -1,4 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Starts and talks to the zygote, the small process that forks node
+ * helpers for devgated (see zygote.h for why): devgated-node executed from
+ * a sealed memfd, or, where that fails, a fork of devgated. Also ends
+ * helpers, by pidfd where the kernel has one. It must not hand the zygote
+ * anything but its setup and one-byte requests, nor wait on it longer than
+ * ZYGOTE_TIMEOUT_MS: a zygote that does not answer is ended, and devgated
+ * forks helpers itself from then on.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -29,14 +38,19 @@
 extern const unsigned char node_bin[];
 extern const uint64_t node_bin_size;
 
+/* The zygote: its pid (0 when none) and devgated's end of its socket. */
 static struct {
 	pid_t pid;
 	int sock;
-	zygote_child_fn fn;
-	bool ordered; /* a child was asked for and not yet received */
+	zygote_child_fn fn; /* what each child runs */
+	bool ordered;	    /* a child was asked for and not yet received */
 } zygote = { 0, -1, NULL, false };
 
-/* The forked zygote's whole life; never returns. */
+/*
+ * The whole life of a zygote forked from devgated (where devgated-node
+ * cannot run): keeps only its socket, then forks children on request until
+ * devgated hangs up. Never returns.
+ */
 static void zygote_main(int sock, pid_t parent)
 {
 	struct sigaction ign = { .sa_handler = SIG_IGN, .sa_flags = SA_NOCLDWAIT };
@@ -57,7 +71,7 @@ static void zygote_main(int sock, pid_t parent)
 	forkloop_serve(zygote.fn);
 }
 
-/* A sealed memfd holding devgated-node. */
+/* Returns a sealed memfd holding devgated-node's bytes, to execute; -errno. */
 static int node_memfd(void)
 {
 	size_t len = (size_t)node_bin_size, off = 0;
@@ -82,7 +96,11 @@ static int node_memfd(void)
 	return TAKE_FD(fd);
 }
 
-/* In the child: fds 0-2 on /dev/null, 3 the socket, then devgated-node. */
+/*
+ * In the forked child: puts fds 0-2 on /dev/null and the socket on fd 3,
+ * closes everything else and executes devgated-node from the memfd. Never
+ * returns (exit status 127 when it cannot).
+ */
 static void exec_node(int sock, int memfd)
 {
 	char *const argv[] = { (char *)"devgated-zygote", NULL };
@@ -102,7 +120,11 @@ static void exec_node(int sock, int memfd)
 	_exit(127);
 }
 
-/* What devgated-node must know that a fork would have inherited. */
+/*
+ * Fills s, devgated-node's first message: what a fork of devgated would
+ * have inherited (its capabilities, its pid) and the helpers' filter.
+ * -E2BIG for a filter that does not fit the message; -errno.
+ */
 static int setup_msg(const struct sock_fprog *filter, struct helper_setup *s)
 {
 	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
@@ -122,7 +144,7 @@ static int setup_msg(const struct sock_fprog *filter, struct helper_setup *s)
 	return 0;
 }
 
-/* Waits for one byte on the zygote's socket: its "ready". */
+/* Waits for the zygote's "ready" byte: 0, -ETIMEDOUT, or -EPROTO for anything else. */
 static int zygote_ready(int sock)
 {
 	struct pollfd p = { .fd = sock, .events = POLLIN };
@@ -202,7 +224,7 @@ void zygote_stop(void)
 	zygote.pid = 0;
 }
 
-/* The zygote's reply: the child's pid, socket and (if any) pidfd. */
+/* Reads the zygote's answer to a request: the child's pid, socket and (if any) pidfd. */
 static int zygote_receive(struct child *ret)
 {
 	struct pollfd p = { .fd = zygote.sock, .events = POLLIN };
@@ -221,7 +243,7 @@ static int zygote_receive(struct child *ret)
 	return 0;
 }
 
-/* A zygote that does not answer is ended; devgated forks helpers itself from then on. */
+/* Ends a zygote that failed to answer (r says how); devgated forks helpers itself from then on. */
 static void zygote_lost(int r)
 {
 	log_warning_errno(r, "the node helper zygote is gone (%m); devgated forks helpers itself");

@@ -18,20 +18,29 @@
 #include "helper/forkloop.h"
 
 /*
- * Starts the zygote: devgated-node, whose helpers run fn's code with this
- * seccomp filter; where it cannot be executed, a fork of devgated running
- * fn. -errno: the caller then forks helpers itself.
+ * Starts the zygote: devgated-node, whose helpers run helper_main() under
+ * filter; where it cannot be executed, a fork of devgated whose children
+ * run fn. 0, or -errno: the caller then forks helpers itself.
  */
 int zygote_start(zygote_child_fn fn, const struct sock_fprog *filter);
+/* Stops the zygote (it exits when its socket closes) and waits for it. */
 void zygote_stop(void);
 /*
  * Asks the zygote for the next child and returns at once: it forks while
  * devgated goes on, and child_spawn() then only collects it.
  */
 void child_order(void);
-/* Forks a child running fn, through the zygote or, if it is gone, directly. */
+/*
+ * Gets a new child into *ret: from the zygote (collecting the one ordered
+ * earlier, if any), or, when the zygote is gone, forked by devgated
+ * itself. 0, or -errno.
+ */
 int child_spawn(struct child *ret);
-/* Ends it: SIGKILL if it still runs (a helper replies as its last act); reaps it if ours. */
+/*
+ * Ends child c: SIGKILL if it still runs (a helper replies as its last act,
+ * so nothing is lost), waits for it if devgated forked it, and closes its
+ * descriptors. Nothing happens for an empty c.
+ */
 void child_end(struct child *c);
 
 #endif

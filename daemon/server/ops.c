@@ -14,6 +14,7 @@
 #include "inventory/rescan.h"
 #include "util.h"
 #include "version.h"
+#include "view/metrics_page.h"
 #include "view/view.h"
 
 typedef int (*op_fn)(struct daemon *d, const struct dg_request *req, union dg_reply *reply,

@@ -1,4 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Denial events: reads "this cgroup was denied that device" records from
+ * the BPF ring buffer, names the container (lease table) and the node and
+ * GPU (inventory), keeps the last EVENTS_RECENT of them, and reports each
+ * one through d->hooks.denied (main.c sends it to clients streaming
+ * 'events'). It only reads devgated's state; it must not act on a denial.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +17,7 @@
 #include "util.h"
 #include "view.h"
 
+/* One kept event and the arena its strings live in. */
 struct recent {
 	struct dg_denied_event ev;
 	struct dg_arena arena; /* the event's strings */
@@ -24,11 +32,17 @@ struct events {
 	uint64_t received;
 };
 
+/* A copy of s in the arena; NULL for NULL (or without memory). */
 static const char *dup(struct dg_arena *a, const char *s)
 {
 	return s ? dg_arena_strdup(a, s) : NULL;
 }
 
+/*
+ * Fills out with the denial ev as clients see it, its strings in the arena:
+ * container and cgroup when a lease holds the cgroup, node and GPU when
+ * the inventory knows the device. 0, or -ENOMEM.
+ */
 int events_describe(const struct daemon *d, const struct dg_event *ev, int64_t wall_ms,
 		    struct dg_denied_event *out, struct dg_arena *a)
 {
@@ -56,7 +70,10 @@ int events_describe(const struct daemon *d, const struct dg_event *ev, int64_t w
 	return out->time && out->device && out->access ? 0 : -ENOMEM;
 }
 
-/* The event's monotonic stamp, moved to the wall clock. */
+/*
+ * The wall-clock time, in ms, of an event stamped on the monotonic clock
+ * (BPF has only that one): now, less the event's age.
+ */
 static int64_t wall_ms_of(uint64_t mono_ns)
 {
 	uint64_t now_mono = now_mono_ns(), now_real = now_real_ns();
@@ -65,6 +82,11 @@ static int64_t wall_ms_of(uint64_t mono_ns)
 	return (int64_t)((now_real - age) / 1000000);
 }
 
+/*
+ * libbpf's callback for one ring buffer record: describes it into the next
+ * slot of the ring of recent events and reports it. Always 0, so libbpf
+ * reads on; a record it cannot describe is logged and dropped.
+ */
 static int on_sample(void *ctx, void *data, size_t size)
 {
 	struct events *e = ctx;

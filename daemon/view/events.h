@@ -19,25 +19,28 @@
 
 struct events;
 
-/* Sets d->events; reads the ring buffer of d->bg. */
+/* Starts reading the ring buffer of d->bg and sets d->events. 0, or -errno with err set. */
 int events_open(struct daemon *d, struct dg_error *err);
+/* Stops reading and frees the kept events; NULL is fine. */
 void events_free(struct events *e);
 /* The ring buffer's epoll fd, for devgated's loop. */
 int events_fd(const struct events *e);
-/* Reads whatever the ring buffer holds. */
+/* Reads and reports whatever the ring buffer holds now. */
 void events_consume(struct daemon *d);
-/* The recent events, oldest first: a new array. */
-/* The recent denials, oldest first; valid until the next events_consume(). */
+/*
+ * Fills out with the recent denials, oldest first: an array in the arena
+ * whose strings stay valid until the next events_consume(). 0, or -ENOMEM.
+ */
 int events_recent(const struct events *e, struct dg_events_reply *out, struct dg_arena *a);
+/* How many denial events devgated has read since it started. */
 uint64_t events_received(const struct events *e);
 
 /*
- * One event as clients see it: time (RFC 3339 UTC), container and cgroup
- * (null for a cgroup without lease), cgroup_id, device ("c 195:1"), node and
- * gpu (null when unknown), access ("r", "rw", ...). wall_ms is when it
- * happened.
+ * One denial as clients see it: time (RFC 3339 UTC, from wall_ms, when it
+ * happened), container and cgroup (NULL for a cgroup without a lease),
+ * cgroup_id, device ("c 195:1"), node and gpu (NULL when unknown), access
+ * ("r", "rw", ...). Strings in the arena. 0, or -ENOMEM.
  */
-/* A denial as clients see it: lease, node and GPU names filled in. */
 int events_describe(const struct daemon *d, const struct dg_event *ev, int64_t wall_ms,
 		    struct dg_denied_event *out, struct dg_arena *a);
 

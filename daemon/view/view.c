@@ -1,4 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * devgated's state as clients see it: fills the reply structs of
+ * common/wire.h (list, status, grant replies) from the inventory and the
+ * lease table. It only reads that state; it must not change a lease or the
+ * inventory, nor encode JSON (the server encodes the structs it fills).
+ * Strings are copied into the caller's arena or point into the state they
+ * describe, so a reply is encoded before that state changes; view_lease()
+ * copies everything, as a revoke frees the lease before its reply goes out.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,6 +18,11 @@
 #include "util.h"
 #include "view.h"
 
+/*
+ * What a GPU is to clients, one word: "excluded" (by policy), "unusable"
+ * (the inventory found a problem), "held" (a lease holds it whole),
+ * "shared", "split" (a lease holds one of its MIG instances) or "free".
+ */
 const char *view_gpu_state(const struct daemon *d, const struct dg_gpu *gpu)
 {
 	const struct lease_use *u = lease_table_use(&d->leases, gpu->uuid);
@@ -30,7 +44,7 @@ const char *view_gpu_state(const struct daemon *d, const struct dg_gpu *gpu)
 	return "free";
 }
 
-/* "10de:20b0" */
+/* The PCI vendor and device ids as "10de:20b0", in the arena; NULL without memory. */
 static char *product_id(struct dg_arena *a, unsigned int vendor, unsigned int device)
 {
 	char buf[16];
@@ -39,6 +53,7 @@ static char *product_id(struct dg_arena *a, unsigned int vendor, unsigned int de
 	return dg_arena_strdup(a, buf);
 }
 
+/* A device node as clients see it: its path under /dev and its numbers. -ENOMEM. */
 static int node_info(const struct dg_node *node, struct dg_node_info *out, struct dg_arena *a)
 {
 	char path[64];
@@ -50,6 +65,7 @@ static int node_info(const struct dg_node *node, struct dg_node_info *out, struc
 	return out->path ? 0 : -ENOMEM;
 }
 
+/* Fills out with what clients see of one GPU of the inventory. 0, or -ENOMEM. */
 int view_gpu(const struct dg_inventory *inv, const struct dg_gpu *gpu, struct dg_gpu_info *out,
 	     struct dg_arena *a)
 {
@@ -88,6 +104,7 @@ int view_gpu(const struct dg_inventory *inv, const struct dg_gpu *gpu, struct dg
 	return 0;
 }
 
+/* The host devices of a lease (grant --device), with their access letters. -ENOMEM. */
 static int view_devices(const struct lease *l, struct dg_lease_info *out, struct dg_arena *a)
 {
 	out->devices = l->n_devices ? dg_arena_alloc(a, l->n_devices * sizeof(*out->devices))
@@ -116,6 +133,11 @@ static int view_devices(const struct lease *l, struct dg_lease_info *out, struct
 	return 0;
 }
 
+/*
+ * Fills out with what clients see of lease l: its container, times, GPUs
+ * (with GPU-seconds), driver files and host devices. Everything is copied
+ * into the arena. 0, or -ENOMEM.
+ */
 int view_lease(const struct daemon *d, const struct lease *l, struct dg_lease_info *out,
 	       struct dg_arena *a)
 {
@@ -188,6 +210,7 @@ int view_lease(const struct daemon *d, const struct lease *l, struct dg_lease_in
 	return view_devices(l, out, a);
 }
 
+/* The leases that hold a GPU whole (not one of its MIG instances). -ENOMEM. */
 static int holders(const struct daemon *d, const struct dg_gpu *gpu, struct dg_list_gpu *out,
 		   struct dg_arena *a)
 {
@@ -217,7 +240,10 @@ static int holders(const struct daemon *d, const struct dg_gpu *gpu, struct dg_l
 	return 0;
 }
 
-/* A MIG GPU instance's holder: at most one, its grant is exclusive. */
+/*
+ * Whether a MIG GPU instance is held, and by which lease. There is at most
+ * one holder: an instance is only ever granted whole.
+ */
 static void instance_holder(const struct daemon *d, const struct dg_gpu *gpu, uint32_t gi,
 			    struct dg_instance_info *out)
 {
@@ -236,6 +262,10 @@ static void instance_holder(const struct daemon *d, const struct dg_gpu *gpu, ui
 	out->has_holder = true;
 }
 
+/*
+ * The MIG instances of an NVIDIA GPU and who holds each; nothing for a GPU
+ * of another vendor, or where the driver has no MIG support. -ENOMEM.
+ */
 static int instances(const struct daemon *d, const struct dg_gpu *gpu, struct dg_list_gpu *out,
 		     struct dg_arena *a)
 {
@@ -269,6 +299,7 @@ static int instances(const struct daemon *d, const struct dg_gpu *gpu, struct dg
 	return 0;
 }
 
+/* The driver's control nodes (nvidiactl, nvidia-uvm, ...) as clients see them. -ENOMEM. */
 static int control_nodes(const struct dg_inventory *inv, struct dg_list_reply *out,
 			 struct dg_arena *a)
 {
@@ -284,6 +315,7 @@ static int control_nodes(const struct dg_inventory *inv, struct dg_list_reply *o
 	return 0;
 }
 
+/* The GPU kind names the policy defines (alias lines of devgate.conf). -ENOMEM. */
 static int aliases(const struct dg_policy *p, struct dg_list_reply *out, struct dg_arena *a)
 {
 	out->aliases = p->n_aliases ? dg_arena_alloc(a, p->n_aliases * sizeof(*out->aliases))
@@ -297,6 +329,11 @@ static int aliases(const struct dg_policy *p, struct dg_list_reply *out, struct 
 	return 0;
 }
 
+/*
+ * Fills out with the reply to 'list': the driver, every GPU (only the free
+ * ones with free_only) with its state, holders and MIG instances, the
+ * policy's aliases and the control nodes. 0, or -ENOMEM.
+ */
 int view_inventory(const struct daemon *d, bool free_only, struct dg_list_reply *out,
 		   struct dg_arena *a)
 {
@@ -337,6 +374,7 @@ int view_inventory(const struct daemon *d, bool free_only, struct dg_list_reply 
 	return control_nodes(inv, out, a);
 }
 
+/* Writes the "rwm" letters of a DG_ACC_* mask into buf ("" for none). */
 void view_access_str(uint32_t access, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s%s%s", access & DG_ACC_READ ? "r" : "",

@@ -11,15 +11,21 @@
 #include "core/daemon.h"
 #include "wire.h"
 
-/* free, held, shared or unusable. */
+/*
+ * One word for what a GPU is now: "free", "held", "shared", "split" (one of
+ * its MIG instances is held), "unusable" or "excluded".
+ */
 const char *view_gpu_state(const struct daemon *d, const struct dg_gpu *gpu);
+/* What clients see of one GPU, strings in the arena. 0, or -ENOMEM. */
 int view_gpu(const struct dg_inventory *inv, const struct dg_gpu *gpu, struct dg_gpu_info *out,
 	     struct dg_arena *a);
+/* What clients see of a lease, copied into the arena. 0, or -ENOMEM. */
 int view_lease(const struct daemon *d, const struct lease *l, struct dg_lease_info *out,
 	       struct dg_arena *a);
+/* The reply to 'list' (only free GPUs with free_only). 0, or -ENOMEM. */
 int view_inventory(const struct daemon *d, bool free_only, struct dg_list_reply *out,
 		   struct dg_arena *a);
-/* "rwm" letters of a DG_ACC_* mask. */
+/* Writes the "rwm" letters of a DG_ACC_* mask into buf. */
 void view_access_str(uint32_t access, char *buf, size_t len);
 
 #endif

@@ -39,15 +39,6 @@ size_t refresh_leases(struct daemon *d)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* config.c checks metrics-listen with metrics_http.c, which serves this. */
-int metrics_render(struct daemon *d, char **ret, size_t *ret_len)
-{
-	(void)d;
-	(void)ret;
-	(void)ret_len;
-	return -1;
-}
-
 /* rescan.c refreshes the gate's guarded majors; there is no gate here. */
 int bpfgate_guard_sync(struct bpfgate *bg, const struct dg_inventory *inv)
 {

@@ -14,11 +14,12 @@
 
 #include "cleanup.h"
 #include "view/events.h"
+#include "view/metrics_page.h"
 #include "view/view.h"
 #include "jsonutil.h"
 #include "metrics/metrics.h"
-#include "metrics/metrics_http.h"
 #include "metrics/promtext.h"
+#include "sys/listen_addr.h"
 
 /* Runs write(f) on a memory stream and returns what it wrote. */
 static char *capture(void (*write)(FILE *f, const void *arg), const void *arg)
@@ -136,20 +137,20 @@ static void test_parse_listen(void **state)
 	char addr[INET6_ADDRSTRLEN];
 
 	(void)state;
-	assert_int_equal(metrics_parse_listen("127.0.0.1:9400", &ss, &len), 0);
+	assert_int_equal(listen_addr_parse("127.0.0.1:9400", &ss, &len), 0);
 	assert_int_equal(ss.ss_family, AF_INET);
 	assert_int_equal(len, sizeof(struct sockaddr_in));
 	assert_int_equal(ntohs(((struct sockaddr_in *)&ss)->sin_port), 9400);
 	inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, addr, sizeof(addr));
 	assert_string_equal(addr, "127.0.0.1");
 
-	assert_int_equal(metrics_parse_listen("[::1]:65535", &ss, &len), 0);
+	assert_int_equal(listen_addr_parse("[::1]:65535", &ss, &len), 0);
 	assert_int_equal(ss.ss_family, AF_INET6);
 	assert_int_equal(len, sizeof(struct sockaddr_in6));
 	assert_int_equal(ntohs(((struct sockaddr_in6 *)&ss)->sin6_port), 65535);
 
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-		if (metrics_parse_listen(bad[i], &ss, &len) != -EINVAL)
+		if (listen_addr_parse(bad[i], &ss, &len) != -EINVAL)
 			fail_msg("'%s' was accepted", bad[i]);
 	}
 }
