@@ -98,7 +98,7 @@ struct dg_event {
  * A copy's own state, in its "self" map: the container it serves and the
  * runtime program its gate stands in for (0: none). The map lives as long
  * as the program, pins or not, so a restarted devgated recovers both from
- * the kernel (bpfgate.c, own_prog()).
+ * the kernel (daemon/gate/own.c).
  */
 struct dg_self {
 	__u64 cgroup_id;
