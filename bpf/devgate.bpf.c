@@ -121,14 +121,18 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } DG_V(dg_guarded) SEC(".maps");
 
-/* Denial events the ring buffer had no room for: user space lagged behind. */
+/*
+ * Denial events the ring buffer had no room for: user space lagged behind.
+ * Named dg_evdrops_v1; releases before it was renamed pinned it as
+ * dg_event_drops_v1, a name longer than the kernel keeps (adopt.c).
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u64);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} DG_V(dg_event_drops) SEC(".maps");
+} DG_V(dg_evdrops) SEC(".maps");
 
 /* The container this program serves; 0 (matching no grant) until it is set. */
 static __always_inline __u64 my_cgroup(void)
@@ -283,7 +287,7 @@ static __always_inline void emit_denial(struct bpf_cgroup_dev_ctx *ctx, __u64 cg
 	ev.access = ctx->access_type >> 16;
 	if (bpf_ringbuf_output(&DG_V(dg_events), &ev, sizeof(ev), 0) < 0) {
 		__u32 zero = 0;
-		__u64 *drops = bpf_map_lookup_elem(&DG_V(dg_event_drops), &zero);
+		__u64 *drops = bpf_map_lookup_elem(&DG_V(dg_evdrops), &zero);
 
 		if (drops)
 			__sync_fetch_and_add(drops, 1);

@@ -232,19 +232,21 @@ static struct bpfgate *bpfgate_new(const char *pin_root)
 
 /*
  * Loads the shared maps into bg. With their pins gone, the maps that the
- * gates on the leased cgroups use are adopted; libbpf reuses the other
- * pins or makes new maps, and pins them. Returns 0 or -errno.
+ * programs on the leased cgroups use are adopted; a map pinned under an
+ * earlier release's name is adopted too; libbpf reuses the other pins or
+ * makes new maps, and pins them. Returns 0 or -errno.
  */
 static int load_maps(struct bpfgate *bg, const int *leased_cgfds, size_t n_leased)
 {
 	struct bpf_map *maps[SHARED_MAPS];
 	int adopt[SHARED_MAPS];
+	int old, r;
 	bool live;
-	int r;
 
 	for (size_t i = 0; i < SHARED_MAPS; i++)
 		adopt[i] = -1;
 	live = adopt_live_maps(bg->pin_root, leased_cgfds, n_leased, adopt);
+	old = adopt_old_pins(bg->pin_root, adopt);
 	r = gateobj_load_maps(bg->pin_root, adopt, &bg->maps);
 	for (size_t i = 0; i < SHARED_MAPS; i++)
 		safe_close(adopt[i]);
@@ -255,6 +257,9 @@ static int load_maps(struct bpfgate *bg, const int *leased_cgfds, size_t n_lease
 			"adopted the BPF maps of the gates on leased cgroups and pinned them again "
 			"under %s",
 			bg->pin_root);
+	if (old > 0)
+		log_notice("adopted %d BPF map(s) pinned under an earlier release's name in %s",
+			   old, bg->pin_root);
 	gateobj_maps(bg->maps, maps);
 	for (size_t i = 0; i < SHARED_MAPS; i++)
 		bg->map_fd[i] = bpf_map__fd(maps[i]);

@@ -17,15 +17,30 @@
 #include "gateobj.h"
 #include "util.h"
 
+/*
+ * 0, or a compile-time error when string s does not fit BPF_OBJ_NAME_LEN
+ * (15 characters and the NUL): the kernel keeps no more of a map's name,
+ * and adopt.c finds maps by the name the kernel kept.
+ */
+#define NAME_FITS(s)                                                   \
+	(0 * sizeof(struct {                                           \
+		 _Static_assert(sizeof(s) <= BPF_OBJ_NAME_LEN,         \
+				s " is longer than the kernel keeps"); \
+		 int ok;                                               \
+	 }))
+/* A map's name, "dg_grants_v1" for dg_grants, checked by NAME_FITS. */
+#define CHECKED_NAME(base) (&(DG_VNAME(base))[NAME_FITS(DG_VNAME(base))])
+
 const struct shared_map_name gateobj_names[SHARED_MAPS] = {
-	[MAP_GRANTS] = { .name = DG_VNAME(dg_grants) },
-	[MAP_COUNTERS] = { .name = DG_VNAME(dg_counters) },
-	[MAP_EVENTS] = { .name = DG_VNAME(dg_events) },
-	[MAP_RATELIM] = { .name = DG_VNAME(dg_ratelim) },
-	[MAP_DROPS] = { .name = DG_VNAME(dg_event_drops) },
-	[MAP_DEVGRANTS] = { .name = DG_VNAME(dg_devgrants) },
-	[MAP_CGSTATE] = { .name = DG_VNAME(dg_cgstate) },
-	[MAP_GUARDED] = { .name = DG_VNAME(dg_guarded) },
+	[MAP_GRANTS] = { .name = CHECKED_NAME(dg_grants) },
+	[MAP_COUNTERS] = { .name = CHECKED_NAME(dg_counters) },
+	[MAP_EVENTS] = { .name = CHECKED_NAME(dg_events) },
+	[MAP_RATELIM] = { .name = CHECKED_NAME(dg_ratelim) },
+	/* Its first name, 17 characters, reached the kernel as "dg_event_drops_". */
+	[MAP_DROPS] = { .name = CHECKED_NAME(dg_evdrops), .was = "dg_event_drops" DG_VSUFFIX },
+	[MAP_DEVGRANTS] = { .name = CHECKED_NAME(dg_devgrants) },
+	[MAP_CGSTATE] = { .name = CHECKED_NAME(dg_cgstate) },
+	[MAP_GUARDED] = { .name = CHECKED_NAME(dg_guarded) },
 };
 
 void gateobj_maps(const struct devgate *skel, struct bpf_map *ret[SHARED_MAPS])
@@ -34,7 +49,7 @@ void gateobj_maps(const struct devgate *skel, struct bpf_map *ret[SHARED_MAPS])
 	ret[MAP_COUNTERS] = skel->maps.DG_V(dg_counters);
 	ret[MAP_EVENTS] = skel->maps.DG_V(dg_events);
 	ret[MAP_RATELIM] = skel->maps.DG_V(dg_ratelim);
-	ret[MAP_DROPS] = skel->maps.DG_V(dg_event_drops);
+	ret[MAP_DROPS] = skel->maps.DG_V(dg_evdrops);
 	ret[MAP_DEVGRANTS] = skel->maps.DG_V(dg_devgrants);
 	ret[MAP_CGSTATE] = skel->maps.DG_V(dg_cgstate);
 	ret[MAP_GUARDED] = skel->maps.DG_V(dg_guarded);

@@ -29,9 +29,10 @@ enum shared_map {
 
 struct shared_map_name {
 	const char *name; /* its pin name, and its name in the kernel */
+	const char *was;  /* the pin name of an earlier release, or NULL */
 };
 
-/* By enum shared_map. */
+/* By enum shared_map; every name is checked to fit the kernel's 15 characters. */
 extern const struct shared_map_name gateobj_names[SHARED_MAPS];
 
 static inline void devgate_destroyp(struct devgate **s)
