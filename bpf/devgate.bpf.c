@@ -21,7 +21,7 @@
  * prog array (dg_slots<SET>_v1). A first grant is a storage write, a slot
  * update and one BPF_F_REPLACE attach; the verifier never runs after start.
  * A set exists per expected_attach_type, because a prog array takes only
- * programs of its owner's (see bpfgate.c).
+ * programs of its owner's (see onegate.c).
  *
  * Copies (the exception: a second runtime program on one cgroup, a cgroup
  * without BPF_F_ALLOW_MULTI): a program loaded for that one cgroup, its
@@ -30,6 +30,9 @@
  * Either way the GPU-class devices are in dg_guarded_v1, filled by devgated
  * from its inventory: an open() of any other device costs one array lookup
  * before the runtime's program.
+ *
+ * The pinned maps are declared as DG_V(dg_grants) and so on: the names end
+ * in the layout's version (dg_grants_v1; see DG_MAPS_VERSION in devgate.h).
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -65,7 +68,7 @@ struct {
 	__type(key, __u64); /* the cgroup id: one value per cgroup, for all our programs */
 	__type(value, struct dg_cgstate);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} dg_cgstate_v1 SEC(".maps");
+} DG_V(dg_cgstate) SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -73,7 +76,7 @@ struct {
 	__type(key, struct dg_grant_key);
 	__type(value, struct dg_grant_val);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} dg_grants_v1 SEC(".maps");
+} DG_V(dg_grants) SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -81,13 +84,13 @@ struct {
 	__type(key, struct dg_count_key);
 	__type(value, struct dg_count_val);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} dg_counters_v1 SEC(".maps");
+} DG_V(dg_counters) SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, DG_EVENTS_BYTES);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} dg_events_v1 SEC(".maps");
+} DG_V(dg_events) SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -95,7 +98,7 @@ struct {
 	__type(key, struct dg_ratelimit_key);
 	__type(value, __u64);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} dg_ratelim_v1 SEC(".maps");
+} DG_V(dg_ratelim) SEC(".maps");
 
 /*
  * Non-zero while any grant of a non-GPU device (grant --device) exists on
@@ -108,7 +111,7 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} dg_devgrants_v1 SEC(".maps");
+} DG_V(dg_devgrants) SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -116,16 +119,20 @@ struct {
 	__type(key, __u32);
 	__type(value, struct dg_guard);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} dg_guarded_v1 SEC(".maps");
+} DG_V(dg_guarded) SEC(".maps");
 
-/* Denial events the ring buffer had no room for: user space lagged behind. */
+/*
+ * Denial events the ring buffer had no room for: user space lagged behind.
+ * Named dg_evdrops_v1; releases before it was renamed pinned it as
+ * dg_event_drops_v1, a name longer than the kernel keeps (adopt.c).
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u64);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} dg_event_drops_v1 SEC(".maps");
+} DG_V(dg_evdrops) SEC(".maps");
 
 /* The container this program serves; 0 (matching no grant) until it is set. */
 static __always_inline __u64 my_cgroup(void)
@@ -134,7 +141,7 @@ static __always_inline __u64 my_cgroup(void)
 	struct dg_self *s;
 
 	if (shared) {
-		struct dg_cgstate *st = bpf_get_local_storage(&dg_cgstate_v1, 0);
+		struct dg_cgstate *st = bpf_get_local_storage(&DG_V(dg_cgstate), 0);
 
 		return st->cgroup_id;
 	}
@@ -146,7 +153,7 @@ static __always_inline __u64 my_cgroup(void)
 static __always_inline int runtime_slot(void)
 {
 	if (shared) {
-		struct dg_cgstate *st = bpf_get_local_storage(&dg_cgstate_v1, 0);
+		struct dg_cgstate *st = bpf_get_local_storage(&DG_V(dg_cgstate), 0);
 		__u32 slot = st->slot[gate_set & (DG_GATE_SETS - 1)];
 
 		return slot ? (int)slot : -1;
@@ -163,7 +170,7 @@ static __always_inline struct dg_count_val *counter(struct bpf_cgroup_dev_ctx *c
 		.type = ctx->access_type & 0xffff,
 		.access = ctx->access_type >> 16,
 	};
-	struct dg_count_val *val = bpf_map_lookup_elem(&dg_counters_v1, &key);
+	struct dg_count_val *val = bpf_map_lookup_elem(&DG_V(dg_counters), &key);
 
 	if (val)
 		return val;
@@ -171,9 +178,9 @@ static __always_inline struct dg_count_val *counter(struct bpf_cgroup_dev_ctx *c
 		struct dg_count_val zero = {};
 
 		/* A full map drops the count; user space reports the fill level. */
-		bpf_map_update_elem(&dg_counters_v1, &key, &zero, BPF_NOEXIST);
+		bpf_map_update_elem(&DG_V(dg_counters), &key, &zero, BPF_NOEXIST);
 	}
-	return bpf_map_lookup_elem(&dg_counters_v1, &key);
+	return bpf_map_lookup_elem(&DG_V(dg_counters), &key);
 }
 
 /*
@@ -189,12 +196,12 @@ static __always_inline int device_granted(struct bpf_cgroup_dev_ctx *ctx, __u32 
 	};
 	struct dg_grant_val *grant;
 	__u32 zero = 0;
-	__u32 *any = bpf_map_lookup_elem(&dg_devgrants_v1, &zero);
+	__u32 *any = bpf_map_lookup_elem(&DG_V(dg_devgrants), &zero);
 
 	if (!any || !*any)
 		return 0;
 	key.cgroup_id = my_cgroup();
-	grant = bpf_map_lookup_elem(&dg_grants_v1, &key);
+	grant = bpf_map_lookup_elem(&DG_V(dg_grants), &key);
 	return grant && (access & ~grant->access) == 0;
 }
 
@@ -205,7 +212,7 @@ static __always_inline int is_gpu(struct bpf_cgroup_dev_ctx *ctx)
 
 	if ((ctx->access_type & 0xffff) != DG_DEV_CHAR)
 		return 0;
-	g = bpf_map_lookup_elem(&dg_guarded_v1, &major);
+	g = bpf_map_lookup_elem(&DG_V(dg_guarded), &major);
 	if (!g)
 		return 0;
 	if (g->all)
@@ -239,7 +246,7 @@ int devgate_gate(struct bpf_cgroup_dev_ctx *ctx)
 		return 0;
 	}
 	key.cgroup_id = my_cgroup();
-	grant = bpf_map_lookup_elem(&dg_grants_v1, &key);
+	grant = bpf_map_lookup_elem(&DG_V(dg_grants), &key);
 	if (grant && (access & ~grant->access) == 0) {
 		cnt = counter(ctx, key.cgroup_id);
 		if (cnt)
@@ -266,21 +273,21 @@ static __always_inline void emit_denial(struct bpf_cgroup_dev_ctx *ctx, __u64 cg
 		.minor = ctx->minor,
 	};
 	__u64 now = bpf_ktime_get_ns();
-	__u64 *last = bpf_map_lookup_elem(&dg_ratelim_v1, &rk);
+	__u64 *last = bpf_map_lookup_elem(&DG_V(dg_ratelim), &rk);
 	struct dg_event ev = {};
 
 	if (last && now - *last < DG_EVENT_INTERVAL_NS)
 		return;
-	bpf_map_update_elem(&dg_ratelim_v1, &rk, &now, BPF_ANY);
+	bpf_map_update_elem(&DG_V(dg_ratelim), &rk, &now, BPF_ANY);
 	ev.cgroup_id = cgid;
 	ev.ts_ns = now;
 	ev.type = ctx->access_type & 0xffff;
 	ev.major = ctx->major;
 	ev.minor = ctx->minor;
 	ev.access = ctx->access_type >> 16;
-	if (bpf_ringbuf_output(&dg_events_v1, &ev, sizeof(ev), 0) < 0) {
+	if (bpf_ringbuf_output(&DG_V(dg_events), &ev, sizeof(ev), 0) < 0) {
 		__u32 zero = 0;
-		__u64 *drops = bpf_map_lookup_elem(&dg_event_drops_v1, &zero);
+		__u64 *drops = bpf_map_lookup_elem(&DG_V(dg_evdrops), &zero);
 
 		if (drops)
 			__sync_fetch_and_add(drops, 1);

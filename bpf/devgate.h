@@ -2,15 +2,32 @@
 /*
  * Types shared by the BPF programs and user space. Plain fixed-width fields,
  * explicit padding, no pointers: the layout is the ABI of the pinned maps.
- * Change a struct and you must rename its map (see DG_MAPS_VERSION).
+ * Change a struct and you must rename its map (see DG_MAPS_VERSION). The
+ * compiler checks the layout on both sides (DG_ABI_* at the end of this
+ * file), so a change that forgets to do so fails the build.
  */
 #ifndef DEVGATE_BPF_H
 #define DEVGATE_BPF_H
 
 #include <linux/types.h>
 
-/* Bumped whenever a pinned map's key or value layout changes. */
+/*
+ * Bumped whenever a pinned map's key or value layout changes. Every pinned
+ * map and program is named with it ("_v1"), so a devgated of a new layout
+ * never adopts the pins of an old one: DG_V(dg_grants) is the identifier
+ * dg_grants_v1 (the BPF programs' and the skeleton's name for the map),
+ * DG_VNAME(dg_grants) the string "dg_grants_v1" (its pin and kernel name).
+ * A name must fit the kernel's 15 characters (BPF_OBJ_NAME_LEN): the kernel
+ * cuts a longer one short, and the map could then never be found by name.
+ */
 #define DG_MAPS_VERSION 1
+#define DG_QUOTE(x) DG_QUOTE_(x)
+#define DG_QUOTE_(x) #x
+#define DG_VSUFFIX "_v" DG_QUOTE(DG_MAPS_VERSION)
+#define DG_V(base) DG_V_(base, DG_MAPS_VERSION)
+#define DG_V_(base, v) DG_V__(base, v)
+#define DG_V__(base, v) base##_v##v
+#define DG_VNAME(base) #base DG_VSUFFIX
 
 #define DG_MAX_GRANTS 65536
 #define DG_MAX_COUNTERS 65536
@@ -25,10 +42,9 @@
 #define DG_ACC_WRITE 4
 
 /*
- * dg_guarded_v1: which devices are GPU-class, indexed by major. all: every
- * minor (NVIDIA's, the kfd's); else the minors set in the bitmap (DRM: the
- * host's own display devices share major 226 with GPUs and stay the
- * runtime's). devgated fills it from its inventory.
+ * The GPU-class devices map (dg_guarded_v1): which devices are GPU-class, indexed by major. all:
+ * every minor (NVIDIA's, the kfd's); else the minors set in the bitmap (DRM: the host's own display
+ * devices share major 226 with GPUs and stay the runtime's). devgated fills it from its inventory.
  */
 #define DG_GUARD_MAJORS 4096 /* majors are 12 bits */
 #define DG_GUARD_MINORS 256  /* a DRM GPU with a larger minor is refused */
@@ -82,7 +98,7 @@ struct dg_event {
  * A copy's own state, in its "self" map: the container it serves and the
  * runtime program its gate stands in for (0: none). The map lives as long
  * as the program, pins or not, so a restarted devgated recovers both from
- * the kernel (bpfgate.c, own_prog()).
+ * the kernel (daemon/gate/own.c).
  */
 struct dg_self {
 	__u64 cgroup_id;
@@ -98,7 +114,7 @@ struct dg_self {
 #define DG_GATE_SETS 2
 #define DG_MAX_SLOTS 65536
 
-/* Per cgroup (dg_cgstate_v1, cgroup storage keyed by cgroup id). */
+/* Per cgroup (the dg_cgstate_v1 map, cgroup storage keyed by cgroup id). */
 struct dg_cgstate {
 	__u64 cgroup_id;	  /* 0 until devgated names the cgroup */
 	__u32 slot[DG_GATE_SETS]; /* set N's gate: its runtime program's slot, 0: none */
@@ -124,5 +140,81 @@ struct dg_ratelimit_key {
 	__u32 major;
 	__u32 minor;
 };
+
+/*
+ * The layout above, checked by the compiler on both sides: clang -target
+ * bpf for the programs, the C compiler for devgated and the tools. Each
+ * struct's size and each member's offset and size; __builtin_offsetof needs
+ * no header, so the BPF side includes nothing more.
+ */
+#define DG_ABI_SIZE(type, size)                       \
+	_Static_assert(sizeof(struct type) == (size), \
+		       "struct " #type " changed size: rename its map (DG_MAPS_VERSION)")
+#define DG_ABI_FIELD(type, member, offset, size)                              \
+	_Static_assert(__builtin_offsetof(struct type, member) == (offset) && \
+			       sizeof(((struct type *)0)->member) == (size),  \
+		       "struct " #type " member " #member                     \
+		       " moved: rename its map (DG_MAPS_VERSION)")
+
+DG_ABI_SIZE(dg_guard, 40);
+DG_ABI_FIELD(dg_guard, minors, 0, 32);
+DG_ABI_FIELD(dg_guard, all, 32, 4);
+DG_ABI_FIELD(dg_guard, pad, 36, 4);
+
+DG_ABI_SIZE(dg_grant_key, 24);
+DG_ABI_FIELD(dg_grant_key, cgroup_id, 0, 8);
+DG_ABI_FIELD(dg_grant_key, type, 8, 4);
+DG_ABI_FIELD(dg_grant_key, major, 12, 4);
+DG_ABI_FIELD(dg_grant_key, minor, 16, 4);
+DG_ABI_FIELD(dg_grant_key, pad, 20, 4);
+
+DG_ABI_SIZE(dg_grant_val, 8);
+DG_ABI_FIELD(dg_grant_val, access, 0, 4);
+DG_ABI_FIELD(dg_grant_val, pad, 4, 4);
+
+DG_ABI_SIZE(dg_count_key, 24);
+DG_ABI_FIELD(dg_count_key, cgroup_id, 0, 8);
+DG_ABI_FIELD(dg_count_key, major, 8, 4);
+DG_ABI_FIELD(dg_count_key, minor, 12, 4);
+DG_ABI_FIELD(dg_count_key, type, 16, 2);
+DG_ABI_FIELD(dg_count_key, access, 18, 2);
+DG_ABI_FIELD(dg_count_key, pad, 20, 4);
+
+DG_ABI_SIZE(dg_count_val, 32);
+DG_ABI_FIELD(dg_count_val, granted, 0, 8);
+DG_ABI_FIELD(dg_count_val, passed, 8, 8);
+DG_ABI_FIELD(dg_count_val, allowed, 16, 8);
+DG_ABI_FIELD(dg_count_val, denied, 24, 8);
+
+DG_ABI_SIZE(dg_event, 32);
+DG_ABI_FIELD(dg_event, cgroup_id, 0, 8);
+DG_ABI_FIELD(dg_event, ts_ns, 8, 8);
+DG_ABI_FIELD(dg_event, type, 16, 4);
+DG_ABI_FIELD(dg_event, major, 20, 4);
+DG_ABI_FIELD(dg_event, minor, 24, 4);
+DG_ABI_FIELD(dg_event, access, 28, 4);
+
+DG_ABI_SIZE(dg_self, 16);
+DG_ABI_FIELD(dg_self, cgroup_id, 0, 8);
+DG_ABI_FIELD(dg_self, orig_id, 8, 4);
+DG_ABI_FIELD(dg_self, pad, 12, 4);
+
+DG_ABI_SIZE(dg_cgstate, 24);
+DG_ABI_FIELD(dg_cgstate, cgroup_id, 0, 8);
+DG_ABI_FIELD(dg_cgstate, slot, 8, 8);
+DG_ABI_FIELD(dg_cgstate, orig, 16, 8);
+
+DG_ABI_SIZE(dg_attach_event, 32);
+DG_ABI_FIELD(dg_attach_event, cgroup_id, 0, 8);
+DG_ABI_FIELD(dg_attach_event, ts_ns, 8, 8);
+DG_ABI_FIELD(dg_attach_event, what, 16, 4);
+DG_ABI_FIELD(dg_attach_event, pid, 20, 4);
+DG_ABI_FIELD(dg_attach_event, prog_id, 24, 4);
+DG_ABI_FIELD(dg_attach_event, replace_id, 28, 4);
+
+DG_ABI_SIZE(dg_ratelimit_key, 16);
+DG_ABI_FIELD(dg_ratelimit_key, cgroup_id, 0, 8);
+DG_ABI_FIELD(dg_ratelimit_key, major, 8, 4);
+DG_ABI_FIELD(dg_ratelimit_key, minor, 12, 4);
 
 #endif

@@ -1,4 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Loads bpf/attach_watch.bpf.c (fexit on the kernel's cgroup attach and
+ * detach) and reads its ring: which cgroups someone other than devgated
+ * changed, and which attaches asked to replace a program. The callbacks
+ * (main.c wires them to watch/ and guard_note_replace()) decide what to do.
+ *
+ * It only reports: it looks at no cgroup and changes nothing.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +36,10 @@ struct attach_watch {
 	} batch[BATCH];
 };
 
+/*
+ * One event from the ring: a replace ask is passed on at once; a changed
+ * cgroup is added to the batch unless it is there already.
+ */
 static int on_sample(void *ctx, void *data, size_t size)
 {
 	struct attach_watch *w = ctx;

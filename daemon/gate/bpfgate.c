@@ -1,4 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * devgate's shared BPF maps: made, or adopted, at start (bpfgate_open), the
+ * pins that keep them, and what other folders read and write in them: the
+ * grants, the flag for device grants, the GPU-class devices, the counters
+ * and the count of dropped events. Pins live under the pin root, on bpffs
+ * (mounted here if nobody has).
+ *
+ * It knows nothing of leases, containers or struct daemon: a grant is a
+ * cgroup id and a device node. Guarding a cgroup is guard.c's.
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,17 +23,19 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "adopt.h"
 #include "bpfgate.h"
-#include "bpfgate_int.h"
-#include "keeper.h"
 #include "cleanup.h"
-#include "sys/confine.h"
-#include "devgate.skel.h"
+#include "gate_int.h"
+#include "gateobj.h"
+#include "keeper.h"
 #include "log.h"
+#include "sys/confine.h"
 #include "util.h"
 
 #define SWEEP_INTERVAL_NS (60ULL * 1000000000)
 
+/* libbpf's messages in devgate's log: warnings as warnings, the rest as debug. */
 static int libbpf_print(enum libbpf_print_level lvl, const char *fmt, va_list ap)
 {
 	int level = lvl == LIBBPF_WARN ? LOG_WARNING : LOG_DEBUG;
@@ -52,7 +64,7 @@ const char *bpfgate_pin_root(const struct bpfgate *bg)
 
 int bpfgate_events_fd(const struct bpfgate *bg)
 {
-	return bg->events_fd;
+	return bg->map_fd[MAP_EVENTS];
 }
 
 int bpfgate_events_dropped(const struct bpfgate *bg, int ncpus, uint64_t *ret)
@@ -62,7 +74,7 @@ int bpfgate_events_dropped(const struct bpfgate *bg, int ncpus, uint64_t *ret)
 
 	if (!per_cpu)
 		return -ENOMEM;
-	if (bpf_map_lookup_elem(bg->drops_fd, &zero, per_cpu) < 0)
+	if (bpf_map_lookup_elem(bg->map_fd[MAP_DROPS], &zero, per_cpu) < 0)
 		return -errno;
 	*ret = 0;
 	for (int i = 0; i < ncpus; i++)
@@ -72,17 +84,14 @@ int bpfgate_events_dropped(const struct bpfgate *bg, int ncpus, uint64_t *ret)
 
 int bpfgate_counters_fd(const struct bpfgate *bg)
 {
-	return bg->counters_fd;
+	return bg->map_fd[MAP_COUNTERS];
 }
 
-int bpfgate_cg_dir(const struct bpfgate *bg, uint64_t cgid, char *buf, size_t len)
-{
-	int n = snprintf(buf, len, "%s/cg/%llu", bg->pin_root, (unsigned long long)cgid);
-
-	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
-}
-
-/* The pin root must sit on bpffs; mount the usual one if nobody has. */
+/*
+ * Makes sure the pin root and its cg/ directory exist on a bpf filesystem.
+ * If /sys/fs/bpf is not one, mounts it (the usual place, which nobody
+ * mounted yet); any other parent must already be bpffs.
+ */
 static int ensure_bpffs(const char *pin_root, struct dg_error *err)
 {
 	char parent[PATH_MAX];
@@ -134,139 +143,6 @@ static int ensure_bpffs(const char *pin_root, struct dg_error *err)
 	return 0;
 }
 
-static int reuse_shared(struct devgate *skel, const struct devgate *from)
-{
-	struct {
-		struct bpf_map *to;
-		const struct bpf_map *from;
-	} shared[] = {
-		{ skel->maps.dg_grants_v1, from->maps.dg_grants_v1 },
-		{ skel->maps.dg_counters_v1, from->maps.dg_counters_v1 },
-		{ skel->maps.dg_events_v1, from->maps.dg_events_v1 },
-		{ skel->maps.dg_ratelim_v1, from->maps.dg_ratelim_v1 },
-		{ skel->maps.dg_event_drops_v1, from->maps.dg_event_drops_v1 },
-		{ skel->maps.dg_devgrants_v1, from->maps.dg_devgrants_v1 },
-		{ skel->maps.dg_cgstate_v1, from->maps.dg_cgstate_v1 },
-		{ skel->maps.dg_guarded_v1, from->maps.dg_guarded_v1 },
-	};
-	int r = 0;
-
-	for (size_t i = 0; i < ARRAY_SIZE(shared) && r == 0; i++) {
-		r = bpf_map__set_pin_path(shared[i].to, NULL);
-		if (r == 0)
-			r = bpf_map__reuse_fd(shared[i].to, bpf_map__fd(shared[i].from));
-	}
-	return r;
-}
-
-/*
- * Opens and loads one copy of the object. The first (ROLE_MAPS) creates the
- * shared maps or reuses their pins (libbpf's pin-by-name); every later copy
- * (ROLE_PROGS: a gate and a tally, one ELF and BTF load for both) shares
- * that copy's maps, so all of them see the same grants, counters and events.
- * The gate's expected_attach_type must match the program it may wrap.
- */
-#define SHARED_MAPS 8
-static const char *const shared_names[SHARED_MAPS] = {
-	"dg_grants_v1",	     "dg_counters_v1",	"dg_events_v1",	 "dg_ratelim_v1",
-	"dg_event_drops_v1", "dg_devgrants_v1", "dg_cgstate_v1", "dg_guarded_v1",
-};
-
-/* The maps a live copy uses, so a new one adopts them instead of new ones. */
-static int adopt_shared(struct devgate *skel, const int *fds)
-{
-	struct bpf_map *maps[SHARED_MAPS] = {
-		skel->maps.dg_grants_v1,  skel->maps.dg_counters_v1,	skel->maps.dg_events_v1,
-		skel->maps.dg_ratelim_v1, skel->maps.dg_event_drops_v1, skel->maps.dg_devgrants_v1,
-		skel->maps.dg_cgstate_v1, skel->maps.dg_guarded_v1,
-	};
-	int r = 0;
-
-	for (size_t i = 0; i < SHARED_MAPS && r == 0; i++) {
-		if (fds[i] >= 0)
-			r = bpf_map__reuse_fd(maps[i], fds[i]);
-	}
-	return r;
-}
-
-static int load_copy_adopting(const struct bpfgate *bg, enum role role, bool has_runtime,
-			      enum bpf_attach_type gate_eat, const int *adopt,
-			      struct devgate **ret);
-
-int bpfgate_load_copy(const struct bpfgate *bg, enum role role, bool has_runtime,
-		      enum bpf_attach_type gate_eat, struct devgate **ret)
-{
-	return load_copy_adopting(bg, role, has_runtime, gate_eat, NULL, ret);
-}
-
-static int open_object(const struct bpfgate *bg, struct devgate **ret)
-{
-	LIBBPF_OPTS(bpf_object_open_opts, opts, .pin_root_path = bg->pin_root);
-
-	*ret = devgate__open_opts(&opts);
-	if (!*ret)
-		return errno > 0 ? -errno : -ENOMEM;
-	return 0;
-}
-
-static int load_copy_adopting(const struct bpfgate *bg, enum role role, bool has_runtime,
-			      enum bpf_attach_type gate_eat, const int *adopt, struct devgate **ret)
-{
-	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
-	bool progs = role == ROLE_PROGS;
-	int r = open_object(bg, &skel);
-
-	if (r < 0)
-		return r;
-	skel->rodata->has_runtime = has_runtime;
-	bpf_program__set_autoload(skel->progs.devgate_gate, progs);
-	bpf_program__set_autoload(skel->progs.devgate_tally, progs);
-	bpf_program__set_expected_attach_type(skel->progs.devgate_gate, gate_eat);
-	bpf_map__set_autocreate(skel->maps.runtime_prog, progs);
-	bpf_map__set_autocreate(skel->maps.self, progs);
-	r = progs ? reuse_shared(skel, bg->maps) : adopt ? adopt_shared(skel, adopt) : 0;
-	if (r == 0)
-		r = devgate__load(skel);
-	if (r != 0) /* libbpf returns 0 or -errno */
-		return r < 0 ? r : -EIO;
-	*ret = TAKE_PTR(skel);
-	return 0;
-}
-
-int bpfgate_load_shared(const struct bpfgate *bg, uint32_t set, enum bpf_attach_type gate_eat,
-			bool gate, bool tally, struct devgate **ret)
-{
-	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
-	int r = open_object(bg, &skel);
-
-	if (r < 0)
-		return r;
-	skel->rodata->shared = 1;
-	skel->rodata->gate_set = set;
-	bpf_program__set_autoload(skel->progs.devgate_gate, gate);
-	bpf_program__set_autoload(skel->progs.devgate_tally, tally);
-	bpf_program__set_expected_attach_type(skel->progs.devgate_gate, gate_eat);
-	r = reuse_shared(skel, bg->maps);
-	if (r == 0)
-		r = bpf_map__reuse_fd(skel->maps.runtime_prog, bg->slots_fd[set]);
-	if (r == 0)
-		r = devgate__load(skel);
-	if (r != 0)
-		return r < 0 ? r : -EIO;
-	*ret = TAKE_PTR(skel);
-	return 0;
-}
-
-/* Tells a copy which container it serves, and for which runtime program. */
-int bpfgate_set_self(struct devgate *skel, uint64_t cgid, uint32_t orig_id)
-{
-	struct dg_self me = { .cgroup_id = cgid, .orig_id = orig_id };
-	uint32_t zero = 0;
-
-	return bpf_map_update_elem(bpf_map__fd(skel->maps.self), &zero, &me, BPF_ANY) < 0 ? -errno
-											  : 0;
-}
-
 void bpfgate_prepare(struct bpfgate *bg)
 {
 	int r;
@@ -274,84 +150,9 @@ void bpfgate_prepare(struct bpfgate *bg)
 	if (bg->spare || bg->gate_fd[0] >= 0)
 		return; /* the shared gates serve every cgroup: no spare needed */
 	/* runc, crun and LXC load their programs with expected_attach_type 0. */
-	r = bpfgate_load_copy(bg, ROLE_PROGS, true, 0, &bg->spare);
+	r = gateobj_load_copy(bg->pin_root, bg->maps, true, 0, &bg->spare);
 	if (r < 0)
 		log_debug_errno(r, "cannot load a spare gate yet: %m");
-}
-
-int bpfgate_query(int cgfd, bool effective, struct attached *ret)
-{
-	LIBBPF_OPTS(bpf_prog_query_opts, q, .prog_ids = ret->ids, .prog_cnt = MAX_PROGS);
-
-	ret->n = 0;
-	ret->flags = 0;
-	if (effective)
-		q.query_flags = BPF_F_QUERY_EFFECTIVE;
-	if (bpf_prog_query_opts(cgfd, BPF_CGROUP_DEVICE, &q) < 0)
-		return -errno;
-	ret->n = q.prog_cnt;
-	ret->flags = q.attach_flags;
-	return 0;
-}
-
-/* The shared maps program id reads, by name, into fds (left -1 if absent). */
-static bool maps_of(uint32_t id, int *fds)
-{
-	uint32_t map_ids[16];
-	struct bpf_prog_info info = { 0 };
-	uint32_t len = sizeof(info);
-	auto_close int fd = bpf_prog_get_fd_by_id(id);
-	bool found = false;
-
-	info.nr_map_ids = ARRAY_SIZE(map_ids);
-	info.map_ids = (uint64_t)(uintptr_t)map_ids;
-	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) < 0 ||
-	    strcmp(info.name, "devgate_gate") != 0)
-		return false;
-	for (uint32_t i = 0; i < info.nr_map_ids && i < ARRAY_SIZE(map_ids); i++) {
-		struct bpf_map_info mi = { 0 };
-		uint32_t mlen = sizeof(mi);
-		int mfd = bpf_map_get_fd_by_id(map_ids[i]);
-
-		if (mfd < 0 || bpf_obj_get_info_by_fd(mfd, &mi, &mlen) < 0) {
-			safe_close(mfd);
-			continue;
-		}
-		for (size_t k = 0; k < SHARED_MAPS; k++) {
-			if (strcmp(mi.name, shared_names[k]) == 0 && fds[k] < 0) {
-				fds[k] = TAKE_FD(mfd);
-				found |= k == 0;
-			}
-		}
-		safe_close(mfd);
-	}
-	return found;
-}
-
-/*
- * The grants map is pinned no more, but leased cgroups still carry our gates:
- * the maps those gates read are ours, proven by the records that name the
- * cgroups. Adopting them (and pinning them again) keeps one grants map, never
- * two that disagree.
- */
-static bool find_live_maps(const char *pin_root, const int *cgfds, size_t n, int *fds)
-{
-	char path[PATH_MAX];
-
-	snprintf(path, sizeof(path), "%s/dg_grants_v1", pin_root);
-	if (access(path, F_OK) == 0)
-		return false; /* pinned: libbpf reuses the pin */
-	for (size_t i = 0; i < n; i++) {
-		struct attached now = { 0 };
-
-		if (cgfds[i] < 0 || bpfgate_query(cgfds[i], false, &now) < 0)
-			continue;
-		for (uint32_t k = 0; k < now.n; k++) {
-			if (maps_of(now.ids[k], fds))
-				return true;
-		}
-	}
-	return false;
 }
 
 /* The guard of one major, as inventory_guards() sees it. */
@@ -390,7 +191,7 @@ static int guard_write(struct bpfgate *bg, const struct dg_inventory *inv,
 
 		if (!all && memcmp(&g, &bg->guard[major], sizeof(g)) == 0)
 			continue;
-		if (bpf_map_update_elem(bg->guarded_fd, &major, &g, BPF_ANY) < 0)
+		if (bpf_map_update_elem(bg->map_fd[MAP_GUARDED], &major, &g, BPF_ANY) < 0)
 			return -errno;
 		bg->guard[major] = g;
 	}
@@ -408,45 +209,82 @@ int bpfgate_guard_sync_both(struct bpfgate *bg, const struct dg_inventory *inv,
 	return guard_write(bg, inv, also, false);
 }
 
-int bpfgate_open(const char *pin_root, const struct dg_inventory *inv, int cgroot_fd,
-		 const int *leased_cgfds, size_t n_leased, struct bpfgate **ret,
-		 struct dg_error *err)
+/* A bpfgate with nothing open yet: every fd -1. NULL when out of memory. */
+static struct bpfgate *bpfgate_new(const char *pin_root)
 {
-	int adopt[SHARED_MAPS] = { -1, -1, -1, -1, -1, -1, -1, -1 };
-	struct bpf_map_info mi = { 0 };
-	uint32_t mlen = sizeof(mi);
-	struct bpfgate *bg;
-	bool adopting;
-	int r;
+	struct bpfgate *bg = calloc(1, sizeof(*bg));
 
-	r = ensure_bpffs(pin_root, err);
-	if (r < 0)
-		return r;
-	bg = calloc(1, sizeof(*bg));
 	if (!bg)
-		return -ENOMEM;
-	bg->tally_fd = bg->cgstate_fd = -1;
+		return NULL;
+	bg->tally_fd = -1;
+	for (size_t i = 0; i < SHARED_MAPS; i++)
+		bg->map_fd[i] = -1;
 	for (size_t e = 0; e < DG_GATE_SETS; e++)
 		bg->gate_fd[e] = bg->slots_fd[e] = -1;
 	bg->pin_root = strdup(pin_root);
 	bg->guard = calloc(DG_GUARD_MAJORS, sizeof(*bg->guard));
 	if (!bg->pin_root || !bg->guard) {
 		bpfgate_free(bg);
-		return -ENOMEM;
+		return NULL;
 	}
-	adopting = find_live_maps(pin_root, leased_cgfds, n_leased, adopt);
-	r = load_copy_adopting(bg, ROLE_MAPS, false, 0, adopting ? adopt : NULL, &bg->maps);
+	return bg;
+}
+
+/*
+ * Loads the shared maps into bg. With their pins gone, the maps that the
+ * programs on the leased cgroups use are adopted; a map pinned under an
+ * earlier release's name is adopted too; libbpf reuses the other pins or
+ * makes new maps, and pins them. Returns 0 or -errno.
+ */
+static int load_maps(struct bpfgate *bg, const int *leased_cgfds, size_t n_leased)
+{
+	struct bpf_map *maps[SHARED_MAPS];
+	int adopt[SHARED_MAPS];
+	int old, r;
+	bool live;
+
+	for (size_t i = 0; i < SHARED_MAPS; i++)
+		adopt[i] = -1;
+	live = adopt_live_maps(bg->pin_root, leased_cgfds, n_leased, adopt);
+	old = adopt_old_pins(bg->pin_root, adopt);
+	r = gateobj_load_maps(bg->pin_root, adopt, &bg->maps);
 	for (size_t i = 0; i < SHARED_MAPS; i++)
 		safe_close(adopt[i]);
-	if (r == 0 && adopting)
+	if (r < 0)
+		return r;
+	if (live)
 		log_notice(
 			"adopted the BPF maps of the gates on leased cgroups and pinned them again "
 			"under %s",
-			pin_root);
+			bg->pin_root);
+	if (old > 0)
+		log_notice("adopted %d BPF map(s) pinned under an earlier release's name in %s",
+			   old, bg->pin_root);
+	gateobj_maps(bg->maps, maps);
+	for (size_t i = 0; i < SHARED_MAPS; i++)
+		bg->map_fd[i] = bpf_map__fd(maps[i]);
+	bg->grants_id = gateobj_map_id(bg->map_fd[MAP_GRANTS]);
+	bg->counters_id = gateobj_map_id(bg->map_fd[MAP_COUNTERS]);
+	return 0;
+}
+
+int bpfgate_open(const char *pin_root, const struct dg_inventory *inv, int cgroot_fd,
+		 const int *leased_cgfds, size_t n_leased, struct bpfgate **ret,
+		 struct dg_error *err)
+{
+	struct bpfgate *bg;
+	int r;
+
+	r = ensure_bpffs(pin_root, err);
+	if (r < 0)
+		return r;
+	bg = bpfgate_new(pin_root);
+	if (!bg)
+		return -ENOMEM;
+	r = load_maps(bg, leased_cgfds, n_leased);
 	if (r == 0)
 		r = keeper_init(&bg->keeper, cgroot_fd, pin_root);
-	if (r < 0 || !bg->maps) {
-		r = r < 0 ? r : -EIO;
+	if (r < 0) {
 		dg_error_set(err, DG_E_KERNEL, r, "cannot create devgate's BPF maps under %s: %s",
 			     pin_root, strerror(-r));
 		dg_error_hint(err,
@@ -456,50 +294,33 @@ int bpfgate_open(const char *pin_root, const struct dg_inventory *inv, int cgroo
 		bpfgate_free(bg);
 		return r;
 	}
-	bg->grants_fd = bpf_map__fd(bg->maps->maps.dg_grants_v1);
-	bg->counters_fd = bpf_map__fd(bg->maps->maps.dg_counters_v1);
-	bg->events_fd = bpf_map__fd(bg->maps->maps.dg_events_v1);
-	bg->ratelimit_fd = bpf_map__fd(bg->maps->maps.dg_ratelim_v1);
-	bg->drops_fd = bpf_map__fd(bg->maps->maps.dg_event_drops_v1);
-	bg->devgrants_fd = bpf_map__fd(bg->maps->maps.dg_devgrants_v1);
-	bg->guarded_fd = bpf_map__fd(bg->maps->maps.dg_guarded_v1);
 	r = guard_write(bg, inv, NULL, true);
 	if (r < 0) {
-		dg_error_set(err, DG_E_KERNEL, r, "cannot fill dg_guarded_v1 under %s: %s",
-			     pin_root, strerror(-r));
+		dg_error_set(err, DG_E_KERNEL, r, "cannot fill %s under %s: %s",
+			     gateobj_names[MAP_GUARDED].name, pin_root, strerror(-r));
 		bpfgate_free(bg);
 		return r;
 	}
-	if (bpf_obj_get_info_by_fd(bg->grants_fd, &mi, &mlen) == 0)
-		bg->grants_id = mi.id;
-	mi = (struct bpf_map_info){ 0 };
-	mlen = sizeof(mi);
-	if (bpf_obj_get_info_by_fd(bg->counters_fd, &mi, &mlen) == 0)
-		bg->counters_id = mi.id;
 	*ret = bg;
 	return 0;
 }
 
 /*
- * Pins removed at run time (an admin, a bpffs remount): pinned again, so a
- * restart finds them. The maps live on regardless: devgated holds them.
+ * Pins removed at run time (an admin, a bpffs remount) are pinned again, so
+ * a restart finds them. The maps live on regardless: devgated holds them.
  */
 void bpfgate_repin(struct bpfgate *bg)
 {
-	const int fds[SHARED_MAPS] = { bg->grants_fd,	 bg->counters_fd, bg->events_fd,
-				       bg->ratelimit_fd, bg->drops_fd,	  bg->devgrants_fd,
-				       bg->cgstate_fd,	 bg->guarded_fd };
 	char path[PATH_MAX];
 
-	if (access(bg->pin_root, F_OK) == 0 &&
-	    snprintf(path, sizeof(path), "%s/dg_grants_v1", bg->pin_root) > 0 &&
-	    access(path, F_OK) == 0)
+	snprintf(path, sizeof(path), "%s/%s", bg->pin_root, gateobj_names[MAP_GRANTS].name);
+	if (access(path, F_OK) == 0)
 		return;
 	if (ensure_bpffs(bg->pin_root, NULL) < 0)
 		return;
 	for (size_t i = 0; i < SHARED_MAPS; i++) {
-		snprintf(path, sizeof(path), "%s/%s", bg->pin_root, shared_names[i]);
-		if (access(path, F_OK) < 0 && bpf_obj_pin(fds[i], path) < 0)
+		snprintf(path, sizeof(path), "%s/%s", bg->pin_root, gateobj_names[i].name);
+		if (access(path, F_OK) < 0 && bpf_obj_pin(bg->map_fd[i], path) < 0)
 			log_warning_errno(errno, "cannot pin %s again: %m", path);
 	}
 	log_notice("pinned devgate's maps again under %s", bg->pin_root);
@@ -510,8 +331,6 @@ void bpfgate_free(struct bpfgate *bg)
 	if (!bg)
 		return;
 	keeper_fini(&bg->keeper);
-	for (unsigned int i = 0; i < bg->n_pending; i++)
-		safe_close(bg->pending[i].cgfd);
 	devgate__destroy(bg->spare);
 	devgate__destroy(bg->maps);
 	free(bg->pin_root);
@@ -519,6 +338,7 @@ void bpfgate_free(struct bpfgate *bg)
 	free(bg);
 }
 
+/* The grants map's key for node in cgroup cgid. */
 static struct dg_grant_key grant_key(uint64_t cgid, const struct dg_node *node)
 {
 	return (struct dg_grant_key){
@@ -535,14 +355,14 @@ int bpfgate_grant_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *n
 	struct dg_grant_val val = { .access = node->access ? node->access
 							   : DG_ACC_READ | DG_ACC_WRITE };
 
-	return bpf_map_update_elem(bg->grants_fd, &key, &val, BPF_ANY) < 0 ? -errno : 0;
+	return bpf_map_update_elem(bg->map_fd[MAP_GRANTS], &key, &val, BPF_ANY) < 0 ? -errno : 0;
 }
 
 int bpfgate_grant_del(struct bpfgate *bg, uint64_t cgid, const struct dg_node *node)
 {
 	struct dg_grant_key key = grant_key(cgid, node);
 
-	if (bpf_map_delete_elem(bg->grants_fd, &key) < 0 && errno != ENOENT)
+	if (bpf_map_delete_elem(bg->map_fd[MAP_GRANTS], &key) < 0 && errno != ENOENT)
 		return -errno;
 	return 0;
 }
@@ -551,7 +371,8 @@ int bpfgate_devgrants_set(struct bpfgate *bg, bool any)
 {
 	uint32_t zero = 0, val = any;
 
-	return bpf_map_update_elem(bg->devgrants_fd, &zero, &val, BPF_ANY) < 0 ? -errno : 0;
+	return bpf_map_update_elem(bg->map_fd[MAP_DEVGRANTS], &zero, &val, BPF_ANY) < 0 ? -errno
+											: 0;
 }
 
 bool bpfgate_is_guarded(const struct bpfgate *bg, uint32_t major, uint32_t minor)
@@ -585,7 +406,7 @@ int bpfgate_grants_list(struct bpfgate *bg, struct dg_grant_key **ret, size_t *r
 	size_t n = 0, cap = 0;
 	void *prev = NULL;
 
-	while (bpf_map_get_next_key(bg->grants_fd, prev, &next) == 0) {
+	while (bpf_map_get_next_key(bg->map_fd[MAP_GRANTS], prev, &next) == 0) {
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : 64;
 			struct dg_grant_key *nk = realloc(keys, ncap * sizeof(*keys));
@@ -607,10 +428,9 @@ int bpfgate_grants_list(struct bpfgate *bg, struct dg_grant_key **ret, size_t *r
 }
 
 /*
- * Deletes the keys of map fd whose first field, a u64 cgroup id, is cgid.
- * Collects first: deleting while walking restarts the walk.
+ * Deletes every key of map fd (keys start with a u64 cgroup id) whose
+ * cgroup keep() rejects. Returns how many it deleted, or -errno.
  */
-/* Deletes every key (which starts with a cgroup id) that keep() rejects. */
 static int drop_keys(int fd, size_t key_size, bool (*keep)(uint64_t cgid, const void *data),
 		     const void *data)
 {
@@ -647,21 +467,22 @@ static int drop_keys(int fd, size_t key_size, bool (*keep)(uint64_t cgid, const 
 	return (int)(n > INT_MAX ? INT_MAX : n);
 }
 
+/* drop_keys() on the counters and on the rate-limit entries; returns the counters' count. */
 static int drop_both(struct bpfgate *bg, bool (*keep)(uint64_t cgid, const void *data),
 		     const void *data)
 {
-	int r = drop_keys(bg->counters_fd, sizeof(struct dg_count_key), keep, data);
-	int r2 = drop_keys(bg->ratelimit_fd, sizeof(struct dg_ratelimit_key), keep, data);
+	int r = drop_keys(bg->map_fd[MAP_COUNTERS], sizeof(struct dg_count_key), keep, data);
+	int r2 = drop_keys(bg->map_fd[MAP_RATELIM], sizeof(struct dg_ratelimit_key), keep, data);
 
 	return r < 0 ? r : r2 < 0 ? r2 : r;
 }
 
 /*
- * A released cgroup's counters, by key: O(the devices it could have
- * counted), not a walk of the whole map, which grows with every lease on
- * the host. The gate and tally count only GPU-class devices; the inventory's
- * are deleted here, and any other (a minor the inventory lacks) is left to
- * the periodic sweep.
+ * Deleted by key: the cost is the devices the cgroup could have counted,
+ * not a walk of the whole map, which grows with every lease on the host.
+ * The gate and tally count only GPU-class devices; the nodes given are
+ * deleted here, and any other (a minor the inventory lacks) is left to the
+ * periodic sweep.
  */
 int bpfgate_counters_drop(struct bpfgate *bg, uint64_t cgid, const struct dg_node *nodes, size_t n)
 {
@@ -682,9 +503,9 @@ int bpfgate_counters_drop(struct bpfgate *bg, uint64_t cgid, const struct dg_nod
 				.access = (uint16_t)acc,
 			};
 
-			(void)bpf_map_delete_elem(bg->counters_fd, &k);
+			(void)bpf_map_delete_elem(bg->map_fd[MAP_COUNTERS], &k);
 		}
-		(void)bpf_map_delete_elem(bg->ratelimit_fd, &rk);
+		(void)bpf_map_delete_elem(bg->map_fd[MAP_RATELIM], &rk);
 	}
 	bg->sweep_due = true;
 	return 0;

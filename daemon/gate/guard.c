@@ -1,9 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Guarding one cgroup: devgate's gate in place of each runtime program, a
- * default gate where there was none, the tally last; their pins under
- * PIN_ROOT/cg/CGID, the keeper for the programs they stand in for, and the
- * proof from the kernel of which attached programs are devgate's.
+ * Guarding one cgroup: devgate's gate in place of each runtime program
+ * (atomically, BPF_F_REPLACE), a default gate where there was none, the
+ * tally last; and taking all of it off again, the runtime's programs put
+ * back first. A shared gate where the cgroup allows it (onegate.c), else a
+ * copy of its own pinned under PIN_ROOT/cg/CGID (pinned.c). Every wrapped
+ * runtime program is also held by the keeper (keeper.c).
+ *
+ * Before it acts it looks: programs whose pins were lost are proven and
+ * recovered first (own.c), and a gate whose runtime program the runtime
+ * itself replaced is dropped (supersede.c judges that).
+ *
+ * It must not know leases, containers or struct daemon: a cgroup is an id
+ * and an fd.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -18,228 +27,37 @@
 #include <bpf/libbpf.h>
 
 #include "array.h"
-#include "bpfgate_int.h"
+#include "cgprog.h"
 #include "cleanup.h"
+#include "gate_int.h"
 #include "guard.h"
 #include "log.h"
+#include "onegate.h"
+#include "own.h"
+#include "pinned.h"
+#include "supersede.h"
 #include "util.h"
 
-enum pin_kind {
-	PIN_GATE,
-	PIN_DEFAULT,
-	PIN_TALLY
-};
+/* The set whose shared gate is the default gate: BPF_CGROUP_DEVICE, like a copy's. */
+#define DEFAULT_SET 1
 
 /*
- * One of devgate's programs on a cgroup: a copy found by its pin, or a
- * shared program found attached (shared; its slot read from the storage).
+ * Lists devgate's programs on cgroup cgid into out: first the copies pinned
+ * under dir, then the shared programs attached to cgfd.
  */
-struct pinned {
-	enum pin_kind kind;
-	uint32_t id;	  /* the program's id */
-	uint32_t orig_id; /* PIN_GATE: the runtime program it stands in for */
-	bool shared;
-	uint32_t set, slot; /* shared PIN_GATE: where orig is */
-};
-
-static bool attached_has(const struct attached *a, uint32_t id)
-{
-	for (uint32_t i = 0; i < a->n; i++) {
-		if (a->ids[i] == id)
-			return true;
-	}
-	return false;
-}
-
-static int prog_id_of(int fd, uint32_t *ret)
-{
-	struct bpf_prog_info info = { 0 };
-	uint32_t len = sizeof(info);
-
-	if (bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
-		return -errno;
-	*ret = info.id;
-	return 0;
-}
-
-static int pin_path(char *buf, size_t len, const char *dir, const char *name)
-{
-	int n = snprintf(buf, len, "%s/%s", dir, name);
-
-	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
-}
-
-static int parse_pin_name(const char *name, enum pin_kind *kind, uint32_t *orig)
-{
-	if (strcmp(name, "tally") == 0) {
-		*kind = PIN_TALLY;
-		return 0;
-	}
-	if (strcmp(name, "gate-default") == 0) {
-		*kind = PIN_DEFAULT;
-		return 0;
-	}
-	if (startswith(name, "gate-") && parse_u32(name + 5, orig) == 0) {
-		*kind = PIN_GATE;
-		return 0;
-	}
-	return -EINVAL; /* slot-* and strangers */
-}
-
-/* Reads the programs pinned for one cgroup. */
-static int read_pin_dir(const char *dir, struct pinned *out, size_t max, size_t *ret_n)
-{
-	auto_closedir DIR *d = opendir(dir);
-	struct dirent *de;
-	size_t n = 0;
-
-	if (!d)
-		return errno == ENOENT ? (*ret_n = 0, 0) : -errno;
-	while ((de = readdir(d))) {
-		struct pinned p = { 0 };
-		char path[PATH_MAX];
-		auto_close int fd = -1;
-
-		if (parse_pin_name(de->d_name, &p.kind, &p.orig_id) < 0 || n == max)
-			continue;
-		if (pin_path(path, sizeof(path), dir, de->d_name) < 0)
-			continue;
-		fd = bpf_obj_get(path);
-		if (fd < 0 || prog_id_of(fd, &p.id) < 0)
-			continue;
-		out[n++] = p;
-	}
-	*ret_n = n;
-	return 0;
-}
-
-/* The shared programs attached to cgfd, described from the kernel. */
-static int read_shared(const struct bpfgate *bg, uint64_t cgid, int cgfd, struct pinned *out,
-		       size_t max, size_t *n)
-{
-	struct attached now = { 0 };
-	struct dg_cgstate st;
-	bool have_st = false;
-	int r;
-
-	if (cgfd < 0 || bg->tally_fd < 0)
-		return 0;
-	r = bpfgate_query(cgfd, false, &now);
-	if (r < 0)
-		return r;
-	for (uint32_t i = 0; i < now.n && *n < max; i++) {
-		int set = onegate_set_of(bg, now.ids[i]);
-		struct pinned p = { .id = now.ids[i], .shared = true };
-
-		if (now.ids[i] == bg->tally_id) {
-			p.kind = PIN_TALLY;
-		} else if (set >= 0) {
-			if (!have_st && onegate_state_get(bg, cgid, &st) < 0)
-				st = (struct dg_cgstate){ 0 };
-			have_st = true;
-			p.set = (uint32_t)set;
-			p.slot = st.slot[set];
-			p.orig_id = st.orig[set];
-			p.kind = p.slot ? PIN_GATE : PIN_DEFAULT;
-		} else {
-			continue;
-		}
-		out[(*n)++] = p;
-	}
-	return 0;
-}
-
-/* devgate's programs on a cgroup: pinned copies, then shared programs attached. */
 static int read_pins(const struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
 		     struct pinned *out, size_t max, size_t *ret_n)
 {
-	int r = read_pin_dir(dir, out, max, ret_n);
+	int r = pinned_read_dir(dir, out, max, ret_n);
 
-	return r < 0 ? r : read_shared(bg, cgid, cgfd, out, max, ret_n);
-}
-
-static void unpin(const char *dir, const char *name)
-{
-	char path[PATH_MAX];
-
-	if (pin_path(path, sizeof(path), dir, name) == 0 && unlink(path) < 0 && errno != ENOENT)
-		log_warning_errno(errno, "cannot remove pin %s: %m", path);
-}
-
-/* A shared gate's slot and storage entry go: its runtime program is back, or gone. */
-static void release_slot(struct bpfgate *bg, uint64_t cgid, const struct pinned *p)
-{
-	struct dg_cgstate st;
-
-	if (!p->shared || p->kind != PIN_GATE)
-		return;
-	if (onegate_state_get(bg, cgid, &st) == 0 && st.slot[p->set] == p->slot) {
-		st.slot[p->set] = 0;
-		st.orig[p->set] = 0;
-		(void)onegate_state_put(bg, cgid, &st);
-	}
-	onegate_slot_drop(bg, p->set, p->slot);
-}
-
-static void unpin_one(const char *dir, const struct pinned *p)
-{
-	char name[64];
-
-	if (p->shared)
-		return;
-	switch (p->kind) {
-	case PIN_TALLY:
-		unpin(dir, "tally");
-		break;
-	case PIN_DEFAULT:
-		unpin(dir, "gate-default");
-		break;
-	case PIN_GATE:
-		snprintf(name, sizeof(name), "gate-%u", p->orig_id);
-		unpin(dir, name);
-		snprintf(name, sizeof(name), "slot-%u", p->orig_id);
-		unpin(dir, name);
-		break;
-	}
-}
-
-static int pin_fd(int fd, const char *dir, const char *name)
-{
-	char path[PATH_MAX];
-	int r = pin_path(path, sizeof(path), dir, name);
-
-	if (r < 0)
-		return r;
-	(void)unlink(path); /* a stale pin of a program no longer attached */
-	return bpf_obj_pin(fd, path) < 0 ? -errno : 0;
-}
-
-static int attach(int prog_fd, int cgfd, uint32_t flags, int replace_fd)
-{
-	LIBBPF_OPTS(bpf_prog_attach_opts, opts, .flags = flags);
-
-	if (replace_fd >= 0) {
-		opts.flags |= BPF_F_REPLACE;
-		opts.replace_prog_fd = replace_fd;
-	}
-	return bpf_prog_attach_opts(prog_fd, cgfd, BPF_CGROUP_DEVICE, &opts) < 0 ? -errno : 0;
-}
-
-static int slot_set(struct devgate *skel, int orig_fd)
-{
-	uint32_t key = 0;
-
-	return bpf_map_update_elem(bpf_map__fd(skel->maps.runtime_prog), &key, &orig_fd, BPF_ANY) <
-			       0
-		       ? -errno
-		       : 0;
+	return r < 0 ? r : onegate_read(bg, cgid, cgfd, out, max, ret_n);
 }
 
 /*
- * A copy whose gate holds runtime program orig_fd in its slot: the spare if
- * it fits, else a fresh load. The prog array accepts orig only if the gate
- * shares its expected_attach_type: runc, crun and LXC load with 0 (as the
- * spare is), libbpf-based loaders with BPF_CGROUP_DEVICE.
+ * Finds a copy whose gate holds runtime program orig_fd in its slot: the
+ * spare if it fits, else a fresh load. The prog array takes orig only if
+ * the gate has orig's expected_attach_type: runc, crun and LXC load with 0
+ * (as the spare is), libbpf-based loaders with BPF_CGROUP_DEVICE.
  */
 static int copy_for_wrap(struct bpfgate *bg, int orig_fd, struct devgate **ret)
 {
@@ -247,7 +65,7 @@ static int copy_for_wrap(struct bpfgate *bg, int orig_fd, struct devgate **ret)
 	int r = -EINVAL;
 
 	if (bg->spare) {
-		r = slot_set(bg->spare, orig_fd);
+		r = gateobj_set_slot(bg->spare, orig_fd);
 		if (r == 0) {
 			*ret = TAKE_PTR(bg->spare);
 			return 0;
@@ -260,10 +78,10 @@ static int copy_for_wrap(struct bpfgate *bg, int orig_fd, struct devgate **ret)
 
 		if (eats[i] == 0 && r == -EINVAL && bg->spare)
 			continue; /* the spare just showed 0 does not fit */
-		r = bpfgate_load_copy(bg, ROLE_PROGS, true, eats[i], &skel);
+		r = gateobj_load_copy(bg->pin_root, bg->maps, true, eats[i], &skel);
 		if (r < 0)
 			return r;
-		r = slot_set(skel, orig_fd);
+		r = gateobj_set_slot(skel, orig_fd);
 		if (r == 0) {
 			*ret = TAKE_PTR(skel);
 			return 0;
@@ -274,318 +92,14 @@ static int copy_for_wrap(struct bpfgate *bg, int orig_fd, struct devgate **ret)
 	return r;
 }
 
-/* Keeps the first copy loaded for a cgroup: its tally may be needed next. */
+/* Keeps the first copy loaded for a cgroup, whose tally place_tally() may attach next. */
 static void keep_for_tally(struct devgate **skel, struct devgate **tally_src)
 {
 	if (!*tally_src)
 		*tally_src = TAKE_PTR(*skel);
 }
 
-static const struct pinned *find_pinned(const struct pinned *pins, size_t n, uint32_t id)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (pins[i].id == id)
-			return &pins[i];
-	}
-	return NULL;
-}
-
-/* What a program attached to a cgroup is, proven from the kernel. */
-enum own_kind {
-	OWN_NONE,   /* a runtime's (or anyone else's) program */
-	OWN_GATE,   /* our gate: named devgate_gate, reading our grants map */
-	OWN_TALLY,  /* our tally */
-	OWN_ORPHAN, /* a devgate program reading another grants map */
-};
-
-struct own_prog {
-	enum own_kind kind;
-	struct dg_self self;
-	uint32_t slot_map_id; /* the gate's runtime_prog array, 0: none */
-	uint32_t slot_prog;   /* what the slot holds now, 0: empty */
-	int shared_set;	      /* a shared gate's set (its array is dg_slots<SET>_v1), or -1 */
-};
-
-static void own_map(int map_id, uint32_t counters_id, struct own_prog *o, bool *ours, bool *theirs)
-{
-	struct bpf_map_info info = { 0 };
-	uint32_t len = sizeof(info), zero = 0;
-	auto_close int fd = bpf_map_get_fd_by_id((uint32_t)map_id);
-
-	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
-		return;
-	if (strcmp(info.name, "dg_counters_v1") == 0) {
-		*ours |= info.id == counters_id;
-		*theirs |= info.id != counters_id;
-	} else if (strcmp(info.name, "self") == 0 && info.value_size >= sizeof(o->self)) {
-		(void)bpf_map_lookup_elem(fd, &zero, &o->self);
-	} else if (info.type == BPF_MAP_TYPE_PROG_ARRAY && startswith(info.name, "dg_slots")) {
-		o->shared_set = info.name[8] == '1';
-	} else if (info.type == BPF_MAP_TYPE_PROG_ARRAY) {
-		o->slot_map_id = info.id;
-		if (bpf_map_lookup_elem(fd, &zero, &o->slot_prog) < 0)
-			o->slot_prog = 0;
-	}
-}
-
-/* Names alone prove nothing: ours are the programs that use our counters map. */
-static int own_prog(const struct bpfgate *bg, uint32_t id, struct own_prog *o)
-{
-	uint32_t map_ids[16];
-	struct bpf_prog_info info = { 0 };
-	uint32_t len = sizeof(info);
-	auto_close int fd = bpf_prog_get_fd_by_id(id);
-	bool ours = false, theirs = false;
-
-	*o = (struct own_prog){ .kind = OWN_NONE, .shared_set = -1 };
-	if (fd < 0)
-		return -errno;
-	info.nr_map_ids = ARRAY_SIZE(map_ids);
-	info.map_ids = (uint64_t)(uintptr_t)map_ids;
-	if (bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
-		return -errno;
-	if (strcmp(info.name, "devgate_gate") != 0 && strcmp(info.name, "devgate_tally") != 0)
-		return 0;
-	for (uint32_t i = 0; i < info.nr_map_ids && i < ARRAY_SIZE(map_ids); i++)
-		own_map((int)map_ids[i], bg->counters_id, o, &ours, &theirs);
-	if (ours)
-		o->kind = strcmp(info.name, "devgate_gate") == 0 ? OWN_GATE : OWN_TALLY;
-	else if (theirs)
-		o->kind = OWN_ORPHAN;
-	return 0;
-}
-
-/* A gate's slot emptied (its last pin went): the keeper still holds orig. */
-static int refill_slot(const struct own_prog *o)
-{
-	auto_close int map_fd = bpf_map_get_fd_by_id(o->slot_map_id);
-	auto_close int orig_fd = bpf_prog_get_fd_by_id(o->self.orig_id);
-	uint32_t zero = 0;
-
-	if (map_fd < 0 || orig_fd < 0)
-		return -errno;
-	return bpf_map_update_elem(map_fd, &zero, &orig_fd, BPF_ANY) < 0 ? -errno : 0;
-}
-
-/* Pins the attached program id, and its slot map, under the names a guard reads. */
-static int repin_own(const char *dir, uint32_t id, const struct own_prog *o)
-{
-	auto_close int fd = bpf_prog_get_fd_by_id(id);
-	auto_close int map_fd = -1;
-	char name[32];
-	int r;
-
-	if (fd < 0)
-		return -errno;
-	if (o->kind == OWN_TALLY)
-		return pin_fd(fd, dir, "tally");
-	if (!o->self.orig_id)
-		return pin_fd(fd, dir, "gate-default");
-	snprintf(name, sizeof(name), "slot-%u", o->self.orig_id);
-	map_fd = bpf_map_get_fd_by_id(o->slot_map_id);
-	r = map_fd < 0 ? -errno : pin_fd(map_fd, dir, name);
-	snprintf(name, sizeof(name), "gate-%u", o->self.orig_id);
-	return r < 0 ? r : pin_fd(fd, dir, name);
-}
-
-/*
- * A devgate program of a grants map no longer ours (pins lost with their
- * maps, and nothing proved them): put its runtime program back in its place,
- * so our own gate wraps that, never the orphan.
- */
-static int unwrap_orphan(struct keeper *k, int cgfd, uint32_t id, const struct own_prog *o,
-			 uint32_t cg_flags)
-{
-	auto_close int fd = bpf_prog_get_fd_by_id(id);
-	auto_close int orig_fd = o->self.orig_id ? bpf_prog_get_fd_by_id(o->self.orig_id) : -1;
-	bool multi = cg_flags & BPF_F_ALLOW_MULTI;
-	int r;
-
-	if (fd < 0)
-		return -errno;
-	if (orig_fd < 0)
-		r = bpf_prog_detach2(fd, cgfd, BPF_CGROUP_DEVICE) < 0 ? -errno : 0;
-	else
-		r = attach(orig_fd, cgfd, multi ? BPF_F_ALLOW_MULTI : cg_flags, multi ? fd : -1);
-	if (r == 0 && o->self.orig_id)
-		keeper_release(k, o->self.orig_id);
-	return r;
-}
-
-/*
- * A shared gate of ours, but not the one loaded now (its majors changed
- * between two devgated runs): its runtime program, named in the storage,
- * goes back in its place and its slot is let go; the current gate then
- * wraps that program like any other.
- */
-static int unwrap_old_shared(struct bpfgate *bg, uint64_t cgid, int cgfd,
-			     const struct attached *now, uint32_t i, struct own_prog *o)
-{
-	struct dg_cgstate st;
-	uint32_t set = (uint32_t)o->shared_set;
-	int r;
-
-	if (onegate_state_get(bg, cgid, &st) == 0)
-		o->self.orig_id = st.orig[set];
-	r = unwrap_orphan(&bg->keeper, cgfd, now->ids[i], o, now->flags);
-	if (r < 0)
-		return r;
-	if (st.slot[set]) {
-		onegate_slot_drop(bg, set, st.slot[set]);
-		st.slot[set] = st.orig[set] = 0;
-		(void)onegate_state_put(bg, cgid, &st);
-	}
-	log_notice("cgroup %llu: unwrapped an earlier shared gate (program %u)",
-		   (unsigned long long)cgid, now->ids[i]);
-	return 1;
-}
-
-/*
- * Pins are a convenience, not the truth: programs on the cgroup that are
- * provably ours but not pinned (pins removed, bpffs remounted, devgated
- * restarted) are pinned again, their empty slots refilled from the keeper;
- * orphans are replaced by what they wrapped.
- */
-static int recover_pins(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
-			const struct pinned *pins, size_t n_pins, const struct attached *now)
-{
-	int fixed = 0;
-
-	for (uint32_t i = 0; i < now->n; i++) {
-		struct own_prog o;
-		int r;
-
-		if (find_pinned(pins, n_pins, now->ids[i]) || own_prog(bg, now->ids[i], &o) < 0 ||
-		    o.kind == OWN_NONE)
-			continue;
-		if (o.shared_set >= 0) {
-			r = o.kind == OWN_GATE ? unwrap_old_shared(bg, cgid, cgfd, now, i, &o) : 0;
-			if (r < 0)
-				return r;
-			fixed += r;
-			continue;
-		}
-		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-			return -errno;
-		if (o.kind == OWN_ORPHAN)
-			r = unwrap_orphan(&bg->keeper, cgfd, now->ids[i], &o, now->flags);
-		else
-			r = repin_own(dir, now->ids[i], &o);
-		if (r < 0)
-			return r;
-		/* After the pin: a prog array's entries go when its last pin or fd does. */
-		if (o.kind == OWN_GATE && o.self.orig_id && !o.slot_prog) {
-			r = refill_slot(&o);
-			if (r < 0)
-				log_error_errno(r,
-						"cgroup %llu: gate %u lost runtime program %u: %m",
-						(unsigned long long)cgid, now->ids[i],
-						o.self.orig_id);
-			else
-				log_notice("cgroup %llu: gate %u holds runtime program %u again",
-					   (unsigned long long)cgid, now->ids[i], o.self.orig_id);
-		}
-		log_notice("cgroup %llu: %s %s program %u", (unsigned long long)cgid,
-			   o.kind == OWN_ORPHAN ? "unwrapped orphaned" : "re-pinned its",
-			   o.kind == OWN_TALLY ? "tally" : "gate", now->ids[i]);
-		fixed++;
-	}
-	return fixed;
-}
-
-/* Remembers who keeps runtime program id open, if anyone (runc keeps nothing). */
-static void find_owner(struct bpfgate *bg, uint64_t cgid, int cgfd, uint32_t id)
-{
-	struct prog_owner o = { .cgid = cgid, .prog_id = id };
-	size_t slot = bg->owners_next++ % MAX_OWNERS; /* the oldest, if none is free */
-
-	if (progfd_owner(cgfd, id, &o.proc) != 1)
-		return;
-	for (size_t i = 0; i < MAX_OWNERS; i++) {
-		if (!bg->owners[i].cgid) {
-			slot = i;
-			break;
-		}
-	}
-	bg->owners[slot] = o;
-}
-
-/* Looks for the owners of the programs wrapped since the last call (of cgid; 0: all). */
-static void find_pending(struct bpfgate *bg, uint64_t cgid, bool drop)
-{
-	unsigned int k = 0;
-
-	for (unsigned int i = 0; i < bg->n_pending; i++) {
-		struct pending_owner *p = &bg->pending[i];
-
-		if (cgid && p->cgid != cgid) {
-			bg->pending[k++] = *p;
-			continue;
-		}
-		if (!drop)
-			find_owner(bg, p->cgid, p->cgfd, p->prog_id);
-		safe_close(p->cgfd);
-	}
-	bg->n_pending = k;
-}
-
-/*
- * The look (the parents' open fds in /proc) costs more than the rest of a
- * first grant, and only a runtime that moves to a new program (LXC) needs
- * its answer: it is done when devgated is idle, or before a guard of the
- * same cgroup judges such a move.
- */
-static void note_owner(struct bpfgate *bg, uint64_t cgid, int cgfd, uint32_t id)
-{
-	int fd;
-
-	if (bg->n_pending == MAX_PENDING)
-		find_pending(bg, 0, false);
-	fd = fcntl(cgfd, F_DUPFD_CLOEXEC, 3);
-	if (fd < 0) {
-		find_owner(bg, cgid, cgfd, id);
-		return;
-	}
-	bg->pending[bg->n_pending++] =
-		(struct pending_owner){ .cgid = cgid, .prog_id = id, .cgfd = fd };
-}
-
-void guard_idle(struct bpfgate *bg)
-{
-	find_pending(bg, 0, false);
-}
-
-void guard_init(struct bpfgate *bg, const int *leased_cgfds, size_t n_leased)
-{
-	int r = onegate_open(bg, leased_cgfds, n_leased);
-
-	if (r == 0)
-		return;
-	/* Per-cgroup copies still work, at the old cost. */
-	log_warning_errno(
-		r, "cannot load devgate's shared programs: %m; each cgroup gets its own copy");
-	onegate_close(bg);
-}
-
-void guard_repin(struct bpfgate *bg)
-{
-	onegate_repin(bg);
-}
-
-void guard_fini(struct bpfgate *bg)
-{
-	if (!bg)
-		return;
-	onegate_close(bg);
-	/* Kept while devgated runs: made again for every first grant, they cost more than they
-	 * hold. */
-	keeper_tidy(&bg->keeper);
-}
-
-/* The set whose shared gate is the default gate: BPF_CGROUP_DEVICE, like a copy's. */
-#define DEFAULT_SET 1
-
-/* Names cgid in its storage, which exists once a shared program is attached. */
+/* Writes cgid into its cgroup's storage, which exists once a shared program is attached. */
 static int name_cgroup(const struct bpfgate *bg, uint64_t cgid)
 {
 	struct dg_cgstate st;
@@ -596,9 +110,10 @@ static int name_cgroup(const struct bpfgate *bg, uint64_t cgid)
 	return onegate_state_put(bg, cgid, &st);
 }
 
+/* Attaches the shared tally to cgfd, last, and names the cgroup for it. */
 static int attach_shared_tally(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *err)
 {
-	int r = attach(bg->tally_fd, cgfd, BPF_F_ALLOW_MULTI, -1);
+	int r = cgprog_attach(bg->tally_fd, cgfd, BPF_F_ALLOW_MULTI, -1);
 
 	if (r == 0)
 		r = name_cgroup(bg, cgid);
@@ -608,30 +123,14 @@ static int attach_shared_tally(struct bpfgate *bg, uint64_t cgid, int cgfd, stru
 	return 0;
 }
 
-/* Points set's field of cgid's storage at slot (0: none), dropping a slot it replaces. */
-static int storage_point(struct bpfgate *bg, uint64_t cgid, uint32_t set, uint32_t slot,
-			 uint32_t orig_id)
-{
-	struct dg_cgstate st;
-	int r = onegate_state_get(bg, cgid, &st);
-
-	if (r < 0)
-		return r;
-	if (st.slot[set] && st.slot[set] != slot && st.slot[set] < DG_MAX_SLOTS &&
-	    bg->slot_cg[set][st.slot[set]] == cgid)
-		onegate_slot_drop(bg, set, st.slot[set]);
-	st.cgroup_id = cgid;
-	st.slot[set] = slot;
-	st.orig[set] = orig_id;
-	return onegate_state_put(bg, cgid, &st);
-}
-
 /*
- * The shared gate in place of orig: slot, storage, one BPF_F_REPLACE. The
- * tally goes first where it is missing: attaching it makes the cgroup's
- * storage, so the gate finds its slot from its first run. 1: done; 0: this
- * cgroup needs a copy (no multi-program mode, or the set's gate already
- * stands in for another program here); <0: failed.
+ * Puts the shared gate in place of runtime program orig: a slot for orig,
+ * the cgroup's storage pointed at it, then one BPF_F_REPLACE attach. The
+ * tally goes first where it is missing, because attaching it makes the
+ * cgroup's storage and the gate must find its slot from its first run.
+ * Returns 1 when done, 0 when this cgroup needs a copy instead (it has no
+ * multi-program mode, or the set's gate already stands in for another
+ * program here), or -errno.
  */
 static int wrap_shared(struct bpfgate *bg, uint64_t cgid, int cgfd, int orig_fd, uint32_t orig_id,
 		       struct dg_error *err)
@@ -642,25 +141,25 @@ static int wrap_shared(struct bpfgate *bg, uint64_t cgid, int cgfd, int orig_fd,
 
 	if (bg->tally_fd < 0)
 		return 0;
-	r = bpfgate_query(cgfd, false, &now);
+	r = cgprog_query(cgfd, false, &now);
 	if (r < 0 || !(now.flags & BPF_F_ALLOW_MULTI))
 		return 0;
 	r = onegate_slot_take(bg, cgid, orig_fd, &set, &slot);
 	if (r == -EINVAL || r == -ENOSPC)
 		return 0;
-	if (r == 0 && attached_has(&now, bg->gate_id[set])) {
+	if (r == 0 && cgprog_has(&now, bg->gate_id[set])) {
 		onegate_slot_drop(bg, set, slot);
 		return 0;
 	}
-	if (r == 0 && !attached_has(&now, bg->tally_id))
-		r = attach(bg->tally_fd, cgfd, BPF_F_ALLOW_MULTI, -1);
+	if (r == 0 && !cgprog_has(&now, bg->tally_id))
+		r = cgprog_attach(bg->tally_fd, cgfd, BPF_F_ALLOW_MULTI, -1);
 	if (r == 0)
-		r = storage_point(bg, cgid, set, slot, orig_id);
+		r = onegate_state_point(bg, cgid, set, slot, orig_id);
 	if (r == 0)
-		r = attach(bg->gate_fd[set], cgfd, BPF_F_ALLOW_MULTI, orig_fd);
+		r = cgprog_attach(bg->gate_fd[set], cgfd, BPF_F_ALLOW_MULTI, orig_fd);
 	if (r < 0) {
 		if (slot) {
-			(void)storage_point(bg, cgid, set, 0, 0);
+			(void)onegate_state_point(bg, cgid, set, 0, 0);
 			onegate_slot_drop(bg, set, slot);
 		}
 		return dg_error_set(err, DG_E_KERNEL, r,
@@ -670,7 +169,7 @@ static int wrap_shared(struct bpfgate *bg, uint64_t cgid, int cgfd, int orig_fd,
 	return 1;
 }
 
-/* What every wrap does last: keep orig alive, remember who holds it. */
+/* What every wrap does last: has the keeper hold orig, and notes who keeps it open. */
 static void wrapped(struct bpfgate *bg, uint64_t cgid, int cgfd, int orig_fd, uint32_t orig_id)
 {
 	/* A slot empties with its map's last pin: the kernel keeps orig for us here. */
@@ -680,12 +179,16 @@ static void wrapped(struct bpfgate *bg, uint64_t cgid, int cgfd, int orig_fd, ui
 		log_warning_errno(
 			r, "cannot keep device program %u: %m (it lives as long as its slot)",
 			orig_id);
-	note_owner(bg, cgid, cgfd, orig_id);
+	supersede_note_owner(bg->sup, cgid, cgfd, orig_id);
 	log_debug("cgroup %llu: gate in place of device program %u", (unsigned long long)cgid,
 		  orig_id);
 }
 
-/* Replaces runtime program orig_id on cgfd by a gate, atomically. */
+/*
+ * Replaces runtime program orig_id on cgfd by a gate, atomically: the
+ * shared gate where it can, else a copy pinned under dir. A copy loaded
+ * here is handed to *tally_src for place_tally().
+ */
 static int wrap(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd, uint32_t orig_id,
 		uint32_t cg_flags, struct devgate **tally_src, struct dg_error *err)
 {
@@ -709,22 +212,22 @@ static int wrap(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd, ui
 		return dg_error_set(err, DG_E_KERNEL, errno, "cannot create %s: %m", dir);
 	r = copy_for_wrap(bg, orig_fd, &skel);
 	if (r == 0 && skel)
-		r = bpfgate_set_self(skel, cgid, orig_id);
+		r = gateobj_set_self(skel, cgid, orig_id);
 	if (r < 0 || !skel)
 		return dg_error_set(err, DG_E_KERNEL, r < 0 ? r : -EIO,
 				    "cannot load a gate for device program %u: %s", orig_id,
 				    strerror(-r));
 	snprintf(gate_name, sizeof(gate_name), "gate-%u", orig_id);
 	snprintf(slot_name, sizeof(slot_name), "slot-%u", orig_id);
-	r = pin_fd(bpf_map__fd(skel->maps.runtime_prog), dir, slot_name);
+	r = pinned_pin(bpf_map__fd(skel->maps.runtime_prog), dir, slot_name);
 	if (r == 0)
-		r = pin_fd(bpf_program__fd(skel->progs.devgate_gate), dir, gate_name);
+		r = pinned_pin(bpf_program__fd(skel->progs.devgate_gate), dir, gate_name);
 	if (r == 0)
-		r = attach(bpf_program__fd(skel->progs.devgate_gate), cgfd,
-			   multi ? BPF_F_ALLOW_MULTI : cg_flags, multi ? orig_fd : -1);
+		r = cgprog_attach(bpf_program__fd(skel->progs.devgate_gate), cgfd,
+				  multi ? BPF_F_ALLOW_MULTI : cg_flags, multi ? orig_fd : -1);
 	if (r < 0) {
-		unpin(dir, gate_name);
-		unpin(dir, slot_name);
+		pinned_unpin_name(dir, gate_name);
+		pinned_unpin_name(dir, slot_name);
 		return dg_error_set(err, DG_E_KERNEL, r,
 				    "cannot put a gate in place of device program %u: %s", orig_id,
 				    strerror(-r));
@@ -734,23 +237,23 @@ static int wrap(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd, ui
 	return 0;
 }
 
-/* Pins prog as name and attaches it last on cgfd. */
+/* Pins a copy's program as DIR/NAME and attaches it last on cgfd. */
 static int attach_last(int prog_fd, const char *dir, int cgfd, const char *name,
 		       struct dg_error *err)
 {
-	int r = pin_fd(prog_fd, dir, name);
+	int r = pinned_pin(prog_fd, dir, name);
 
 	if (r == 0)
-		r = attach(prog_fd, cgfd, BPF_F_ALLOW_MULTI, -1);
+		r = cgprog_attach(prog_fd, cgfd, BPF_F_ALLOW_MULTI, -1);
 	if (r < 0) {
-		unpin(dir, name);
+		pinned_unpin_name(dir, name);
 		return dg_error_set(err, DG_E_KERNEL, r, "cannot attach devgate's %s program: %s",
 				    name, strerror(-r));
 	}
 	return 0;
 }
 
-/* A cgroup with no device program: the gate with the default policy. */
+/* Gives a cgroup with no device program the gate with the default policy. */
 static int attach_default(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
 			  struct devgate **tally_src, struct dg_error *err)
 {
@@ -761,8 +264,8 @@ static int attach_default(struct bpfgate *bg, uint64_t cgid, const char *dir, in
 	if (bg->gate_fd[DEFAULT_SET] >= 0) {
 		/* A storage left from before must not point the new gate at a slot. */
 		if (onegate_state_get(bg, cgid, &st) == 0 && st.slot[DEFAULT_SET])
-			(void)storage_point(bg, cgid, DEFAULT_SET, 0, 0);
-		r = attach(bg->gate_fd[DEFAULT_SET], cgfd, BPF_F_ALLOW_MULTI, -1);
+			(void)onegate_state_point(bg, cgid, DEFAULT_SET, 0, 0);
+		r = cgprog_attach(bg->gate_fd[DEFAULT_SET], cgfd, BPF_F_ALLOW_MULTI, -1);
 		if (r == 0)
 			r = name_cgroup(bg, cgid);
 		if (r < 0)
@@ -773,9 +276,9 @@ static int attach_default(struct bpfgate *bg, uint64_t cgid, const char *dir, in
 	}
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 		return dg_error_set(err, DG_E_KERNEL, errno, "cannot create %s: %m", dir);
-	r = bpfgate_load_copy(bg, ROLE_PROGS, false, BPF_CGROUP_DEVICE, &skel);
+	r = gateobj_load_copy(bg->pin_root, bg->maps, false, BPF_CGROUP_DEVICE, &skel);
 	if (r == 0)
-		r = bpfgate_set_self(skel, cgid, 0);
+		r = gateobj_set_self(skel, cgid, 0);
 	if (r < 0 || !skel)
 		return dg_error_set(err, DG_E_KERNEL, r < 0 ? r : -EIO,
 				    "cannot load devgate's default gate: %s", strerror(-r));
@@ -785,18 +288,11 @@ static int attach_default(struct bpfgate *bg, uint64_t cgid, const char *dir, in
 	return r;
 }
 
-static int detach_pinned(const struct pinned *p, int cgfd)
-{
-	auto_close int fd = bpf_prog_get_fd_by_id(p->id);
-
-	if (fd < 0)
-		return -errno;
-	if (bpf_prog_detach2(fd, cgfd, BPF_CGROUP_DEVICE) < 0 && errno != ENOENT)
-		return -errno;
-	return 0;
-}
-
-/* The tally must come after every gate to see their verdict. */
+/*
+ * Attaches the tally last on cgfd, or moves it back there: it must run
+ * after every gate to see their verdict. A cgroup without multi-program
+ * mode has room for no tally.
+ */
 static int place_tally(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
 		       const struct pinned *pins, size_t n_pins, struct devgate **tally_src,
 		       struct dg_error *err)
@@ -809,25 +305,25 @@ static int place_tally(struct bpfgate *bg, uint64_t cgid, const char *dir, int c
 		if (pins[i].kind == PIN_TALLY)
 			tally = &pins[i];
 	}
-	r = bpfgate_query(cgfd, false, &now);
+	r = cgprog_query(cgfd, false, &now);
 	if (r < 0)
 		return dg_error_set(err, DG_E_KERNEL, r, "cannot query device programs: %s",
 				    strerror(-r));
 	if (!(now.flags & BPF_F_ALLOW_MULTI))
 		return 0; /* single-program cgroup: no room for a tally */
-	if (tally && now.n && attached_has(&now, tally->id)) {
+	if (tally && now.n && cgprog_has(&now, tally->id)) {
 		auto_close int fd = -1;
 
 		if (now.ids[now.n - 1] == tally->id)
 			return 0;
 		/* A program attached after it: move the tally back to the end. */
-		r = detach_pinned(tally, cgfd);
+		r = cgprog_detach(tally->id, cgfd);
 		if (r == 0)
 			fd = bpf_prog_get_fd_by_id(tally->id);
 		if (r == 0 && fd < 0)
 			r = -errno;
 		if (r == 0)
-			r = attach(fd, cgfd, BPF_F_ALLOW_MULTI, -1);
+			r = cgprog_attach(fd, cgfd, BPF_F_ALLOW_MULTI, -1);
 		if (r < 0)
 			return dg_error_set(err, DG_E_KERNEL, r, "cannot move the tally: %s",
 					    strerror(-r));
@@ -836,9 +332,9 @@ static int place_tally(struct bpfgate *bg, uint64_t cgid, const char *dir, int c
 	if (bg->tally_fd >= 0)
 		return attach_shared_tally(bg, cgid, cgfd, err);
 	if (!*tally_src) {
-		r = bpfgate_load_copy(bg, ROLE_PROGS, true, 0, tally_src);
+		r = gateobj_load_copy(bg->pin_root, bg->maps, true, 0, tally_src);
 		if (r == 0 && *tally_src)
-			r = bpfgate_set_self(*tally_src, cgid, 0);
+			r = gateobj_set_self(*tally_src, cgid, 0);
 		if (r < 0 || !*tally_src)
 			return dg_error_set(err, DG_E_KERNEL, r < 0 ? r : -EIO,
 					    "cannot load devgate's tally: %s", strerror(-r));
@@ -847,160 +343,20 @@ static int place_tally(struct bpfgate *bg, uint64_t cgid, const char *dir, int c
 			   err);
 }
 
-void guard_note_replace(struct bpfgate *bg, uint64_t cgid, uint32_t old_id, uint32_t new_id)
-{
-	bg->replaces[bg->replaces_next++ % MAX_REPLACES] = (struct replace_ask){
-		.cgid = cgid,
-		.old_id = old_id,
-		.new_id = new_id,
-	};
-}
-
-static bool replace_pending(const struct bpfgate *bg, uint64_t cgid)
-{
-	for (size_t i = 0; i < MAX_REPLACES; i++) {
-		if (bg->replaces[i].cgid == cgid)
-			return true;
-	}
-	return false;
-}
-
-static void forget_replaces(struct bpfgate *bg, uint64_t cgid)
-{
-	for (size_t i = 0; i < MAX_REPLACES; i++) {
-		if (bg->replaces[i].cgid == cgid)
-			bg->replaces[i] = (struct replace_ask){ 0 };
-	}
-}
-
-static const struct pinned *gate_for(const struct pinned *pins, size_t n, uint32_t orig_id)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (pins[i].kind == PIN_GATE && pins[i].orig_id == orig_id)
-			return &pins[i];
-	}
-	return NULL;
-}
-
-static bool prog_gone(uint32_t id)
-{
-	auto_close int fd = bpf_prog_get_fd_by_id(id);
-
-	return fd < 0 && errno == ENOENT;
-}
-
-static bool asked_replace(const struct bpfgate *bg, uint64_t cgid, uint32_t old_id, uint32_t new_id)
-{
-	for (size_t i = 0; i < MAX_REPLACES; i++) {
-		const struct replace_ask *a = &bg->replaces[i];
-
-		if (a->cgid == cgid && a->old_id == old_id && a->new_id == new_id)
-			return true;
-	}
-	return false;
-}
-
-static void forget_owners(struct bpfgate *bg, uint64_t cgid, uint32_t id)
-{
-	for (size_t i = 0; i < MAX_OWNERS; i++) {
-		if (bg->owners[i].cgid == cgid && (!id || bg->owners[i].prog_id == id))
-			bg->owners[i] = (struct prog_owner){ 0 };
-	}
-}
-
-/* The process that kept old open when it was wrapped now keeps new, not old. */
-static bool owner_moved_on(const struct bpfgate *bg, uint64_t cgid, uint32_t old_id,
-			   uint32_t new_id)
-{
-	for (size_t i = 0; i < MAX_OWNERS; i++) {
-		const struct prog_owner *o = &bg->owners[i];
-
-		if (o->cgid == cgid && o->prog_id == old_id)
-			return progfd_holds(&o->proc, old_id) == 0 &&
-			       progfd_holds(&o->proc, new_id) == 1;
-	}
-	return false;
-}
-
-/* Same type, same creator, new loaded no earlier than old. */
-static bool same_runtime_newer(uint32_t old_id, uint32_t new_id)
-{
-	struct bpf_prog_info a = { 0 }, b = { 0 };
-	uint32_t la = sizeof(a), lb = sizeof(b);
-	auto_close int old_fd = bpf_prog_get_fd_by_id(old_id);
-	auto_close int new_fd = bpf_prog_get_fd_by_id(new_id);
-
-	if (old_fd < 0 || new_fd < 0 || bpf_obj_get_info_by_fd(old_fd, &a, &la) < 0 ||
-	    bpf_obj_get_info_by_fd(new_fd, &b, &lb) < 0)
-		return false;
-	return a.type == b.type && a.created_by_uid == b.created_by_uid &&
-	       b.load_time >= a.load_time;
-}
-
-/*
- * Whether the runtime moved from old to new. Its own word is needed: an
- * attach that asked to replace old by new (attach events), or the process
- * that kept old open now keeping new instead (LXC's monitor). A program
- * merely attached later proves nothing: it may be meant to add to old.
- */
-static bool superseded(const struct bpfgate *bg, uint64_t cgid, uint32_t old_id, uint32_t new_id)
-{
-	if (!asked_replace(bg, cgid, old_id, new_id) && !owner_moved_on(bg, cgid, old_id, new_id))
-		return false;
-	return same_runtime_newer(old_id, new_id);
-}
-
-/* The first attached gate whose runtime program another attached gate's supersedes. */
-static const struct pinned *find_superseded(const struct bpfgate *bg, uint64_t cgid,
-					    const struct pinned *pins, size_t n_pins,
-					    const struct attached *now, uint32_t *new_id)
-{
-	for (size_t i = 0; i < n_pins; i++) {
-		if (pins[i].kind != PIN_GATE || !attached_has(now, pins[i].id))
-			continue;
-		for (size_t j = 0; j < n_pins; j++) {
-			if (j == i || pins[j].kind != PIN_GATE || !attached_has(now, pins[j].id) ||
-			    !superseded(bg, cgid, pins[i].orig_id, pins[j].orig_id))
-				continue;
-			*new_id = pins[j].orig_id;
-			return &pins[i];
-		}
-	}
-	return NULL;
-}
-
-/* An ask is kept while old's gate stands and new may still be attached. */
-static void prune_asks(struct bpfgate *bg, uint64_t cgid, const struct pinned *pins, size_t n_pins,
-		       const struct attached *now)
-{
-	for (size_t i = 0; i < MAX_REPLACES; i++) {
-		struct replace_ask *a = &bg->replaces[i];
-		const struct pinned *old_gate = gate_for(pins, n_pins, a->old_id);
-		const struct pinned *new_gate = gate_for(pins, n_pins, a->new_id);
-
-		if (a->cgid != cgid)
-			continue;
-		if (old_gate && attached_has(now, old_gate->id) &&
-		    !(new_gate && attached_has(now, new_gate->id)) && !prog_gone(a->new_id))
-			continue;
-		*a = (struct replace_ask){ 0 };
-	}
-}
-
-/* Detaches the gate standing in for old and lets old go. */
+/* Detaches the gate standing in for runtime program old, and lets old go. */
 static int drop_gate(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
 		     const struct pinned *old, uint32_t new_id, struct dg_error *err)
 {
-	int r = detach_pinned(old, cgfd);
+	int r = cgprog_detach(old->id, cgfd);
 
 	if (r < 0)
 		return dg_error_set(err, DG_E_KERNEL, r,
 				    "cannot detach the gate for device program %u: %s",
 				    old->orig_id, strerror(-r));
-	unpin_one(dir, old);
-	release_slot(bg, cgid, old);
+	pinned_unpin(dir, old);
+	onegate_release(bg, cgid, old);
 	keeper_release(&bg->keeper, old->orig_id);
-	forget_owners(bg, cgid, old->orig_id);
+	supersede_gone(bg->sup, cgid, old->orig_id);
 	log_notice("cgroup %llu: the runtime replaced device program %u by %u; "
 		   "the gate for %u is removed",
 		   (unsigned long long)cgid, old->orig_id, new_id, old->orig_id);
@@ -1028,22 +384,25 @@ static int drop_superseded(struct bpfgate *bg, uint64_t cgid, const char *dir, i
 
 		r = read_pins(bg, cgid, dir, cgfd, pins, MAX_PROGS, &n_pins);
 		if (r == 0)
-			r = bpfgate_query(cgfd, false, &now);
+			r = cgprog_query(cgfd, false, &now);
 		if (r < 0)
 			return dg_error_set(err, DG_E_KERNEL, r, "cannot inspect cgroup %llu: %s",
 					    (unsigned long long)cgid, strerror(-r));
-		old = find_superseded(bg, cgid, pins, n_pins, &now, &new_id);
+		old = supersede_find(bg->sup, cgid, pins, n_pins, &now, &new_id);
 		if (!old)
 			break;
 		r = drop_gate(bg, cgid, dir, cgfd, old, new_id, err);
 		if (r < 0)
 			return r;
 	}
-	prune_asks(bg, cgid, pins, n_pins, &now);
+	supersede_prune(bg->sup, cgid, pins, n_pins, &now);
 	return 0;
 }
 
-/* Nothing to do: every program on the cgroup is ours and ours are all there, tally last. */
+/*
+ * Whether there is nothing to do: every program on the cgroup is ours, all
+ * of ours are attached, and the tally is last.
+ */
 static bool settled(const struct pinned *pins, size_t n_pins, const struct attached *now)
 {
 	const struct pinned *tally = NULL;
@@ -1051,11 +410,11 @@ static bool settled(const struct pinned *pins, size_t n_pins, const struct attac
 	if (now->n == 0)
 		return false;
 	for (uint32_t i = 0; i < now->n; i++) {
-		if (!find_pinned(pins, n_pins, now->ids[i]))
+		if (!pinned_find(pins, n_pins, now->ids[i]))
 			return false;
 	}
 	for (size_t i = 0; i < n_pins; i++) {
-		if (!attached_has(now, pins[i].id))
+		if (!cgprog_has(now, pins[i].id))
 			return false;
 		if (pins[i].kind == PIN_TALLY)
 			tally = &pins[i];
@@ -1065,6 +424,7 @@ static bool settled(const struct pinned *pins, size_t n_pins, const struct attac
 	return tally && now->ids[now->n - 1] == tally->id;
 }
 
+/* Counts the gates and the tally in pins, and the device programs of the ancestors. */
 static void guard_summary(int cgfd, const struct pinned *pins, size_t n_pins, struct guard_info *gi)
 {
 	struct attached now = { 0 }, eff = { 0 };
@@ -1077,81 +437,34 @@ static void guard_summary(int cgfd, const struct pinned *pins, size_t n_pins, st
 		else
 			gi->gates++;
 	}
-	if (bpfgate_query(cgfd, false, &now) == 0 && bpfgate_query(cgfd, true, &eff) == 0 &&
+	if (cgprog_query(cgfd, false, &now) == 0 && cgprog_query(cgfd, true, &eff) == 0 &&
 	    eff.n > now.n)
 		gi->ancestor_progs = eff.n - now.n;
 }
 
-/* A shared gate's slot emptied (its map's pins and fds went): orig back in. */
-static void refill_shared(const struct bpfgate *bg, uint64_t cgid, const struct pinned *p)
-{
-	int r;
-
-	if (!p->orig_id || onegate_slot_prog(bg, p->set, p->slot))
-		return;
-	r = onegate_slot_refill(bg, p->set, p->slot, p->orig_id);
-	if (r < 0)
-		log_error_errno(r, "cgroup %llu: gate slot lost runtime program %u: %m",
-				(unsigned long long)cgid, p->orig_id);
-	else
-		log_notice("cgroup %llu: gate slot held runtime program %u again",
-			   (unsigned long long)cgid, p->orig_id);
-}
-
-/* Pins and attached programs of a cgroup, after recovering lost pins. */
 /*
- * A pinned gate whose slot is empty: the kernel clears a prog array when
- * its last pin or fd goes, and does it later, from a work queue, so a slot
- * refilled at once can be emptied again. Checked on every inspection.
+ * Reads devgate's programs on the cgroup into pins and what is attached
+ * into now, after repairing what lost pins broke. Owners noted for this
+ * cgroup are looked for first: supersede_find() may need them.
  */
-static void refill_pinned(const struct bpfgate *bg, uint64_t cgid, const char *dir,
-			  const struct pinned *pins, size_t n_pins)
-{
-	for (size_t i = 0; i < n_pins; i++) {
-		char path[PATH_MAX], name[32];
-		uint32_t zero = 0, held = 0;
-		auto_close int map_fd = -1, orig_fd = -1;
-
-		if (pins[i].kind != PIN_GATE)
-			continue;
-		if (pins[i].shared) {
-			refill_shared(bg, cgid, &pins[i]);
-			continue;
-		}
-		snprintf(name, sizeof(name), "slot-%u", pins[i].orig_id);
-		if (pin_path(path, sizeof(path), dir, name) < 0)
-			continue;
-		map_fd = bpf_obj_get(path);
-		if (map_fd < 0 || bpf_map_lookup_elem(map_fd, &zero, &held) == 0)
-			continue;
-		orig_fd = bpf_prog_get_fd_by_id(pins[i].orig_id);
-		if (orig_fd >= 0 && bpf_map_update_elem(map_fd, &zero, &orig_fd, BPF_ANY) == 0)
-			log_notice("cgroup %llu: gate slot held runtime program %u again",
-				   (unsigned long long)cgid, pins[i].orig_id);
-		else
-			log_error_errno(errno, "cgroup %llu: gate slot lost runtime program %u: %m",
-					(unsigned long long)cgid, pins[i].orig_id);
-	}
-}
-
 static int inspect(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
 		   struct pinned *pins, size_t *n_pins, struct attached *now)
 {
 	int r;
 
-	find_pending(bg, cgid, false);
+	supersede_look(bg->sup, cgid);
 	r = read_pins(bg, cgid, dir, cgfd, pins, MAX_PROGS, n_pins);
 
 	if (r == 0)
-		refill_pinned(bg, cgid, dir, pins, *n_pins);
+		own_refill(bg, cgid, dir, pins, *n_pins);
 	if (r == 0)
-		r = bpfgate_query(cgfd, false, now);
+		r = cgprog_query(cgfd, false, now);
 	if (r == 0)
-		r = recover_pins(bg, cgid, dir, cgfd, pins, *n_pins, now);
+		r = own_recover(bg, cgid, dir, cgfd, pins, *n_pins, now);
 	if (r > 0) /* something changed: look again */
 		r = read_pins(bg, cgid, dir, cgfd, pins, MAX_PROGS, n_pins);
 	if (r == 0)
-		r = bpfgate_query(cgfd, false, now);
+		r = cgprog_query(cgfd, false, now);
 	return r;
 }
 
@@ -1166,7 +479,7 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 	struct guard_info gi = { 0 };
 	int r;
 
-	r = bpfgate_cg_dir(bg, cgid, dir, sizeof(dir));
+	r = pinned_dir(bg->pin_root, cgid, dir, sizeof(dir));
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "pin path too long");
 	r = inspect(bg, cgid, dir, cgfd, pins, &n_pins, &now);
@@ -1176,8 +489,8 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 				    "cgroup %llu: %s",
 				    (unsigned long long)cgid, strerror(-r));
 	/* The common case: already gated, and no runtime program superseded. */
-	if (settled(pins, n_pins, &now) && !replace_pending(bg, cgid) &&
-	    !find_superseded(bg, cgid, pins, n_pins, &now, &(uint32_t){ 0 })) {
+	if (settled(pins, n_pins, &now) && !supersede_pending(bg->sup, cgid) &&
+	    !supersede_find(bg->sup, cgid, pins, n_pins, &now, &(uint32_t){ 0 })) {
 		guard_summary(cgfd, pins, n_pins, &gi);
 		if (info)
 			*info = gi;
@@ -1185,11 +498,11 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 	}
 	/* A runtime that replaced or detached our programs leaves stale pins. */
 	for (size_t i = 0; i < n_pins; i++) {
-		if (!attached_has(&now, pins[i].id))
-			unpin_one(dir, &pins[i]);
+		if (!cgprog_has(&now, pins[i].id))
+			pinned_unpin(dir, &pins[i]);
 	}
 	for (uint32_t i = 0; i < now.n; i++) {
-		if (find_pinned(pins, n_pins, now.ids[i]))
+		if (pinned_find(pins, n_pins, now.ids[i]))
 			continue;
 		r = wrap(bg, cgid, dir, cgfd, now.ids[i], now.flags, &tally_src, err);
 		if (r < 0)
@@ -1217,23 +530,14 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 	return 0;
 }
 
-static uint64_t digest_of(const struct attached *now)
-{
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
-
-	for (uint32_t i = 0; i < now->n; i++)
-		h = (h ^ now->ids[i]) * 1099511628211ull;
-	return ((h ^ now->flags) * 1099511628211ull) | 1; /* never 0 */
-}
-
 int guard_digest(int cgfd, uint64_t *ret)
 {
 	struct attached now = { 0 };
-	int r = bpfgate_query(cgfd, false, &now);
+	int r = cgprog_query(cgfd, false, &now);
 
 	if (r < 0)
 		return r;
-	*ret = digest_of(&now);
+	*ret = cgprog_digest(&now);
 	return 0;
 }
 
@@ -1245,19 +549,19 @@ int guard_needed(struct bpfgate *bg, uint64_t cgid, int cgfd, uint64_t *digest)
 	size_t n_pins = 0;
 	int r;
 
-	r = bpfgate_cg_dir(bg, cgid, dir, sizeof(dir));
+	r = pinned_dir(bg->pin_root, cgid, dir, sizeof(dir));
 	if (r == 0)
 		r = inspect(bg, cgid, dir, cgfd, pins, &n_pins, &now);
 	if (r < 0)
 		return r;
 	if (digest)
-		*digest = digest_of(&now);
-	if (!settled(pins, n_pins, &now) || replace_pending(bg, cgid))
+		*digest = cgprog_digest(&now);
+	if (!settled(pins, n_pins, &now) || supersede_pending(bg->sup, cgid))
 		return 1;
-	return find_superseded(bg, cgid, pins, n_pins, &now, &(uint32_t){ 0 }) != NULL;
+	return supersede_find(bg->sup, cgid, pins, n_pins, &now, &(uint32_t){ 0 }) != NULL;
 }
 
-/* Puts runtime program orig back in place of its gate. */
+/* Puts a gate's runtime program back in the gate's place. */
 static int restore(int cgfd, const struct pinned *p, uint32_t cg_flags)
 {
 	auto_close int orig_fd = -1, gate_fd = -1;
@@ -1270,14 +574,20 @@ static int restore(int cgfd, const struct pinned *p, uint32_t cg_flags)
 	orig_fd = bpf_prog_get_fd_by_id(p->orig_id);
 	if (orig_fd < 0)
 		return -errno;
-	return attach(orig_fd, cgfd, multi ? BPF_F_ALLOW_MULTI : cg_flags, multi ? gate_fd : -1);
+	return cgprog_attach(orig_fd, cgfd, multi ? BPF_F_ALLOW_MULTI : cg_flags,
+			     multi ? gate_fd : -1);
 }
 
+/*
+ * Takes devgate's programs in pins off cgfd: runtime programs back in their
+ * gates' places first, so the cgroup is never left unfiltered; then the
+ * default gate and the tally.
+ */
 static int unguard_attached(int cgfd, const struct pinned *pins, size_t n_pins, uint64_t cgid,
 			    struct dg_error *err)
 {
 	struct attached now = { 0 };
-	int r = bpfgate_query(cgfd, false, &now);
+	int r = cgprog_query(cgfd, false, &now);
 
 	if (r < 0)
 		return dg_error_set(err, DG_E_KERNEL, r,
@@ -1286,7 +596,7 @@ static int unguard_attached(int cgfd, const struct pinned *pins, size_t n_pins, 
 				    (unsigned long long)cgid, strerror(-r));
 	/* Runtime programs first, so the cgroup is never left unfiltered. */
 	for (size_t i = 0; i < n_pins; i++) {
-		if (pins[i].kind != PIN_GATE || !attached_has(&now, pins[i].id))
+		if (pins[i].kind != PIN_GATE || !cgprog_has(&now, pins[i].id))
 			continue;
 		r = restore(cgfd, &pins[i], now.flags);
 		if (r < 0)
@@ -1299,9 +609,9 @@ static int unguard_attached(int cgfd, const struct pinned *pins, size_t n_pins, 
 	for (size_t i = 0; i < n_pins; i++) {
 		const char *name = pins[i].kind == PIN_TALLY ? "tally" : "gate-default";
 
-		if (pins[i].kind == PIN_GATE || !attached_has(&now, pins[i].id))
+		if (pins[i].kind == PIN_GATE || !cgprog_has(&now, pins[i].id))
 			continue;
-		r = detach_pinned(&pins[i], cgfd);
+		r = cgprog_detach(pins[i].id, cgfd);
 		if (r < 0)
 			return dg_error_set(err, DG_E_KERNEL, r,
 					    "cannot detach %s from cgroup "
@@ -1320,7 +630,7 @@ int guard_remove(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *e
 	struct dirent *de;
 	int r;
 
-	r = bpfgate_cg_dir(bg, cgid, dir, sizeof(dir));
+	r = pinned_dir(bg->pin_root, cgid, dir, sizeof(dir));
 	if (r == 0 && cgfd >= 0) {
 		struct attached now = { 0 };
 
@@ -1343,9 +653,7 @@ int guard_remove(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *e
 		if (r < 0)
 			return r;
 	}
-	forget_replaces(bg, cgid);
-	find_pending(bg, cgid, true);
-	forget_owners(bg, cgid, 0);
+	supersede_forget(bg->sup, cgid);
 	/* The runtime programs are back on their cgroup, or it is gone: let go. */
 	for (size_t i = 0; i < n_pins; i++) {
 		if (pins[i].kind == PIN_GATE)
@@ -1355,7 +663,7 @@ int guard_remove(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *e
 	d = opendir(dir);
 	while (d && (de = readdir(d))) {
 		if (de->d_name[0] != '.')
-			unpin(dir, de->d_name);
+			pinned_unpin_name(dir, de->d_name);
 	}
 	if (d && rmdir(dir) < 0 && errno != ENOENT)
 		log_warning_errno(errno, "cannot remove %s: %m", dir);
@@ -1369,7 +677,7 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Sorted, each id once. */
+/* Sorts ids and keeps each once; returns how many are left. */
 static size_t unique_ids(uint64_t *ids, size_t n)
 {
 	size_t k = 0;
@@ -1421,4 +729,47 @@ int guard_list(struct bpfgate *bg, uint64_t **ret, size_t *ret_n)
 	*ret = TAKE_PTR(ids);
 	*ret_n = n;
 	return 0;
+}
+
+void guard_idle(struct bpfgate *bg)
+{
+	supersede_look(bg->sup, 0);
+}
+
+void guard_note_replace(struct bpfgate *bg, uint64_t cgid, uint32_t old_id, uint32_t new_id)
+{
+	supersede_note_replace(bg->sup, cgid, old_id, new_id);
+}
+
+void guard_init(struct bpfgate *bg, const int *leased_cgfds, size_t n_leased)
+{
+	int r = supersede_new(&bg->sup);
+
+	/* Without it a runtime's replaced program is never proven replaced: its gate stays. */
+	if (r < 0)
+		log_warning_errno(r, "cannot keep a record of replaced device programs: %m");
+	r = onegate_open(bg, leased_cgfds, n_leased);
+	if (r == 0)
+		return;
+	/* Per-cgroup copies still work, at the old cost. */
+	log_warning_errno(
+		r, "cannot load devgate's shared programs: %m; each cgroup gets its own copy");
+	onegate_close(bg);
+}
+
+void guard_repin(struct bpfgate *bg)
+{
+	onegate_repin(bg);
+}
+
+void guard_fini(struct bpfgate *bg)
+{
+	if (!bg)
+		return;
+	onegate_close(bg);
+	supersede_free(bg->sup);
+	bg->sup = NULL;
+	/* Kept while devgated runs: made again for every first grant, they cost more than they
+	 * hold. */
+	keeper_tidy(&bg->keeper);
 }

@@ -1,4 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * The keeper: every runtime program devgate wraps is also attached to an
+ * empty cgroup of its own, <cgroup root>/devgate.keep/<pin root>/kN. An
+ * attachment is a reference the kernel holds by itself, so the program
+ * outlives its pins, devgated's fds and devgated, and an emptied slot can
+ * always be refilled (own.c). The cgroups hold no process, so the programs
+ * decide nothing there.
+ *
+ * It only holds and lets go: it never attaches to a container's cgroup, and
+ * which program to hold is guard.c's decision.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -45,6 +56,7 @@ void keeper_fini(struct keeper *k)
 	k->loaded = false;
 }
 
+/* The index entry of prog_id (open addressing), or NULL. */
 static struct keeper_entry *find(const struct keeper *k, uint32_t prog_id)
 {
 	for (unsigned int i = 0; i < INDEX_SIZE; i++) {
@@ -60,6 +72,7 @@ static struct keeper_entry *find(const struct keeper *k, uint32_t prog_id)
 
 static void rehash(struct keeper *k);
 
+/* Records that keeper cgroup cg holds prog_id. */
 static void add(struct keeper *k, uint32_t prog_id, unsigned int cg)
 {
 	if (k->index_used >= INDEX_SIZE / 2)
@@ -77,7 +90,7 @@ static void add(struct keeper *k, uint32_t prog_id, unsigned int cg)
 	}
 }
 
-/* Deleted entries fill the index over time: start it again from the live ones. */
+/* Builds the index again from its live entries: deleted ones fill it over time. */
 static void rehash(struct keeper *k)
 {
 	struct keeper_entry *old = k->index;
@@ -97,6 +110,7 @@ static void rehash(struct keeper *k)
 	free(old);
 }
 
+/* Opens keeper cgroup kN; -1 with errno when it does not exist. */
 static int open_cg(const struct keeper *k, unsigned int n)
 {
 	char path[300];
@@ -105,7 +119,10 @@ static int open_cg(const struct keeper *k, unsigned int n)
 	return openat(k->cgroot_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 }
 
-/* What the keeper cgroups hold, read once: they outlive devgated. */
+/*
+ * Reads which programs the keeper cgroups hold, once: they outlive
+ * devgated, so a restarted one finds what the last one held.
+ */
 static int load(struct keeper *k)
 {
 	if (k->loaded)
@@ -129,7 +146,7 @@ static int load(struct keeper *k)
 	return 0;
 }
 
-/* Made when first needed, so a devgated that wraps nothing leaves nothing. */
+/* Makes keeper cgroup kN when first needed, so a devgated that wraps nothing leaves nothing. */
 static int make_cg(struct keeper *k, unsigned int n)
 {
 	char path[300];

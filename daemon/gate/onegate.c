@@ -5,6 +5,9 @@
  * reuses them; the slots of the sets' prog arrays; and each cgroup's
  * dg_cgstate_v1 storage, which says which slot its gates use. The kernel
  * is the record: the storage and the arrays are read back at start.
+ *
+ * It attaches nothing to a container's cgroup (guard.c does) and knows
+ * nothing of the per-cgroup copies and their pins.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,9 +20,10 @@
 #include <bpf/libbpf.h>
 
 #include "array.h"
-#include "bpfgate_int.h"
+#include "cgprog.h"
 #include "cleanup.h"
 #include "log.h"
+#include "onegate.h"
 #include "util.h"
 
 /* The expected_attach_type of each set's gate and of the programs it takes. */
@@ -37,13 +41,23 @@ static int pin_at(const struct bpfgate *bg, char *buf, size_t len, const char *n
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-/* Set N's prog array, from its pin, adopted, or new; pinned. */
+/* The name of set's prog array, its pin's and the kernel's: dg_slots<SET>_v1. */
+static void slots_name(char *buf, size_t len, uint32_t set)
+{
+	snprintf(buf, len, "dg_slots%u" DG_VSUFFIX, set);
+}
+
+/*
+ * Opens set's prog array: from its pin, else adopt_fd (the array of a gate
+ * found on a leased cgroup) pinned again, else a new one, pinned. *fresh
+ * says it is new. Returns the fd or -errno.
+ */
 static int slots_open(struct bpfgate *bg, uint32_t set, int adopt_fd, bool *fresh)
 {
 	char name[32], path[PATH_MAX];
 	int fd, r;
 
-	snprintf(name, sizeof(name), "dg_slots%u_v1", set);
+	slots_name(name, sizeof(name), set);
 	r = pin_at(bg, path, sizeof(path), name);
 	if (r < 0)
 		return r;
@@ -80,7 +94,10 @@ static uint32_t id_of(int fd, bool prog)
 	return prog ? pi.id : mi.id;
 }
 
-/* A pinned program is ours only if it uses our counters and, for a gate, the set's slots. */
+/*
+ * Whether the program fd is ours: it uses our counters map and, for a gate
+ * (slots_id not 0), the set's prog array.
+ */
 static bool prog_uses(int fd, uint32_t counters_id, uint32_t slots_id)
 {
 	uint32_t map_ids[16] = { 0 };
@@ -100,24 +117,28 @@ static bool prog_uses(int fd, uint32_t counters_id, uint32_t slots_id)
 }
 
 /*
+ * The pin name of a shared program: dg_tally_map_v1, dg_gate<SET>_map_v1.
  * "map": the GPU-class devices are in dg_guarded_v1, no longer majors in the
  * programs' read-only data (the pins of those were named by their majors).
  */
-static void prog_pin_name(const struct bpfgate *bg, char *buf, size_t len, bool tally, uint32_t set)
+static void prog_pin_name(char *buf, size_t len, bool tally, uint32_t set)
 {
-	(void)bg;
 	if (tally)
-		snprintf(buf, len, "dg_tally_map_v1");
+		snprintf(buf, len, "dg_tally_map" DG_VSUFFIX);
 	else
-		snprintf(buf, len, "dg_gate%u_map_v1", set);
+		snprintf(buf, len, "dg_gate%u_map" DG_VSUFFIX, set);
 }
 
+/*
+ * The pinned shared tally, or set's pinned gate, if it is ours; a pin of a
+ * program that uses other maps is removed. Returns its fd or -errno.
+ */
 static int adopt_pinned(struct bpfgate *bg, bool tally, uint32_t set)
 {
 	char name[64], path[PATH_MAX];
 	int fd;
 
-	prog_pin_name(bg, name, sizeof(name), tally, set);
+	prog_pin_name(name, sizeof(name), tally, set);
 	if (pin_at(bg, path, sizeof(path), name) < 0)
 		return -ENAMETOOLONG;
 	fd = bpf_obj_get(path);
@@ -131,22 +152,27 @@ static int adopt_pinned(struct bpfgate *bg, bool tally, uint32_t set)
 	return fd;
 }
 
+/* Pins a shared program under its name, in place of a stale pin. */
 static int pin_prog(const struct bpfgate *bg, int fd, bool tally, uint32_t set)
 {
 	char name[64], path[PATH_MAX];
 
-	prog_pin_name(bg, name, sizeof(name), tally, set);
+	prog_pin_name(name, sizeof(name), tally, set);
 	if (pin_at(bg, path, sizeof(path), name) < 0)
 		return -ENAMETOOLONG;
 	(void)unlink(path);
 	return bpf_obj_pin(fd, path) < 0 ? -errno : 0;
 }
 
-/* Loads set N's gate and/or the tally, verified once for every cgroup. */
+/*
+ * Loads set's gate and/or the tally, verified once for every cgroup, and
+ * pins them. A pin that fails is only a warning: a restart loads again.
+ */
 static int load_set(struct bpfgate *bg, uint32_t set, bool gate, bool tally)
 {
 	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
-	int r = bpfgate_load_shared(bg, set, set_eat[set], gate, tally, &skel);
+	int r = gateobj_load_shared(bg->pin_root, bg->maps, bg->slots_fd[set], set, set_eat[set],
+				    gate, tally, &skel);
 	int fd;
 
 	if (r < 0)
@@ -171,15 +197,15 @@ static int load_set(struct bpfgate *bg, uint32_t set, bool gate, bool tally)
 	return 0;
 }
 
-/* Every cgroup's storage names the slots it uses; the rest are free. */
+/* Marks the slots in use from every cgroup's storage; the rest are free. */
 static void scan_slots(struct bpfgate *bg)
 {
 	uint64_t key, *prev = NULL;
 	struct dg_cgstate st;
 
-	while (bpf_map_get_next_key(bg->cgstate_fd, prev, &key) == 0) {
+	while (bpf_map_get_next_key(bg->map_fd[MAP_CGSTATE], prev, &key) == 0) {
 		prev = &key;
-		if (bpf_map_lookup_elem(bg->cgstate_fd, &key, &st) < 0)
+		if (bpf_map_lookup_elem(bg->map_fd[MAP_CGSTATE], &key, &st) < 0)
 			continue;
 		for (uint32_t e = 0; e < DG_GATE_SETS; e++) {
 			if (st.slot[e] && st.slot[e] < DG_MAX_SLOTS) {
@@ -191,7 +217,7 @@ static void scan_slots(struct bpfgate *bg)
 	}
 }
 
-/* Entries no storage names (a crash between the slot and the storage write). */
+/* Clears set's array entries that no storage names (a crash between the two writes). */
 static void clear_strays(struct bpfgate *bg, uint32_t set)
 {
 	unsigned int n = 0;
@@ -208,20 +234,34 @@ static void clear_strays(struct bpfgate *bg, uint32_t set)
 		log_notice("cleared %u slot(s) of set %u that no cgroup uses", n, set);
 }
 
+int onegate_array_set(const char *name)
+{
+	char want[32];
+
+	for (uint32_t e = 0; e < DG_GATE_SETS; e++) {
+		slots_name(want, sizeof(want), e);
+		if (strcmp(name, want) == 0)
+			return (int)e;
+	}
+	return -1;
+}
+
 /* The set of a gate's prog array (dg_slots<SET>_v1), or -1: a copy's own. */
 static int slots_set(int map_fd)
 {
 	struct bpf_map_info mi = { 0 };
 	uint32_t len = sizeof(mi);
 
-	if (bpf_obj_get_info_by_fd(map_fd, &mi, &len) < 0 || mi.type != BPF_MAP_TYPE_PROG_ARRAY ||
-	    !startswith(mi.name, "dg_slots") || mi.name[8] < '0' ||
-	    mi.name[8] >= '0' + DG_GATE_SETS)
+	if (bpf_obj_get_info_by_fd(map_fd, &mi, &len) < 0 || mi.type != BPF_MAP_TYPE_PROG_ARRAY)
 		return -1;
-	return mi.name[8] - '0';
+	return onegate_array_set(mi.name);
 }
 
-/* A shared gate of ours attached to a leased cgroup: its program and slots into found. */
+/*
+ * If program id is a shared gate of ours (it counts in our counters map),
+ * takes it into gates[set] and its prog array into slots[set], where those
+ * are still -1.
+ */
 static void adopt_gate(const struct bpfgate *bg, uint32_t id, int *gates, int *slots)
 {
 	uint32_t map_ids[16] = { 0 };
@@ -255,9 +295,10 @@ static void adopt_gate(const struct bpfgate *bg, uint32_t id, int *gates, int *s
 }
 
 /*
- * With their pins gone, the shared gates on leased cgroups are still ours
- * (they count in our counters): adopted with their prog arrays, never
- * replaced by a second set that the cgroups' storage would not match.
+ * Takes the shared gates of ours attached to the leased cgroups cgfds,
+ * with their prog arrays, into gates and slots (by set). With the pins
+ * gone they are found only there; adopting them keeps the one set of
+ * arrays that the cgroups' storage points into, never a second one.
  */
 static void find_live_gates(const struct bpfgate *bg, const int *cgfds, size_t n, int *gates,
 			    int *slots)
@@ -265,7 +306,7 @@ static void find_live_gates(const struct bpfgate *bg, const int *cgfds, size_t n
 	for (size_t i = 0; i < n; i++) {
 		struct attached now = { 0 };
 
-		if (cgfds[i] < 0 || bpfgate_query(cgfds[i], false, &now) < 0)
+		if (cgfds[i] < 0 || cgprog_query(cgfds[i], false, &now) < 0)
 			continue;
 		for (uint32_t k = 0; k < now.n; k++)
 			adopt_gate(bg, now.ids[k], gates, slots);
@@ -278,7 +319,7 @@ int onegate_open(struct bpfgate *bg, const int *leased_cgfds, size_t n_leased)
 	bool fresh[DG_GATE_SETS];
 	int r;
 
-	bg->cgstate_fd = bpf_map__fd(bg->maps->maps.dg_cgstate_v1);
+	bg->map_fd[MAP_CGSTATE] = bpf_map__fd(bg->maps->maps.dg_cgstate_v1);
 	find_live_gates(bg, leased_cgfds, n_leased, live_gate, live_slots);
 	for (uint32_t e = 0; e < DG_GATE_SETS; e++) {
 		bg->gate_fd[e] = -1;
@@ -323,7 +364,6 @@ int onegate_open(struct bpfgate *bg, const int *leased_cgfds, size_t n_leased)
 	return 0;
 }
 
-/* Pins the sets' arrays and the shared programs again where they went. */
 void onegate_repin(const struct bpfgate *bg)
 {
 	char name[64], path[PATH_MAX];
@@ -331,20 +371,19 @@ void onegate_repin(const struct bpfgate *bg)
 	if (bg->tally_fd < 0)
 		return;
 	for (uint32_t e = 0; e < DG_GATE_SETS; e++) {
-		snprintf(name, sizeof(name), "dg_slots%u_v1", e);
+		slots_name(name, sizeof(name), e);
 		if (pin_at(bg, path, sizeof(path), name) == 0 && access(path, F_OK) < 0 &&
 		    bpf_obj_pin(bg->slots_fd[e], path) < 0)
 			log_warning_errno(errno, "cannot pin %s again: %m", path);
-		prog_pin_name(bg, name, sizeof(name), false, e);
+		prog_pin_name(name, sizeof(name), false, e);
 		if (pin_at(bg, path, sizeof(path), name) == 0 && access(path, F_OK) < 0)
 			(void)pin_prog(bg, bg->gate_fd[e], false, e);
 	}
-	prog_pin_name(bg, name, sizeof(name), true, 0);
+	prog_pin_name(name, sizeof(name), true, 0);
 	if (pin_at(bg, path, sizeof(path), name) == 0 && access(path, F_OK) < 0)
 		(void)pin_prog(bg, bg->tally_fd, true, 0);
 }
 
-/* Leaves bg as without shared programs: every fd -1. */
 void onegate_close(struct bpfgate *bg)
 {
 	for (uint32_t e = 0; e < DG_GATE_SETS; e++) {
@@ -368,14 +407,15 @@ int onegate_set_of(const struct bpfgate *bg, uint32_t prog_id)
 int onegate_state_get(const struct bpfgate *bg, uint64_t cgid, struct dg_cgstate *st)
 {
 	*st = (struct dg_cgstate){ 0 };
-	return bpf_map_lookup_elem(bg->cgstate_fd, &cgid, st) < 0 ? -errno : 0;
+	return bpf_map_lookup_elem(bg->map_fd[MAP_CGSTATE], &cgid, st) < 0 ? -errno : 0;
 }
 
 int onegate_state_put(const struct bpfgate *bg, uint64_t cgid, const struct dg_cgstate *st)
 {
-	return bpf_map_update_elem(bg->cgstate_fd, &cgid, st, BPF_ANY) < 0 ? -errno : 0;
+	return bpf_map_update_elem(bg->map_fd[MAP_CGSTATE], &cgid, st, BPF_ANY) < 0 ? -errno : 0;
 }
 
+/* The lowest free slot of set, 0 when the set is full. */
 static uint32_t slot_find_free(const struct bpfgate *bg, uint32_t set)
 {
 	for (uint32_t s = 1; s < bg->slot_top[set]; s++) {
@@ -385,11 +425,7 @@ static uint32_t slot_find_free(const struct bpfgate *bg, uint32_t set)
 	return bg->slot_top[set] < DG_MAX_SLOTS ? bg->slot_top[set] : 0;
 }
 
-/*
- * Puts runtime program orig_fd in a free slot of the first set whose
- * prog array takes it (the kernel refuses, EINVAL, a program of another
- * expected_attach_type).
- */
+/* The kernel refuses (EINVAL) a program of another expected_attach_type than the array's. */
 int onegate_slot_take(struct bpfgate *bg, uint64_t cgid, int orig_fd, uint32_t *set, uint32_t *slot)
 {
 	int r = -EINVAL;
@@ -423,7 +459,7 @@ void onegate_slot_drop(struct bpfgate *bg, uint32_t set, uint32_t slot)
 }
 
 /* The program in a slot, 0 when it is empty. */
-uint32_t onegate_slot_prog(const struct bpfgate *bg, uint32_t set, uint32_t slot)
+static uint32_t slot_prog(const struct bpfgate *bg, uint32_t set, uint32_t slot)
 {
 	uint32_t id = 0;
 
@@ -432,7 +468,8 @@ uint32_t onegate_slot_prog(const struct bpfgate *bg, uint32_t set, uint32_t slot
 	return id;
 }
 
-int onegate_slot_refill(const struct bpfgate *bg, uint32_t set, uint32_t slot, uint32_t orig_id)
+/* Puts runtime program orig_id back in an emptied slot. */
+static int slot_refill(const struct bpfgate *bg, uint32_t set, uint32_t slot, uint32_t orig_id)
 {
 	auto_close int fd = bpf_prog_get_fd_by_id(orig_id);
 
@@ -442,8 +479,8 @@ int onegate_slot_refill(const struct bpfgate *bg, uint32_t set, uint32_t slot, u
 }
 
 /*
- * Lets go of every slot of cgid: from its storage while the cgroup lives,
- * else from the slots devgated saw it take (the storage died with it).
+ * The slots are found in cgid's storage while the cgroup lives, else among
+ * the slots devgated saw it take (the storage died with the cgroup).
  */
 void onegate_forget(struct bpfgate *bg, uint64_t cgid)
 {
@@ -472,7 +509,7 @@ int onegate_list(const struct bpfgate *bg, uint64_t **ret, size_t *ret_n)
 	auto_free uint64_t *ids = NULL;
 	size_t n = 0, cap = 0;
 
-	while (bpf_map_get_next_key(bg->cgstate_fd, prev, &key) == 0) {
+	while (bpf_map_get_next_key(bg->map_fd[MAP_CGSTATE], prev, &key) == 0) {
 		if (ARRAY_GROW(ids, n, cap) < 0)
 			return -ENOMEM;
 		ids[n++] = key;
@@ -481,4 +518,90 @@ int onegate_list(const struct bpfgate *bg, uint64_t **ret, size_t *ret_n)
 	*ret = TAKE_PTR(ids);
 	*ret_n = n;
 	return 0;
+}
+
+int onegate_state_point(struct bpfgate *bg, uint64_t cgid, uint32_t set, uint32_t slot,
+			uint32_t orig_id)
+{
+	struct dg_cgstate st;
+	int r = onegate_state_get(bg, cgid, &st);
+
+	if (r < 0)
+		return r;
+	if (st.slot[set] && st.slot[set] != slot && st.slot[set] < DG_MAX_SLOTS &&
+	    bg->slot_cg[set][st.slot[set]] == cgid)
+		onegate_slot_drop(bg, set, st.slot[set]);
+	st.cgroup_id = cgid;
+	st.slot[set] = slot;
+	st.orig[set] = orig_id;
+	return onegate_state_put(bg, cgid, &st);
+}
+
+/*
+ * A gate is described from the storage: its set's slot and the runtime
+ * program there; a set's gate with no slot is the default gate.
+ */
+int onegate_read(const struct bpfgate *bg, uint64_t cgid, int cgfd, struct pinned *out, size_t max,
+		 size_t *n)
+{
+	struct attached now = { 0 };
+	struct dg_cgstate st;
+	bool have_st = false;
+	int r;
+
+	if (cgfd < 0 || bg->tally_fd < 0)
+		return 0;
+	r = cgprog_query(cgfd, false, &now);
+	if (r < 0)
+		return r;
+	for (uint32_t i = 0; i < now.n && *n < max; i++) {
+		int set = onegate_set_of(bg, now.ids[i]);
+		struct pinned p = { .id = now.ids[i], .shared = true };
+
+		if (now.ids[i] == bg->tally_id) {
+			p.kind = PIN_TALLY;
+		} else if (set >= 0) {
+			if (!have_st && onegate_state_get(bg, cgid, &st) < 0)
+				st = (struct dg_cgstate){ 0 };
+			have_st = true;
+			p.set = (uint32_t)set;
+			p.slot = st.slot[set];
+			p.orig_id = st.orig[set];
+			p.kind = p.slot ? PIN_GATE : PIN_DEFAULT;
+		} else {
+			continue;
+		}
+		out[(*n)++] = p;
+	}
+	return 0;
+}
+
+void onegate_release(struct bpfgate *bg, uint64_t cgid, const struct pinned *p)
+{
+	struct dg_cgstate st;
+
+	if (!p->shared || p->kind != PIN_GATE)
+		return;
+	if (onegate_state_get(bg, cgid, &st) == 0 && st.slot[p->set] == p->slot) {
+		st.slot[p->set] = 0;
+		st.orig[p->set] = 0;
+		(void)onegate_state_put(bg, cgid, &st);
+	}
+	onegate_slot_drop(bg, p->set, p->slot);
+}
+
+/* The kernel empties a prog array when its map's last pin and fd go. */
+void onegate_refill(const struct bpfgate *bg, uint64_t cgid, const struct pinned *p)
+{
+	int r;
+
+	if (!p->orig_id || slot_prog(bg, p->set, p->slot))
+		return;
+	r = slot_refill(bg, p->set, p->slot, p->orig_id);
+	if (r < 0)
+		log_error_errno(r, "cgroup %llu: gate slot lost runtime program %u: %m",
+				(unsigned long long)cgid, p->orig_id);
+	else
+		log_notice("cgroup %llu: gate slot held runtime program %u again",
+			   (unsigned long long)cgid, p->orig_id);
 }

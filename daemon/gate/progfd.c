@@ -1,4 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Which process keeps a BPF program open, read from /proc/PID/fd and
+ * fdinfo. LXC's monitor keeps a descriptor of its current device program
+ * for the container's life; supersede.c reads a move from one program to
+ * another as the runtime's own word that it replaced the first.
+ *
+ * It reads /proc only, and only the parents of a cgroup's processes (a
+ * runtime's monitor is the parent of the container's init): a scan of
+ * every process costs milliseconds. It changes nothing.
+ */
 #include <dirent.h>
 #include <stdbool.h>
 #include <errno.h>
@@ -61,6 +71,7 @@ static int holds_in(int piddir, uint32_t prog_id)
 	return 0;
 }
 
+/* The parent of pid, from /proc/PID/stat. */
 static int parent_of(pid_t pid, pid_t *ret)
 {
 	char path[64];

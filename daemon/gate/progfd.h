@@ -2,7 +2,7 @@
 /*
  * Which process keeps a BPF program open. LXC's monitor keeps a descriptor
  * of its current device program for the container's lifetime and closes
- * the old one when it moves to a new one; guard.c reads that as the
+ * the old one when it moves to a new one; supersede.c reads that as the
  * runtime's own word on which of its programs is current.
  */
 #ifndef DEVGATE_PROGFD_H

@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Whose program is this? Names prove nothing: a program on a cgroup is
+ * devgate's when it is named devgate_gate or devgate_tally and counts in
+ * devgated's counters map. A devgate program that counts in another map is
+ * an orphan of maps that were lost. With that proof, programs whose pins
+ * were lost (pins removed, bpffs remounted, devgated restarted) are pinned
+ * again and their emptied slots refilled from the keeper; orphans, and
+ * shared gates of an earlier run, give their place back to the runtime
+ * program they wrapped, for the current gate to wrap again.
+ *
+ * It repairs only: it never wraps a runtime program nor removes a guard
+ * (guard.c does both).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <bpf/bpf.h>
+
+#include "cleanup.h"
+#include "log.h"
+#include "onegate.h"
+#include "own.h"
+#include "util.h"
+
+/* What a program attached to a cgroup is, proven from the kernel. */
+enum own_kind {
+	OWN_NONE,   /* a runtime's (or anyone else's) program */
+	OWN_GATE,   /* our gate: named devgate_gate, counting in our counters map */
+	OWN_TALLY,  /* our tally */
+	OWN_ORPHAN, /* a devgate program counting in another counters map */
+};
+
+struct own_prog {
+	enum own_kind kind;
+	struct dg_self self;
+	uint32_t slot_map_id; /* the gate's runtime_prog array, 0: none */
+	uint32_t slot_prog;   /* what the slot holds now, 0: empty */
+	int shared_set;	      /* a shared gate's set (its array is dg_slots<SET>_v1), or -1 */
+};
+
+/* Reads what map map_id tells of the program that uses it into o, ours and theirs. */
+static void own_map(int map_id, uint32_t counters_id, struct own_prog *o, bool *ours, bool *theirs)
+{
+	struct bpf_map_info info = { 0 };
+	uint32_t len = sizeof(info), zero = 0;
+	auto_close int fd = bpf_map_get_fd_by_id((uint32_t)map_id);
+
+	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
+		return;
+	if (strcmp(info.name, DG_VNAME(dg_counters)) == 0) {
+		*ours |= info.id == counters_id;
+		*theirs |= info.id != counters_id;
+	} else if (strcmp(info.name, "self") == 0 && info.value_size >= sizeof(o->self)) {
+		(void)bpf_map_lookup_elem(fd, &zero, &o->self);
+	} else if (info.type == BPF_MAP_TYPE_PROG_ARRAY && onegate_array_set(info.name) >= 0) {
+		o->shared_set = onegate_array_set(info.name);
+	} else if (info.type == BPF_MAP_TYPE_PROG_ARRAY) {
+		o->slot_map_id = info.id;
+		if (bpf_map_lookup_elem(fd, &zero, &o->slot_prog) < 0)
+			o->slot_prog = 0;
+	}
+}
+
+/* Describes attached program id into o: whether it is ours, and what it holds. */
+static int own_prog(const struct bpfgate *bg, uint32_t id, struct own_prog *o)
+{
+	uint32_t map_ids[16];
+	struct bpf_prog_info info = { 0 };
+	uint32_t len = sizeof(info);
+	auto_close int fd = bpf_prog_get_fd_by_id(id);
+	bool ours = false, theirs = false;
+
+	*o = (struct own_prog){ .kind = OWN_NONE, .shared_set = -1 };
+	if (fd < 0)
+		return -errno;
+	info.nr_map_ids = ARRAY_SIZE(map_ids);
+	info.map_ids = (uint64_t)(uintptr_t)map_ids;
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
+		return -errno;
+	if (strcmp(info.name, "devgate_gate") != 0 && strcmp(info.name, "devgate_tally") != 0)
+		return 0;
+	for (uint32_t i = 0; i < info.nr_map_ids && i < ARRAY_SIZE(map_ids); i++)
+		own_map((int)map_ids[i], bg->counters_id, o, &ours, &theirs);
+	if (ours)
+		o->kind = strcmp(info.name, "devgate_gate") == 0 ? OWN_GATE : OWN_TALLY;
+	else if (theirs)
+		o->kind = OWN_ORPHAN;
+	return 0;
+}
+
+/* Refills a copy's emptied slot (its last pin went); the keeper still holds orig. */
+static int refill_slot(const struct own_prog *o)
+{
+	auto_close int map_fd = bpf_map_get_fd_by_id(o->slot_map_id);
+	auto_close int orig_fd = bpf_prog_get_fd_by_id(o->self.orig_id);
+	uint32_t zero = 0;
+
+	if (map_fd < 0 || orig_fd < 0)
+		return -errno;
+	return bpf_map_update_elem(map_fd, &zero, &orig_fd, BPF_ANY) < 0 ? -errno : 0;
+}
+
+/* Pins the attached program id, and its slot map, under the names a guard reads. */
+static int repin_own(const char *dir, uint32_t id, const struct own_prog *o)
+{
+	auto_close int fd = bpf_prog_get_fd_by_id(id);
+	auto_close int map_fd = -1;
+	char name[32];
+	int r;
+
+	if (fd < 0)
+		return -errno;
+	if (o->kind == OWN_TALLY)
+		return pinned_pin(fd, dir, "tally");
+	if (!o->self.orig_id)
+		return pinned_pin(fd, dir, "gate-default");
+	snprintf(name, sizeof(name), "slot-%u", o->self.orig_id);
+	map_fd = bpf_map_get_fd_by_id(o->slot_map_id);
+	r = map_fd < 0 ? -errno : pinned_pin(map_fd, dir, name);
+	snprintf(name, sizeof(name), "gate-%u", o->self.orig_id);
+	return r < 0 ? r : pinned_pin(fd, dir, name);
+}
+
+/*
+ * A devgate program counting in a counters map no longer ours (pins lost with
+ * their maps, and nothing proved them): put its runtime program back in its place,
+ * so our own gate wraps that, never the orphan.
+ */
+static int unwrap_orphan(struct keeper *k, int cgfd, uint32_t id, const struct own_prog *o,
+			 uint32_t cg_flags)
+{
+	auto_close int fd = bpf_prog_get_fd_by_id(id);
+	auto_close int orig_fd = o->self.orig_id ? bpf_prog_get_fd_by_id(o->self.orig_id) : -1;
+	bool multi = cg_flags & BPF_F_ALLOW_MULTI;
+	int r;
+
+	if (fd < 0)
+		return -errno;
+	if (orig_fd < 0)
+		r = bpf_prog_detach2(fd, cgfd, BPF_CGROUP_DEVICE) < 0 ? -errno : 0;
+	else
+		r = cgprog_attach(orig_fd, cgfd, multi ? BPF_F_ALLOW_MULTI : cg_flags,
+				  multi ? fd : -1);
+	if (r == 0 && o->self.orig_id)
+		keeper_release(k, o->self.orig_id);
+	return r;
+}
+
+/*
+ * A shared gate of ours, but not the one loaded now (its majors changed
+ * between two devgated runs): its runtime program, named in the storage,
+ * goes back in its place and its slot is let go; the current gate then
+ * wraps that program like any other.
+ */
+static int unwrap_old_shared(struct bpfgate *bg, uint64_t cgid, int cgfd,
+			     const struct attached *now, uint32_t i, struct own_prog *o)
+{
+	struct dg_cgstate st;
+	uint32_t set = (uint32_t)o->shared_set;
+	int r;
+
+	if (onegate_state_get(bg, cgid, &st) == 0)
+		o->self.orig_id = st.orig[set];
+	r = unwrap_orphan(&bg->keeper, cgfd, now->ids[i], o, now->flags);
+	if (r < 0)
+		return r;
+	if (st.slot[set]) {
+		onegate_slot_drop(bg, set, st.slot[set]);
+		st.slot[set] = st.orig[set] = 0;
+		(void)onegate_state_put(bg, cgid, &st);
+	}
+	log_notice("cgroup %llu: unwrapped an earlier shared gate (program %u)",
+		   (unsigned long long)cgid, now->ids[i]);
+	return 1;
+}
+
+/* Pins are a convenience, not the truth: the programs on the cgroup are. */
+int own_recover(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
+		const struct pinned *pins, size_t n_pins, const struct attached *now)
+{
+	int fixed = 0;
+
+	for (uint32_t i = 0; i < now->n; i++) {
+		struct own_prog o;
+		int r;
+
+		if (pinned_find(pins, n_pins, now->ids[i]) || own_prog(bg, now->ids[i], &o) < 0 ||
+		    o.kind == OWN_NONE)
+			continue;
+		if (o.shared_set >= 0) {
+			r = o.kind == OWN_GATE ? unwrap_old_shared(bg, cgid, cgfd, now, i, &o) : 0;
+			if (r < 0)
+				return r;
+			fixed += r;
+			continue;
+		}
+		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		if (o.kind == OWN_ORPHAN)
+			r = unwrap_orphan(&bg->keeper, cgfd, now->ids[i], &o, now->flags);
+		else
+			r = repin_own(dir, now->ids[i], &o);
+		if (r < 0)
+			return r;
+		/* After the pin: a prog array's entries go when its last pin or fd does. */
+		if (o.kind == OWN_GATE && o.self.orig_id && !o.slot_prog) {
+			r = refill_slot(&o);
+			if (r < 0)
+				log_error_errno(r,
+						"cgroup %llu: gate %u lost runtime program %u: %m",
+						(unsigned long long)cgid, now->ids[i],
+						o.self.orig_id);
+			else
+				log_notice("cgroup %llu: gate %u holds runtime program %u again",
+					   (unsigned long long)cgid, now->ids[i], o.self.orig_id);
+		}
+		log_notice("cgroup %llu: %s %s program %u", (unsigned long long)cgid,
+			   o.kind == OWN_ORPHAN ? "unwrapped orphaned" : "re-pinned its",
+			   o.kind == OWN_TALLY ? "tally" : "gate", now->ids[i]);
+		fixed++;
+	}
+	return fixed;
+}
+
+/*
+ * The kernel clears a prog array when its last pin or fd goes, and does it
+ * later, from a work queue, so a slot refilled at once can be emptied
+ * again: the caller checks on every inspection.
+ */
+void own_refill(const struct bpfgate *bg, uint64_t cgid, const char *dir, const struct pinned *pins,
+		size_t n_pins)
+{
+	for (size_t i = 0; i < n_pins; i++) {
+		char path[PATH_MAX], name[32];
+		uint32_t zero = 0, held = 0;
+		auto_close int map_fd = -1, orig_fd = -1;
+
+		if (pins[i].kind != PIN_GATE)
+			continue;
+		if (pins[i].shared) {
+			onegate_refill(bg, cgid, &pins[i]);
+			continue;
+		}
+		snprintf(name, sizeof(name), "slot-%u", pins[i].orig_id);
+		if (pinned_path(path, sizeof(path), dir, name) < 0)
+			continue;
+		map_fd = bpf_obj_get(path);
+		if (map_fd < 0 || bpf_map_lookup_elem(map_fd, &zero, &held) == 0)
+			continue;
+		orig_fd = bpf_prog_get_fd_by_id(pins[i].orig_id);
+		if (orig_fd >= 0 && bpf_map_update_elem(map_fd, &zero, &orig_fd, BPF_ANY) == 0)
+			log_notice("cgroup %llu: gate slot held runtime program %u again",
+				   (unsigned long long)cgid, pins[i].orig_id);
+		else
+			log_error_errno(errno, "cgroup %llu: gate slot lost runtime program %u: %m",
+					(unsigned long long)cgid, pins[i].orig_id);
+	}
+}
