@@ -446,7 +446,7 @@ static int grant_apply(struct daemon *d, const struct target *t, const struct le
 	fault_point("grant.guard");
 	if (r == 0 && x->driver_add) {
 		x->driver_from = next->n_driver_files;
-		r = driverfs_add(d, t, &nopts, next, x->driver_add, err);
+		r = driverfs_add(d->inv->host_root, t, &nopts, next, x->driver_add, err);
 		x->driver_done = r == 0;
 	}
 	if (r == 0) {
@@ -567,13 +567,13 @@ static int mig_profile(struct daemon *d, const struct dg_grant_req *g, struct dg
 	int r;
 
 	*mg = *g;
-	if (!instance_profile_request(d, g))
+	if (!instance_profile_request(&d->cfg.policy, g))
 		return 0;
 	if (g->has_count && (g->count < 1 || g->count > DG_MAX_GPUS))
 		return dg_error_set(err, DG_E_INVALID, EINVAL,
 				    "a GPU count must be between 1 and %d", DG_MAX_GPUS);
-	r = instance_by_profile(d, g->profile, g->has_count ? (unsigned int)g->count : 1, &spec, a,
-				err);
+	r = instance_by_profile(d->inv, &d->leases, g->profile,
+				g->has_count ? (unsigned int)g->count : 1, &spec, a, err);
 	if (r < 0 || !spec)
 		return r;
 	mg->gpus = spec;
@@ -631,7 +631,7 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g_in, struct dg_g
 	if (!next)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	/* alloc_usage() counted an instance the container holds: its GPU was not picked. */
-	r = mig ? instance_add(d, next, g->gpus, req.shared, out, a, err)
+	r = mig ? instance_add(d->inv, &d->leases, next, g->gpus, req.shared, out, a, err)
 		: add_picked(d, next, picked, req.shared, g->card, out, a);
 	if (r == -ENOMEM && !mig)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
@@ -690,7 +690,7 @@ int grant_wait_check(struct daemon *d, const struct dg_grant_req *g, int *ret_pi
 	struct dg_error why = { 0 };
 	bool picked[DG_MAX_GPUS];
 	/* Instances: grant_request checked the rest of the request before it found them busy. */
-	int mig = instance_wait_check(d, g, err);
+	int mig = instance_wait_check(d->inv, &d->cfg.policy, g, err);
 	int r = mig < 0 ? mig : mig ? 0 : grant_check(d, g, &req, err);
 
 	if (r == 0)
@@ -821,7 +821,7 @@ static int revoke_select(struct daemon *d, const struct lease *l, const char *sp
 	if (!spec || all)
 		return 0;
 	if (instance_spec(spec))
-		return instance_select(d, l, spec, drop, err);
+		return instance_select(d->inv, l, spec, drop, err);
 	r = select_gpus(d->inv, spec, sel, err);
 	if (r < 0)
 		return r;
