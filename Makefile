@@ -252,9 +252,9 @@ $(O)/tests/test_%: tests/unit/test_%.c $(DAEMON_LIB_OBJ) $(CLI_LIB_OBJ) $(COMMON
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) -Idaemon -Icli $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lcmocka
 
-# The lease transactions alone: grant.c and its pure neighbours, the kernel faked.
-GRANT_TEST_OBJ := $(addprefix $(O)/daemon/,grant/grant.o lease/alloc.o lease/lease.o view/view.o sys/fault.o \
-	lease/hostdev.o lease/policy.o grant/instance.o grant/driverfs.o sys/topo.o)
+# The lease transactions alone: daemon/grant/ and its pure neighbours, the kernel faked.
+GRANT_TEST_OBJ := $(patsubst %.c,$(O)/%.o,$(wildcard daemon/grant/*.c)) $(addprefix $(O)/daemon/,\
+	lease/alloc.o lease/lease.o view/view.o sys/fault.o lease/hostdev.o lease/policy.o sys/topo.o)
 $(O)/tests/test_grant: tests/unit/test_grant.c tests/unit/fakes/kernel_fakes.c $(GRANT_TEST_OBJ) \
 		$(COMMON_LIB)
 	$(call msg,TEST-CC,$@)

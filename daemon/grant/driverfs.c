@@ -1,4 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * The driver's files in a container (grant --driver): plans which host
+ * files go where, asks the node helper to bind-mount them, and records the
+ * container paths in the lease so they can be unmounted later. It must not
+ * decide when files come or go (the grant and revoke transactions do) nor
+ * write the lease record.
+ */
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -15,12 +22,14 @@
 #include "log.h"
 #include "util.h"
 
+/* The files to mount: each host file and the container path it goes to. */
 struct plan {
 	struct node_file f[HELPER_MAX_FILES];
 	char paths[HELPER_MAX_FILES][HELPER_PATH_MAX];
 	size_t n;
 };
 
+/* Adds host -> path to p; a path too long for the helper, or a full plan, is skipped. */
 static void plan_add(struct plan *p, const char *host, const char *path)
 {
 	int w;
@@ -34,7 +43,7 @@ static void plan_add(struct plan *p, const char *host, const char *path)
 	p->n++;
 }
 
-/* The container's first ld.so directory, looked up inside its root; NULL: none. */
+/* Returns the first ld.so directory that exists in t's root, or NULL when none does. */
 static const char *container_ld_dir(const struct target *t)
 {
 	for (size_t i = 0; t->rootfd >= 0 && driver_ld_dirs[i]; i++) {
@@ -47,7 +56,10 @@ static const char *container_ld_dir(const struct target *t)
 	return NULL;
 }
 
-/* Each file of caps where driver_targets() puts it, the container's loader directory known. */
+/*
+ * Fills p with every file of drv that belongs to capabilities caps, at each
+ * path driver_targets() gives for it in t's container.
+ */
 static void plan_make(const struct dg_driver *drv, unsigned int caps, const struct target *t,
 		      struct plan *p)
 {
@@ -66,7 +78,10 @@ static void plan_make(const struct dg_driver *drv, unsigned int caps, const stru
 
 _Static_assert(LEASE_FILE_PATH_MAX == HELPER_PATH_MAX, "a lease records any path a job takes");
 
-/* The container paths this call mounted, appended to l's list. */
+/*
+ * Appends to l->driver_files the container paths of p that the helper
+ * mounted (status NODE_CREATED). Returns -ENOMEM when the list cannot grow.
+ */
 static int record(struct lease *l, const struct plan *p, const int *status)
 {
 	size_t add = 0;
@@ -85,10 +100,10 @@ static int record(struct lease *l, const struct plan *p, const int *status)
 	return 0;
 }
 
-int driverfs_add(struct daemon *d, const struct target *t, const struct node_opts *o,
+int driverfs_add(const char *host_root, const struct target *t, const struct node_opts *o,
 		 struct lease *l, unsigned int caps, struct dg_error *err)
 {
-	auto_close int root = open(d->inv->host_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	auto_close int root = open(host_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	struct dg_driver drv;
 	struct plan p;
 	int status[HELPER_MAX_FILES];
@@ -98,17 +113,17 @@ int driverfs_add(struct daemon *d, const struct target *t, const struct node_opt
 	driver_caps_text(caps, names, sizeof(names));
 	if (root < 0)
 		return dg_error_set(err, DG_E_INTERNAL, errno, "cannot open the host root %s: %m",
-				    d->inv->host_root);
+				    host_root);
 	r = driver_discover(root, &drv);
 	if (r < 0)
 		return dg_error_set(err, DG_E_UNAVAILABLE, -r,
 				    "cannot read the NVIDIA driver's version under %s: %s",
-				    d->inv->host_root, strerror(-r));
+				    host_root, strerror(-r));
 	if (!drv.version[0]) {
 		dg_error_set(
 			err, DG_E_UNAVAILABLE, ENOENT,
 			"no NVIDIA driver user space: %s/proc/driver/nvidia/version is missing",
-			d->inv->host_root);
+			host_root);
 		dg_error_hint(err, "grant without --driver, or load the driver");
 		return -ENOENT;
 	}

@@ -1,4 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * MIG instances for the grant transactions: parses "GPU:GI" and "MIG-<uuid>"
+ * lists, checks an instance against what other leases hold, picks free
+ * instances of a MIG profile, and marks a lease's instances for a revoke.
+ * It only reads the inventory and the lease table and adds to a lease that
+ * is not in the table yet; it must not change the table, the kernel or the
+ * state directory (the transactions in this folder do that).
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +20,7 @@
 #include "select.h"
 #include "util.h"
 
-/* NVML's name of a MIG device (a GPU instance's compute instance). */
+/* Returns true when s looks like NVML's name of a MIG device (a compute instance). */
 static bool is_mig_uuid(const char *s)
 {
 	return strncasecmp(s, "MIG-", 4) == 0;
@@ -32,7 +40,7 @@ bool instance_spec(const char *spec)
 	return false;
 }
 
-/* The lease's instance of GPU uuid; NULL when it holds none (or all of the GPU). */
+/* Returns l's instance of GPU uuid, or NULL when l holds none (or holds the whole GPU). */
 static const struct lease_gpu *instance_held(const struct lease *l, const char *uuid)
 {
 	const struct lease_gpu *g = l ? lease_find_gpu(l, uuid) : NULL;
@@ -40,7 +48,7 @@ static const struct lease_gpu *instance_held(const struct lease *l, const char *
 	return g && g->instance ? g : NULL;
 }
 
-/* The one GPU sel names. */
+/* Returns the single GPU that sel names; NULL with err set when it names none or several. */
 static const struct dg_gpu *one_gpu(const struct dg_inventory *inv, const char *sel,
 				    struct dg_error *err)
 {
@@ -62,7 +70,11 @@ static const struct dg_gpu *one_gpu(const struct dg_inventory *inv, const char *
 	return gpu;
 }
 
-/* The GPU whose compute instance NVML calls uuid; its GPU instance in *ret_gi. */
+/*
+ * Returns the GPU that has a compute instance with NVML's UUID uuid and
+ * writes that instance's GPU instance id to *ret_gi; NULL with err set when
+ * no instance has that UUID.
+ */
 static const struct dg_gpu *by_mig_uuid(const struct dg_inventory *inv, const char *uuid,
 					uint32_t *ret_gi, struct dg_error *err)
 {
@@ -87,8 +99,8 @@ static const struct dg_gpu *by_mig_uuid(const struct dg_inventory *inv, const ch
 }
 
 /*
- * NVML's MIG UUIDs: "MIG-" and a UUID (8-4-4-4-12 hex digits), or before
- * R470 "MIG-GPU-<uuid>/<gi>/<ci>".
+ * Returns true when s has the form of an NVML MIG UUID: "MIG-" and a UUID
+ * (8-4-4-4-12 hex digits), or, before driver R470, "MIG-GPU-<uuid>/<gi>/<ci>".
  */
 static bool mig_uuid_valid(const char *s)
 {
@@ -108,7 +120,11 @@ static bool mig_uuid_valid(const char *s)
 	return true;
 }
 
-/* An instance as grant and revoke name it: GPU:GI or MIG-<uuid>. */
+/*
+ * Resolves an instance as grant and revoke name it (GPU:GI or MIG-<uuid>):
+ * returns its GPU and writes its GPU instance id to *gi; NULL with err set
+ * when s names no instance.
+ */
 static const struct dg_gpu *resolve(const struct dg_inventory *inv, const char *s, uint32_t *gi,
 				    struct dg_error *err)
 {
@@ -132,18 +148,21 @@ static const struct dg_gpu *resolve(const struct dg_inventory *inv, const char *
 	return one_gpu(inv, sel, err);
 }
 
-/* Why the lease cannot take instance gi of gpu now; 0 when it can. */
-static int busy(struct daemon *d, const struct lease *next, const struct dg_gpu *gpu, uint32_t gi,
-		struct dg_error *err)
+/*
+ * Returns 0 when lease next may take instance gi of gpu now, or -EBUSY with
+ * err naming the other lease that holds the instance or the whole GPU.
+ */
+static int busy(const struct lease_table *leases, const struct lease *next,
+		const struct dg_gpu *gpu, uint32_t gi, struct dg_error *err)
 {
-	const struct lease_use *u = lease_table_use(&d->leases, gpu->uuid);
+	const struct lease_use *u = lease_table_use(leases, gpu->uuid);
 	const struct lease *who = NULL;
 	char text[80];
 
 	if (u && u->n_exclusive)
-		who = lease_table_holder(&d->leases, u, false, next->cgid);
+		who = lease_table_holder(leases, u, false, next->cgid);
 	if (!who && u && u->n_shared)
-		who = lease_table_holder(&d->leases, u, true, next->cgid);
+		who = lease_table_holder(leases, u, true, next->cgid);
 	if (who) {
 		holder_text(who, text, sizeof(text));
 		dg_error_set(err, DG_E_UNAVAILABLE, EBUSY,
@@ -152,8 +171,8 @@ static int busy(struct daemon *d, const struct lease *next, const struct dg_gpu 
 		dg_error_hint(err, "an instance and the whole GPU exclude each other");
 		return -EBUSY;
 	}
-	u = lease_table_use_gi(&d->leases, gpu->uuid, gi);
-	who = u && u->n_exclusive ? lease_table_holder(&d->leases, u, false, next->cgid) : NULL;
+	u = lease_table_use_gi(leases, gpu->uuid, gi);
+	who = u && u->n_exclusive ? lease_table_holder(leases, u, false, next->cgid) : NULL;
 	if (who) {
 		holder_text(who, text, sizeof(text));
 		dg_error_set(err, DG_E_UNAVAILABLE, EBUSY, "GPU instance %u:%u is held by %s",
@@ -164,14 +183,18 @@ static int busy(struct daemon *d, const struct lease *next, const struct dg_gpu 
 	return 0;
 }
 
-/* Not excluded, not gone, nothing wrong with it: it may be granted once free. */
+/* Returns true when gpu may be granted once it is free: not excluded, not gone, no problem. */
 static bool grantable(const struct dg_gpu *gpu)
 {
 	return !gpu->excluded && !gpu->gone && !gpu->problem[0];
 }
 
-/* Whether instance gi of gpu exists and may be granted at all, held or not; *ret its GI. */
-static int exists(const struct daemon *d, const struct dg_gpu *gpu, uint32_t gi,
+/*
+ * Checks that instance gi of gpu exists and may be granted at all, whether
+ * or not someone holds it now. Writes the instance to *ret; fails with err
+ * set when the GPU cannot be granted, is not in MIG mode or lacks gi.
+ */
+static int exists(const struct dg_inventory *inv, const struct dg_gpu *gpu, uint32_t gi,
 		  const struct dg_mig_gi **ret, struct dg_error *err)
 {
 	if (!grantable(gpu))
@@ -180,7 +203,7 @@ static int exists(const struct daemon *d, const struct dg_gpu *gpu, uint32_t gi,
 				    gpu->problem[0] ? gpu->problem
 				    : gpu->gone	    ? "it left the host"
 						    : "the admin's gpu-allow list excludes it");
-	if (!gpu->mig || !d->inv->majors.has_caps) {
+	if (!gpu->mig || !inv->majors.has_caps) {
 		dg_error_set(err, DG_E_NO_GPU, ENODEV, "GPU %u is not in MIG mode", gpu->index);
 		dg_error_hint(err, "grant it whole (--gpu %u); 'devgatectl list' shows instances",
 			      gpu->index);
@@ -196,12 +219,17 @@ static int exists(const struct daemon *d, const struct dg_gpu *gpu, uint32_t gi,
 	return 0;
 }
 
-/* Whether instance gi of gpu can go to next; *ret its GI. */
-static int check_one(struct daemon *d, const struct lease *next, const struct dg_gpu *gpu,
-		     uint32_t gi, const struct dg_mig_gi **ret, struct dg_error *err)
+/*
+ * Checks that instance gi of gpu can go to lease next: it exists, next holds
+ * no other part of the GPU, and no other lease holds it. Writes the
+ * instance to *ret.
+ */
+static int check_one(const struct dg_inventory *inv, const struct lease_table *leases,
+		     const struct lease *next, const struct dg_gpu *gpu, uint32_t gi,
+		     const struct dg_mig_gi **ret, struct dg_error *err)
 {
 	const struct lease_gpu *mine = lease_find_gpu(next, gpu->uuid);
-	int r = exists(d, gpu, gi, ret, err);
+	int r = exists(inv, gpu, gi, ret, err);
 
 	if (r < 0)
 		return r;
@@ -213,11 +241,12 @@ static int check_one(struct daemon *d, const struct lease *next, const struct dg
 				   "revoke what it holds first");
 		return -EEXIST;
 	}
-	return busy(d, next, gpu, gi, err);
+	return busy(leases, next, gpu, gi, err);
 }
 
-int instance_add(struct daemon *d, struct lease *next, const char *spec, bool shared,
-		 struct dg_grant_reply *out, struct dg_arena *a, struct dg_error *err)
+int instance_add(const struct dg_inventory *inv, const struct lease_table *leases,
+		 struct lease *next, const char *spec, bool shared, struct dg_grant_reply *out,
+		 struct dg_arena *a, struct dg_error *err)
 {
 	auto_free char *copy = strdup(spec);
 	char *rest = copy;
@@ -234,12 +263,12 @@ int instance_add(struct daemon *d, struct lease *next, const char *spec, bool sh
 	for (char *s = strsep(&rest, ","); s; s = strsep(&rest, ",")) {
 		const struct dg_mig_gi *gi = NULL;
 		uint32_t id;
-		const struct dg_gpu *gpu = resolve(d->inv, strstrip(s), &id, err);
+		const struct dg_gpu *gpu = resolve(inv, strstrip(s), &id, err);
 		int r;
 
 		if (!gpu)
 			return -ENODEV;
-		r = check_one(d, next, gpu, id, &gi, err);
+		r = check_one(inv, leases, next, gpu, id, &gi, err);
 		if (r == 0)
 			r = lease_add_instance(next, gpu, gi);
 		if (r < 0)
@@ -252,7 +281,7 @@ int instance_add(struct daemon *d, struct lease *next, const char *spec, bool sh
 	return 0;
 }
 
-/* "1g.18gb", "2g.35gb", "1g.18gb+me": how NVML names MIG profiles. */
+/* Returns true when name has the form of an NVML MIG profile ("1g.18gb", "1g.18gb+me"). */
 static bool looks_like_profile(const char *name)
 {
 	size_t n = strspn(name, "0123456789");
@@ -260,6 +289,7 @@ static bool looks_like_profile(const char *name)
 	return n > 0 && strncmp(name + n, "g.", 2) == 0;
 }
 
+/* Returns true when gpu has a GPU instance of the MIG profile name. */
 static bool has_profile(const struct dg_gpu *gpu, const char *name)
 {
 	for (size_t k = 0; k < gpu->n_gi; k++) {
@@ -269,6 +299,7 @@ static bool has_profile(const struct dg_gpu *gpu, const char *name)
 	return false;
 }
 
+/* Returns true when some GPU of this host has an instance of the MIG profile name. */
 static bool profile_here(const struct dg_inventory *inv, const char *name)
 {
 	for (size_t i = 0; i < inv->n_gpus; i++) {
@@ -278,14 +309,18 @@ static bool profile_here(const struct dg_inventory *inv, const char *name)
 	return false;
 }
 
-bool instance_profile_request(const struct daemon *d, const struct dg_grant_req *g)
+bool instance_profile_request(const struct dg_policy *policy, const struct dg_grant_req *g)
 {
-	return g->profile && !g->gpus && !policy_has_profile(&d->cfg.policy, g->profile);
+	return g->profile && !g->gpus && !policy_has_profile(policy, g->profile);
 }
 
-/* GPU gpu's first free instance of the profile; NULL when none. */
-static const struct dg_mig_gi *free_of_profile(struct daemon *d, const struct lease *probe,
-					       const struct dg_gpu *gpu, const char *name)
+/*
+ * Returns gpu's first instance of the MIG profile name that no lease holds
+ * (probe stands for the asking lease); NULL when there is none.
+ */
+static const struct dg_mig_gi *free_of_profile(const struct lease_table *leases,
+					       const struct lease *probe, const struct dg_gpu *gpu,
+					       const char *name)
 {
 	if (!grantable(gpu))
 		return NULL;
@@ -293,12 +328,13 @@ static const struct dg_mig_gi *free_of_profile(struct daemon *d, const struct le
 		struct dg_error ignored = { 0 };
 
 		if (strcasecmp(gpu->gi[k].profile, name) == 0 &&
-		    busy(d, probe, gpu, gpu->gi[k].id, &ignored) == 0)
+		    busy(leases, probe, gpu, gpu->gi[k].id, &ignored) == 0)
 			return &gpu->gi[k];
 	}
 	return NULL;
 }
 
+/* Appends "UUID:GI" to the --gpu list *spec (of length *len), in a new string from a. */
 static int append(char **spec, size_t *len, const struct dg_gpu *gpu, uint32_t gi,
 		  struct dg_arena *a)
 {
@@ -313,29 +349,30 @@ static int append(char **spec, size_t *len, const struct dg_gpu *gpu, uint32_t g
 	return 0;
 }
 
-int instance_by_profile(struct daemon *d, const char *name, unsigned int count, char **spec,
-			struct dg_arena *a, struct dg_error *err)
+int instance_by_profile(const struct dg_inventory *inv, const struct lease_table *leases,
+			const char *name, unsigned int count, char **spec, struct dg_arena *a,
+			struct dg_error *err)
 {
 	struct lease probe = { .cgid = 0 };
 	unsigned int found = 0;
 	size_t len = 0;
 
 	*spec = NULL;
-	if (!profile_here(d->inv, name)) {
+	if (!profile_here(inv, name)) {
 		if (!looks_like_profile(name))
 			return 0;
 		dg_error_set(err, DG_E_NO_GPU, ENODEV, "no MIG instance of profile %s on this host",
 			     name);
-		if (d->inv->nvml_problem[0])
-			dg_error_hint(err, "profiles are not known: %s", d->inv->nvml_problem);
+		if (inv->nvml_problem[0])
+			dg_error_hint(err, "profiles are not known: %s", inv->nvml_problem);
 		else
 			dg_error_hint(err,
 				      "'devgatectl list' shows the instances and their profiles");
 		return -ENODEV;
 	}
-	for (size_t i = 0; i < d->inv->n_gpus && found < count; i++) {
-		const struct dg_gpu *gpu = &d->inv->gpus[i];
-		const struct dg_mig_gi *gi = free_of_profile(d, &probe, gpu, name);
+	for (size_t i = 0; i < inv->n_gpus && found < count; i++) {
+		const struct dg_gpu *gpu = &inv->gpus[i];
+		const struct dg_mig_gi *gi = free_of_profile(leases, &probe, gpu, name);
 
 		if (!gi)
 			continue;
@@ -354,8 +391,11 @@ int instance_by_profile(struct daemon *d, const char *name, unsigned int count, 
 	return 0;
 }
 
-/* Every instance spec names exists and may be granted once its holder lets go. */
-static int spec_could_serve(const struct daemon *d, const char *spec, struct dg_error *err)
+/*
+ * Checks that every instance spec names exists and may be granted once its
+ * holder lets go; fails with err set for the first one that never could.
+ */
+static int spec_could_serve(const struct dg_inventory *inv, const char *spec, struct dg_error *err)
 {
 	auto_free char *copy = strdup(spec);
 	char *rest = copy;
@@ -365,22 +405,25 @@ static int spec_could_serve(const struct daemon *d, const char *spec, struct dg_
 	for (char *s = strsep(&rest, ","); s; s = strsep(&rest, ",")) {
 		const struct dg_mig_gi *gi;
 		uint32_t id;
-		const struct dg_gpu *gpu = resolve(d->inv, strstrip(s), &id, err);
+		const struct dg_gpu *gpu = resolve(inv, strstrip(s), &id, err);
 
-		if (!gpu || exists(d, gpu, id, &gi, err) < 0)
+		if (!gpu || exists(inv, gpu, id, &gi, err) < 0)
 			return -ENODEV;
 	}
 	return 0;
 }
 
-/* Whether count GPUs have an instance of the profile: one instance per GPU and container. */
-static int profile_could_serve(const struct daemon *d, const char *name, unsigned int count,
+/*
+ * Checks that at least count grantable GPUs have an instance of the MIG
+ * profile name: a container holds at most one instance of each GPU.
+ */
+static int profile_could_serve(const struct dg_inventory *inv, const char *name, unsigned int count,
 			       struct dg_error *err)
 {
 	unsigned int n = 0;
 
-	for (size_t i = 0; i < d->inv->n_gpus; i++)
-		n += has_profile(&d->inv->gpus[i], name) && grantable(&d->inv->gpus[i]);
+	for (size_t i = 0; i < inv->n_gpus; i++)
+		n += has_profile(&inv->gpus[i], name) && grantable(&inv->gpus[i]);
 	if (n >= count)
 		return 0;
 	dg_error_set(err, DG_E_NO_GPU, ENODEV,
@@ -390,14 +433,15 @@ static int profile_could_serve(const struct daemon *d, const char *name, unsigne
 	return -ENODEV;
 }
 
-int instance_wait_check(struct daemon *d, const struct dg_grant_req *g, struct dg_error *err)
+int instance_wait_check(const struct dg_inventory *inv, const struct dg_policy *policy,
+			const struct dg_grant_req *g, struct dg_error *err)
 {
 	int r;
 
 	if (g->gpus && instance_spec(g->gpus))
-		r = spec_could_serve(d, g->gpus, err);
-	else if (instance_profile_request(d, g) && profile_here(d->inv, g->profile))
-		r = profile_could_serve(d, g->profile, g->has_count ? (unsigned int)g->count : 1,
+		r = spec_could_serve(inv, g->gpus, err);
+	else if (instance_profile_request(policy, g) && profile_here(inv, g->profile))
+		r = profile_could_serve(inv, g->profile, g->has_count ? (unsigned int)g->count : 1,
 					err);
 	else
 		return 0;
@@ -410,8 +454,8 @@ int instance_wait_check(struct daemon *d, const struct dg_grant_req *g, struct d
 	return r < 0 ? r : 1;
 }
 
-int instance_select(struct daemon *d, const struct lease *l, const char *spec, bool *drop,
-		    struct dg_error *err)
+int instance_select(const struct dg_inventory *inv, const struct lease *l, const char *spec,
+		    bool *drop, struct dg_error *err)
 {
 	auto_free char *copy = strdup(spec);
 	char *rest = copy;
@@ -421,7 +465,7 @@ int instance_select(struct daemon *d, const struct lease *l, const char *spec, b
 	for (char *s = strsep(&rest, ","); s; s = strsep(&rest, ",")) {
 		const struct lease_gpu *g;
 		uint32_t id;
-		const struct dg_gpu *gpu = resolve(d->inv, strstrip(s), &id, err);
+		const struct dg_gpu *gpu = resolve(inv, strstrip(s), &id, err);
 
 		if (!gpu)
 			return -ENODEV;

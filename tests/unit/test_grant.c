@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The lease transactions (daemon/grant/grant.c) alone, with the kernel faked
+ * The lease transactions (daemon/grant/) alone, with the kernel faked
  * (tests/unit/fakes): every step that can fail is made to fail, and what is
  * left afterwards must be exactly what was there before.
  */
