@@ -83,8 +83,10 @@ awk '{ a = $1; b = $2; sub(/\.(c|h|cc)$/, "", a); sub(/\.(c|h|cc)$/, "", b);
 	if (a != b) print a, b }' "$tmp/includes" >"$tmp/edges"
 
 # Call edges: who defines each symbol, then who uses it.
+# Objects of modules that have a .c: a header alone defines nothing, and an
+# object left from a file that is gone must not count.
 while read -r m; do
-	[ -f "$build/$m.o" ] && echo "$build/$m.o"
+	{ [ -f "$m.c" ] || [ -f "$m.cc" ]; } && [ -f "$build/$m.o" ] && echo "$build/$m.o"
 done <"$tmp/modules" >"$tmp/objects"
 # nm -A names the object on each line: "BUILD/daemon/x.o:   U sym" or "...: 0000 T sym".
 # shellcheck disable=SC2046
