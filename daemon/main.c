@@ -41,6 +41,7 @@
 #include "inventory/reload.h"
 #include "inventory/rescan.h"
 #include "server/server.h"
+#include "server/waiting.h"
 #include "lease/state.h"
 #include "util.h"
 #include "version.h"
@@ -388,13 +389,16 @@ static void on_lease_changed(struct daemon *d, const char *type, const struct le
 
 	expiry_note(d, l);
 	/* Any change but a grant may have freed a GPU for a waiting grant. */
-	if (strcmp(type, "granted") != 0 && strcmp(type, "extended") != 0 && !d->queue_dirty) {
-		d->queue_dirty = true;
-		d->dirty_ns = d->wake_ns;
-	}
+	if (strcmp(type, "granted") != 0 && strcmp(type, "extended") != 0)
+		waiting_wake(d->waiting, d->wake_ns);
 	if (view_lease(d, l, &ev.watch.lease, &a) == 0)
 		server_broadcast(d, DG_OP_WATCH, &ev);
 	dg_arena_free(&a);
+}
+
+static void on_capacity_changed(struct daemon *d)
+{
+	waiting_wake(d->waiting, d->wake_ns);
 }
 
 static void on_denied(struct daemon *d, const struct dg_denied_event *denied)
@@ -496,6 +500,8 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 	d->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (d->epfd < 0)
 		return dg_error_set(err, DG_E_INTERNAL, errno, "epoll: %m");
+	if (waiting_new(d->epfd, d->metrics, &server_waiting_ops, d, &d->waiting) < 0)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	r = setup_signals(d);
 	if (r == 0)
 		r = epoll_tag(d, d->listen_fd, TAG_LISTEN);
@@ -531,7 +537,7 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 static void daemon_teardown(struct daemon *d)
 {
 	server_close(d);
-	queue_fini(&d->queue);
+	waiting_free(d->waiting);
 	metrics_http_free(d->http);
 	metrics_free(d->metrics);
 	events_free(d->events);
@@ -569,7 +575,7 @@ static bool dispatch(struct daemon *d, const struct epoll_event *ev)
 	case TAG_TIMER:
 		watch_tick(d);
 		server_tick(d);
-		server_queue_check(d);
+		waiting_check(d->waiting);
 		break;
 	case TAG_EVENTS:
 		events_consume(d);
@@ -591,7 +597,7 @@ static bool dispatch(struct daemon *d, const struct epoll_event *ev)
 		break;
 	default:
 		if (ev->data.u64 & TAG_WAITER)
-			server_waiter_event(d, ev->data.u64);
+			waiting_event(d->waiting, ev->data.u64);
 		else
 			server_client_event(d, ev->data.ptr, ev->events);
 		break;
@@ -628,7 +634,7 @@ static int run(struct daemon *d)
 		int http = metrics_http_timeout(d->http);
 		uint64_t idle_ms = (now_mono_ns() - busy_ns) / 1000000;
 		int spare_ms = idle_ms >= SPARE_IDLE_MS ? 0 : SPARE_IDLE_MS - (int)idle_ms;
-		int wait_ms = min_timeout(http, min_timeout(server_queue_timeout_ms(d),
+		int wait_ms = min_timeout(http, min_timeout(waiting_timeout_ms(d->waiting),
 							    spares_made ? -1 : spare_ms));
 		int n = epoll_wait(d->epfd, evs, (int)ARRAY_SIZE(evs), wait_ms);
 		bool busy = false;
@@ -642,7 +648,7 @@ static int run(struct daemon *d)
 		for (int i = 0; i < n && !d->quit; i++)
 			busy |= dispatch(d, &evs[i]);
 		if (!d->quit)
-			server_queue_run(d);
+			waiting_run(d->waiting);
 		/* MHD asks to be run after every wait it gave a timeout for. */
 		if (http >= 0 && !d->quit)
 			metrics_http_run(d->http);
@@ -673,6 +679,7 @@ int main(int argc, char **argv)
 		.expiry_fd = -1,
 		.hooks = {
 			.lease_changed = on_lease_changed,
+			.capacity_changed = on_capacity_changed,
 			.cgroup_ended = grant_release,
 			.lease_expired = grant_expire,
 			.denied = on_denied,

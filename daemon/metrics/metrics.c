@@ -80,6 +80,7 @@ struct metrics {
 	struct promtext_histogram grant_time;
 	struct promtext_histogram revoke_time;
 	struct promtext_histogram queue_wait; /* its count: devgate_queue_served_total */
+	uint64_t queue_length;
 	int ncpus;
 };
 
@@ -154,6 +155,12 @@ void metrics_queue_served(struct metrics *m, uint64_t ns)
 {
 	if (m)
 		promtext_histogram_observe(&m->queue_wait, (double)ns / 1e9);
+}
+
+void metrics_queue_length(struct metrics *m, size_t n)
+{
+	if (m)
+		m->queue_length = n;
 }
 
 void metrics_hook_call(struct metrics *m, const char *source)
@@ -411,7 +418,7 @@ static void write_state(FILE *f, struct daemon *d)
 	promtext_sample(f, "devgate_leases", NULL, 0, d->leases.n);
 	promtext_family(f, "devgate_queue_length", "gauge",
 			"Grants waiting for GPUs now (grant --wait).");
-	promtext_sample(f, "devgate_queue_length", NULL, 0, d->queue.n);
+	promtext_sample(f, "devgate_queue_length", NULL, 0, d->metrics->queue_length);
 	promtext_family(f, "devgate_gpus", "gauge", "GPUs on this host by state.");
 	for (size_t s = 0; s < ARRAY_SIZE(states); s++) {
 		uint64_t n = 0;

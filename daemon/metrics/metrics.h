@@ -40,6 +40,8 @@ void metrics_observe(struct metrics *m, enum dg_op op, uint64_t ns);
 
 /* A waiting grant was served after waiting ns (counted and observed). */
 void metrics_queue_served(struct metrics *m, uint64_t ns);
+/* Grants waiting now (devgate_queue_length); the wait queue says so as it changes. */
+void metrics_queue_length(struct metrics *m, size_t n);
 
 /* The whole exposition document; *ret is malloc'd. */
 int metrics_render(struct daemon *d, char **ret, size_t *ret_len);
