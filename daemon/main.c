@@ -27,6 +27,7 @@
 #include "core/daemon.h"
 #include "view/events.h"
 #include "watch/expiry.h"
+#include "watch/heal.h"
 #include "sys/fault.h"
 #include "grant/grant.h"
 #include "gate/guard.h"
@@ -388,6 +389,9 @@ static void on_lease_changed(struct daemon *d, const char *type, const struct le
 	};
 
 	expiry_note(d, l);
+	/* The heal check sleeps while there is no lease: a new one wakes it. */
+	if (strcmp(type, "granted") == 0)
+		heal_wake(d);
 	/* Any change but a grant may have freed a GPU for a waiting grant. */
 	if (strcmp(type, "granted") != 0 && strcmp(type, "extended") != 0)
 		waiting_wake(d->waiting, d->wake_ns);
@@ -426,7 +430,7 @@ static void open_attach_watch(struct daemon *d)
 
 	if (!d->cfg.attach_events)
 		return;
-	r = attach_watch_open(watch_attach_changed, watch_attach_replaced, d, &d->attach);
+	r = attach_watch_open(heal_attach_changed, heal_attach_replaced, d, &d->attach);
 	if (r == 0)
 		log_info("displaced gates are healed on attach events");
 	else
@@ -482,6 +486,8 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 	open_attach_watch(d);
 	open_uevents(d);
 	r = watch_init(d);
+	if (r == 0)
+		r = heal_init(d);
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up inotify or timers: %s",
 				    strerror(-r));
@@ -545,6 +551,7 @@ static void daemon_teardown(struct daemon *d)
 	rescan_close(d);
 	nvml_stop();
 	watch_fini(d);
+	heal_fini(d);
 	expiry_fini(d);
 	lease_table_clear(&d->leases);
 	guard_fini(d->bg);
@@ -574,6 +581,7 @@ static bool dispatch(struct daemon *d, const struct epoll_event *ev)
 		break;
 	case TAG_TIMER:
 		watch_tick(d);
+		heal_recheck(d);
 		server_tick(d);
 		waiting_check(d->waiting);
 		break;
@@ -587,7 +595,7 @@ static bool dispatch(struct daemon *d, const struct epoll_event *ev)
 		(void)attach_watch_consume(d->attach);
 		break;
 	case TAG_HEAL:
-		watch_heal_tick(d);
+		heal_tick(d);
 		return false;
 	case TAG_UEVENT:
 		rescan_uevents(d);

@@ -73,7 +73,8 @@ struct daemon {
 	int expiry_fd;	      /* CLOCK_REALTIME timer at the earliest lease expiry */
 	int64_t expiry_armed; /* the expiry it is armed for; 0: disarmed */
 	size_t heal_next;     /* the lease the next heal tick starts at */
-	size_t tick_cursor;   /* next lease the periodic re-check looks at */
+	size_t tick_cursor;   /* next lease the periodic end check looks at (watch.c) */
+	size_t recheck_next;  /* next lease the periodic gate re-check looks at (heal.c) */
 	struct client *clients;
 	size_t n_clients;
 	bool listen_paused;	 /* at max-clients, or out of file descriptors */
