@@ -27,6 +27,7 @@
 #include "core/daemon.h"
 #include "view/events.h"
 #include "watch/expiry.h"
+#include "watch/heal.h"
 #include "sys/fault.h"
 #include "grant/grant.h"
 #include "gate/guard.h"
@@ -41,6 +42,7 @@
 #include "inventory/reload.h"
 #include "inventory/rescan.h"
 #include "server/server.h"
+#include "server/waiting.h"
 #include "lease/state.h"
 #include "util.h"
 #include "version.h"
@@ -394,14 +396,20 @@ static void on_lease_changed(struct daemon *d, const char *type, const struct le
 	};
 
 	expiry_note(d, l);
+	/* The heal check sleeps while there is no lease: a new one wakes it. */
+	if (strcmp(type, "granted") == 0)
+		heal_wake(d);
 	/* Any change but a grant may have freed a GPU for a waiting grant. */
-	if (strcmp(type, "granted") != 0 && strcmp(type, "extended") != 0 && !d->queue_dirty) {
-		d->queue_dirty = true;
-		d->dirty_ns = d->wake_ns;
-	}
+	if (strcmp(type, "granted") != 0 && strcmp(type, "extended") != 0)
+		waiting_wake(d->waiting, d->wake_ns);
 	if (view_lease(d, l, &ev.watch.lease, &a) == 0)
 		server_broadcast(d, DG_OP_WATCH, &ev);
 	dg_arena_free(&a);
+}
+
+static void on_capacity_changed(struct daemon *d)
+{
+	waiting_wake(d->waiting, d->wake_ns);
 }
 
 static void on_denied(struct daemon *d, const struct dg_denied_event *denied)
@@ -429,7 +437,7 @@ static void open_attach_watch(struct daemon *d)
 
 	if (!d->cfg.attach_events)
 		return;
-	r = attach_watch_open(watch_attach_changed, watch_attach_replaced, d, &d->attach);
+	r = attach_watch_open(heal_attach_changed, heal_attach_replaced, d, &d->attach);
 	if (r == 0)
 		log_info("displaced gates are healed on attach events");
 	else
@@ -485,6 +493,8 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 	open_attach_watch(d);
 	open_uevents(d);
 	r = watch_init(d);
+	if (r == 0)
+		r = heal_init(d);
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up inotify or timers: %s",
 				    strerror(-r));
@@ -503,6 +513,8 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 	d->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (d->epfd < 0)
 		return dg_error_set(err, DG_E_INTERNAL, errno, "epoll: %m");
+	if (waiting_new(d->epfd, d->metrics, &server_waiting_ops, d, &d->waiting) < 0)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	r = setup_signals(d);
 	if (r == 0)
 		r = epoll_tag(d, d->listen_fd, TAG_LISTEN);
@@ -538,7 +550,7 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 static void daemon_teardown(struct daemon *d)
 {
 	server_close(d);
-	queue_fini(&d->queue);
+	waiting_free(d->waiting);
 	metrics_http_free(d->http);
 	metrics_free(d->metrics);
 	events_free(d->events);
@@ -546,6 +558,7 @@ static void daemon_teardown(struct daemon *d)
 	rescan_close(d);
 	nvml_stop();
 	watch_fini(d);
+	heal_fini(d);
 	expiry_fini(d);
 	lease_table_clear(&d->leases);
 	guard_fini(d->bg);
@@ -575,8 +588,9 @@ static bool dispatch(struct daemon *d, const struct epoll_event *ev)
 		break;
 	case TAG_TIMER:
 		watch_tick(d);
+		heal_recheck(d);
 		server_tick(d);
-		server_queue_check(d);
+		waiting_check(d->waiting);
 		break;
 	case TAG_EVENTS:
 		events_consume(d);
@@ -588,7 +602,7 @@ static bool dispatch(struct daemon *d, const struct epoll_event *ev)
 		(void)attach_watch_consume(d->attach);
 		break;
 	case TAG_HEAL:
-		watch_heal_tick(d);
+		heal_tick(d);
 		return false;
 	case TAG_UEVENT:
 		rescan_uevents(d);
@@ -598,7 +612,7 @@ static bool dispatch(struct daemon *d, const struct epoll_event *ev)
 		break;
 	default:
 		if (ev->data.u64 & TAG_WAITER)
-			server_waiter_event(d, ev->data.u64);
+			waiting_event(d->waiting, ev->data.u64);
 		else
 			server_client_event(d, ev->data.ptr, ev->events);
 		break;
@@ -635,7 +649,7 @@ static int run(struct daemon *d)
 		int http = metrics_http_timeout(d->http);
 		uint64_t idle_ms = (now_mono_ns() - busy_ns) / 1000000;
 		int spare_ms = idle_ms >= SPARE_IDLE_MS ? 0 : SPARE_IDLE_MS - (int)idle_ms;
-		int wait_ms = min_timeout(http, min_timeout(server_queue_timeout_ms(d),
+		int wait_ms = min_timeout(http, min_timeout(waiting_timeout_ms(d->waiting),
 							    spares_made ? -1 : spare_ms));
 		int n = epoll_wait(d->epfd, evs, (int)ARRAY_SIZE(evs), wait_ms);
 		bool busy = false;
@@ -649,7 +663,7 @@ static int run(struct daemon *d)
 		for (int i = 0; i < n && !d->quit; i++)
 			busy |= dispatch(d, &evs[i]);
 		if (!d->quit)
-			server_queue_run(d);
+			waiting_run(d->waiting);
 		/* MHD asks to be run after every wait it gave a timeout for. */
 		if (http >= 0 && !d->quit)
 			metrics_http_run(d->http);
@@ -680,6 +694,7 @@ int main(int argc, char **argv)
 		.expiry_fd = -1,
 		.hooks = {
 			.lease_changed = on_lease_changed,
+			.capacity_changed = on_capacity_changed,
 			.cgroup_ended = grant_release,
 			.lease_expired = grant_expire,
 			.denied = on_denied,

@@ -15,7 +15,6 @@
 #include "sys/cgroup.h"
 #include "gpu.h"
 #include "lease/lease.h"
-#include "lease/queue.h"
 #include "lease/state.h"
 
 struct attach_watch;
@@ -26,6 +25,7 @@ struct metrics;
 struct metrics_http;
 struct lease;
 struct dg_denied_event;
+struct waiting;
 
 /*
  * What the modules that change state report, and who listens: main.c wires
@@ -39,6 +39,8 @@ struct daemon_hooks {
 	 */
 	void (*lease_changed)(struct daemon *d, const char *type, const struct lease *l,
 			      const char *const *gpus, size_t n_gpus);
+	/* GPUs may have appeared or been allowed again (rescan.c, reload.c): try the waiters. */
+	void (*capacity_changed)(struct daemon *d);
 	/* A leased cgroup's processes are gone (watch.c): its lease must go. */
 	void (*cgroup_ended)(struct daemon *d, uint64_t cgid, const char *why);
 	/* A lease's expiry passed (expiry.c): it must be revoked. */
@@ -71,15 +73,13 @@ struct daemon {
 	int expiry_fd;	      /* CLOCK_REALTIME timer at the earliest lease expiry */
 	int64_t expiry_armed; /* the expiry it is armed for; 0: disarmed */
 	size_t heal_next;     /* the lease the next heal tick starts at */
-	size_t tick_cursor;   /* next lease the periodic re-check looks at */
+	size_t tick_cursor;   /* next lease the periodic end check looks at (watch.c) */
+	size_t recheck_next;  /* next lease the periodic gate re-check looks at (heal.c) */
 	struct client *clients;
 	size_t n_clients;
-	bool listen_paused; /* at max-clients, or out of file descriptors */
-	struct queue queue; /* grants waiting for GPUs (server.c) */
-	bool queue_dirty;   /* capacity may have appeared: try the waiters */
-	bool queue_moved;   /* places changed: tell the waiters */
-	uint64_t wake_ns;   /* when the loop woke for what it handles now */
-	uint64_t dirty_ns;  /* the wake-up that set queue_dirty: for the log */
+	bool listen_paused;	 /* at max-clients, or out of file descriptors */
+	struct waiting *waiting; /* grants waiting for GPUs (server/waiting.c) */
+	uint64_t wake_ns;	 /* when the loop woke for what it handles now */
 	struct daemon_hooks hooks;
 	bool quit;
 };

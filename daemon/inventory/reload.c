@@ -70,6 +70,7 @@ int reload_run(struct daemon *d, const char *why, struct reload_result *out, str
 		   why, out->excluded, d->inv->n_gpus, out->aliases, out->profiles,
 		   out->device_allow);
 	/* GPUs allowed again may serve waiting grants. */
-	d->queue_dirty = true;
+	if (d->hooks.capacity_changed)
+		d->hooks.capacity_changed(d);
 	return 0;
 }

@@ -305,11 +305,9 @@ int rescan_run(struct daemon *d, const char *why, struct dg_rescan_reply *out, s
 			"again");
 	if (d->bg && bpfgate_guard_sync(d->bg, next) < 0)
 		log_warning("cannot update dg_guarded_v1: the old driver's majors stay guarded");
-	/* A GPU that appeared or works again may serve a waiting grant (server.c). */
-	if ((x.n_appeared || x.n_changed) && !d->queue_dirty) {
-		d->queue_dirty = true;
-		d->dirty_ns = d->wake_ns;
-	}
+	/* A GPU that appeared or works again may serve a waiting grant. */
+	if ((x.n_appeared || x.n_changed) && d->hooks.capacity_changed)
+		d->hooks.capacity_changed(d);
 	/* A driver load sends uevents by the dozen; only changes are news then. */
 	(void)log_full_errno(x.n_appeared + x.n_vanished + x.n_changed || strcmp(why, "uevent") != 0
 				     ? LOG_INFO

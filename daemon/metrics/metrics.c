@@ -69,6 +69,12 @@ void metrics_queue_served(struct metrics *m, uint64_t ns)
 		promtext_histogram_observe(&m->now.queue_wait, (double)ns / 1e9);
 }
 
+void metrics_queue_length(struct metrics *m, size_t n)
+{
+	if (m)
+		m->now.queue_length = n;
+}
+
 void metrics_hook_call(struct metrics *m, const char *source)
 {
 	size_t i;

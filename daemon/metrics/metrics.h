@@ -41,6 +41,7 @@ struct metrics_snapshot {
 	struct promtext_histogram grant_time;	  /* seconds a grant request took */
 	struct promtext_histogram revoke_time;	  /* seconds a revoke request took */
 	struct promtext_histogram queue_wait;	  /* seconds served waiters waited */
+	uint64_t queue_length;			  /* grants waiting now */
 };
 
 /* Makes a set of counters, all zero; -ENOMEM. */
@@ -63,6 +64,8 @@ void metrics_hook_call(struct metrics *m, const char *source);
 void metrics_observe(struct metrics *m, enum dg_op op, uint64_t ns);
 /* Counts a waiting grant that was served after waiting ns nanoseconds. */
 void metrics_queue_served(struct metrics *m, uint64_t ns);
+/* Grants waiting now (devgate_queue_length); the wait queue says so as it changes. */
+void metrics_queue_length(struct metrics *m, size_t n);
 
 /* Copies every counter of m into *ret. */
 void metrics_snapshot(const struct metrics *m, struct metrics_snapshot *ret);

@@ -1,4 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Request dispatch: one decoded request in, one reply struct out, through a
+ * table of handlers by operation. Here alone are a request's authority
+ * checked, its latency and outcome counted, and a refusal logged (once).
+ *
+ * This file must not see sockets or JSON (server.c does the wire), and its
+ * handlers only call the modules that do the work.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +24,7 @@
 #include "version.h"
 #include "view/metrics_page.h"
 #include "view/view.h"
+#include "waiting.h"
 
 typedef int (*op_fn)(struct daemon *d, const struct dg_request *req, union dg_reply *reply,
 		     struct dg_arena *a, struct dg_error *err);
@@ -172,73 +181,12 @@ static int op_move(struct daemon *d, const struct dg_request *req, union dg_repl
 	return grant_move(d, &req->u.move, &reply->move, a, err);
 }
 
-/* "--gpus 2 --arch ampere --shared": a waiting grant's request, as devgatectl spells it. */
-static void request_text(const struct dg_grant_req *g, char *buf, size_t len)
-{
-	const struct {
-		const char *opt, *val;
-	} parts[] = {
-		{ "--gpu", g->gpus },
-		{ "--model", g->model },
-		{ "--arch", g->arch },
-		{ "--product", g->product },
-		{ "--min-memory", g->min_memory },
-		{ "--min-cc", g->min_cc },
-		{ "--alias", g->alias },
-		{ "--profile", g->profile },
-	};
-	size_t off = 0;
-
-	buf[0] = '\0';
-	if (g->has_count)
-		off += (size_t)snprintf(buf, len, "--gpus %lld", (long long)g->count);
-	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]) && off < len; i++) {
-		if (parts[i].val)
-			off += (size_t)snprintf(buf + off, len - off, "%s%s %s", off ? " " : "",
-						parts[i].opt, parts[i].val);
-	}
-	if (g->shared && off < len)
-		snprintf(buf + off, len - off, "%s--shared", off ? " " : "");
-}
-
-static int waiter_info(const struct queue_entry *e, size_t pos, uint64_t now,
-		       struct dg_waiter_info *w, struct dg_arena *a)
-{
-	const struct dg_grant_req *g = e->grant;
-	char text[512];
-
-	request_text(g, text, sizeof(text));
-	*w = (struct dg_waiter_info){
-		.position = (int64_t)pos,
-		.priority = e->priority,
-		.container = g->target.container ? dg_arena_strdup(a, g->target.container) : NULL,
-		.cgroup = g->target.cgroup ? dg_arena_strdup(a, g->target.cgroup) : NULL,
-		.pid = g->target.pid,
-		.has_pid = g->target.has_pid,
-		.request = dg_arena_strdup(a, text),
-		.waited_ms = (int64_t)((now - e->since_ns) / 1000000),
-		.timeout = g->wait,
-		.has_timeout = g->wait > 0,
-		.uid = e->uid,
-	};
-	return w->request ? 0 : -ENOMEM;
-}
-
 static int op_queue(struct daemon *d, const struct dg_request *req, union dg_reply *reply,
 		    struct dg_arena *a, struct dg_error *err)
 {
-	struct dg_queue_reply *q = &reply->queue;
-	uint64_t now = now_mono_ns();
-
 	(void)req;
-	q->waiters = d->queue.n ? dg_arena_alloc(a, d->queue.n * sizeof(*q->waiters)) : NULL;
-	if (d->queue.n && !q->waiters)
+	if (waiting_list(d->waiting, &reply->queue, a) < 0)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
-	for (size_t i = 0; i < d->queue.n; i++) {
-		if (waiter_info(d->queue.v[i], i + 1, now, &q->waiters[i], a) < 0)
-			return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
-	}
-	q->n_waiters = d->queue.n;
 	return 0;
 }
 
@@ -255,6 +203,7 @@ bool ops_streams(const struct dg_request *req)
 	return req->op == DG_OP_WATCH || (req->op == DG_OP_EVENTS && req->u.events.follow);
 }
 
+/* Returns the request's "source" (the hook stage that sent it), or NULL. */
 static const char *source_of(const struct dg_request *req)
 {
 	if (req->op == DG_OP_GRANT)
@@ -274,7 +223,10 @@ bool ops_may_wait(const struct dg_request *req, int r, const struct dg_error *er
 	       err->code == DG_E_UNAVAILABLE;
 }
 
-/* Counters and latency of every request; each refusal logged once, here. */
+/*
+ * Counts a finished request and its latency, and logs it once if it was
+ * refused. A grant that goes on to wait is counted when it leaves the queue.
+ */
 static void account(struct daemon *d, const struct ops_peer *peer, const struct dg_request *req,
 		    int r, const struct dg_error *err, uint64_t ns)
 {

@@ -18,17 +18,24 @@ struct ops_peer {
 	bool admin; /* may change leases (root or admin-group) */
 };
 
+/*
+ * Serves req for peer: checks that peer may ask it, runs its handler,
+ * counts it and logs a refusal. Returns 0 with reply filled (strings in a),
+ * or < 0 with err set.
+ */
 int ops_dispatch(struct daemon *d, const struct ops_peer *peer, const struct dg_request *req,
 		 union dg_reply *reply, struct dg_arena *a, struct dg_error *err);
 /*
- * Whether a failed request is a grant --wait whose GPUs are busy: it waits
- * in the queue (server.c) instead. ops_wait_check then says whether it may
- * (a request that could never be served may not; that refusal is counted).
+ * Returns whether a request that failed with r and err is a grant --wait
+ * whose GPUs are busy: it waits in the queue (waiting.c) instead of being
+ * refused. ops_wait_check then says whether it may wait: a request that
+ * could never be served may not (that refusal is counted and logged here),
+ * and one that may gets *ret_pidfd, its target's process.
  */
 bool ops_may_wait(const struct dg_request *req, int r, const struct dg_error *err);
 int ops_wait_check(struct daemon *d, const struct ops_peer *peer, const struct dg_request *req,
 		   int *ret_pidfd, struct dg_error *err);
-/* Whether a request that succeeded turns its connection into an event stream. */
+/* Returns whether a request that succeeded turns its connection into an event stream. */
 bool ops_streams(const struct dg_request *req);
 
 #endif

@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Who connected to the control socket, read from the kernel (peer.h). It
+ * must never trust what the peer says about itself: only the socket's
+ * credentials count.
+ */
 #include <errno.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core/daemon.h"
+#include "core/config.h"
 #include "peer.h"
 
 #define PEER_GROUPS_MAX 256
@@ -20,7 +25,7 @@ void peer_done(struct peer *p)
 	p->pidfd = -1;
 }
 
-/* A pidfd turns readable once its process has exited. */
+/* A pidfd turns readable once its process has exited; poll tells without waiting. */
 bool peer_exited(int pidfd)
 {
 	struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
@@ -34,9 +39,10 @@ const char *peer_pid_note(int pidfd)
 }
 
 /*
- * The connecting process itself, not its PID: a PID read later may name
- * another process by then. Older kernels (ENOPROTOOPT, EINVAL), a peer gone
- * already (ESRCH) or no descriptors left: the peer is served without one.
+ * Returns a pidfd of the connecting process, or -1. A pidfd names the
+ * process itself, where a PID read later may name another process by then.
+ * On older kernels (ENOPROTOOPT, EINVAL), with a peer gone already (ESRCH)
+ * or with no descriptors left, the peer is served without one.
  */
 static int peer_pidfd(int fd)
 {

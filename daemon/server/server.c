@@ -1,4 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * The control socket and its clients: accepts connections, reads request
+ * lines, hands each decoded request to ops.c and queues the encoded reply,
+ * and streams events to the clients that asked for them. Every socket is
+ * non-blocking: a client that stops reading is cut, never waited for.
+ *
+ * This file must not decide what a request does (ops.c does) nor keep
+ * waiting grants (waiting.c does; a client only points at its waiter).
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
@@ -18,10 +27,10 @@
 #include "metrics/metrics.h"
 #include "ops.h"
 #include "peer.h"
-#include "lease/queue.h"
 #include "wire.h"
 #include "server.h"
 #include "util.h"
+#include "waiting.h"
 
 /*
  * A reply queue beyond this is a client that does not read: it is cut. One
@@ -44,21 +53,11 @@ struct client {
 	uint64_t last_ns;    /* accept, or the last complete request */
 	uint32_t armed;	     /* the epoll events asked for now */
 	enum dg_op stream;   /* DG_OP_WATCH or DG_OP_EVENTS once streaming, else DG_OP_MAX */
-	struct waiter *wait; /* its grant waits in d->queue; it sends nothing more till then */
+	struct waiter *wait; /* its grant waits (waiting.c); it sends nothing more till then */
 	struct client *next;
 };
 
-/* A grant --wait that found its GPUs busy: kept until served, timed out or cancelled. */
-struct waiter {
-	struct queue_entry e;
-	struct dg_request req; /* the grant; its arena is the waiter's */
-	int pidfd;	       /* the target's process when it was queued */
-	size_t told_pos, told_of;
-	char reason[DG_ERRMSG_MAX]; /* why it cannot be served now */
-};
-
-static void waiter_cancel(struct daemon *d, struct client *c, const char *why);
-
+/* Fills sa with the socket's path; fails when a unix socket address cannot hold it. */
 static int fill_addr(const char *path, struct sockaddr_un *sa, struct dg_error *err)
 {
 	memset(sa, 0, sizeof(*sa));
@@ -70,7 +69,10 @@ static int fill_addr(const char *path, struct sockaddr_un *sa, struct dg_error *
 	return 0;
 }
 
-/* A socket file nobody answers on is left over from a crash. */
+/*
+ * Removes the socket file if nobody answers on it (it is left over from a
+ * crash). Fails when another devgated answers there.
+ */
 static int remove_stale(const struct sockaddr_un *sa, struct dg_error *err)
 {
 	auto_close int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -89,16 +91,20 @@ static int remove_stale(const struct sockaddr_un *sa, struct dg_error *err)
 }
 
 /*
- * The group that may reach the socket: socket-group, or admin-group alone
- * when only that is set (a socket has one group; admins who should reach
- * a socket-group socket are members of both).
+ * Returns the group that may reach the socket: socket-group, or admin-group
+ * when only that is set. A socket file has one group, so admins who should
+ * reach a socket-group socket must be members of both.
  */
 static gid_t socket_gid(const struct daemon *d)
 {
 	return d->cfg.socket_gid != DG_NO_GID ? d->cfg.socket_gid : d->cfg.admin_gid;
 }
 
-/* /run/devgate: root-owned; with a socket group, 0750 root:GROUP. */
+/*
+ * Makes the socket's directory (/run/devgate, root-owned) and, with a socket
+ * group, gives it to that group (0750) so that its members can reach the
+ * socket inside.
+ */
 static int socket_dir(struct daemon *d, const char *dir, struct dg_error *err)
 {
 	struct stat st;
@@ -117,6 +123,7 @@ static int socket_dir(struct daemon *d, const char *dir, struct dg_error *err)
 	return 0;
 }
 
+/* Gives the socket file to the socket group (0660), when one is set. */
 static int socket_access(struct daemon *d, struct dg_error *err)
 {
 	if (socket_gid(d) == DG_NO_GID)
@@ -160,7 +167,10 @@ int server_listen(struct daemon *d, struct dg_error *err)
 	return socket_access(d, err);
 }
 
-/* Stops or resumes accepting: at max-clients, or when out of descriptors. */
+/*
+ * Stops accepting new clients (pause) or starts again. devgated pauses at
+ * max-clients and when it runs out of file descriptors.
+ */
 static void listen_pause(struct daemon *d, bool pause)
 {
 	struct epoll_event ev = { .events = pause ? 0 : EPOLLIN, .data.u64 = TAG_LISTEN };
@@ -171,6 +181,7 @@ static void listen_pause(struct daemon *d, bool pause)
 		d->listen_paused = pause;
 }
 
+/* Closes c's connection and frees it; a grant it had waiting is cancelled. */
 static void client_free(struct daemon *d, struct client *c)
 {
 	struct client **pp;
@@ -183,7 +194,7 @@ static void client_free(struct daemon *d, struct client *c)
 		}
 	}
 	if (c->wait)
-		waiter_cancel(d, c, "the client left");
+		waiting_cancel(d->waiting, c->wait, "the client left");
 	(void)epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	peer_done(&c->peer);
@@ -200,10 +211,13 @@ static void client_free(struct daemon *d, struct client *c)
 void server_close(struct daemon *d)
 {
 	while (d->clients) {
+		struct client *c = d->clients;
+
 		/* Its client sees the connection close: "the request was not served". */
-		if (d->clients->wait)
-			waiter_cancel(d, d->clients, "devgated stops");
-		client_free(d, d->clients);
+		if (c->wait)
+			waiting_cancel(d->waiting, c->wait, "devgated stops");
+		c->wait = NULL;
+		client_free(d, c);
 	}
 	if (d->listen_fd >= 0) {
 		d->listen_fd = safe_close(d->listen_fd);
@@ -211,12 +225,16 @@ void server_close(struct daemon *d)
 	}
 }
 
+/* Returns how many bytes of c's replies are not written yet. */
 static size_t pending(const struct client *c)
 {
 	return c->out_len - c->out_off;
 }
 
-/* Reads while its queue is short, writes while it is not empty. */
+/*
+ * Asks epoll for the events c needs now: readable while few of its replies
+ * wait to be written, writable while any do.
+ */
 static void client_arm(struct daemon *d, struct client *c)
 {
 	/* A waiter sends nothing until answered: only its hangup (Ctrl-C) matters. */
@@ -228,7 +246,10 @@ static void client_arm(struct daemon *d, struct client *c)
 		c->armed = want;
 }
 
-/* Writes what the socket takes now; < 0 when the client is gone. */
+/*
+ * Writes as much of c's unsent replies as the socket takes now, without
+ * blocking. Returns < 0 when the client is gone.
+ */
 static int client_flush(struct client *c)
 {
 	while (pending(c)) {
@@ -247,7 +268,11 @@ static int client_flush(struct client *c)
 	return 0;
 }
 
-/* Queues msg as one line; never blocks. < 0: cut the client. */
+/*
+ * Queues msg as one line for c and writes what the socket takes; never
+ * blocks. Returns < 0 when c must be cut: the line is more than a client
+ * reads, or c stopped reading its replies.
+ */
 static int client_send(struct client *c, json_object *msg)
 {
 	const char *s = json_object_to_json_string_ext(msg, JSON_C_TO_STRING_PLAIN);
@@ -276,6 +301,7 @@ static int client_send(struct client *c, json_object *msg)
 	return client_flush(c);
 }
 
+/* Tells a peer that may not use devgated why, in one error line, before it is cut. */
 static void refuse_peer(int fd, const struct peer *p)
 {
 	struct dg_error err = { 0 };
@@ -293,7 +319,10 @@ static void refuse_peer(int fd, const struct peer *p)
 	(void)send(fd, "\n", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-/* Takes fd and the peer's pidfd. */
+/*
+ * Adds a client for the accepted connection fd. Takes fd and the peer's
+ * pidfd, and closes both when it cannot.
+ */
 static void client_add(struct daemon *d, int fd, struct peer *p)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
@@ -349,6 +378,7 @@ void server_accept(struct daemon *d)
 	listen_pause(d, true);
 }
 
+/* Returns who c is, as ops.c wants to know it. */
 static struct ops_peer ops_peer_of(const struct client *c)
 {
 	return (struct ops_peer){ .uid = c->peer.uid,
@@ -357,10 +387,27 @@ static struct ops_peer ops_peer_of(const struct client *c)
 				  .admin = c->peer.authority == PEER_ADMIN };
 }
 
-static int waiter_start(struct daemon *d, struct client *c, struct dg_request *req,
-			const struct dg_error *busy, struct dg_error *err);
+/*
+ * Puts c's grant, refused for busy GPUs (reason), in the wait queue if it
+ * may wait there. Returns 0 when it waits: the request is the queue's then.
+ */
+static int client_wait(struct daemon *d, struct client *c, struct dg_request *req,
+		       const char *reason, struct dg_error *err)
+{
+	struct ops_peer peer = ops_peer_of(c);
+	int pidfd = -1;
+	int r = ops_wait_check(d, &peer, req, &pidfd, err);
 
-/* Handles one request line; returns < 0 to drop the client. */
+	if (r == 0)
+		r = waiting_add(d->waiting, c, c->peer.uid, req, pidfd, reason, &c->wait, err);
+	return r;
+}
+
+/*
+ * Serves one request line from c: decodes it, dispatches it and queues the
+ * reply. A grant that may wait for busy GPUs goes in the wait queue instead
+ * and is answered later. Returns < 0 when c must be cut.
+ */
 static int handle_line(struct daemon *d, struct client *c, const char *line)
 {
 	struct ops_peer peer = ops_peer_of(c);
@@ -388,7 +435,7 @@ static int handle_line(struct daemon *d, struct client *c, const char *line)
 		struct dg_error busy = err;
 
 		err = (struct dg_error){ 0 };
-		r = waiter_start(d, c, &req, &busy, &err);
+		r = client_wait(d, c, &req, busy.message, &err);
 		if (r == 0) {
 			dg_arena_free(&arena);
 			return 0;
@@ -402,7 +449,10 @@ static int handle_line(struct daemon *d, struct client *c, const char *line)
 	return client_send(c, msg);
 }
 
-/* Serves the buffered requests while the client keeps reading its replies. */
+/*
+ * Serves c's complete request lines in order, as long as c reads its
+ * replies and has no grant waiting. Returns < 0 when c must be cut.
+ */
 static int client_lines(struct daemon *d, struct client *c)
 {
 	while (pending(c) < OUT_HIGH && !c->wait) {
@@ -418,6 +468,10 @@ static int client_lines(struct daemon *d, struct client *c)
 	return 0;
 }
 
+/*
+ * Reads what c sent and serves the complete lines. Returns < 0 when c hung
+ * up or sent a line longer than a request may be.
+ */
 static int client_read(struct daemon *d, struct client *c)
 {
 	char buf[16384];
@@ -507,277 +561,47 @@ void server_broadcast(struct daemon *d, enum dg_op stream, const union dg_stream
 }
 
 /*
- * The queue of grants that wait (grant --wait). A waiter keeps its
- * connection: it gets its place as event lines, then one reply. The
- * order is queue.c's; serving tries each waiter in that order, so a GPU
- * that frees goes to the first waiter it satisfies.
+ * What the wait queue asks of the server (struct waiting_ops); ctx is the
+ * daemon and client a struct client whose grant waits.
  */
-
-static void waiter_free(struct waiter *w)
+static int wait_retry(void *ctx, void *client, const struct dg_request *req, union dg_reply *reply,
+		      struct dg_arena *a, struct dg_error *err)
 {
-	safe_close(w->pidfd);
-	dg_request_done(&w->req);
-	free(w);
+	struct ops_peer peer = ops_peer_of(client);
+	int r = ops_dispatch(ctx, &peer, req, reply, a, err);
+
+	return ops_may_wait(req, r, err) ? WAITING_BUSY : r;
 }
 
-static void waiter_log_name(const struct waiter *w, char *buf, size_t len)
+static bool wait_gone(void *ctx, const struct dg_target_args *target, int pidfd)
 {
-	const struct dg_target_args *t = &w->req.u.grant.target;
-
-	if (t->container)
-		snprintf(buf, len, "%s", t->container);
-	else if (t->has_pid)
-		snprintf(buf, len, "PID %lld", (long long)t->pid);
-	else
-		snprintf(buf, len, "cgroup %s", t->cgroup);
+	return grant_target_gone(ctx, target, pidfd);
 }
 
-/* Takes c's waiter out of the queue; the caller replies or frees the client. */
-static struct waiter *waiter_take(struct daemon *d, struct client *c)
+static int wait_tell(void *ctx, void *client, json_object *msg)
 {
-	struct waiter *w = c->wait;
-
-	c->wait = NULL;
-	(void)queue_remove(&d->queue, &w->e);
-	d->queue_moved = true;
-	return w;
-}
-
-static void waiter_cancel(struct daemon *d, struct client *c, const char *why)
-{
-	struct waiter *w = waiter_take(d, c);
-	char name[128];
-
-	waiter_log_name(w, name, sizeof(name));
-	log_info("the waiting grant for %s was cancelled: %s", name, why);
-	metrics_inc(d->metrics, METRIC_QUEUE_CANCELLED, 1);
-	waiter_free(w);
-}
-
-/* Sends the waiter's last line and lets the client send requests again. */
-static void waiter_finish(struct daemon *d, struct client *c, json_object *msg)
-{
-	if (client_send(c, msg) < 0 || client_lines(d, c) < 0)
-		client_free(d, c);
-	else
-		client_arm(d, c);
-}
-
-static void waiter_fail(struct daemon *d, struct client *c, const struct dg_error *err)
-{
-	auto_json json_object *msg = dg_reply_error(err);
-
-	waiter_free(waiter_take(d, c));
-	waiter_finish(d, c, msg);
-}
-
-static int waiter_start(struct daemon *d, struct client *c, struct dg_request *req,
-			const struct dg_error *busy, struct dg_error *err)
-{
-	struct ops_peer peer = ops_peer_of(c);
-	struct epoll_event ev;
-	struct waiter *w;
-	char name[128];
-	int pidfd = -1;
-	int r = ops_wait_check(d, &peer, req, &pidfd, err);
-
-	if (r < 0)
-		return r;
-	w = calloc(1, sizeof(*w));
-	if (!w) {
-		safe_close(pidfd);
-		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	if (client_send(client, msg) < 0) {
+		client_free(ctx, client); /* its waiter is cancelled there */
+		return -ECONNRESET;
 	}
-	w->pidfd = pidfd;
-	w->e = (struct queue_entry){
-		.priority = req->u.grant.priority,
-		.since_ns = now_mono_ns(),
-		.uid = c->peer.uid,
-		.owner = c,
-	};
-	if (req->u.grant.wait)
-		w->e.deadline_ns = w->e.since_ns + (uint64_t)req->u.grant.wait * 1000000000ull;
-	snprintf(w->reason, sizeof(w->reason), "%s", busy->message);
-	if (queue_add(&d->queue, &w->e) < 0) {
-		waiter_free(w);
-		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
-	}
-	w->req = *req; /* the arena too: the waiter owns the request now */
-	*req = (struct dg_request){ .op = DG_OP_GRANT };
-	w->e.grant = &w->req.u.grant;
-	c->wait = w;
-	d->queue_moved = true;
-	/*
-	 * Its end wakes the loop. Tagged by the waiter's number, not a pointer:
-	 * an event of this batch may come after the waiter is gone.
-	 */
-	ev = (struct epoll_event){ .events = EPOLLIN, .data.u64 = TAG_WAITER | w->e.seq };
-	if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, pidfd, &ev) < 0)
-		log_debug("cannot poll the target of a waiting grant: %m; the periodic check will");
-	waiter_log_name(w, name, sizeof(name));
-	log_info("the grant for %s waits (priority %lld, position %zu of %zu): %s", name,
-		 (long long)w->e.priority, queue_position(&d->queue, &w->e), d->queue.n, w->reason);
+	client_arm(ctx, client);
 	return 0;
 }
 
-/* Tries c's grant again; true if it left the queue (served or failed). */
-static bool waiter_try(struct daemon *d, struct client *c)
+static void wait_answer(void *ctx, void *client, json_object *msg)
 {
-	struct ops_peer peer = ops_peer_of(c);
-	struct waiter *w = c->wait;
-	struct dg_error err = { 0 };
-	struct dg_arena arena = { 0 };
-	auto_json json_object *msg = NULL;
-	union dg_reply reply;
-	uint64_t waited;
-	char name[128];
-	int r = ops_dispatch(d, &peer, &w->req, &reply, &arena, &err);
+	struct client *c = client;
 
-	if (ops_may_wait(&w->req, r, &err)) {
-		snprintf(w->reason, sizeof(w->reason), "%s", err.message);
-		dg_arena_free(&arena);
-		return false;
-	}
-	waited = now_mono_ns() - w->e.since_ns;
-	waiter_log_name(w, name, sizeof(name));
-	if (r == 0) {
-		/* The second figure: from the wake-up that found a GPU freed (a container's exit).
-		 */
-		log_info(
-			"served the waiting grant for %s after %.1f ms in the queue, %.1f ms after "
-			"the event that freed its GPUs",
-			name, (double)waited / 1e6,
-			d->dirty_ns ? (double)(now_mono_ns() - d->dirty_ns) / 1e6 : 0.0);
-		metrics_queue_served(d->metrics, waited);
-	} else {
-		metrics_inc(d->metrics, METRIC_QUEUE_CANCELLED, 1);
-	}
-	msg = r < 0 ? dg_reply_error(&err) : dg_reply_encode(DG_OP_GRANT, &reply);
-	waiter_free(waiter_take(d, c));
-	dg_arena_free(&arena);
-	waiter_finish(d, c, msg);
-	return true;
+	c->wait = NULL; /* the queue let go of it */
+	if (client_send(c, msg) < 0 || client_lines(ctx, c) < 0)
+		client_free(ctx, c);
+	else
+		client_arm(ctx, c);
 }
 
-static void waiters_serve(struct daemon *d)
-{
-	d->queue_dirty = false;
-	for (size_t i = 0; i < d->queue.n;) {
-		if (!waiter_try(d, d->queue.v[i]->owner))
-			i++;
-	}
-}
-
-static void waiter_timeout(struct daemon *d, struct client *c)
-{
-	struct waiter *w = c->wait;
-	struct dg_error err = { 0 };
-
-	dg_error_set(&err, DG_E_UNAVAILABLE, ETIMEDOUT,
-		     "waited %llds in the queue and no GPU became free: %s",
-		     (long long)w->req.u.grant.wait, w->reason);
-	dg_error_hint(&err, "wait longer (--wait=TIMEOUT, or --wait alone for no limit), ask "
-			    "with a higher --priority, or see who holds the GPUs with "
-			    "'devgatectl list'");
-	log_info("a waiting grant timed out: %s", err.message);
-	metrics_inc(d->metrics, METRIC_QUEUE_TIMEOUTS, 1);
-	waiter_fail(d, c, &err);
-}
-
-/* Each waiter whose place changed hears of it. */
-static void waiters_tell(struct daemon *d)
-{
-	d->queue_moved = false;
-	for (size_t i = 0; i < d->queue.n; i++) {
-		struct client *c = d->queue.v[i]->owner;
-		struct waiter *w = c->wait;
-		auto_json json_object *msg = NULL;
-		union dg_stream_event ev = {
-			.wait = { .type = "waiting",
-				  .position = (int64_t)i + 1,
-				  .of = (int64_t)d->queue.n,
-				  .reason = w->reason },
-		};
-
-		if (w->told_pos == i + 1 && w->told_of == d->queue.n)
-			continue;
-		w->told_pos = i + 1;
-		w->told_of = d->queue.n;
-		msg = dg_event_encode(DG_OP_GRANT, &ev);
-		if (client_send(c, msg) < 0) {
-			client_free(d, c); /* its waiter goes too: start again */
-			d->queue_moved = true;
-			return;
-		}
-		client_arm(d, c);
-	}
-}
-
-void server_queue_run(struct daemon *d)
-{
-	uint64_t now = now_mono_ns();
-
-	for (size_t i = 0; i < d->queue.n;) {
-		const struct queue_entry *e = d->queue.v[i];
-
-		if (e->deadline_ns && e->deadline_ns <= now)
-			waiter_timeout(d, e->owner);
-		else
-			i++;
-	}
-	if (d->queue_dirty)
-		waiters_serve(d);
-	while (d->queue_moved)
-		waiters_tell(d);
-}
-
-/* Drops c's waiter if its container ended; true if it did. */
-static bool waiter_check(struct daemon *d, struct client *c)
-{
-	struct dg_error err = { 0 };
-
-	if (!grant_target_gone(d, &c->wait->req.u.grant.target, c->wait->pidfd))
-		return false;
-	dg_error_set(&err, DG_E_NO_TARGET, ESRCH,
-		     "the container ended while its grant waited in the queue");
-	log_info("a waiting grant was dropped: %s", err.message);
-	metrics_inc(d->metrics, METRIC_QUEUE_CANCELLED, 1);
-	waiter_fail(d, c, &err);
-	return true;
-}
-
-void server_waiter_event(struct daemon *d, uint64_t tag)
-{
-	for (size_t i = 0; i < d->queue.n; i++) {
-		struct client *c = d->queue.v[i]->owner;
-
-		if ((TAG_WAITER | d->queue.v[i]->seq) != tag)
-			continue;
-		/*
-		 * For a cgroup target that was only its first process: the pidfd
-		 * leaves the loop and the periodic check watches the cgroup.
-		 */
-		if (!waiter_check(d, c))
-			(void)epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->wait->pidfd, NULL);
-		return;
-	}
-}
-
-void server_queue_check(struct daemon *d)
-{
-	for (size_t i = 0; i < d->queue.n;) {
-		if (!waiter_check(d, d->queue.v[i]->owner))
-			i++;
-	}
-}
-
-int server_queue_timeout_ms(const struct daemon *d)
-{
-	uint64_t next = queue_next_deadline(&d->queue), now = now_mono_ns();
-
-	if (d->queue_dirty || d->queue_moved)
-		return 0;
-	if (!next)
-		return -1;
-	return next <= now ? 0 : (int)((next - now + 999999) / 1000000);
-}
+const struct waiting_ops server_waiting_ops = {
+	.retry = wait_retry,
+	.gone = wait_gone,
+	.tell = wait_tell,
+	.answer = wait_answer,
+};

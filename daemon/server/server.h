@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The control socket: a unix stream socket, root only (mode 0600 and
- * SO_PEERCRED checked), one JSON request per line (common/protocol.h).
+ * The control socket: a unix stream socket, one JSON request per line
+ * (common/protocol.h). Root only (mode 0600), unless socket-group or
+ * admin-group let others in (peer.h decides who may do what).
  */
 #ifndef DEVGATE_SERVER_H
 #define DEVGATE_SERVER_H
@@ -11,30 +12,31 @@
 #include "core/daemon.h"
 #include "wire.h"
 
+struct waiting_ops;
+
+/* Opens the control socket (d->cfg.socket_path) and sets d->listen_fd. */
 int server_listen(struct daemon *d, struct dg_error *err);
+/* Cuts every client (a waiting grant's client sees the connection close) and removes the socket. */
 void server_close(struct daemon *d);
+/* The listening socket is readable: accepts clients up to max-clients. */
 void server_accept(struct daemon *d);
-/* Events for client fds; data is the struct client. */
+/* Handles epoll events on a client's socket; c is the event's data pointer. */
 void server_client_event(struct daemon *d, struct client *c, uint32_t events);
-/* Periodic: cuts clients idle past client-timeout-ms, resumes a paused accept. */
+/* Periodic: cuts clients idle past client-timeout-ms and resumes a paused accept. */
 void server_tick(struct daemon *d);
 /* Sends ev to every client streaming stream (DG_OP_WATCH or DG_OP_EVENTS). */
 void server_broadcast(struct daemon *d, enum dg_op stream, const union dg_stream_event *ev);
 
 /*
- * The wait queue (grant --wait), after every turn of the loop: answers
- * waiters whose time ran out, tries them all in order when capacity may
- * have appeared (d->queue_dirty), and tells each whose place changed.
+ * What the wait queue (waiting.h) needs of the server: retrying a waiting
+ * client's grant, and writing to that client. Its ctx is the daemon.
  */
-void server_queue_run(struct daemon *d);
-/* The target process of a waiter ended (tag: TAG_WAITER | its number). */
-void server_waiter_event(struct daemon *d, uint64_t tag);
-/* Periodic: drops waiters whose container ended. */
-void server_queue_check(struct daemon *d);
-/* How long the loop may sleep before server_queue_run has work; -1: forever. */
-int server_queue_timeout_ms(const struct daemon *d);
+extern const struct waiting_ops server_waiting_ops;
 
-/* epoll tags: the low bits of a pointer are free, so small ints mark fds. */
+/*
+ * epoll tags: the low bits of a pointer are free, so small ints mark fds.
+ * A waiting grant's target process is tagged with TAG_WAITER (waiting.h).
+ */
 enum {
 	TAG_LISTEN = 1,
 	TAG_SIGNAL,
@@ -48,7 +50,5 @@ enum {
 	TAG_EXPIRY,
 	TAG_MAX
 };
-/* A waiting grant's target pidfd: this bit (never set in a user pointer) and its number. */
-#define TAG_WAITER (1ull << 63)
 
 #endif

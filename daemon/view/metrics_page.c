@@ -332,7 +332,7 @@ static void write_devices(FILE *f, const struct daemon *d, const struct dev_coun
 /* ---- the daemon's own metrics ---- */
 
 /* Build info, how many leases and waiters there are, and the GPUs by state. */
-static void write_state(FILE *f, struct daemon *d)
+static void write_state(FILE *f, struct daemon *d, const struct metrics_snapshot *m)
 {
 	static const char *const states[] = { "free",  "held",	   "shared",
 					      "split", "unusable", "excluded" };
@@ -344,7 +344,7 @@ static void write_state(FILE *f, struct daemon *d)
 	promtext_sample(f, "devgate_leases", NULL, 0, d->leases.n);
 	promtext_family(f, "devgate_queue_length", "gauge",
 			"Grants waiting for GPUs now (grant --wait).");
-	promtext_sample(f, "devgate_queue_length", NULL, 0, d->queue.n);
+	promtext_sample(f, "devgate_queue_length", NULL, 0, m->queue_length);
 	promtext_family(f, "devgate_gpus", "gauge", "GPUs on this host by state.");
 	for (size_t s = 0; s < ARRAY_SIZE(states); s++) {
 		uint64_t n = 0;
@@ -518,7 +518,7 @@ int metrics_render(struct daemon *d, char **ret, size_t *ret_len)
 	if (r == 0 && !f)
 		r = -errno;
 	if (f) {
-		write_state(f, d);
+		write_state(f, d, &snap);
 		write_gpu_time(f, d);
 		write_instances(f, d);
 		write_daemon(f, &snap, d->events, dropped);

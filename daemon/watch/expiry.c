@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Leases that expire (grant --ttl): one timer, armed for the earliest
+ * expiry in the table (expiry.h). Expired leases go to
+ * d->hooks.lease_expired; this file must not revoke them itself.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +15,10 @@
 #include "log.h"
 #include "util.h"
 
-/* An absolute CLOCK_REALTIME time: it holds across suspend and clock steps. */
+/*
+ * Arms the timer for when, in seconds since the epoch; 0 disarms it. An
+ * absolute CLOCK_REALTIME time holds across suspend and clock steps.
+ */
 static void arm(struct daemon *d, int64_t when)
 {
 	struct itimerspec its = { .it_value = { .tv_sec = (time_t)when } };
@@ -53,11 +61,11 @@ void expiry_run(struct daemon *d)
 	uint64_t *ids = NULL;
 	size_t n = 0;
 
-	/* Drains the timer; EAGAIN at start, when it has not fired. */
+	/* Drain the timer; at start it has not fired and the read fails with EAGAIN. */
 	if (d->expiry_fd >= 0 && read(d->expiry_fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
 		log_debug("reading the expiry timer: %s", strerror(errno));
 	d->expiry_armed = 0;
-	/* Ids first: a revoke edits the table. */
+	/* Collect the ids first: a revoke edits the table. */
 	for (size_t i = 0; i < d->leases.n; i++) {
 		const struct lease *l = d->leases.v[i];
 

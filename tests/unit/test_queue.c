@@ -6,7 +6,7 @@
 #include <cmocka.h>
 #include <stdint.h>
 
-#include "lease/queue.h"
+#include "server/queue.h"
 
 static void test_priority_then_fifo(void **state)
 {

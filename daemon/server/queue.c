@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * The wait queue's order (queue.h): an array of entries kept sorted as they
+ * come and go. It must stay pure bookkeeping: no I/O, no clock, no clients,
+ * so the unit test can check the order alone.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,7 +11,7 @@
 #include "array.h"
 #include "queue.h"
 
-/* Whether a is served before b. */
+/* Returns whether a is served before b: higher priority first, then arrival. */
 static bool before(const struct queue_entry *a, const struct queue_entry *b)
 {
 	return a->priority != b->priority ? a->priority > b->priority : a->seq < b->seq;

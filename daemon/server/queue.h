@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The order of grants waiting for GPUs (grant --wait): highest priority
- * first, first come first within a priority. Pure bookkeeping, no I/O: the
- * server keeps the clients and tries the waiters in this order whenever
- * capacity may have appeared (server.c, "serve").
+ * first, first come first within a priority. Pure bookkeeping, no I/O and
+ * no clock: waiting.c keeps the waiters and tries them in this order
+ * whenever GPUs may have freed.
  */
 #ifndef DEVGATE_QUEUE_H
 #define DEVGATE_QUEUE_H
@@ -22,7 +22,7 @@ struct queue_entry {
 	uint64_t deadline_ns;		  /* CLOCK_MONOTONIC; 0: waits as long as it takes */
 	const struct dg_grant_req *grant; /* what it asks for */
 	uid_t uid;			  /* who asks */
-	void *owner;			  /* the server's client */
+	void *owner;			  /* the record that holds this entry (a waiter) */
 };
 
 struct queue {
@@ -31,14 +31,15 @@ struct queue {
 	uint64_t next_seq;
 };
 
-/* Inserts e (not copied) in its place; 0 or -ENOMEM. */
+/* Inserts e in its place (e itself, not a copy) and numbers it; 0 or -ENOMEM. */
 int queue_add(struct queue *q, struct queue_entry *e);
-/* Takes e out if it is queued; true if it was. */
+/* Takes e out of the queue; returns false when it was not in it. */
 bool queue_remove(struct queue *q, const struct queue_entry *e);
-/* 1-based place of e; 0 when not queued. */
+/* Returns e's place, counting from 1, or 0 when e is not queued. */
 size_t queue_position(const struct queue *q, const struct queue_entry *e);
-/* The earliest deadline of all entries; 0: none has one. */
+/* Returns the earliest deadline of all entries, or 0 when none has one. */
 uint64_t queue_next_deadline(const struct queue *q);
+/* Frees the list itself; the entries belong to the caller. */
 void queue_fini(struct queue *q);
 
 #endif
