@@ -30,6 +30,7 @@
 #include "watch/heal.h"
 #include "sys/fault.h"
 #include "grant/grant.h"
+#include "grant/refresh.h"
 #include "gate/guard.h"
 #include "log.h"
 #include "metrics/metrics.h"
@@ -695,6 +696,7 @@ int main(int argc, char **argv)
 		.hooks = {
 			.lease_changed = on_lease_changed,
 			.capacity_changed = on_capacity_changed,
+			.inventory_swapped = refresh_leases,
 			.cgroup_ended = grant_release,
 			.lease_expired = grant_expire,
 			.denied = on_denied,

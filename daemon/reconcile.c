@@ -21,7 +21,7 @@
 #include "log.h"
 #include "metrics/metrics.h"
 #include "reconcile.h"
-#include "inventory/refresh.h"
+#include "grant/refresh.h"
 #include "watch/watch.h"
 
 static void adopt_path(struct daemon *d, struct lease *l, int cgfd, unsigned int *fixes)

@@ -41,6 +41,12 @@ struct daemon_hooks {
 			      const char *const *gpus, size_t n_gpus);
 	/* GPUs may have appeared or been allowed again (rescan.c, reload.c): try the waiters. */
 	void (*capacity_changed)(struct daemon *d);
+	/*
+	 * The inventory was re-read and swapped (rescan.c), and the old driver's
+	 * majors are still guarded: leases whose numbers moved must follow now.
+	 * Returns how many could not (they keep the old nodes until a later try).
+	 */
+	size_t (*inventory_swapped)(struct daemon *d);
 	/* A leased cgroup's processes are gone (watch.c): its lease must go. */
 	void (*cgroup_ended)(struct daemon *d, uint64_t cgid, const char *why);
 	/* A lease's expiry passed (expiry.c): it must be revoked. */

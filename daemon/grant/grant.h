@@ -60,12 +60,6 @@ int grant_wait_check(struct daemon *d, const struct dg_grant_req *g, int *ret_pi
  */
 bool grant_target_gone(struct daemon *d, const struct dg_target_args *ta, int pidfd);
 /*
- * Resolves a live process of lease l's container into t, to reach its
- * /dev. Returns -ESRCH when no process of the lease's cgroup is left.
- */
-struct target;
-int grant_live_target(struct daemon *d, const struct lease *l, struct target *t);
-/*
  * Called when cgroup cgid's container has ended (or its lease holds
  * nothing): drops the lease and everything devgate put on it. why is logged.
  */

@@ -3,8 +3,6 @@
  * The grant transaction (grant_request) and the checks of a grant request:
  * what it asks for, which GPUs, MIG instances and host devices it gets, and
  * whether a grant --wait may wait (grant_wait_check, grant_target_gone).
- * grant_live_target, the public way to a lease's container, is here too,
- * so that txn.c need not include grant.h.
  * The kernel steps are txn_grant_apply()'s (txn.c); this file must not
  * change the kernel or the state directory itself, and nothing may change
  * the lease table before the record is saved.
@@ -466,10 +464,4 @@ bool grant_target_gone(struct daemon *d, const struct dg_target_args *ta, int pi
 	if (ta->has_pid || pidfd_alive(pidfd) == 0)
 		return pidfd_alive(pidfd) < 0;
 	return txn_resolve_target(d, ta, &t, &ignore) < 0;
-}
-
-/* The public name of txn_live_target(), for other folders (refresh.c remakes nodes with it). */
-int grant_live_target(struct daemon *d, const struct lease *l, struct target *t)
-{
-	return txn_live_target(d, l, t);
 }

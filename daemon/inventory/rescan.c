@@ -4,8 +4,8 @@
  * kernel's uevents, decides which are about a GPU or its driver, re-reads
  * the host, keeps vanished GPUs listed, swaps the inventory and tells the
  * holders of what changed. It never changes a lease itself: leases whose
- * numbers moved go to refresh.c, and holders are told through the
- * lease_changed hook.
+ * numbers moved are moved through the inventory_swapped hook (main.c wires
+ * it to grant/refresh.c), and holders are told through lease_changed.
  */
 #include <errno.h>
 #include <linux/netlink.h>
@@ -19,7 +19,6 @@
 #include "log.h"
 #include "nvml.h"
 #include "lease/policy.h"
-#include "refresh.h"
 #include "rescan.h"
 #include "util.h"
 
@@ -299,7 +298,7 @@ int rescan_run(struct daemon *d, const char *why, struct dg_rescan_reply *out, s
 	 * and an old driver's majors while leases move off them. */
 	if (d->bg && bpfgate_guard_sync_both(d->bg, next, old) < 0)
 		log_warning("cannot update dg_guarded_v1: new GPUs are not guarded yet");
-	if (d->bg && refresh_leases(d))
+	if (d->bg && d->hooks.inventory_swapped && d->hooks.inventory_swapped(d))
 		log_warning(
 			"some leases keep the old driver's nodes; the next rescan or start tries "
 			"again");

@@ -10,12 +10,12 @@
 
 #include "cleanup.h"
 #include "sys/fault.h"
-#include "grant/grant.h"
 #include "log.h"
 #include "metrics/metrics.h"
 #include "node/nodes.h"
 #include "refresh.h"
 #include "sys/target.h"
+#include "txn.h"
 
 /* One major of the record against the inventory's: only where both know it. */
 static bool major_moved(bool had, uint32_t was, bool has, uint32_t is)
@@ -124,7 +124,7 @@ static void renumber(struct lease *l, const struct dg_inventory *inv)
 static int replace_nodes(struct daemon *d, const struct lease *l, const struct dg_node *gone,
 			 size_t n_gone, const struct dg_node *add, size_t n_add)
 {
-	auto_cleanup(target_done) struct target t = TARGET_INIT;
+	auto_cleanup(target_donep) struct target t = TARGET_INIT;
 	struct node_opts o = { .mode = d->cfg.node_mode,
 			       .uid = d->cfg.node_uid,
 			       .gid = d->cfg.node_gid };
@@ -132,7 +132,7 @@ static int replace_nodes(struct daemon *d, const struct lease *l, const struct d
 	struct dg_error err = { 0 };
 	int r;
 
-	if (grant_live_target(d, l, &t) < 0) {
+	if (txn_live_target(d, l, &t) < 0) {
 		log_info("%s has no live process; its /dev needs no refresh", lease_label(l));
 		return 0;
 	}
