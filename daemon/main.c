@@ -356,9 +356,9 @@ static int setup_metrics_http(struct daemon *d, struct dg_error *err)
 {
 	int r;
 
-	if (!d->cfg.metrics_listen)
+	if (!d->cfg->metrics_listen)
 		return 0;
-	r = metrics_http_start(d->cfg.metrics_listen, render_metrics, d, &d->http, err);
+	r = metrics_http_start(d->cfg->metrics_listen, render_metrics, d, &d->http, err);
 	if (r < 0)
 		return r;
 	r = epoll_tag(d, metrics_http_fd(d->http), TAG_METRICS);
@@ -379,7 +379,7 @@ static int open_bpfgate(struct daemon *d, struct dg_error *err)
 		if (cgroup_open_id(&d->cg, d->leases.v[i]->cgid, &fds[n]) == 0)
 			n++;
 	}
-	r = bpfgate_open(d->cfg.pin_root, d->inv, d->cg.fd, fds, n, &d->bg, err);
+	r = bpfgate_open(d->cfg->pin_root, d->inv, d->cg.fd, fds, n, &d->bg, err);
 	if (r == 0)
 		guard_init(d->bg, fds, n);
 	while (n)
@@ -436,7 +436,7 @@ static void open_attach_watch(struct daemon *d)
 {
 	int r;
 
-	if (!d->cfg.attach_events)
+	if (!d->cfg->attach_events)
 		return;
 	r = attach_watch_open(heal_attach_changed, heal_attach_replaced, d, &d->attach);
 	if (r == 0)
@@ -444,7 +444,7 @@ static void open_attach_watch(struct daemon *d)
 	else
 		log_info("no attach events (tracing programs: %s): displaced gates are found by "
 			 "a check every %u ms",
-			 strerror(-r), d->cfg.heal_ms);
+			 strerror(-r), d->cfg->heal_ms);
 }
 
 static int daemon_setup(struct daemon *d, struct dg_error *err)
@@ -458,20 +458,20 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 	r = nvml_start();
 	if (r < 0)
 		log_warning_errno(r, "cannot start the NVML probe (MIG profiles unknown): %m");
-	r = inventory_discover(d->cfg.host_root, &d->inv, err);
+	r = inventory_discover(d->cfg->host_root, &d->inv, err);
 	if (r == 0)
-		r = cgroot_open(&d->cg, d->cfg.cgroup_root, err);
+		r = cgroot_open(&d->cg, d->cfg->cgroup_root, err);
 	if (r < 0)
 		return r;
 	nvml_fill(d->inv, NULL);
-	policy_apply(&d->cfg.policy, d->inv);
+	policy_apply(&d->cfg->policy, d->inv);
 	r = cgroup_of_pid(getpid(), &d->self_cgroup);
 	if (r < 0)
 		log_warning_errno(r, "cannot read devgated's own cgroup: %m");
 	r = nodes_init(err);
 	if (r == 0)
-		r = state_open(d->cfg.state_dir,
-			       strcmp(d->cfg.state_dir, DG_DEFAULT_STATE_DIR) == 0
+		r = state_open(d->cfg->state_dir,
+			       strcmp(d->cfg->state_dir, DG_DEFAULT_STATE_DIR) == 0
 				       ? DG_LEGACY_STATE_DIR
 				       : NULL,
 			       &d->state, err);
@@ -500,7 +500,7 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up inotify or timers: %s",
 				    strerror(-r));
 	log_info("%zu GPU(s) under %s, cgroup v2 at %s, %zu lease(s) on record", d->inv->n_gpus,
-		 d->cfg.host_root, d->cg.mount, d->leases.n);
+		 d->cfg->host_root, d->cg.mount, d->leases.n);
 	r = expiry_init(d);
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up the expiry timer: %s",
@@ -542,7 +542,7 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 	if (r < 0)
 		return r;
 	/* Last: everything that needs more than the allow-list is done. */
-	r = confine_daemon(d->cfg.seccomp, err);
+	r = confine_daemon(d->cfg->seccomp, err);
 	if (r == 0)
 		fault_seccomp_probe();
 	return r;
@@ -571,7 +571,7 @@ static void daemon_teardown(struct daemon *d)
 	free(d->self_cgroup);
 	safe_close(d->signal_fd);
 	safe_close(d->epfd);
-	config_free(&d->cfg);
+	config_free(d->cfg);
 }
 
 /* False for the heal check's timer: it alone must not keep spares from being made. */
@@ -644,7 +644,7 @@ static int run(struct daemon *d)
 	uint64_t busy_ns = now_mono_ns();
 
 	notify_ready();
-	log_info("devgated %s serving on %s", DEVGATE_VERSION, d->cfg.socket_path);
+	log_info("devgated %s serving on %s", DEVGATE_VERSION, d->cfg->socket_path);
 	while (!d->quit) {
 		/* The HTTP endpoint may need a call before any fd is ready. */
 		int http = metrics_http_timeout(d->http);
@@ -683,7 +683,9 @@ static int run(struct daemon *d)
 
 int main(int argc, char **argv)
 {
+	static struct dg_config cfg;
 	struct daemon d = {
+		.cfg = &cfg,
 		.cg = { .fd = -1 },
 		.epfd = -1,
 		.listen_fd = -1,
@@ -708,25 +710,25 @@ int main(int argc, char **argv)
 	int r;
 
 	log_init("devgated", LOG_INFO);
-	if (config_init(&d.cfg) < 0)
+	if (config_init(&cfg) < 0)
 		return dg_code_info(DG_E_INTERNAL)->exit_code;
 	r = parse_args(argc, argv, args);
 	if (r == 0)
-		r = configure(&d.cfg, args, &err);
+		r = configure(&cfg, args, &err);
 	if (r != 0) {
 		if (err.message[0])
 			log_error("%s", err.message);
 		if (err.hint[0])
 			log_error("hint: %s", err.hint);
-		config_free(&d.cfg);
+		config_free(&cfg);
 		return r > 0 ? 0 : dg_code_info(err.code ? err.code : DG_E_INVALID)->exit_code;
 	}
 	if (args->check) {
-		config_print(&d.cfg, stdout);
-		config_free(&d.cfg);
+		config_print(&cfg, stdout);
+		config_free(&cfg);
 		return 0;
 	}
-	log_set_max_level(d.cfg.log_level);
+	log_set_max_level(cfg.log_level);
 	bpfgate_route_libbpf_log();
 	fault_init();
 	r = daemon_setup(&d, &err);

@@ -10,7 +10,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "config.h"
 #include "gate/bpfgate.h"
 #include "sys/cgroup.h"
 #include "gpu.h"
@@ -18,6 +17,7 @@
 #include "lease/state.h"
 
 struct attach_watch;
+struct dg_config;
 struct client;
 struct daemon;
 struct events;
@@ -58,7 +58,7 @@ struct daemon_hooks {
 };
 
 struct daemon {
-	struct dg_config cfg;
+	struct dg_config *cfg; /* the settings in force (main.c owns them) */
 	struct dg_inventory *inv;
 	struct cgroot cg;
 	char *self_cgroup;

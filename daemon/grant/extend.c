@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 
+#include "core/config.h"
 #include "cleanup.h"
 #include "grant.h"
 #include "log.h"
@@ -49,7 +50,7 @@ int grant_extend(struct daemon *d, const struct dg_extend_req *req, struct dg_ex
 	next->expires = expires;
 	r = state_save(d->state, next);
 	if (r < 0)
-		return txn_record_error(d->cfg.state_dir, r, "new expiry", err);
+		return txn_record_error(d->cfg->state_dir, r, "new expiry", err);
 	format_time_utc(expires, when, sizeof(when));
 	log_info("the lease of %s now expires at %s", lease_label(next), when);
 	if (view_lease(d, next, &out->lease, a) < 0)

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdio.h>
 
+#include "core/config.h"
 #include "cleanup.h"
 #include "grant.h"
 #include "log.h"
@@ -256,7 +257,7 @@ int grant_move(struct daemon *d, const struct dg_move_req *req, struct dg_move_r
 		return r;
 	r = state_moving_mark(d->state, p.gone, dt.cgid);
 	if (r < 0)
-		return txn_record_error(d->cfg.state_dir, r, "move", err);
+		return txn_record_error(d->cfg->state_dir, r, "move", err);
 	fault_point("move.journal");
 	txn_grants_del(d->bg, src->cgid, p.gone_nodes, p.n_gone);
 	fault_point("move.grants");

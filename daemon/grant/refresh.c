@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "core/config.h"
 #include "cleanup.h"
 #include "sys/fault.h"
 #include "log.h"
@@ -125,9 +126,9 @@ static int replace_nodes(struct daemon *d, const struct lease *l, const struct d
 			 size_t n_gone, const struct dg_node *add, size_t n_add)
 {
 	auto_cleanup(target_donep) struct target t = TARGET_INIT;
-	struct node_opts o = { .mode = d->cfg.node_mode,
-			       .uid = d->cfg.node_uid,
-			       .gid = d->cfg.node_gid };
+	struct node_opts o = { .mode = d->cfg->node_mode,
+			       .uid = d->cfg->node_uid,
+			       .gid = d->cfg->node_gid };
 	struct node_result res[DG_MAX_NODES];
 	struct dg_error err = { 0 };
 	int r;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config.h"
 #include "cleanup.h"
 #include "driver.h"
 #include "grant.h"
@@ -138,7 +139,7 @@ static int add_devices(struct daemon *d, struct lease *next, const struct dg_gra
 	for (size_t i = 0; i < g->n_devices; i++) {
 		struct lease_device dev;
 		char path[40];
-		int r = hostdev_parse(g->devices[i], d->inv, &d->cfg.device_allow, access, &dev,
+		int r = hostdev_parse(g->devices[i], d->inv, &d->cfg->device_allow, access, &dev,
 				      err);
 
 		if (r < 0)
@@ -293,7 +294,7 @@ static int mig_profile(struct daemon *d, const struct dg_grant_req *g, struct dg
 	int r;
 
 	*mg = *g;
-	if (!instance_profile_request(&d->cfg.policy, g))
+	if (!instance_profile_request(&d->cfg->policy, g))
 		return 0;
 	if (g->has_count && (g->count < 1 || g->count > DG_MAX_GPUS))
 		return dg_error_set(err, DG_E_INVALID, EINVAL,
@@ -355,7 +356,7 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g_in, struct dg_g
 	if (r > 0)
 		g = &mg;
 	if (r >= 0)
-		r = grant_check(&d->cfg, g, &req, err);
+		r = grant_check(d->cfg, g, &req, err);
 	if (r == 0)
 		r = txn_resolve_target(d, &g->target, &t, err);
 	if (r < 0)
@@ -430,8 +431,8 @@ int grant_wait_check(struct daemon *d, const struct dg_grant_req *g, int *ret_pi
 	struct dg_error why = { 0 };
 	bool picked[DG_MAX_GPUS];
 	/* Instances: grant_request checked the rest of the request before it found them busy. */
-	int mig = instance_wait_check(d->inv, &d->cfg.policy, g, err);
-	int r = mig < 0 ? mig : mig ? 0 : grant_check(&d->cfg, g, &req, err);
+	int mig = instance_wait_check(d->inv, &d->cfg->policy, g, err);
+	int r = mig < 0 ? mig : mig ? 0 : grant_check(d->cfg, g, &req, err);
 
 	if (r == 0)
 		r = txn_resolve_target(d, &g->target, &t, err);

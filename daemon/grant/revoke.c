@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/config.h"
 #include "cleanup.h"
 #include "grant.h"
 #include "log.h"
@@ -138,7 +139,7 @@ static int revoke_lease(struct daemon *d, struct lease *old, const struct dg_rev
 	/* The journal first: after a crash the revoke is finished, never undone. */
 	r = state_revoking_mark(d->state, gone);
 	if (r < 0)
-		return txn_record_error(d->cfg.state_dir, r, "revoke", err);
+		return txn_record_error(d->cfg->state_dir, r, "revoke", err);
 	fault_point("revoke.journal");
 	txn_revoke_steps(d, old, next, t, res, gone_nodes, &n_gone);
 	if (txn_report_holders(&d->cg, old, gone_nodes, n_gone, req, out, a) < 0)

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/config.h"
 #include "cleanup.h"
 #include "driverfs.h"
 #include "gate/guard.h"
@@ -327,9 +328,9 @@ int txn_grant_apply(struct daemon *d, const struct target *t, const struct lease
 		    struct dg_error *err)
 {
 	struct node_opts nopts = {
-		.mode = d->cfg.node_mode,
-		.uid = d->cfg.node_uid,
-		.gid = d->cfg.node_gid,
+		.mode = d->cfg->node_mode,
+		.uid = d->cfg->node_uid,
+		.gid = d->cfg->node_gid,
 		.root_path = g->root,
 		.check_root = g->has_root_id,
 		.root_dev = (dev_t)g->root_id.dev,
@@ -348,7 +349,7 @@ int txn_grant_apply(struct daemon *d, const struct target *t, const struct lease
 	x->n_added = txn_node_diff(x->nodes, x->n_nodes, old_nodes, n_old, x->added);
 	r = state_pending_save(d->state, next);
 	if (r < 0)
-		return txn_record_error(d->cfg.state_dir, r, "grant in flight", err);
+		return txn_record_error(d->cfg->state_dir, r, "grant in flight", err);
 	fault_point("grant.pending");
 	r = nodes_create(t, &nopts, x->nodes, x->n_nodes, x->res, err);
 	x->t_nodes = now_mono_ns() - t0;
@@ -371,7 +372,7 @@ int txn_grant_apply(struct daemon *d, const struct target *t, const struct lease
 	if (r == 0) {
 		r = state_save(d->state, next);
 		if (r < 0)
-			txn_record_error(d->cfg.state_dir, r, "lease", err);
+			txn_record_error(d->cfg->state_dir, r, "lease", err);
 	}
 	x->t_state = now_mono_ns() - t0 - x->t_nodes - x->t_bpf;
 	if (r < 0) {
@@ -429,7 +430,7 @@ void txn_remove_nodes(struct daemon *d, const struct lease *l, const struct targ
 		      bool files)
 {
 	auto_cleanup(target_donep) struct target t = TARGET_INIT;
-	struct node_opts nopts = { .mode = d->cfg.node_mode };
+	struct node_opts nopts = { .mode = d->cfg->node_mode };
 	struct dg_error err = { 0 };
 	bool reuse = known && known->pidfd >= 0 && known->cgid == l->cgid;
 
@@ -452,9 +453,9 @@ void txn_restore_nodes(struct daemon *d, const struct lease *l, const struct tar
 		       const struct dg_node *nodes, size_t n)
 {
 	auto_cleanup(target_donep) struct target t = TARGET_INIT;
-	struct node_opts nopts = { .mode = d->cfg.node_mode,
-				   .uid = d->cfg.node_uid,
-				   .gid = d->cfg.node_gid };
+	struct node_opts nopts = { .mode = d->cfg->node_mode,
+				   .uid = d->cfg->node_uid,
+				   .gid = d->cfg->node_gid };
 	struct node_result res[DG_MAX_NODES];
 	struct dg_error err = { 0 };
 	bool reuse = known && known->pidfd >= 0 && known->cgid == l->cgid;

@@ -53,15 +53,15 @@ int reload_run(struct daemon *d, const char *why, struct reload_result *out, str
 	}
 	for (size_t i = 0; i < d->inv->n_gpus; i++)
 		was[i] = d->inv->gpus[i].excluded;
-	config_take_policy(&d->cfg, &next, out->restart, sizeof(out->restart));
+	config_take_policy(d->cfg, &next, out->restart, sizeof(out->restart));
 	config_free(&next);
-	policy_apply(&d->cfg.policy, d->inv);
+	policy_apply(&d->cfg->policy, d->inv);
 	for (size_t i = 0; i < d->inv->n_gpus; i++)
 		out->excluded += d->inv->gpus[i].excluded;
 	out->newly_held = report_held(d, was, why);
-	out->aliases = d->cfg.policy.n_aliases;
-	out->profiles = d->cfg.policy.n_profiles;
-	out->device_allow = d->cfg.device_allow.n;
+	out->aliases = d->cfg->policy.n_aliases;
+	out->profiles = d->cfg->policy.n_profiles;
+	out->device_allow = d->cfg->device_allow.n;
 	if (out->restart[0])
 		log_warning("%s: %s changed; that takes effect at the next start", why,
 			    out->restart);

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/config.h"
 #include "cleanup.h"
 #include "log.h"
 #include "nvml.h"
@@ -278,7 +279,7 @@ int rescan_run(struct daemon *d, const char *why, struct dg_rescan_reply *out, s
 {
 	struct dg_inventory *next = NULL, *old = d->inv;
 	struct diff x = { 0 };
-	int r = inventory_discover(d->cfg.host_root, &next, err);
+	int r = inventory_discover(d->cfg->host_root, &next, err);
 
 	if (r < 0)
 		return r;
@@ -288,7 +289,7 @@ int rescan_run(struct daemon *d, const char *why, struct dg_rescan_reply *out, s
 		inventory_free(next);
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	}
-	policy_apply(&d->cfg.policy, next);
+	policy_apply(&d->cfg->policy, next);
 	inventory_order(next);
 	diff(old, next, &x);
 	/* The reply copies the UUIDs: x points into next, which a later rescan frees. */

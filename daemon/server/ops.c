@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/config.h"
 #include "view/events.h"
 #include "grant/grant.h"
 #include "log.h"
@@ -40,15 +41,15 @@ static int op_ping(struct daemon *d, const struct dg_request *req, union dg_repl
 	p->version = DEVGATE_VERSION;
 	p->pid = getpid();
 	p->leases = (int64_t)d->leases.n;
-	p->hook_allow_env = d->cfg.hook_env;
+	p->hook_allow_env = d->cfg->hook_env;
 	p->has_settings = true;
 	p->settings = (struct dg_settings){
-		.socket = d->cfg.socket_path,
-		.state_dir = d->cfg.state_dir,
-		.pin_root = d->cfg.pin_root,
+		.socket = d->cfg->socket_path,
+		.state_dir = d->cfg->state_dir,
+		.pin_root = d->cfg->pin_root,
 		.host_root = d->inv->host_root,
 		.cgroup_root = d->cg.mount,
-		.metrics_listen = d->cfg.metrics_listen,
+		.metrics_listen = d->cfg->metrics_listen,
 	};
 	return 0;
 }

@@ -20,6 +20,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "core/config.h"
 #include "array.h"
 #include "cleanup.h"
 #include "grant/grant.h"
@@ -97,7 +98,7 @@ static int remove_stale(const struct sockaddr_un *sa, struct dg_error *err)
  */
 static gid_t socket_gid(const struct daemon *d)
 {
-	return d->cfg.socket_gid != DG_NO_GID ? d->cfg.socket_gid : d->cfg.admin_gid;
+	return d->cfg->socket_gid != DG_NO_GID ? d->cfg->socket_gid : d->cfg->admin_gid;
 }
 
 /*
@@ -128,9 +129,9 @@ static int socket_access(struct daemon *d, struct dg_error *err)
 {
 	if (socket_gid(d) == DG_NO_GID)
 		return 0;
-	if (chown(d->cfg.socket_path, 0, socket_gid(d)) < 0 || chmod(d->cfg.socket_path, 0660) < 0)
+	if (chown(d->cfg->socket_path, 0, socket_gid(d)) < 0 || chmod(d->cfg->socket_path, 0660) < 0)
 		return dg_error_set(err, DG_E_INTERNAL, errno,
-				    "cannot give %s to the socket group: %m", d->cfg.socket_path);
+				    "cannot give %s to the socket group: %m", d->cfg->socket_path);
 	return 0;
 }
 
@@ -141,10 +142,10 @@ int server_listen(struct daemon *d, struct dg_error *err)
 	mode_t old_umask;
 	int fd, r;
 
-	r = fill_addr(d->cfg.socket_path, &sa, err);
-	if (r == 0 && path_parent(d->cfg.socket_path, dir, sizeof(dir), NULL) < 0)
+	r = fill_addr(d->cfg->socket_path, &sa, err);
+	if (r == 0 && path_parent(d->cfg->socket_path, dir, sizeof(dir), NULL) < 0)
 		r = dg_error_set(err, DG_E_INVALID, EINVAL, "socket path '%s' has no directory",
-				 d->cfg.socket_path);
+				 d->cfg->socket_path);
 	if (r == 0)
 		r = socket_dir(d, dir, err);
 	if (r == 0)
@@ -159,7 +160,7 @@ int server_listen(struct daemon *d, struct dg_error *err)
 	umask(old_umask);
 	if (r < 0 || listen(fd, 128) < 0) {
 		r = dg_error_set(err, DG_E_INTERNAL, errno, "cannot listen on %s: %m",
-				 d->cfg.socket_path);
+				 d->cfg->socket_path);
 		close(fd);
 		return r;
 	}
@@ -204,7 +205,7 @@ static void client_free(struct daemon *d, struct client *c)
 	if (c->out_cap > OUT_HIGH)
 		(void)malloc_trim(0);
 	free(c);
-	if (d->n_clients < d->cfg.max_clients)
+	if (d->n_clients < d->cfg->max_clients)
 		listen_pause(d, false);
 }
 
@@ -221,7 +222,7 @@ void server_close(struct daemon *d)
 	}
 	if (d->listen_fd >= 0) {
 		d->listen_fd = safe_close(d->listen_fd);
-		(void)unlink(d->cfg.socket_path);
+		(void)unlink(d->cfg->socket_path);
 	}
 }
 
@@ -353,7 +354,7 @@ static void client_add(struct daemon *d, int fd, struct peer *p)
 
 void server_accept(struct daemon *d)
 {
-	while (d->n_clients < d->cfg.max_clients) {
+	while (d->n_clients < d->cfg->max_clients) {
 		struct peer p;
 		int fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
@@ -366,7 +367,7 @@ void server_accept(struct daemon *d)
 		}
 		if (fd < 0)
 			return;
-		if (peer_identify(fd, d->cfg.socket_gid, d->cfg.admin_gid, &p) < 0 ||
+		if (peer_identify(fd, d->cfg->socket_gid, d->cfg->admin_gid, &p) < 0 ||
 		    p.authority == PEER_NONE) {
 			refuse_peer(fd, &p);
 			close(fd);
@@ -515,7 +516,7 @@ void server_client_event(struct daemon *d, struct client *c, uint32_t events)
 
 void server_tick(struct daemon *d)
 {
-	uint64_t now = now_mono_ns(), limit = (uint64_t)d->cfg.client_timeout_ms * 1000000;
+	uint64_t now = now_mono_ns(), limit = (uint64_t)d->cfg->client_timeout_ms * 1000000;
 	struct client *c = d->clients, *next;
 
 	for (; c; c = next) {
@@ -528,17 +529,17 @@ void server_tick(struct daemon *d)
 					"queued for %u ms)",
 					(unsigned int)c->peer.uid, (int)c->peer.pid,
 					peer_pid_note(c->peer.pidfd), pending(c),
-					d->cfg.client_timeout_ms);
+					d->cfg->client_timeout_ms);
 			else
 				log_info(
 					"cut client uid %u pid %d%s: no complete request for %u ms",
 					(unsigned int)c->peer.uid, (int)c->peer.pid,
-					peer_pid_note(c->peer.pidfd), d->cfg.client_timeout_ms);
+					peer_pid_note(c->peer.pidfd), d->cfg->client_timeout_ms);
 			client_free(d, c);
 		}
 	}
 	/* Descriptors may have been freed elsewhere since accept ran out. */
-	if (d->n_clients < d->cfg.max_clients)
+	if (d->n_clients < d->cfg->max_clients)
 		listen_pause(d, false);
 }
 

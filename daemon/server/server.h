@@ -14,7 +14,7 @@
 
 struct waiting_ops;
 
-/* Opens the control socket (d->cfg.socket_path) and sets d->listen_fd. */
+/* Opens the control socket (d->cfg->socket_path) and sets d->listen_fd. */
 int server_listen(struct daemon *d, struct dg_error *err);
 /* Cuts every client (a waiting grant's client sees the connection close) and removes the socket. */
 void server_close(struct daemon *d);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/config.h"
 #include "devgate.h"
 #include "driver.h"
 #include "gpu_arch.h"
@@ -369,7 +370,7 @@ int view_inventory(const struct daemon *d, bool free_only, struct dg_list_reply 
 			return -ENOMEM;
 		out->n_gpus++;
 	}
-	if (aliases(&d->cfg.policy, out, a) < 0)
+	if (aliases(&d->cfg->policy, out, a) < 0)
 		return -ENOMEM;
 	return control_nodes(inv, out, a);
 }

@@ -11,6 +11,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "core/config.h"
 #include "cleanup.h"
 #include "gate/guard.h"
 #include "heal.h"
@@ -44,7 +45,7 @@ static void heal_arm(struct daemon *d, uint64_t ms)
 {
 	struct itimerspec its = { 0 };
 
-	if (d->heal_fd < 0 || d->cfg.heal_ms == 0 || d->attach)
+	if (d->heal_fd < 0 || d->cfg->heal_ms == 0 || d->attach)
 		return;
 	its.it_value.tv_sec = (time_t)(ms / 1000);
 	its.it_value.tv_nsec = (long)(ms % 1000) * 1000000L;
@@ -56,7 +57,7 @@ int heal_init(struct daemon *d)
 	d->heal_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (d->heal_fd < 0)
 		return -errno;
-	heal_arm(d, d->cfg.heal_ms);
+	heal_arm(d, d->cfg->heal_ms);
 	return 0;
 }
 
@@ -72,7 +73,7 @@ void heal_wake(struct daemon *d)
 	/* A disarmed timer: the last tick found no lease and let it sleep. */
 	if (d->heal_fd >= 0 && timerfd_gettime(d->heal_fd, &its) == 0 && its.it_value.tv_sec == 0 &&
 	    its.it_value.tv_nsec == 0)
-		heal_arm(d, d->cfg.heal_ms);
+		heal_arm(d, d->cfg->heal_ms);
 }
 
 /*
@@ -145,7 +146,7 @@ void heal_tick(struct daemon *d)
 		heal_check(d, d->leases.v[d->heal_next++]);
 	}
 	if (d->leases.n > 0)
-		heal_arm(d, period_ms > d->cfg.heal_ms ? period_ms : d->cfg.heal_ms);
+		heal_arm(d, period_ms > d->cfg->heal_ms ? period_ms : d->cfg->heal_ms);
 }
 
 static bool leased(uint64_t cgid, const void *data)

@@ -15,6 +15,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "core/config.h"
 #include "cleanup.h"
 #include "log.h"
 #include "util.h"
@@ -37,8 +38,8 @@ int watch_init(struct daemon *d)
 	d->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (d->timer_fd < 0)
 		return -errno;
-	its.it_interval.tv_sec = d->cfg.recheck_ms / 1000;
-	its.it_interval.tv_nsec = (long)(d->cfg.recheck_ms % 1000) * 1000000L;
+	its.it_interval.tv_sec = d->cfg->recheck_ms / 1000;
+	its.it_interval.tv_nsec = (long)(d->cfg->recheck_ms % 1000) * 1000000L;
 	its.it_value = its.it_interval;
 	if (timerfd_settime(d->timer_fd, 0, &its, NULL) < 0)
 		return -errno;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "fakes/kernel_fakes.h"
+#include "core/config.h"
 #include "grant/grant.h"
 #include "util.h"
 
@@ -21,6 +22,7 @@
 static struct dg_gpu gpus[2];
 static struct dg_inventory inv = { .host_root = "/fixture", .gpus = gpus, .n_gpus = 2 };
 static struct daemon d;
+static struct dg_config cfg;
 static char changes[8][16]; /* lease_changed types, in order */
 static size_t n_changes;
 
@@ -58,7 +60,8 @@ static int setup(void **state)
 	inv.ctl[2] = (struct dg_node){ "nvidia-uvm-tools", 510, 1 };
 	inv.n_ctl = 3;
 	d = (struct daemon){ .inv = &inv, .hooks = { .lease_changed = on_change } };
-	d.cfg.node_mode = 0666;
+	cfg.node_mode = 0666;
+	d.cfg = &cfg;
 	n_changes = 0;
 	fake_reset(CGID, "/ctr");
 	return 0;
