@@ -129,7 +129,8 @@ static int socket_access(struct daemon *d, struct dg_error *err)
 {
 	if (socket_gid(d) == DG_NO_GID)
 		return 0;
-	if (chown(d->cfg->socket_path, 0, socket_gid(d)) < 0 || chmod(d->cfg->socket_path, 0660) < 0)
+	if (chown(d->cfg->socket_path, 0, socket_gid(d)) < 0 ||
+	    chmod(d->cfg->socket_path, 0660) < 0)
 		return dg_error_set(err, DG_E_INTERNAL, errno,
 				    "cannot give %s to the socket group: %m", d->cfg->socket_path);
 	return 0;
