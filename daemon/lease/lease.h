@@ -10,7 +10,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include <json-c/json.h>
 
 #include "errors.h"
 #include "gpu.h"
@@ -24,7 +23,7 @@ struct lease_gpu {
 	/* NVIDIA MIG: GPU instance gi of the GPU, not the whole GPU, with its capability nodes */
 	bool instance;
 	uint32_t gi;
-	uint32_t n_caps;
+	size_t n_caps;
 	uint32_t caps[DG_MAX_CAPS]; /* /dev/nvidia-caps/nvidia-cap<N>: the GI's, then its CIs' */
 	bool shared;
 	/* GPU time: held since since_ms (CLOCK_REALTIME ms), after ms of earlier spans. */
@@ -195,10 +194,6 @@ int lease_expiry_extend(int64_t expires, int64_t now, int64_t by, int64_t *ret);
 int64_t lease_expiry_left(const struct lease *l, int64_t now);
 /* The earliest expiry of the table's leases; 0 when none expires. */
 int64_t lease_table_next_expiry(const struct lease_table *t);
-
-/* Persistent form; lease_from_json is strict and names what is wrong. */
-json_object *lease_to_json(const struct lease *l);
-int lease_from_json(json_object *o, struct lease **ret, char *why, size_t why_len);
 
 /*
  * The container id a runtime put in the cgroup's name, for display when the

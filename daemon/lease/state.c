@@ -12,6 +12,7 @@
 #include "cleanup.h"
 #include "jsonutil.h"
 #include "log.h"
+#include "record.h"
 #include "state.h"
 #include "util.h"
 
@@ -104,7 +105,7 @@ static int parse_one(struct state *s, const char *name, const char *suffix, stru
 		snprintf(why, why_len, "not valid JSON (truncated or damaged)");
 		return -EINVAL;
 	}
-	if (lease_from_json(o, &l, why, why_len) < 0)
+	if (record_decode(o, &l, why, why_len) < 0)
 		return -EINVAL;
 	snprintf(expect, sizeof(expect), "%llu%s", (unsigned long long)l->cgid, suffix);
 	if (strcmp(expect, name) != 0) {
@@ -276,7 +277,7 @@ int state_revoking_load(struct state *s, struct lease_table *out)
 
 static int save_as(struct state *s, const struct lease *l, const char *suffix)
 {
-	auto_json json_object *o = lease_to_json(l);
+	auto_json json_object *o = record_encode(l);
 	const char *text;
 	char name[64];
 
@@ -367,18 +368,12 @@ static void import_legacy(struct state *s, const char *legacy_dir)
 /* A move's journal: {"to": "CGID", "lease": the part that moves, as a record}. */
 int state_moving_mark(struct state *s, const struct lease *gone, uint64_t to)
 {
-	auto_json json_object *o = json_object_new_object();
-	json_object *l = lease_to_json(gone);
+	auto_json json_object *o = record_move_encode(gone, to);
 	const char *text;
-	char name[64], id[24];
+	char name[64];
 
-	if (!o || !l) {
-		json_object_put(l);
+	if (!o)
 		return -ENOMEM;
-	}
-	snprintf(id, sizeof(id), "%llu", (unsigned long long)to);
-	json_add_str(o, "to", id);
-	json_object_object_add(o, "lease", l);
 	text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED);
 	snprintf(name, sizeof(name), "%llu.moving", (unsigned long long)gone->cgid);
 	return write_file_atomic_at(s->leases_fd, name, text, strlen(text), 0600, false);
@@ -394,7 +389,6 @@ static int parse_move(struct state *s, const char *name, struct lease **ret, uin
 {
 	auto_free char *text = NULL;
 	auto_json json_object *o = NULL;
-	json_object *l = NULL;
 	char expect[64];
 	int r = read_file_at(s->leases_fd, name, LEASE_FILE_MAX, &text, NULL);
 
@@ -403,12 +397,11 @@ static int parse_move(struct state *s, const char *name, struct lease **ret, uin
 		return r;
 	}
 	o = json_parse_object(text);
-	if (!o || !json_object_object_get_ex(o, "lease", &l) || !json_get_str(o, "to") ||
-	    parse_u64(json_get_str(o, "to"), to) < 0) {
+	if (!o) {
 		snprintf(why, why_len, "not a move journal (truncated or damaged)");
 		return -EINVAL;
 	}
-	if (lease_from_json(l, ret, why, why_len) < 0)
+	if (record_move_decode(o, ret, to, why, why_len) < 0)
 		return -EINVAL;
 	snprintf(expect, sizeof(expect), "%llu.moving", (unsigned long long)(*ret)->cgid);
 	if (strcmp(expect, name) != 0) {
