@@ -1,4 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Leases and the lease table: what one container holds (GPUs, MIG
+ * instances, host devices, driver files, GPU time) and the table of all of
+ * them, indexed by cgroup id and counting the holders of each GPU. Also the
+ * device nodes a lease grants, its label and the arithmetic of expiries.
+ * Plain data: nothing here makes a system call, reads the state directory
+ * (record.c and state.c do) or logs. The one outside input is the clock:
+ * lease_add_gpu and lease_del_gpu start and end GPU time at the current time.
+ */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,6 +45,7 @@ void lease_free(struct lease *l)
 	free(l);
 }
 
+/* Sets *ret to a copy of s, or to NULL when s is NULL. Returns 0 or -ENOMEM. */
 static int dup_str(const char *s, char **ret)
 {
 	*ret = NULL;
@@ -106,11 +116,13 @@ struct lease *lease_copy(const struct lease *l)
  * The index makes a lookup by cgroup id O(1): with 10,000 leases a walk of
  * the table on every request was most of a grant's own CPU time.
  */
+/* Returns the slot where the search for cgid starts. */
 static size_t index_home(const struct lease_table *t, uint64_t cgid)
 {
 	return (size_t)((cgid * 0x9E3779B97F4A7C15ull) >> 32) & (t->n_index - 1);
 }
 
+/* Enters the lease at position pos of t->v into the index. */
 static void index_put(struct lease_table *t, size_t pos)
 {
 	size_t h = index_home(t, t->v[pos]->cgid);
@@ -120,6 +132,10 @@ static void index_put(struct lease_table *t, size_t pos)
 	t->index[h] = (uint32_t)(pos + 1);
 }
 
+/*
+ * Replaces the index with one at most half full when the table holds want
+ * leases, and enters every lease. Returns 0, or -ENOMEM with the old index kept.
+ */
 static int index_rebuild(struct lease_table *t, size_t want)
 {
 	size_t n_index = 64;
@@ -138,7 +154,7 @@ static int index_rebuild(struct lease_table *t, size_t want)
 	return 0;
 }
 
-/* The index slot that holds cgid, or SIZE_MAX. */
+/* Returns the index slot that holds cgid, or SIZE_MAX when the table has no such lease. */
 static size_t index_slot(const struct lease_table *t, uint64_t cgid)
 {
 	if (!t->n_index)
@@ -150,7 +166,10 @@ static size_t index_slot(const struct lease_table *t, uint64_t cgid)
 	return SIZE_MAX;
 }
 
-/* Empties slot i, moving back the entries of its probe run (no tombstones). */
+/*
+ * Empties index slot i and moves back the entries of its probe run, so that
+ * lookups need no tombstones.
+ */
 static void index_del(struct lease_table *t, size_t i)
 {
 	size_t mask = t->n_index - 1, j = i;
@@ -171,7 +190,10 @@ static void index_del(struct lease_table *t, size_t i)
 	t->index[i] = 0;
 }
 
-/* The count of the whole GPU uuid, or (instance) of its MIG instance gi. */
+/*
+ * Returns the counts of the whole GPU uuid, or with instance those of its MIG
+ * instance gi; NULL when no lease ever held it.
+ */
 static struct lease_use *use_find(const struct lease_table *t, const char *uuid, bool instance,
 				  uint32_t gi)
 {
@@ -185,12 +207,16 @@ static struct lease_use *use_find(const struct lease_table *t, const char *uuid,
 	return NULL;
 }
 
-/* Room for the entries l's GPUs need, so that counting it cannot fail. */
+/* Makes room for the counts l's GPUs may need, so that counting l cannot fail. */
 static int use_reserve(struct lease_table *t, const struct lease *l)
 {
 	return array_reserve((void **)&t->use, &t->cap_use, t->n_use + l->n_gpus, sizeof(*t->use));
 }
 
+/*
+ * Counts g, a GPU of l, as held, and remembers l as one of the two holders
+ * that messages name. use_reserve made the room a new count needs.
+ */
 static void use_hold(struct lease_table *t, const struct lease *l, const struct lease_gpu *g)
 {
 	struct lease_use *u = use_find(t, g->uuid, g->instance, g->gi);
@@ -209,6 +235,7 @@ static void use_hold(struct lease_table *t, const struct lease *l, const struct 
 		who[1] = l;
 }
 
+/* Counts g, a GPU of l, as no longer held, and forgets l as a holder to name. */
 static void use_drop(struct lease_table *t, const struct lease *l, const struct lease_gpu *g)
 {
 	struct lease_use *u = use_find(t, g->uuid, g->instance, g->gi);
@@ -369,7 +396,10 @@ const struct lease_gpu *lease_find_gpu(const struct lease *l, const char *uuid)
 	return NULL;
 }
 
-/* Room for one more GPU at the end of l->gpus. */
+/*
+ * Returns a new zeroed GPU at the end of l->gpus, or NULL when l holds
+ * DG_MAX_GPUS or memory ran out.
+ */
 static struct lease_gpu *gpu_slot(struct lease *l)
 {
 	struct lease_gpu *v;
@@ -380,11 +410,12 @@ static struct lease_gpu *gpu_slot(struct lease *l)
 	if (!v)
 		return NULL;
 	l->gpus = v;
-	/* Zeroed: fields a record leaves out (vendor, card) read as their defaults. */
+	/* Zeroed: what the caller does not set (card, MIG instance) is off. */
 	memset(&l->gpus[l->n_gpus], 0, sizeof(*v));
 	return &l->gpus[l->n_gpus++];
 }
 
+/* Returns the GPU time l keeps of GPU uuid, which left it, or NULL. */
 static struct lease_spent *find_spent(const struct lease *l, const char *uuid)
 {
 	for (size_t i = 0; i < l->n_spent; i++) {
@@ -410,7 +441,6 @@ int lease_add_instance(struct lease *l, const struct dg_gpu *gpu, const struct d
 	return 1;
 }
 
-/* A GPU back in the lease carries on from the time it had. */
 int lease_add_gpu(struct lease *l, const struct dg_gpu *gpu, bool shared)
 {
 	struct lease_spent *sp;
@@ -435,12 +465,16 @@ int lease_add_gpu(struct lease *l, const struct dg_gpu *gpu, bool shared)
 	return 1;
 }
 
+/* Returns g's GPU time up to now_ms: its earlier spans and the one going on. */
 static int64_t span_ms(const struct lease_gpu *g, int64_t now_ms)
 {
 	return g->ms + (now_ms > g->since_ms ? now_ms - g->since_ms : 0);
 }
 
-/* Without memory for it, a GPU's spent time is lost, never its grant. */
+/*
+ * Keeps ms of GPU time of uuid, a GPU that left l. Without memory for it
+ * the time is lost, never the grant.
+ */
 static void add_spent(struct lease *l, const char *uuid, int64_t ms)
 {
 	struct lease_spent *v;
@@ -586,6 +620,7 @@ void lease_del_device(struct lease *l, const char *name)
 	}
 }
 
+/* Appends l's devices to out, which holds n of max nodes, and returns the new count. */
 static size_t device_nodes(const struct lease *l, struct dg_node *out, size_t n, size_t max)
 {
 	for (size_t i = 0; i < l->n_devices && n < max; i++) {
