@@ -272,7 +272,7 @@ static int read_int(struct decoder *dc, const struct dg_field *f, json_object *v
 
 static int decode_int(struct decoder *dc, const struct dg_field *f, json_object *v, void *p)
 {
-	int64_t x;
+	int64_t x = 0;
 	int r = read_int(dc, f, v, f->width, &x);
 
 	if (r == 0)

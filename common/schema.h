@@ -181,7 +181,7 @@ struct dg_schema {
  * the field needs as designated initializers (.required = true, .max = 255,
  * .sub = &schema, .flags = DG_OMIT_DEF, ...). The member's size is taken
  * from the struct. _HAS: an optional field with its "present" flag; _N: an
- * array with its count.
+ * array (through a pointer) with its count; _INTS: an array in the struct.
  */
 #define DG_FIELD(key, t, st, m, ...)                                                       \
 	{                                                                                  \
@@ -196,7 +196,13 @@ struct dg_schema {
 #define DG_FIELD_N(key, t, st, m, n, ...)                                                  \
 	{                                                                                  \
 		.name = (key), .type = (t), .off = offsetof(st, m), .has_off = DG_NO_FLAG, \
-		.n_off = offsetof(st, n), .width = sizeof(((st *)0)->m), __VA_ARGS__       \
+		.n_off = offsetof(st, n), __VA_ARGS__                                      \
+	}
+/* uint32_t integers in the struct's own array m, n of them. */
+#define DG_FIELD_INTS(key, st, m, n, ...)                                                        \
+	{                                                                                        \
+		.name = (key), .type = DG_F_INTS, .off = offsetof(st, m), .has_off = DG_NO_FLAG, \
+		.n_off = offsetof(st, n), .width = sizeof(((st *)0)->m), __VA_ARGS__             \
 	}
 /* A key with one value, such as a format version: value is written, and required. */
 #define DG_CONST(key, value)                                                                \

@@ -42,8 +42,8 @@ static const struct dg_field gpu_fields[] = {
 		     .max = DG_DRM_RENDER_BASE - 1),
 	/* Written only for a MIG instance: its GI, and its capability nodes' minors. */
 	DG_FIELD_HAS("gi", DG_F_INT, struct lease_gpu, gi, instance, .max = 0xffff),
-	DG_FIELD_N("caps", DG_F_INTS, struct lease_gpu, caps, n_caps, .required = true,
-		   .with = "gi", .max = 0xfffff),
+	DG_FIELD_INTS("caps", struct lease_gpu, caps, n_caps, .required = true, .with = "gi",
+		      .max = 0xfffff),
 	DG_FIELD("minor", DG_F_INT, struct lease_gpu, minor, .required = true,
 		 .max = DG_DRM_MAX_MINOR),
 	DG_FIELD("shared", DG_F_BOOL, struct lease_gpu, shared, .required = true),
