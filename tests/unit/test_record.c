@@ -35,17 +35,27 @@ static void same_str(const char *what, const char *a, const char *b)
 		fail_msg("%s differs: '%s', then '%s'", what, a ? a : "(null)", b ? b : "(null)");
 }
 
+/* The same for member m of element i of array a: "gpus[2].minor". */
+static void same_int_at(const char *a, size_t i, const char *m, long long x, long long y)
+{
+	char what[64];
+
+	snprintf(what, sizeof(what), "%s[%zu]%s%s", a, i, m[0] ? "." : "", m);
+	same_int(what, x, y);
+}
+
+static void same_str_at(const char *a, size_t i, const char *m, const char *x, const char *y)
+{
+	char what[64];
+
+	snprintf(what, sizeof(what), "%s[%zu]%s%s", a, i, m[0] ? "." : "", m);
+	same_str(what, x, y);
+}
+
 static void same_gpu(size_t i, const struct lease_gpu *a, const struct lease_gpu *b)
 {
-	char w[64];
-
-#define SAME(m)                                                \
-	do {                                                   \
-		snprintf(w, sizeof(w), "gpus[%zu]." #m, i);    \
-		same_int(w, (long long)a->m, (long long)b->m); \
-	} while (0)
-	snprintf(w, sizeof(w), "gpus[%zu].uuid", i);
-	same_str(w, a->uuid, b->uuid);
+#define SAME(m) same_int_at("gpus", i, #m, (long long)a->m, (long long)b->m)
+	same_str_at("gpus", i, "uuid", a->uuid, b->uuid);
 	SAME(family);
 	SAME(minor);
 	SAME(card);
@@ -63,20 +73,12 @@ static void same_gpu(size_t i, const struct lease_gpu *a, const struct lease_gpu
 
 static void same_device(size_t i, const struct lease_device *a, const struct lease_device *b)
 {
-	char w[64];
-
-	snprintf(w, sizeof(w), "devices[%zu].name", i);
-	same_str(w, a->name, b->name);
-	snprintf(w, sizeof(w), "devices[%zu].host", i);
-	same_str(w, a->host, b->host);
-	snprintf(w, sizeof(w), "devices[%zu].major", i);
-	same_int(w, a->major, b->major);
-	snprintf(w, sizeof(w), "devices[%zu].minor", i);
-	same_int(w, a->minor, b->minor);
-	snprintf(w, sizeof(w), "devices[%zu].access", i);
-	same_int(w, a->access, b->access);
-	snprintf(w, sizeof(w), "devices[%zu].block", i);
-	same_int(w, a->block, b->block);
+	same_str_at("devices", i, "name", a->name, b->name);
+	same_str_at("devices", i, "host", a->host, b->host);
+	same_int_at("devices", i, "major", a->major, b->major);
+	same_int_at("devices", i, "minor", a->minor, b->minor);
+	same_int_at("devices", i, "access", a->access, b->access);
+	same_int_at("devices", i, "block", a->block, b->block);
 }
 
 static void same_majors(const struct dg_majors *a, const struct dg_majors *b)
@@ -101,8 +103,6 @@ _Static_assert(sizeof(void *) != 8 || sizeof(struct lease) == 168,
 	       "struct lease changed: compare the new member in same_lease()");
 static void same_lease(const struct lease *a, const struct lease *b)
 {
-	char w[64];
-
 	same_int("cgid", (long long)a->cgid, (long long)b->cgid);
 	same_str("cgroup", a->cgroup, b->cgroup);
 	same_str("container", a->container, b->container);
@@ -118,16 +118,13 @@ static void same_lease(const struct lease *a, const struct lease *b)
 	same_int("kill_on_expiry", a->kill_on_expiry, b->kill_on_expiry);
 	same_int("driver_caps", a->driver_caps, b->driver_caps);
 	same_int("n_driver_files", (long long)a->n_driver_files, (long long)b->n_driver_files);
-	for (size_t i = 0; i < a->n_driver_files; i++) {
-		snprintf(w, sizeof(w), "driver_files[%zu]", i);
-		same_str(w, a->driver_files[i].path, b->driver_files[i].path);
-	}
+	for (size_t i = 0; i < a->n_driver_files; i++)
+		same_str_at("driver_files", i, "", a->driver_files[i].path,
+			    b->driver_files[i].path);
 	same_int("n_spent", (long long)a->n_spent, (long long)b->n_spent);
 	for (size_t i = 0; i < a->n_spent; i++) {
-		snprintf(w, sizeof(w), "spent[%zu].uuid", i);
-		same_str(w, a->spent[i].uuid, b->spent[i].uuid);
-		snprintf(w, sizeof(w), "spent[%zu].ms", i);
-		same_int(w, a->spent[i].ms, b->spent[i].ms);
+		same_str_at("spent", i, "uuid", a->spent[i].uuid, b->spent[i].uuid);
+		same_int_at("spent", i, "ms", a->spent[i].ms, b->spent[i].ms);
 	}
 	same_int("has_majors", a->has_majors, b->has_majors);
 	same_majors(&a->majors, &b->majors);
