@@ -45,8 +45,8 @@ enum dg_ftype {
 	DG_F_NUM,   /* double; written with 3 decimals (milliseconds of a second) */
 	/* Used by lease records, never by the wire. */
 	DG_F_CHARS, /* char[width]: a string that must fit, NUL included */
-	DG_F_ENUM,  /* an integer member (width bytes) written as names[value] */
-	DG_F_INTS,  /* uint32_t[width / 4] inline, each within [min, max]; count at n_off */
+	DG_F_ENUM,  /* an integer member (width bytes) written as names[value], read in any case */
+	DG_F_INTS,  /* uint32_t[width / 4] in the struct, each in [min, max]; size_t count */
 	DG_F_CONST, /* no member: the integer def, always written, and required on read */
 };
 
@@ -72,8 +72,7 @@ struct dg_field {
 	size_t has_off; /* BOOL/INT/OBJ/EMBED: bool set when present; DG_NO_FLAG: always */
 	size_t n_off;	/* STRS/OBJS: element count */
 	const struct dg_schema *sub;
-	int64_t min, max; /* INT, INTS: the range when min < max; OBJS, STRS: at most max when > 0
-			   */
+	int64_t min, max; /* INT, INTS: range when min < max; OBJS, STRS: at most max if > 0 */
 	/* The rest is zero in the wire's tables. */
 	size_t width;	    /* INT, ENUM: the member's size (0: 8); CHARS, INTS: the array's */
 	size_t elem;	    /* STRS: each element a char[elem] in place of a char * */
