@@ -105,7 +105,8 @@ static const struct dg_field lease_fields[] = {
 		 .flags = DG_NULL),
 	DG_FIELD("pid", DG_F_INT, struct lease, pid, .required = true, .min = INT32_MIN,
 		 .max = INT32_MAX),
-	DG_FIELD("since", DG_F_INT, struct lease, since, .required = true),
+	/* CLOCK_REALTIME seconds; in milliseconds too it must fit (record_check). */
+	DG_FIELD("since", DG_F_INT, struct lease, since, .required = true, .max = INT64_MAX / 1000),
 	DG_FIELD_N("gpus", DG_F_OBJS, struct lease, gpus, n_gpus, .required = true,
 		   .sub = &gpu_schema, .max = DG_MAX_GPUS),
 	DG_FIELD_N("spent", DG_F_OBJS, struct lease, spent, n_spent, .sub = &spent_schema,

@@ -332,6 +332,8 @@ static void test_refused(void **state)
 		"lease record: gpus[0]: 'caps' has more than 9 elements");
 	refused(GPU("\"minor\":1,\"gi\":1,\"caps\":[1048576]"),
 		"lease record: gpus[0].caps[0]: 'caps' is out of range (0 to 1048575)");
+	refused(HEAD_NO_PID "\"pid\":1,\"since\":9223372036854776,\"gpus\":[]}",
+		"lease record: 'since' is out of range (0 to 9223372036854775)");
 	refused(GPU("\"minor\":1,\"since_ms\":-1"),
 		"lease record: gpus[0]: 'since_ms' is out of range (0 or more)");
 	refused(HEAD "\"gpus\":[{\"uuid\":\"GPU-01234567890123456789012345678901234567890123456789"
