@@ -4,7 +4,7 @@
  * match and are free, and picks among them by NUMA node, all or nothing.
  * Pure decisions over the inventory and the lease table's counts: nothing
  * here changes a lease or the table, makes a system call or logs. The
- * caller (grant.c) turns the GPUs picked into a lease.
+ * caller (grant/request.c) turns the GPUs picked into a lease.
  */
 #include <ctype.h>
 #include <errno.h>

@@ -5,7 +5,7 @@
  * and disks the admin's device-allow does not name. It only looks at the
  * host: stat() of the host node and of device-allow's paths, and a read of
  * /proc/devices. It makes no node, changes no lease and touches no cgroup
- * or namespace; grant.c does that with what it returns.
+ * or namespace; grant/request.c does that with what it returns.
  */
 #include <errno.h>
 #include <fcntl.h>

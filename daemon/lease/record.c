@@ -194,7 +194,7 @@ static const char *gpu_wrong(const struct lease_gpu *g)
 
 /*
  * Returns why device i of l is wrong, or NULL when it is fine: its name must
- * be one path component, as a grant requires (grant.c), its host path
+ * be one path component, as a grant requires (hostdev.c), its host path
  * absolute, and no earlier device may have its name or its numbers.
  */
 static const char *device_wrong(const struct lease *l, size_t i)
