@@ -315,8 +315,8 @@ FUZZ_TARGETS := wire oci host
 FUZZ_BIN := $(FUZZ_TARGETS:%=$(O)/fuzz/fuzz_%)
 FUZZ_SRC_wire := $(COMMON_SRC)
 FUZZ_SRC_oci := $(COMMON_SRC) cli/oci.c
-FUZZ_SRC_host := $(COMMON_SRC) $(addprefix daemon/,core/config.c sys/confine.c lease/lease.c sys/cgroup.c \
-	sys/listen_addr.c lease/policy.c inventory/rescan.c lease/hostdev.c inventory/nvml.c)
+FUZZ_SRC_host := $(COMMON_SRC) $(addprefix daemon/,core/config.c sys/confine.c lease/lease.c lease/record.c \
+	sys/cgroup.c sys/listen_addr.c lease/policy.c inventory/rescan.c lease/hostdev.c inventory/nvml.c)
 
 $(O)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMMON_SRC) $(wildcard cli/*.c) $(DAEMON_SRC) | $(SKEL)
 	$(call msg,FUZZ-CC,$@)

@@ -1,4 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Which GPUs a grant request gets: checks the request, finds the GPUs that
+ * match and are free, and picks among them by NUMA node, all or nothing.
+ * Pure decisions over the inventory and the lease table's counts: nothing
+ * here changes a lease or the table, makes a system call or logs. The
+ * caller (grant/request.c) turns the GPUs picked into a lease.
+ */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -9,7 +16,10 @@
 #include "numa.h"
 #include "select.h"
 
-/* self's hold of all of GPU uuid; NULL too when it holds a MIG instance of it. */
+/*
+ * Returns self's hold of the whole GPU uuid; NULL when self is NULL, does not
+ * hold the GPU, or holds only a MIG instance of it.
+ */
 static const struct lease_gpu *whole(const struct lease *self, const char *uuid)
 {
 	const struct lease_gpu *g = self ? lease_find_gpu(self, uuid) : NULL;
@@ -18,8 +28,8 @@ static const struct lease_gpu *whole(const struct lease *self, const char *uuid)
 }
 
 /*
- * A lease holding a MIG instance of GPU uuid, self first: an instance held,
- * by anyone, takes the whole GPU out.
+ * Returns a lease that holds a MIG instance of GPU uuid, self first, or NULL.
+ * An instance held by anyone takes the whole GPU out of reach.
  */
 static const struct lease *instance_holder(const struct lease_table *t, const struct lease *self,
 					   const char *uuid)
@@ -61,6 +71,7 @@ void alloc_usage(const struct dg_inventory *inv, const struct lease_table *t, ui
 	}
 }
 
+/* Parses "VVVV:DDDD", a PCI vendor and device in hex. Returns 0 or -EINVAL. */
 static int parse_product(const char *s, unsigned int *vendor, unsigned int *device)
 {
 	char tail;
@@ -72,12 +83,18 @@ static int parse_product(const char *s, unsigned int *vendor, unsigned int *devi
 	return 0;
 }
 
+/* Returns whether req asks for a count or a kind of GPU, anything but selectors. */
 static bool has_constraints(const struct alloc_request *req)
 {
 	return req->count || req->model || req->arch || req->vendor || req->product ||
 	       req->min_memory || req->min_cc || req->same_numa;
 }
 
+/*
+ * Checks the constraints that name a kind of GPU: vendor, architecture,
+ * memory, compute capability. Returns 0, or -EINVAL with err naming the
+ * one that is wrong and what is known.
+ */
 static int check_kind(const struct alloc_request *req, struct dg_error *err)
 {
 	uint64_t mib;
@@ -150,7 +167,10 @@ int alloc_check_request(const struct alloc_request *req, struct dg_error *err)
 	return check_kind(req, err);
 }
 
-/* Unknown memory or capability never meets a minimum: the driver did not say. */
+/*
+ * Returns whether gpu has the memory and compute capability req asks for at
+ * least. What the driver did not say never meets a minimum.
+ */
 static bool meets_minimums(const struct dg_gpu *gpu, const struct alloc_request *req)
 {
 	uint64_t mib = 0;
@@ -163,6 +183,7 @@ static bool meets_minimums(const struct dg_gpu *gpu, const struct alloc_request 
 	return true;
 }
 
+/* Returns whether gpu is of the kind req asks for: model, vendor, arch, product, minimums. */
 static bool matches(const struct dg_gpu *gpu, const struct alloc_request *req)
 {
 	unsigned int v, d;
@@ -181,6 +202,7 @@ static bool matches(const struct dg_gpu *gpu, const struct alloc_request *req)
 	return meets_minimums(gpu, req);
 }
 
+/* Returns whether s looks like a runtime's container id: 32 or more hex digits. */
 static bool long_hex_id(const char *s)
 {
 	size_t n = 0;
@@ -202,7 +224,11 @@ void holder_text(const struct lease *l, char *buf, size_t len)
 		snprintf(buf, len, "container %s", label);
 }
 
-/* Why GPU gpu cannot go to this request; NULL when it can. */
+/*
+ * Returns why gpu cannot go to the request, written in buf: excluded by the
+ * admin, broken, held, or shared when the request is exclusive. Returns
+ * NULL when it can.
+ */
 static const char *blocker(const struct dg_gpu *gpu, const struct gpu_use *u, bool shared,
 			   char *buf, size_t len)
 {
@@ -231,6 +257,11 @@ static const char *blocker(const struct dg_gpu *gpu, const struct gpu_use *u, bo
 	return NULL;
 }
 
+/*
+ * Marks in picked the GPUs the selectors name that self does not hold yet.
+ * Returns 0, or an error with err set when a selector names no GPU, a GPU
+ * is not free, or self holds it the other way (shared or exclusively).
+ */
 static int pick_selected(const struct dg_inventory *inv, const struct gpu_use *use,
 			 const struct lease *self, const struct alloc_request *req, bool *picked,
 			 struct dg_error *err)
@@ -271,6 +302,7 @@ static int pick_selected(const struct dg_inventory *inv, const struct gpu_use *u
 	return 0;
 }
 
+/* Writes req's constraints for messages, " arch=ampere min-memory=40G"; "" when none. */
 static void constraint_text(const struct alloc_request *req, char *buf, size_t len)
 {
 	int n = 0;
@@ -299,11 +331,16 @@ struct topo_counts {
 	bool known;    /* some matching GPU has a known node */
 };
 
+/* Returns gpu's NUMA node, or DG_MAX_NUMA when it is not known. */
 static unsigned int node_slot(const struct dg_gpu *gpu)
 {
 	return gpu->numa_known ? (unsigned int)gpu->numa_node : DG_MAX_NUMA;
 }
 
+/*
+ * Counts, per NUMA node, the usable GPUs that match req, those of them elig
+ * marks as free to take, and where self's matching GPUs are.
+ */
 static void topo_count(const struct dg_inventory *inv, const struct lease *self,
 		       const struct alloc_request *req, const bool *elig, struct topo_counts *c)
 {
@@ -330,14 +367,22 @@ static void topo_count(const struct dg_inventory *inv, const struct lease *self,
 	}
 }
 
-/* More free wins; a tie goes to the node with the lowest free index. */
+/*
+ * Returns whether node n has more room than node best (-1: none yet): more
+ * free GPUs, or as many with a lower first free index.
+ */
 static bool roomier(const struct topo_counts *c, unsigned int n, int best)
 {
 	return best < 0 || c->free[n] > c->free[best] ||
 	       (c->free[n] == c->free[best] && c->first[n] < c->first[best]);
 }
 
-/* The one node to take need GPUs from, or -1; *because says why that one. */
+/*
+ * Returns the one NUMA node to take need GPUs from, or -1 when none has room
+ * (or, for --same-numa, when the container's GPUs are on a node without
+ * it). The node of the container's GPUs comes first, then that of its CPUs,
+ * then the one with the most free GPUs; *because says which, for the reply.
+ */
 static int one_node(const struct topo_counts *c, unsigned int need, const struct alloc_request *req,
 		    const char **because)
 {
@@ -361,7 +406,11 @@ static int one_node(const struct topo_counts *c, unsigned int need, const struct
 	return best;
 }
 
-/* Quotas over the fewest nodes, roomiest first; GPUs of no known node last. */
+/*
+ * Sets quota[n], how many GPUs to take from node n, so that need is spread
+ * over the fewest nodes, roomiest first; what is left comes from GPUs of no
+ * known node (quota[DG_MAX_NUMA]).
+ */
 static void spread(const struct topo_counts *c, unsigned int need, unsigned int *quota)
 {
 	bool used[DG_MAX_NUMA] = { false };
@@ -382,7 +431,7 @@ static void spread(const struct topo_counts *c, unsigned int need, unsigned int 
 	quota[DG_MAX_NUMA] = need;
 }
 
-/* "node 0: 1 free of 2, node 1: 0 free of 2" */
+/* Writes each node's free and matching GPUs, "node 0: 1 free of 2, node 1: 0 free of 2". */
 static void node_table(const struct topo_counts *c, char *buf, size_t len)
 {
 	size_t off = 0;
@@ -397,7 +446,10 @@ static void node_table(const struct topo_counts *c, char *buf, size_t len)
 		snprintf(buf, len, "no GPU says its NUMA node");
 }
 
-/* Whether some node has count GPUs that match: the request could be met one day. */
+/*
+ * Returns whether some node has count GPUs that match, free or not: whether
+ * a --same-numa request could be met one day.
+ */
 static bool numa_ever(const struct topo_counts *c, unsigned int count)
 {
 	for (unsigned int n = 0; n < DG_MAX_NUMA; n++) {
@@ -407,6 +459,10 @@ static bool numa_ever(const struct topo_counts *c, unsigned int count)
 	return false;
 }
 
+/*
+ * Sets err for a --same-numa request that no node can meet, and returns
+ * -ENODEV when none ever could, -EBUSY when GPUs in use are in the way.
+ */
 static int same_numa_error(const struct topo_counts *c, const struct alloc_request *req,
 			   struct dg_error *err)
 {
@@ -437,6 +493,10 @@ static int same_numa_error(const struct topo_counts *c, const struct alloc_reque
 	return -EBUSY;
 }
 
+/*
+ * Writes why these GPUs, for the reply: "picked GPU 2,3: on NUMA node 1;
+ * the container's CPUs (2-3) are on node 1".
+ */
 static void reason_text(const struct dg_inventory *inv, const bool *picked, const char *how,
 			const struct alloc_request *req, char *buf, size_t len)
 {
@@ -452,7 +512,11 @@ static void reason_text(const struct dg_inventory *inv, const bool *picked, cons
 			 req->cpus ? req->cpus->where : "");
 }
 
-/* Takes need of the GPUs elig marks, on as few NUMA nodes as can be. */
+/*
+ * Marks in picked need of the GPUs elig marks: from one NUMA node when one
+ * has room, else over the fewest nodes; why (may be NULL) says how. Returns
+ * 0, or for --same-numa an error when no node has room.
+ */
 static int pick_topo(const struct dg_inventory *inv, const struct topo_counts *c,
 		     const struct alloc_request *req, const bool *elig, unsigned int need,
 		     bool *picked, char *why, size_t len, struct dg_error *err)
@@ -488,6 +552,11 @@ static int pick_topo(const struct dg_inventory *inv, const struct topo_counts *c
 	return 0;
 }
 
+/*
+ * Marks in picked the free GPUs that bring self up to req->count GPUs of the
+ * kind req asks for; out (may be NULL) says why those. Returns 0, or an
+ * error with err saying how many match and why the others are taken.
+ */
 static int pick_counted(const struct dg_inventory *inv, const struct gpu_use *use,
 			const struct lease *self, const struct alloc_request *req, bool *picked,
 			char *out, size_t out_len, struct dg_error *err)

@@ -1,4 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Host devices granted by path (grant --device): turns "HOST[:PATH]" into
+ * a lease device, refusing GPU nodes, devices that reach past a container
+ * and disks the admin's device-allow does not name. It only looks at the
+ * host: stat() of the host node and of device-allow's paths, and a read of
+ * /proc/devices. It makes no node, changes no lease and touches no cgroup
+ * or namespace; grant/request.c does that with what it returns.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -42,7 +50,10 @@ static const struct breakout breakouts[] = {
 	{ 0, "nvme-generic", ANY_MINOR, "raw NVMe commands to a host disk (/dev/ng*)" },
 };
 
-/* The name /proc/devices's "Character devices:" part gives major; "" if none. */
+/*
+ * Writes in name the driver name that the "Character devices:" part of
+ * /proc/devices gives major; "" when it has none.
+ */
 static void major_name(const char *proc_devices, uint32_t major, char *name, size_t len)
 {
 	const char *p = proc_devices ? strstr(proc_devices, "Character devices:") : NULL;
@@ -77,6 +88,7 @@ const char *hostdev_breakout(dev_t rdev, const char *proc_devices)
 	return NULL;
 }
 
+/* Sets err for item, a device-allow entry that is not one, and returns -EINVAL. */
 static int bad_allow(const char *item, struct dg_error *err)
 {
 	dg_error_set(err, DG_E_INVALID, EINVAL,
@@ -86,6 +98,11 @@ static int bad_allow(const char *item, struct dg_error *err)
 	return -EINVAL;
 }
 
+/*
+ * Parses one device-allow entry into e: an absolute path, MAJOR:MINOR or
+ * MAJOR:*, with "b:" before the numbers of a block device. Returns 0 or
+ * -EINVAL with err set.
+ */
 static int allow_entry(const char *item, struct hostdev_allow_entry *e, struct dg_error *err)
 {
 	const char *m;
@@ -159,8 +176,9 @@ void hostdev_allow_text(const struct hostdev_allow *a, char *buf, size_t len)
 }
 
 /*
- * A path entry names the node it leads to now: a symlink or a moved node
- * still matches. Numbers are a char device's unless written b:MAJ:MIN.
+ * Returns whether device-allow names rdev, a block or char device. A path
+ * entry names the node it leads to now (stat), so a symlink or a moved node
+ * still matches; numbers are a char device's unless written b:MAJ:MIN.
  */
 static bool allowed(const struct hostdev_allow *a, dev_t rdev, bool block)
 {
@@ -194,6 +212,7 @@ int hostdev_access_parse(const char *s, uint32_t *ret, struct dg_error *err)
 	return 0;
 }
 
+/* Sets err for path, a container path that is not one, and returns -EINVAL. */
 static int bad_path(const char *path, const char *why, struct dg_error *err)
 {
 	dg_error_set(err, DG_E_INVALID, EINVAL, "container path '%s' %s", path, why);
@@ -201,7 +220,11 @@ static int bad_path(const char *path, const char *why, struct dg_error *err)
 	return -EINVAL;
 }
 
-/* /dev/NAME, one component: mknodat on "a/b" would follow a directory the container owns. */
+/*
+ * Copies NAME of the container path /dev/NAME into name. Returns 0, or
+ * -EINVAL with err set when NAME is not one component (mknodat on "a/b"
+ * would follow a directory the container owns), too long, or a GPU node's.
+ */
 static int container_name(const char *path, char *name, size_t len, struct dg_error *err)
 {
 	const char *n = path + 5;
@@ -218,6 +241,10 @@ static int container_name(const char *path, char *name, size_t len, struct dg_er
 	return 0;
 }
 
+/*
+ * Fills st from the host node host, following symlinks. Returns 0, or a
+ * negative errno with err set when it is missing or not a device node.
+ */
 static int host_node(const char *host, struct stat *st, struct dg_error *err)
 {
 	int r;
@@ -237,7 +264,10 @@ static int host_node(const char *host, struct stat *st, struct dg_error *err)
 	return 0;
 }
 
-/* A disk reaches the host's data: granted only where device-allow names it. */
+/*
+ * Returns 0 when device-allow names the block device rdev, else -EPERM with
+ * err set: a disk reaches the host's data.
+ */
 static int check_block(const char *host, dev_t rdev, const struct hostdev_allow *allow,
 		       struct dg_error *err)
 {
@@ -253,8 +283,9 @@ static int check_block(const char *host, dev_t rdev, const struct hostdev_allow 
 }
 
 /*
- * Refuses GPU-class nodes (devgate's own), block devices and character
- * devices past the container that the admin did not allow.
+ * Returns 0 when the node st may be granted, else an error with err set: a
+ * GPU-class node (devgate's own), or a block device or a character device
+ * that reaches past the container which the admin did not allow.
  */
 static int check_kind(const char *host, const struct stat *st, const struct dg_inventory *inv,
 		      const struct hostdev_allow *allow, struct dg_error *err)

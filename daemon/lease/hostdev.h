@@ -38,31 +38,40 @@ struct hostdev_allow {
 	size_t n;
 };
 
-/* "/dev/mem, 1:4, 21:*, b:7:*"; empty: no list. Replaces the list. DG_E_INVALID. */
+/*
+ * Replaces the device-allow list with value, "/dev/mem, 1:4, 21:*, b:7:*"
+ * (empty: no list). Returns 0, or a negative errno with err set
+ * (DG_E_INVALID) and the list as it was.
+ */
 int hostdev_set_allow(struct hostdev_allow *a, const char *value, struct dg_error *err);
-/* The list as the file writes it; "" for none. */
+/* Writes the device-allow list as the file has it; "" when none. */
 void hostdev_allow_text(const struct hostdev_allow *a, char *buf, size_t len);
 
 /*
- * What rdev is when it is a device that reaches past a container ("the
- * host's physical memory (/dev/mem)"), or NULL. proc_devices is the text of
- * /proc/devices, for the majors drivers take at load time; NULL: fixed
- * majors only.
+ * Returns what rdev is when it is a character device that reaches past a
+ * container ("the host's physical memory (/dev/mem)"), or NULL when it is
+ * not one. proc_devices is the text of /proc/devices, for the majors that
+ * drivers take at load time; with NULL only fixed majors are known.
  */
 const char *hostdev_breakout(dev_t rdev, const char *proc_devices);
 
-/* "r", "rw", "rwm" (any order, each once) -> DG_ACC_* bits. DG_E_INVALID. */
+/*
+ * Parses an access mode, as lease_access_parse, into *ret. Returns 0, or
+ * -EINVAL with err set (DG_E_INVALID).
+ */
 int hostdev_access_parse(const char *s, uint32_t *ret, struct dg_error *err);
 
 /*
- * "HOST[:PATH]" -> a lease device. The PATH separator is the last ':'
- * followed by '/', so "/dev/char/1:7" is a HOST alone. HOST: an absolute
- * host path, symlinks followed, to a character device that is not of a
- * GPU-class major (majors) and, unless allow names it, not one that
- * reaches past the container; or to a block device allow names. PATH
- * (default: HOST): /dev/NAME with one component NAME, not "nvidia*" (GPU
- * nodes' names). access: DG_ACC_* bits the gate allows. DG_E_INVALID or
- * DG_E_PERM otherwise.
+ * Turns "HOST[:PATH]" into a lease device in *ret, with access (DG_ACC_*
+ * bits) as the mode the gate allows. Returns 0, or a negative errno with
+ * err set (DG_E_INVALID or DG_E_PERM).
+ *
+ * PATH starts after the last ':' that a '/' follows, so "/dev/char/1:7" is
+ * a HOST alone. HOST is an absolute host path (symlinks followed) to a
+ * character device that is not GPU-class and, unless allow names it, does
+ * not reach past the container; or to a block device that allow names.
+ * PATH (by default HOST) is /dev/NAME with NAME one component, and not a
+ * GPU node's name (nvidia*, kfd).
  */
 int hostdev_parse(const char *spec, const struct dg_inventory *inv,
 		  const struct hostdev_allow *allow, uint32_t access, struct lease_device *ret,

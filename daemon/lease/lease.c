@@ -1,4 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * Leases and the lease table: what one container holds (GPUs, MIG
+ * instances, host devices, driver files, GPU time) and the table of all of
+ * them, indexed by cgroup id and counting the holders of each GPU. Also the
+ * device nodes a lease grants, its label and the arithmetic of expiries.
+ * Plain data: nothing here makes a system call, reads the state directory
+ * (record.c and state.c do) or logs. The one outside input is the clock:
+ * lease_add_gpu and lease_del_gpu start and end GPU time at the current time.
+ */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,12 +18,8 @@
 #include "array.h"
 #include "cleanup.h"
 #include "devgate.h"
-#include "driver.h"
-#include "jsonutil.h"
 #include "lease.h"
 #include "util.h"
-
-#define LEASE_FORMAT 1
 
 struct lease *lease_new(uint64_t cgid)
 {
@@ -40,6 +45,7 @@ void lease_free(struct lease *l)
 	free(l);
 }
 
+/* Sets *ret to a copy of s, or to NULL when s is NULL. Returns 0 or -ENOMEM. */
 static int dup_str(const char *s, char **ret)
 {
 	*ret = NULL;
@@ -110,11 +116,13 @@ struct lease *lease_copy(const struct lease *l)
  * The index makes a lookup by cgroup id O(1): with 10,000 leases a walk of
  * the table on every request was most of a grant's own CPU time.
  */
+/* Returns the slot where the search for cgid starts. */
 static size_t index_home(const struct lease_table *t, uint64_t cgid)
 {
 	return (size_t)((cgid * 0x9E3779B97F4A7C15ull) >> 32) & (t->n_index - 1);
 }
 
+/* Enters the lease at position pos of t->v into the index. */
 static void index_put(struct lease_table *t, size_t pos)
 {
 	size_t h = index_home(t, t->v[pos]->cgid);
@@ -124,6 +132,10 @@ static void index_put(struct lease_table *t, size_t pos)
 	t->index[h] = (uint32_t)(pos + 1);
 }
 
+/*
+ * Replaces the index with one at most half full when the table holds want
+ * leases, and enters every lease. Returns 0, or -ENOMEM with the old index kept.
+ */
 static int index_rebuild(struct lease_table *t, size_t want)
 {
 	size_t n_index = 64;
@@ -142,7 +154,7 @@ static int index_rebuild(struct lease_table *t, size_t want)
 	return 0;
 }
 
-/* The index slot that holds cgid, or SIZE_MAX. */
+/* Returns the index slot that holds cgid, or SIZE_MAX when the table has no such lease. */
 static size_t index_slot(const struct lease_table *t, uint64_t cgid)
 {
 	if (!t->n_index)
@@ -154,7 +166,10 @@ static size_t index_slot(const struct lease_table *t, uint64_t cgid)
 	return SIZE_MAX;
 }
 
-/* Empties slot i, moving back the entries of its probe run (no tombstones). */
+/*
+ * Empties index slot i and moves back the entries of its probe run, so that
+ * lookups need no tombstones.
+ */
 static void index_del(struct lease_table *t, size_t i)
 {
 	size_t mask = t->n_index - 1, j = i;
@@ -175,7 +190,10 @@ static void index_del(struct lease_table *t, size_t i)
 	t->index[i] = 0;
 }
 
-/* The count of the whole GPU uuid, or (instance) of its MIG instance gi. */
+/*
+ * Returns the counts of the whole GPU uuid, or with instance those of its MIG
+ * instance gi; NULL when no lease ever held it.
+ */
 static struct lease_use *use_find(const struct lease_table *t, const char *uuid, bool instance,
 				  uint32_t gi)
 {
@@ -189,12 +207,16 @@ static struct lease_use *use_find(const struct lease_table *t, const char *uuid,
 	return NULL;
 }
 
-/* Room for the entries l's GPUs need, so that counting it cannot fail. */
+/* Makes room for the counts l's GPUs may need, so that counting l cannot fail. */
 static int use_reserve(struct lease_table *t, const struct lease *l)
 {
 	return array_reserve((void **)&t->use, &t->cap_use, t->n_use + l->n_gpus, sizeof(*t->use));
 }
 
+/*
+ * Counts g, a GPU of l, as held, and remembers l as one of the two holders
+ * that messages name. use_reserve made the room a new count needs.
+ */
 static void use_hold(struct lease_table *t, const struct lease *l, const struct lease_gpu *g)
 {
 	struct lease_use *u = use_find(t, g->uuid, g->instance, g->gi);
@@ -213,6 +235,7 @@ static void use_hold(struct lease_table *t, const struct lease *l, const struct 
 		who[1] = l;
 }
 
+/* Counts g, a GPU of l, as no longer held, and forgets l as a holder to name. */
 static void use_drop(struct lease_table *t, const struct lease *l, const struct lease_gpu *g)
 {
 	struct lease_use *u = use_find(t, g->uuid, g->instance, g->gi);
@@ -373,7 +396,10 @@ const struct lease_gpu *lease_find_gpu(const struct lease *l, const char *uuid)
 	return NULL;
 }
 
-/* Room for one more GPU at the end of l->gpus. */
+/*
+ * Returns a new zeroed GPU at the end of l->gpus, or NULL when l holds
+ * DG_MAX_GPUS or memory ran out.
+ */
 static struct lease_gpu *gpu_slot(struct lease *l)
 {
 	struct lease_gpu *v;
@@ -384,11 +410,12 @@ static struct lease_gpu *gpu_slot(struct lease *l)
 	if (!v)
 		return NULL;
 	l->gpus = v;
-	/* Zeroed: fields a record leaves out (vendor, card) read as their defaults. */
+	/* Zeroed: what the caller does not set (card, MIG instance) is off. */
 	memset(&l->gpus[l->n_gpus], 0, sizeof(*v));
 	return &l->gpus[l->n_gpus++];
 }
 
+/* Returns the GPU time l keeps of GPU uuid, which left it, or NULL. */
 static struct lease_spent *find_spent(const struct lease *l, const char *uuid)
 {
 	for (size_t i = 0; i < l->n_spent; i++) {
@@ -414,7 +441,6 @@ int lease_add_instance(struct lease *l, const struct dg_gpu *gpu, const struct d
 	return 1;
 }
 
-/* A GPU back in the lease carries on from the time it had. */
 int lease_add_gpu(struct lease *l, const struct dg_gpu *gpu, bool shared)
 {
 	struct lease_spent *sp;
@@ -439,12 +465,16 @@ int lease_add_gpu(struct lease *l, const struct dg_gpu *gpu, bool shared)
 	return 1;
 }
 
+/* Returns g's GPU time up to now_ms: its earlier spans and the one going on. */
 static int64_t span_ms(const struct lease_gpu *g, int64_t now_ms)
 {
 	return g->ms + (now_ms > g->since_ms ? now_ms - g->since_ms : 0);
 }
 
-/* Without memory for it, a GPU's spent time is lost, never its grant. */
+/*
+ * Keeps ms of GPU time of uuid, a GPU that left l. Without memory for it
+ * the time is lost, never the grant.
+ */
 static void add_spent(struct lease *l, const char *uuid, int64_t ms)
 {
 	struct lease_spent *v;
@@ -590,6 +620,7 @@ void lease_del_device(struct lease *l, const char *name)
 	}
 }
 
+/* Appends l's devices to out, which holds n of max nodes, and returns the new count. */
 static size_t device_nodes(const struct lease *l, struct dg_node *out, size_t n, size_t max)
 {
 	for (size_t i = 0; i < l->n_devices && n < max; i++) {
@@ -638,7 +669,7 @@ size_t lease_gpu_nodes(const struct lease_gpu *g, const struct dg_inventory *inv
 	vendor_gpu_node(inv, g->family, g->minor, &out[n++]);
 	if (g->card && n < max)
 		card_node(g->card_minor, &out[n++]);
-	for (uint32_t c = 0; g->instance && c < g->n_caps && n < max; c++)
+	for (size_t c = 0; g->instance && c < g->n_caps && n < max; c++)
 		mig_cap_node(inv, g->caps[c], &out[n++]);
 	if (!g->instance)
 		n += whole_mig_nodes(g, inv, out + n, max - n);
@@ -735,547 +766,4 @@ int64_t lease_table_next_expiry(const struct lease_table *t)
 const char *lease_label(const struct lease *l)
 {
 	return l->container ? l->container : l->cgroup;
-}
-
-/* A MIG instance: "gi" and its capability minors "caps"; absent for a whole GPU. */
-static void instance_to_json(json_object *g, const struct lease_gpu *lg)
-{
-	json_object *caps = json_object_new_array();
-
-	json_object_object_add(g, "gi", json_object_new_int64(lg->gi));
-	for (uint32_t c = 0; c < lg->n_caps; c++)
-		json_object_array_add(caps, json_object_new_int64(lg->caps[c]));
-	json_object_object_add(g, "caps", caps);
-}
-
-static int instance_from_json(json_object *g, struct lease_gpu *lg, char *why, size_t len)
-{
-	json_object *v, *caps;
-	size_t n;
-
-	if (!json_object_object_get_ex(g, "gi", &v))
-		return 0;
-	if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
-	    json_object_get_int64(v) >= 1 << 16 || lg->family != DG_VENDOR_NVIDIA ||
-	    !json_object_object_get_ex(g, "caps", &caps) ||
-	    !json_object_is_type(caps, json_type_array)) {
-		snprintf(why, len, "bad GPU instance");
-		return -EINVAL;
-	}
-	n = json_object_array_length(caps);
-	if (n < 1 || n > DG_MAX_CAPS) {
-		snprintf(why, len, "bad GPU instance capability list");
-		return -EINVAL;
-	}
-	lg->instance = true;
-	lg->gi = (uint32_t)json_object_get_int64(v);
-	for (size_t i = 0; i < n; i++) {
-		json_object *c = json_object_array_get_idx(caps, i);
-		int64_t m = json_object_get_int64(c);
-
-		if (!json_object_is_type(c, json_type_int) || m < 0 || m > 0xfffff) {
-			snprintf(why, len, "bad GPU instance capability minor");
-			return -EINVAL;
-		}
-		lg->caps[lg->n_caps++] = (uint32_t)m;
-	}
-	return 0;
-}
-
-/* Only the majors the driver had: {"nvidia": 195, "nvidia-uvm": 511, ...}. */
-static json_object *majors_to_json(const struct dg_majors *m)
-{
-	json_object *o = json_object_new_object();
-
-	if (m->has_nvidia)
-		json_object_object_add(o, "nvidia", json_object_new_int64(m->nvidia));
-	if (m->has_uvm)
-		json_object_object_add(o, "nvidia-uvm", json_object_new_int64(m->uvm));
-	if (m->has_caps)
-		json_object_object_add(o, "nvidia-caps", json_object_new_int64(m->caps));
-	if (m->has_kfd)
-		json_object_object_add(o, "kfd", json_object_new_int64(m->kfd));
-	return o;
-}
-
-json_object *lease_to_json(const struct lease *l)
-{
-	json_object *o = json_object_new_object();
-	json_object *gpus = json_object_new_array();
-	char id[32];
-
-	json_object_object_add(o, "format", json_object_new_int(LEASE_FORMAT));
-	/* A string: JSON numbers lose precision above 2^53 in many consumers. */
-	snprintf(id, sizeof(id), "%llu", (unsigned long long)l->cgid);
-	json_object_object_add(o, "cgroup_id", json_object_new_string(id));
-	json_add_str(o, "cgroup", l->cgroup);
-	json_add_str(o, "container", l->container);
-	json_object_object_add(o, "pid", json_object_new_int(l->pid));
-	json_object_object_add(o, "since", json_object_new_int64(l->since));
-	for (size_t i = 0; i < l->n_gpus; i++) {
-		json_object *g = json_object_new_object();
-
-		json_object_object_add(g, "uuid", json_object_new_string(l->gpus[i].uuid));
-		/* Left out for NVIDIA: such a record reads the same as before. */
-		if (l->gpus[i].family != DG_VENDOR_NVIDIA)
-			json_add_str(g, "vendor", vendor_name(l->gpus[i].family));
-		if (l->gpus[i].card)
-			json_object_object_add(g, "card",
-					       json_object_new_int64(l->gpus[i].card_minor));
-		if (l->gpus[i].instance)
-			instance_to_json(g, &l->gpus[i]);
-		json_object_object_add(g, "minor", json_object_new_int64(l->gpus[i].minor));
-		json_object_object_add(g, "shared", json_object_new_boolean(l->gpus[i].shared));
-		json_object_object_add(g, "since_ms", json_object_new_int64(l->gpus[i].since_ms));
-		json_object_object_add(g, "ms", json_object_new_int64(l->gpus[i].ms));
-		json_object_array_add(gpus, g);
-	}
-	json_object_object_add(o, "gpus", gpus);
-	/* Left out when empty: a record without it reads the same as before. */
-	if (l->n_spent) {
-		json_object *sp = json_object_new_array();
-
-		for (size_t i = 0; i < l->n_spent; i++) {
-			json_object *e = json_object_new_object();
-
-			json_object_object_add(e, "uuid", json_object_new_string(l->spent[i].uuid));
-			json_object_object_add(e, "ms", json_object_new_int64(l->spent[i].ms));
-			json_object_array_add(sp, e);
-		}
-		json_object_object_add(o, "spent", sp);
-	}
-	/* Left out without a ttl: such a record reads the same as before. */
-	if (l->expires > 0) {
-		json_object_object_add(o, "expires", json_object_new_int64(l->expires));
-		json_object_object_add(o, "kill_on_expiry",
-				       json_object_new_boolean(l->kill_on_expiry));
-	}
-	/* Left out without grant --driver: such a record reads the same as before. */
-	if (l->driver_caps) {
-		json_object_object_add(o, "driver_caps", json_object_new_int64(l->driver_caps));
-		json_object *files = json_object_new_array();
-
-		for (size_t i = 0; i < l->n_driver_files; i++)
-			json_object_array_add(files,
-					      json_object_new_string(l->driver_files[i].path));
-		json_object_object_add(o, "driver_files", files);
-	}
-	if (l->has_majors)
-		json_object_object_add(o, "majors", majors_to_json(&l->majors));
-	/* Left out when empty: a record without devices reads the same as before. */
-	if (l->n_devices) {
-		json_object *devs = json_object_new_array();
-
-		for (size_t i = 0; i < l->n_devices; i++) {
-			json_object *dv = json_object_new_object();
-			const char *type = l->devices[i].block ? "b" : "c";
-			char path[40];
-
-			snprintf(path, sizeof(path), "/dev/%s", l->devices[i].name);
-			json_object_object_add(dv, "path", json_object_new_string(path));
-			json_object_object_add(dv, "host",
-					       json_object_new_string(l->devices[i].host));
-			json_object_object_add(dv, "type", json_object_new_string(type));
-			json_object_object_add(dv, "major",
-					       json_object_new_int64(l->devices[i].major));
-			json_object_object_add(dv, "minor",
-					       json_object_new_int64(l->devices[i].minor));
-			/* DG_ACC_* bits; left out for read and write, so such a record reads as
-			 * before. */
-			if (l->devices[i].access)
-				json_object_object_add(dv, "access",
-						       json_object_new_int64(l->devices[i].access));
-			json_object_array_add(devs, dv);
-		}
-		json_object_object_add(o, "devices", devs);
-	}
-	return o;
-}
-
-static int want(json_object *o, const char *key, json_type type, bool nullable, json_object **ret,
-		char *why, size_t len)
-{
-	json_object *v = NULL;
-
-	if (!json_object_object_get_ex(o, key, &v)) {
-		snprintf(why, len, "missing field '%s'", key);
-		return -EINVAL;
-	}
-	if ((v == NULL && !nullable) || (v && !json_object_is_type(v, type))) {
-		snprintf(why, len, "field '%s' must be a %s", key, json_type_to_name(type));
-		return -EINVAL;
-	}
-	*ret = v;
-	return 0;
-}
-
-static int want_str(json_object *o, const char *key, bool nullable, char **ret, char *why,
-		    size_t len)
-{
-	json_object *v;
-	int r = want(o, key, json_type_string, nullable, &v, why, len);
-
-	if (r < 0)
-		return r;
-	return dup_str(v ? json_object_get_string(v) : NULL, ret);
-}
-
-/* An optional count of milliseconds: absent leaves *ret as it is. */
-static int want_ms(json_object *o, const char *key, int64_t *ret, char *why, size_t len)
-{
-	json_object *v;
-
-	if (!json_object_object_get_ex(o, key, NULL))
-		return 0;
-	if (want(o, key, json_type_int, false, &v, why, len) < 0)
-		return -EINVAL;
-	*ret = json_object_get_int64(v);
-	if (*ret < 0) {
-		snprintf(why, len, "field '%s' is negative", key);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static int gpus_from_json(json_object *arr, struct lease *l, char *why, size_t len)
-{
-	size_t n = json_object_array_length(arr);
-
-	if (n > DG_MAX_GPUS) {
-		snprintf(why, len, "too many GPUs");
-		return -EINVAL;
-	}
-	for (size_t i = 0; i < n; i++) {
-		json_object *g = json_object_array_get_idx(arr, i), *v;
-		struct lease_gpu *lg = gpu_slot(l);
-		int64_t minor;
-
-		if (!lg) {
-			snprintf(why, len, "out of memory");
-			return -ENOMEM;
-		}
-		if (!json_object_is_type(g, json_type_object) ||
-		    want(g, "uuid", json_type_string, false, &v, why, len) < 0)
-			return -EINVAL;
-		snprintf(lg->uuid, sizeof(lg->uuid), "%s", json_object_get_string(v));
-		if (json_object_object_get_ex(g, "vendor", &v) &&
-		    vendor_parse(json_object_get_string(v), &lg->family) < 0) {
-			snprintf(why, len, "unknown GPU vendor");
-			return -EINVAL;
-		}
-		if (want(g, "minor", json_type_int, false, &v, why, len) < 0)
-			return -EINVAL;
-		minor = json_object_get_int64(v);
-		if (minor < 0 ||
-		    minor > (lg->family == DG_VENDOR_NVIDIA ? 254 : DG_DRM_MAX_MINOR)) {
-			snprintf(why, len, "GPU minor %lld out of range", (long long)minor);
-			return -EINVAL;
-		}
-		lg->minor = (uint32_t)minor;
-		if (json_object_object_get_ex(g, "card", &v)) {
-			int64_t card = json_object_get_int64(v);
-
-			if (!json_object_is_type(v, json_type_int) || card < 0 ||
-			    card >= DG_DRM_RENDER_BASE || lg->family == DG_VENDOR_NVIDIA) {
-				snprintf(why, len, "bad GPU card minor");
-				return -EINVAL;
-			}
-			lg->card = true;
-			lg->card_minor = (uint32_t)card;
-		}
-		if (instance_from_json(g, lg, why, len) < 0)
-			return -EINVAL;
-		if (want(g, "shared", json_type_boolean, false, &v, why, len) < 0)
-			return -EINVAL;
-		lg->shared = json_object_get_boolean(v);
-		/* Optional: a record from before accounting counts from the lease's start. */
-		lg->since_ms = l->since * 1000;
-		lg->ms = 0;
-		if (want_ms(g, "since_ms", &lg->since_ms, why, len) < 0 ||
-		    want_ms(g, "ms", &lg->ms, why, len) < 0)
-			return -EINVAL;
-	}
-	return 0;
-}
-
-static int spent_from_json(json_object *arr, struct lease *l, char *why, size_t len)
-{
-	size_t n = json_object_array_length(arr);
-
-	if (n > DG_MAX_GPUS) {
-		snprintf(why, len, "too many spent GPUs");
-		return -EINVAL;
-	}
-	for (size_t i = 0; i < n; i++) {
-		json_object *e = json_object_array_get_idx(arr, i), *v;
-		int64_t ms = 0;
-
-		if (!json_object_is_type(e, json_type_object) ||
-		    want(e, "uuid", json_type_string, false, &v, why, len) < 0 ||
-		    want_ms(e, "ms", &ms, why, len) < 0)
-			return -EINVAL;
-		add_spent(l, json_object_get_string(v), ms);
-	}
-	return 0;
-}
-
-static int want_u32(json_object *o, const char *key, uint32_t max, uint32_t *ret, char *why,
-		    size_t len)
-{
-	json_object *v;
-	int64_t x;
-
-	if (want(o, key, json_type_int, false, &v, why, len) < 0)
-		return -EINVAL;
-	x = json_object_get_int64(v);
-	if (x < 0 || x > max) {
-		snprintf(why, len, "device %s %lld out of range", key, (long long)x);
-		return -EINVAL;
-	}
-	*ret = (uint32_t)x;
-	return 0;
-}
-
-/* The same rules a grant applies to a container path (grant.c): /dev/NAME. */
-static bool device_name_ok(const char *name)
-{
-	size_t n = strlen(name);
-
-	return n > 0 && n < sizeof(((struct lease_device *)0)->name) && !strchr(name, '/') &&
-	       strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
-}
-
-static int driver_file_add(struct lease *l, const char *path, size_t n, char *why, size_t len)
-{
-	struct lease_file *v;
-
-	if (n == 0 || path[0] != '/' || n >= LEASE_FILE_PATH_MAX) {
-		snprintf(why, len, "driver file '%.*s' is not an absolute path of at most %d bytes",
-			 (int)(n > 64 ? 64 : n), path, LEASE_FILE_PATH_MAX - 1);
-		return -EINVAL;
-	}
-	v = realloc(l->driver_files, (l->n_driver_files + 1) * sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	l->driver_files = v;
-	memcpy(v[l->n_driver_files].path, path, n);
-	v[l->n_driver_files++].path[n] = '\0';
-	return 0;
-}
-
-/* An array of paths; records written before it was one hold a string, '\n' after each. */
-static int driver_files_from_json(json_object *v, struct lease *l, char *why, size_t len)
-{
-	if (json_object_is_type(v, json_type_string)) {
-		for (const char *p = json_object_get_string(v); *p;) {
-			size_t n = strcspn(p, "\n");
-
-			if (n && driver_file_add(l, p, n, why, len) < 0)
-				return -EINVAL;
-			p += n + (p[n] == '\n');
-		}
-		return 0;
-	}
-	if (!json_object_is_type(v, json_type_array)) {
-		snprintf(why, len, "field 'driver_files' must be a array");
-		return -EINVAL;
-	}
-	for (size_t i = 0; i < json_object_array_length(v); i++) {
-		json_object *f = json_object_array_get_idx(v, i);
-
-		if (!json_object_is_type(f, json_type_string)) {
-			snprintf(why, len, "a driver file must be a string");
-			return -EINVAL;
-		}
-		if (driver_file_add(l, json_object_get_string(f), strlen(json_object_get_string(f)),
-				    why, len) < 0)
-			return -EINVAL;
-	}
-	return 0;
-}
-
-static int devices_from_json(json_object *arr, struct lease *l, char *why, size_t len)
-{
-	size_t n = json_object_array_length(arr);
-
-	if (n > DG_MAX_DEVICES) {
-		snprintf(why, len, "too many devices");
-		return -EINVAL;
-	}
-	for (size_t i = 0; i < n; i++) {
-		json_object *dv = json_object_array_get_idx(arr, i), *v;
-		struct lease_device dev = { 0 };
-		const char *s;
-		int r;
-
-		if (!json_object_is_type(dv, json_type_object)) {
-			snprintf(why, len, "a device must be an object");
-			return -EINVAL;
-		}
-		if (want(dv, "path", json_type_string, false, &v, why, len) < 0)
-			return -EINVAL;
-		s = json_object_get_string(v);
-		if (strncmp(s, "/dev/", 5) != 0 || !device_name_ok(s + 5)) {
-			snprintf(why, len, "device path '%s' is not /dev/NAME", s);
-			return -EINVAL;
-		}
-		snprintf(dev.name, sizeof(dev.name), "%s", s + 5);
-		if (want(dv, "host", json_type_string, false, &v, why, len) < 0)
-			return -EINVAL;
-		s = json_object_get_string(v);
-		if (s[0] != '/' || strlen(s) >= sizeof(dev.host)) {
-			snprintf(why, len, "device host path is not an absolute path");
-			return -EINVAL;
-		}
-		snprintf(dev.host, sizeof(dev.host), "%s", s);
-		/* Older records may lack it: char, the only type they could hold. */
-		v = NULL;
-		if (json_object_object_get_ex(dv, "type", NULL) &&
-		    want(dv, "type", json_type_string, false, &v, why, len) < 0)
-			return -EINVAL;
-		s = v ? json_object_get_string(v) : "c";
-		if (strcmp(s, "c") != 0 && strcmp(s, "b") != 0) {
-			snprintf(why, len, "device type must be \"c\" or \"b\"");
-			return -EINVAL;
-		}
-		dev.block = s[0] == 'b';
-		if (want_u32(dv, "major", 4095, &dev.major, why, len) < 0 ||
-		    want_u32(dv, "minor", 1048575, &dev.minor, why, len) < 0)
-			return -EINVAL;
-		if (json_object_object_get_ex(dv, "access", &v) &&
-		    want_u32(dv, "access", DG_ACC_MKNOD | DG_ACC_READ | DG_ACC_WRITE, &dev.access,
-			     why, len) < 0)
-			return -EINVAL;
-		r = lease_add_device(l, &dev);
-		if (r == -ENOMEM) {
-			snprintf(why, len, "out of memory");
-			return r;
-		}
-		if (r <= 0) {
-			snprintf(why, len, "device /dev/%s listed twice", dev.name);
-			return -EINVAL;
-		}
-	}
-	return 0;
-}
-
-/* One optional major of the "majors" object; *has tells whether it was there. */
-static int major_from_json(json_object *m, const char *key, bool *has, uint32_t *ret, char *why,
-			   size_t len)
-{
-	json_object *v;
-	int64_t x;
-
-	*has = json_object_object_get_ex(m, key, NULL);
-	if (!*has)
-		return 0;
-	if (want(m, key, json_type_int, false, &v, why, len) < 0)
-		return -EINVAL;
-	x = json_object_get_int64(v);
-	if (x <= 0 || x > 4095) {
-		snprintf(why, len, "bad major of %s: %lld", key, (long long)x);
-		return -EINVAL;
-	}
-	*ret = (uint32_t)x;
-	return 0;
-}
-
-static int majors_from_json(json_object *m, struct lease *l, char *why, size_t len)
-{
-	struct dg_majors *x = &l->majors;
-
-	if (major_from_json(m, "nvidia", &x->has_nvidia, &x->nvidia, why, len) < 0 ||
-	    major_from_json(m, "nvidia-uvm", &x->has_uvm, &x->uvm, why, len) < 0 ||
-	    major_from_json(m, "nvidia-caps", &x->has_caps, &x->caps, why, len) < 0 ||
-	    major_from_json(m, "kfd", &x->has_kfd, &x->kfd, why, len) < 0)
-		return -EINVAL;
-	l->has_majors = true;
-	return 0;
-}
-
-int lease_from_json(json_object *o, struct lease **ret, char *why, size_t len)
-{
-	struct lease *l = NULL;
-	json_object *v;
-	uint64_t cgid;
-	char *end;
-	int r = -EINVAL;
-
-	if (!json_object_is_type(o, json_type_object)) {
-		snprintf(why, len, "not a JSON object");
-		return -EINVAL;
-	}
-	if (want(o, "format", json_type_int, false, &v, why, len) < 0)
-		return -EINVAL;
-	if (json_object_get_int(v) != LEASE_FORMAT) {
-		snprintf(why, len, "lease format %d is not supported", json_object_get_int(v));
-		return -EINVAL;
-	}
-	if (want(o, "cgroup_id", json_type_string, false, &v, why, len) < 0)
-		return -EINVAL;
-	errno = 0;
-	cgid = strtoull(json_object_get_string(v), &end, 10);
-	if (errno || *end || cgid == 0) {
-		snprintf(why, len, "bad cgroup_id");
-		return -EINVAL;
-	}
-	l = lease_new(cgid);
-	if (!l)
-		return -ENOMEM;
-	if (want_str(o, "cgroup", false, &l->cgroup, why, len) < 0 ||
-	    want_str(o, "container", true, &l->container, why, len) < 0)
-		goto fail;
-	if (want(o, "pid", json_type_int, false, &v, why, len) < 0)
-		goto fail;
-	l->pid = json_object_get_int(v);
-	if (want(o, "since", json_type_int, false, &v, why, len) < 0)
-		goto fail;
-	l->since = json_object_get_int64(v);
-	if (want(o, "gpus", json_type_array, false, &v, why, len) < 0 ||
-	    gpus_from_json(v, l, why, len) < 0)
-		goto fail;
-	if (json_object_object_get_ex(o, "spent", NULL) &&
-	    (want(o, "spent", json_type_array, false, &v, why, len) < 0 ||
-	     spent_from_json(v, l, why, len) < 0))
-		goto fail;
-	/* Optional: records of leases without a ttl have none. */
-	if (json_object_object_get_ex(o, "expires", NULL)) {
-		if (want(o, "expires", json_type_int, false, &v, why, len) < 0)
-			goto fail;
-		l->expires = json_object_get_int64(v);
-		if (l->expires <= 0) {
-			snprintf(why, len, "bad expires");
-			goto fail;
-		}
-		if (want(o, "kill_on_expiry", json_type_boolean, false, &v, why, len) < 0)
-			goto fail;
-		l->kill_on_expiry = json_object_get_boolean(v);
-	}
-	/* Optional: records of leases without grant --driver have none. */
-	if (json_object_object_get_ex(o, "driver_caps", NULL)) {
-		if (want(o, "driver_caps", json_type_int, false, &v, why, len) < 0)
-			goto fail;
-		l->driver_caps = (unsigned int)json_object_get_int64(v) & DG_DRV_ALL;
-		if (!json_object_object_get_ex(o, "driver_files", &v)) {
-			snprintf(why, len, "missing field 'driver_files'");
-			goto fail;
-		}
-		if (driver_files_from_json(v, l, why, len) < 0)
-			goto fail;
-	}
-	/* Optional: records written before a driver reload was refreshed live have none. */
-	if (json_object_object_get_ex(o, "majors", NULL) &&
-	    (want(o, "majors", json_type_object, false, &v, why, len) < 0 ||
-	     majors_from_json(v, l, why, len) < 0))
-		goto fail;
-	/* Optional: records written before grant --device have none. */
-	if (json_object_object_get_ex(o, "devices", NULL) &&
-	    (want(o, "devices", json_type_array, false, &v, why, len) < 0 ||
-	     devices_from_json(v, l, why, len) < 0))
-		goto fail;
-	*ret = l;
-	return 0;
-fail:
-	lease_free(l);
-	return r;
 }

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A lease ties GPUs to one container, keyed by its cgroup id. The table is
- * the daemon's truth about who holds what; state.c persists it.
+ * A lease ties GPUs and host devices to one container, keyed by its cgroup
+ * id. The lease table is the daemon's truth about who holds what, with
+ * counts per GPU so a grant need not walk every lease. record.c turns a
+ * lease into JSON and back; state.c keeps those records on disk.
  */
 #ifndef DEVGATE_LEASE_H
 #define DEVGATE_LEASE_H
@@ -10,7 +12,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include <json-c/json.h>
 
 #include "errors.h"
 #include "gpu.h"
@@ -24,7 +25,7 @@ struct lease_gpu {
 	/* NVIDIA MIG: GPU instance gi of the GPU, not the whole GPU, with its capability nodes */
 	bool instance;
 	uint32_t gi;
-	uint32_t n_caps;
+	size_t n_caps;
 	uint32_t caps[DG_MAX_CAPS]; /* /dev/nvidia-caps/nvidia-cap<N>: the GI's, then its CIs' */
 	bool shared;
 	/* GPU time: held since since_ms (CLOCK_REALTIME ms), after ms of earlier spans. */
@@ -38,7 +39,7 @@ struct lease_spent {
 	int64_t ms;
 };
 
-/* A host character device granted by path (grant --device), not a GPU. */
+/* A host device granted by path (grant --device), not a GPU: char, or block where allowed. */
 struct lease_device {
 	char name[32];	/* the node in the container: /dev/NAME, one component */
 	char host[256]; /* the host path it was granted from, for display and revoke */
@@ -73,14 +74,17 @@ struct lease {
 	size_t n_driver_files;
 	struct lease_spent *spent; /* n_spent GPUs it held before, at most DG_MAX_GPUS */
 	size_t n_spent;
-	/* The driver's majors its nodes and grants were made with (refresh.c); has_majors
-	 * false: a record older than that, taken to match the inventory. */
+	/*
+	 * The driver's majors its nodes and grants were made with (refresh.c).
+	 * has_majors is false for a record older than that: taken to match the
+	 * inventory.
+	 */
 	bool has_majors;
 	struct dg_majors majors;
-	/* runtime only, never persisted; no fd: a host may have thousands of leases */
-	int watch;
-	uint64_t progs_digest; /* the cgroup's device programs when last found settled; 0: unknown
-				*/
+	/* Runtime only, never in the record. No fd: a host may have thousands of leases. */
+	int watch; /* the cgroup's inotify watch (watch.c); -1: none */
+	/* The cgroup's device programs when last found settled; 0: not known. */
+	uint64_t progs_digest;
 };
 
 /*
@@ -109,108 +113,175 @@ struct lease_table {
 	size_t cap_use;
 };
 
+/* Returns a new lease of cgroup cgid that holds nothing, or NULL when out of memory. */
 struct lease *lease_new(uint64_t cgid);
+/* Frees l and everything it holds; l may be NULL. */
 void lease_free(struct lease *l);
+/*
+ * Returns a copy of l with its own memory, or NULL when out of memory. It
+ * copies what a record stores; the runtime members (watch, progs_digest)
+ * start as in a new lease.
+ */
 struct lease *lease_copy(const struct lease *l);
 
+/*
+ * Adds l to the table, which owns it from then on, and counts its GPUs.
+ * Returns 0, or -ENOMEM with the table as it was and l still the caller's.
+ */
 int lease_table_add(struct lease_table *t, struct lease *l);
+/* Returns the lease of cgroup cgid, or NULL when the table has none. */
 struct lease *lease_table_find(const struct lease_table *t, uint64_t cgid);
-/* The cgroup ids of all t->n leases, for walks that release leases as they go
- * (releasing edits the table). NULL when out of memory; the caller frees. */
+/*
+ * Returns the cgroup ids of the table's t->n leases, for walks that release
+ * leases as they go (releasing edits the table); the caller frees the array.
+ * Returns NULL when out of memory.
+ */
 uint64_t *lease_table_ids(const struct lease_table *t);
-/* By label; -EEXIST (ret NULL) when more than one lease carries it. */
+/*
+ * Finds the lease labelled label and returns 0 with it in *ret. Returns
+ * -ENOENT when no lease carries the label, and -EEXIST when more than one
+ * does; *ret is NULL then.
+ */
 int lease_table_find_label(const struct lease_table *t, const char *label, struct lease **ret);
-/* Removes and returns the lease (caller frees), or NULL. */
+/*
+ * Removes the lease of cgroup cgid from the table and returns it, for the
+ * caller to free; returns NULL when the table has none.
+ */
 struct lease *lease_table_take(struct lease_table *t, uint64_t cgid);
+/* Frees every lease of the table and the table's own memory; the table is then empty. */
 void lease_table_clear(struct lease_table *t);
-/* What the table's leases hold of GPU uuid; NULL when none ever did. */
+/*
+ * Returns how many of the table's leases hold the whole GPU uuid, or NULL
+ * when no lease ever held it.
+ */
 const struct lease_use *lease_table_use(const struct lease_table *t, const char *uuid);
-/* The same for MIG instance gi of GPU uuid. */
+/* Returns the same counts for MIG instance gi of GPU uuid, or NULL. */
 const struct lease_use *lease_table_use_gi(const struct lease_table *t, const char *uuid,
 					   uint32_t gi);
 /*
- * A lease other than skip_cgid's holding a MIG instance of GPU uuid; NULL if
- * none. *ret_gi: which instance.
+ * Returns a lease, other than the one of cgroup skip_cgid, that holds a MIG
+ * instance of GPU uuid, and sets *ret_gi to that instance. Returns NULL when
+ * there is none.
  */
 const struct lease *lease_table_instance_holder(const struct lease_table *t, const char *uuid,
 						uint64_t skip_cgid, uint32_t *ret_gi);
 /*
- * A lease other than skip_cgid's holding uuid (shared or not), from the two
- * kept in u or, when both left, by a walk; NULL if none.
+ * Returns a lease, other than the one of cgroup skip_cgid, that holds what u
+ * counts, shared or exclusively as shared says; NULL when there is none. It
+ * tries the two holders u remembers, and walks the table only when both left.
  */
 const struct lease *lease_table_holder(const struct lease_table *t, const struct lease_use *u,
 				       bool shared, uint64_t skip_cgid);
-/* lease_del_gpu for a lease in the table, which keeps its counts. */
+/*
+ * Removes GPU uuid from l, a lease in the table, and updates the table's
+ * counts. (lease_del_gpu on a lease in the table would leave them wrong.)
+ */
 void lease_table_del_gpu(struct lease_table *t, struct lease *l, const char *uuid);
 
+/* Returns l's GPU uuid (matched regardless of case), or NULL when l does not hold it. */
 const struct lease_gpu *lease_find_gpu(const struct lease *l, const char *uuid);
+/*
+ * Adds the whole GPU gpu to l, shared or exclusively. A GPU that l held
+ * before carries on from the GPU time it had. Returns 1 when it was added,
+ * 0 when l holds it already, -E2BIG when l holds DG_MAX_GPUS, or -ENOMEM.
+ */
 int lease_add_gpu(struct lease *l, const struct dg_gpu *gpu, bool shared);
+/*
+ * Removes GPU uuid from l and keeps its GPU time among l's spent GPUs; does
+ * nothing when l does not hold it. For a lease in the table, use
+ * lease_table_del_gpu.
+ */
 void lease_del_gpu(struct lease *l, const char *uuid);
-/* Adds MIG instance gi of gpu (exclusive); 0 when the lease holds it already. */
+/*
+ * Adds MIG instance gi of gpu to l, exclusively, with its capability nodes.
+ * Returns 1 when it was added, 0 when l holds that GPU already (whole or an
+ * instance), or an error as lease_add_gpu.
+ */
 int lease_add_instance(struct lease *l, const struct dg_gpu *gpu, const struct dg_mig_gi *gi);
-/* The lease's GPU gpu (added before) holds its card node too. */
+/*
+ * Marks l's GPU gpu, added before, as holding its card node too. Does
+ * nothing when gpu is not a DRM GPU with a card node.
+ */
 void lease_gpu_add_card(struct lease *l, const struct dg_gpu *gpu);
 
 /*
- * GPU-milliseconds, to now_ms (CLOCK_REALTIME): of one GPU of the lease (held
- * or spent; 0 if neither), and of all of them. A lease holding N GPUs adds N
- * a millisecond. The spans start when a GPU enters the lease and are kept in
- * the record, so time while devgated is down counts: the kernel kept the grant.
+ * GPU-milliseconds up to now_ms (CLOCK_REALTIME): lease_gpu_ms returns those
+ * of one GPU of l, held or spent (0 when neither), lease_total_ms those of
+ * all of them; a lease holding N GPUs adds N a millisecond. A GPU's span
+ * starts when it enters the lease and is kept in the record, so the time
+ * devgated is down counts too: the kernel kept the grant.
  */
 int64_t lease_gpu_ms(const struct lease *l, const char *uuid, int64_t now_ms);
 int64_t lease_total_ms(const struct lease *l, int64_t now_ms);
 
-/* Whether the lease holds anything: a lease with devices only is a lease. */
+/* Returns whether l holds anything: a GPU or a device (a lease of devices only is a lease). */
 bool lease_holds(const struct lease *l);
 
-/* By container path ("/dev/NAME") or host path; NULL if none. */
+/* Returns l's device whose container path ("/dev/NAME") or host path is path, or NULL. */
 const struct lease_device *lease_find_device(const struct lease *l, const char *path);
-/* 1 added, 0 already held (same node and numbers), -EEXIST name or numbers
- * taken by another of its devices, -E2BIG full, -ENOMEM. */
+/*
+ * Adds dev to l. Returns 1 when it was added, or when l held it with
+ * another access mode and now has dev's; 0 when l holds it already as it
+ * is; -EEXIST when another of l's devices has its name or its numbers;
+ * -E2BIG when l holds DG_MAX_DEVICES; -ENOMEM.
+ */
 int lease_add_device(struct lease *l, const struct lease_device *dev);
+/* Removes l's device called name, keeping the others in order; does nothing when there is none. */
 void lease_del_device(struct lease *l, const char *name);
 
-/* Forgets grant --driver's files (the lease's last GPU left). */
+/* Forgets grant --driver's capabilities and files, when the lease's last GPU left. */
 void lease_driver_clear(struct lease *l);
 
-/* "r", "rw", "rwm" (any order, each once) -> DG_ACC_* bits; -EINVAL. */
+/*
+ * Parses an access mode ("r", "rw", "rwm": each letter once, in any order)
+ * into DG_ACC_* bits in *ret. Returns 0, or -EINVAL for an empty mode, an
+ * unknown letter or a letter given twice.
+ */
 int lease_access_parse(const char *s, uint32_t *ret);
 
-/* The nodes of one GPU of a lease: its node, its card or MIG capability nodes. */
+/*
+ * Fills out, up to max, with the device nodes of g, one GPU of a lease: its
+ * node, then its card node or its MIG capability nodes (all instances' for a
+ * whole GPU in MIG mode). Returns how many it wrote.
+ */
 size_t lease_gpu_nodes(const struct lease_gpu *g, const struct dg_inventory *inv,
 		       struct dg_node *out, size_t max);
-/* Device nodes the lease grants: its GPUs, control nodes if any GPU, its devices. */
+/*
+ * Fills out, up to max, with every device node l grants: its GPUs' nodes,
+ * the control nodes of the vendors it holds GPUs of, and its devices.
+ * Returns how many it wrote.
+ */
 size_t lease_nodes(const struct lease *l, const struct dg_inventory *inv, struct dg_node *out,
 		   size_t max);
 
 /*
- * Expiry arithmetic, in CLOCK_REALTIME seconds. A new expiry is ttl after
- * now; an extension adds by to the expiry (or to now, if that passed).
- * Either is -ERANGE when it would end more than DURATION_MAX_S from now;
- * an extension of a lease without expiry is -ENOENT.
+ * Expiry arithmetic, in CLOCK_REALTIME seconds. lease_expiry_new sets *ret
+ * to ttl after now. lease_expiry_extend sets *ret to by after the expiry,
+ * or after now when the expiry passed. Both return 0, or -ERANGE when ttl
+ * or by is not positive or the result is more than DURATION_MAX_S from now;
+ * extending a lease that does not expire (expires 0) returns -ENOENT.
  */
 int lease_expiry_new(int64_t now, int64_t ttl, int64_t *ret);
 int lease_expiry_extend(int64_t expires, int64_t now, int64_t by, int64_t *ret);
-/* Seconds left, 0 once passed; -1 when the lease does not expire. */
+/* Returns the seconds l has left (0 once its expiry passed), or -1 when it does not expire. */
 int64_t lease_expiry_left(const struct lease *l, int64_t now);
-/* The earliest expiry of the table's leases; 0 when none expires. */
+/* Returns the earliest expiry among the table's leases, or 0 when none expires. */
 int64_t lease_table_next_expiry(const struct lease_table *t);
 
-/* Persistent form; lease_from_json is strict and names what is wrong. */
-json_object *lease_to_json(const struct lease *l);
-int lease_from_json(json_object *o, struct lease **ret, char *why, size_t why_len);
-
 /*
- * The container id a runtime put in the cgroup's name, for display when the
- * caller gave no label: "/x/docker-ID.scope" -> "ID", "/c1" -> "c1".
- * Returns a new string, or NULL for "/".
+ * Returns the container id a runtime put in the cgroup's name, for display
+ * when the caller gave no label ("/x/docker-ID.scope" gives "ID", "/c1"
+ * gives "c1"), as a new string; NULL for "/" or when out of memory.
  */
 char *lease_label_from_cgroup(const char *cgroup);
 
-/* For log lines: "" for 0, " and N device(s)" otherwise (GPU counts stay as they were). */
+/*
+ * Returns buf holding the part of a log line about n devices: "" for none,
+ * " and N device(s)" otherwise (so that lines about GPUs only stay as they were).
+ */
 const char *lease_devices_note(size_t n, char *buf, size_t len);
 
-/* Short display label: the container label or the cgroup path. */
+/* Returns the name to show for l: its label, or its cgroup path when it has none. */
 const char *lease_label(const struct lease *l);
 
 #endif

@@ -1,4 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * The admin's GPU policy (devgate.conf's gpu-allow, alias and profile
+ * lines): parsed and checked as config.c reads the file, then applied to
+ * each inventory (which GPUs are excluded) and to each grant request (a
+ * profile or alias expanded into constraints). It reads no file itself
+ * (config.c hands it the values) and makes no system call beyond writing
+ * to the FILE that policy_print is given.
+ */
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -20,7 +28,7 @@ void policy_free(struct dg_policy *p)
 	*p = (struct dg_policy){ 0 };
 }
 
-/* "10de:2330": exactly four hex digits, a colon, four hex digits. */
+/* Parses "10de:2330": exactly four hex digits, a colon, four hex digits. Returns 0 or -EINVAL. */
 static int parse_id(const char *s, uint16_t *vendor, uint16_t *device)
 {
 	unsigned int v, d;
@@ -73,6 +81,10 @@ int policy_set_allow(struct dg_policy *p, const char *value, struct dg_error *er
 	return 0;
 }
 
+/*
+ * Returns 0 when name is 1 to POLICY_NAME_MAX - 1 letters, digits, '.', '_'
+ * or '-'; otherwise -EINVAL with err naming what it was for ("alias").
+ */
 static int check_name(const char *what, const char *name, struct dg_error *err)
 {
 	size_t n = strlen(name);
@@ -89,6 +101,7 @@ static int check_name(const char *what, const char *name, struct dg_error *err)
 	return 0;
 }
 
+/* Returns the alias called name, or NULL. */
 static const struct policy_alias *find_alias(const struct dg_policy *p, const char *name)
 {
 	for (size_t i = 0; i < p->n_aliases; i++) {
@@ -98,6 +111,7 @@ static const struct policy_alias *find_alias(const struct dg_policy *p, const ch
 	return NULL;
 }
 
+/* Returns the profile called name, or NULL. */
 static const struct policy_profile *find_profile(const struct dg_policy *p, const char *name)
 {
 	for (size_t i = 0; i < p->n_profiles; i++) {
@@ -138,6 +152,7 @@ int policy_add_alias(struct dg_policy *p, const char *name, const char *value, s
 	return 0;
 }
 
+/* Copies v, the value of key, into dst. Returns 0, or -EINVAL when v is empty or too long. */
 static int set_text(char *dst, size_t len, const char *key, const char *v, struct dg_error *err)
 {
 	if (!*v || strlen(v) >= len)
@@ -149,7 +164,10 @@ static int set_text(char *dst, size_t len, const char *key, const char *v, struc
 	return 0;
 }
 
-/* One key=value of a profile, checked as a grant would check it. */
+/*
+ * Sets one KEY=VALUE word of a profile in pr, checked as a grant checks it.
+ * Returns 0, or a negative errno with err set.
+ */
 static int profile_set(const struct dg_policy *p, struct policy_profile *pr, const char *key,
 		       const char *v, struct dg_error *err)
 {
@@ -211,6 +229,10 @@ static int profile_set(const struct dg_policy *p, struct policy_profile *pr, con
 	return -EINVAL;
 }
 
+/*
+ * Parses a profile's KEY=VALUE words into pr: at least one word, each key
+ * once, not both product and alias. Returns 0, or a negative errno with err set.
+ */
 static int profile_parse(const struct dg_policy *p, struct policy_profile *pr, const char *value,
 			 struct dg_error *err)
 {
@@ -270,6 +292,7 @@ int policy_add_profile(struct dg_policy *p, const char *name, const char *value,
 	return 0;
 }
 
+/* Returns whether g may be granted: gpu-allow lists its vendor:device, or there is no list. */
 static bool allowed(const struct dg_policy *p, const struct dg_gpu *g)
 {
 	uint32_t id = (uint32_t)g->vendor << 16 | g->device;
@@ -287,11 +310,13 @@ void policy_apply(const struct dg_policy *p, struct dg_inventory *inv)
 		inv->gpus[i].excluded = !allowed(p, &inv->gpus[i]);
 }
 
+/* Returns mine when the request gave it, else the profile's value when it has one, else NULL. */
 static const char *opt(const char *mine, const char *profile)
 {
 	return mine ? mine : (profile[0] ? profile : NULL);
 }
 
+/* Adds to err a hint about the names devgate.conf defines of what ("profiles"). */
 static void names_hint(struct dg_error *err, const char *what, size_t n, const char *first)
 {
 	if (n == 0)
@@ -304,6 +329,11 @@ static void names_hint(struct dg_error *err, const char *what, size_t n, const c
 			      n, first);
 }
 
+/*
+ * Fills what req leaves unset from profile name; the alias the profile names
+ * goes to *alias unless the request named one. Returns 0, or -ENOENT with
+ * err set when no profile has that name.
+ */
 static int apply_profile(const struct dg_policy *p, const char *name, struct policy_request *req,
 			 const char **alias, struct dg_error *err)
 {
@@ -329,6 +359,10 @@ static int apply_profile(const struct dg_policy *p, const char *name, struct pol
 	return 0;
 }
 
+/*
+ * Sets req's product to that of alias name. Returns 0, -ENOENT for an
+ * unknown alias, or -EINVAL when req asks for another product; err is set.
+ */
 static int apply_alias(const struct dg_policy *p, const char *name, struct policy_request *req,
 		       struct dg_error *err)
 {
@@ -376,6 +410,7 @@ void policy_allow_text(const struct dg_policy *p, char *buf, size_t len)
 					p->allow[i] >> 16, p->allow[i] & 0xffff);
 }
 
+/* Writes pr to f as its devgate.conf line. */
 static void print_profile(const struct policy_profile *pr, FILE *f)
 {
 	fprintf(f, "profile %s =", pr->name);

@@ -47,18 +47,30 @@ struct dg_policy {
 	size_t n_profiles, cap_profiles;
 };
 
+/* Frees p's aliases and profiles; p is then empty, which allows every GPU. */
 void policy_free(struct dg_policy *p);
 
-/* "10de:2330, 10de:20b0"; empty: no list. Replaces the list. DG_E_INVALID. */
+/*
+ * Replaces the gpu-allow list with value, "10de:2330, 10de:20b0" (empty: no
+ * list, every GPU may be granted). Returns 0, or a negative errno with err
+ * set (DG_E_INVALID).
+ */
 int policy_set_allow(struct dg_policy *p, const char *value, struct dg_error *err);
-/* "alias NAME = VENDOR:PRODUCT" once split; a name defined twice is refused. */
+/*
+ * Adds alias name for value, VENDOR:PRODUCT (from "alias NAME = VALUE").
+ * Returns 0, or a negative errno with err set; a name defined twice is refused.
+ */
 int policy_add_alias(struct dg_policy *p, const char *name, const char *value,
 		     struct dg_error *err);
-/* "profile NAME = gpus=2 arch=ampere ..."; an alias it names must be defined above. */
+/*
+ * Adds profile name with value's KEY=VALUE words (from "profile NAME = gpus=2
+ * arch=ampere ..."); an alias it names must be defined before it. Returns 0,
+ * or a negative errno with err set.
+ */
 int policy_add_profile(struct dg_policy *p, const char *name, const char *value,
 		       struct dg_error *err);
 
-/* Marks the GPUs outside gpu-allow excluded. */
+/* Marks each GPU of inv excluded when gpu-allow leaves it out, and not excluded otherwise. */
 void policy_apply(const struct dg_policy *p, struct dg_inventory *inv);
 
 /*
@@ -73,15 +85,21 @@ struct policy_request {
 	bool shared;
 };
 
-/* Whether devgate.conf names a profile name (a MIG profile is tried otherwise). */
+/* Returns whether devgate.conf defines profile name (otherwise a grant tries a MIG profile). */
 bool policy_has_profile(const struct dg_policy *p, const char *name);
 
+/*
+ * Expands profile and alias (either may be NULL) into req: what req sets
+ * itself wins over the profile, and a name alone asks for one GPU. Returns
+ * 0, or a negative errno with err set for an unknown name or a product that
+ * contradicts the alias.
+ */
 int policy_resolve(const struct dg_policy *p, const char *profile, const char *alias,
 		   struct policy_request *req, struct dg_error *err);
 
-/* The gpu-allow list as the file writes it: "10de:2330, 10de:20b0"; "" for none. */
+/* Writes the gpu-allow list as the file has it, "10de:2330, 10de:20b0"; "" when none. */
 void policy_allow_text(const struct dg_policy *p, char *buf, size_t len);
-/* Every alias and profile, one "alias NAME = ..." line each. */
+/* Writes every alias and profile to f, one devgate.conf line each ("alias NAME = ..."). */
 void policy_print(const struct dg_policy *p, FILE *f);
 
 #endif

@@ -1,4 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * The state directory: lease records and journals as files under leases/,
+ * each written whole (a temporary file renamed into place), and the lock
+ * that keeps a second daemon out. This file moves bytes to and from those
+ * files; what a record says is record.c's. It must not change the lease
+ * table beyond adding what it loads, nor act on the kernel: reconcile.c
+ * decides what a record or journal found at start means.
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +20,7 @@
 #include "cleanup.h"
 #include "jsonutil.h"
 #include "log.h"
+#include "record.h"
 #include "state.h"
 #include "util.h"
 
@@ -84,7 +93,11 @@ fail:
 	return r;
 }
 
-/* Parses leases/NAME; why says what is wrong when it does not. */
+/*
+ * Reads leases/NAME, whose name must be the cgroup id of the lease it holds
+ * followed by suffix, into a new lease in *ret. Returns 0, or a negative
+ * errno with why saying what is wrong.
+ */
 static int parse_one(struct state *s, const char *name, const char *suffix, struct lease **ret,
 		     char *why, size_t why_len)
 {
@@ -104,7 +117,7 @@ static int parse_one(struct state *s, const char *name, const char *suffix, stru
 		snprintf(why, why_len, "not valid JSON (truncated or damaged)");
 		return -EINVAL;
 	}
-	if (lease_from_json(o, &l, why, why_len) < 0)
+	if (record_decode(o, &l, why, why_len) < 0)
 		return -EINVAL;
 	snprintf(expect, sizeof(expect), "%llu%s", (unsigned long long)l->cgid, suffix);
 	if (strcmp(expect, name) != 0) {
@@ -144,7 +157,10 @@ static bool has_suffix(const char *name, const char *suffix)
 	return len > n && strcmp(name + len - n, suffix) == 0;
 }
 
-/* The leases directory as a stream of its own, read from the start. */
+/*
+ * Opens leases/ as a directory stream of its own, read from the start.
+ * Returns 0 or a negative errno.
+ */
 static int leases_dir(struct state *s, DIR **ret)
 {
 	int fd = dup(s->leases_fd);
@@ -160,7 +176,10 @@ static int leases_dir(struct state *s, DIR **ret)
 	return 0;
 }
 
-/* Calls fn for each entry of leases/ that ends in suffix. */
+/*
+ * Calls fn for each file of leases/ whose name ends in suffix. Returns 0,
+ * or the first error of fn or of reading the directory.
+ */
 static int each_file(struct state *s, const char *suffix,
 		     int (*fn)(struct state *s, const char *name, void *data), void *data)
 {
@@ -180,7 +199,10 @@ static int each_file(struct state *s, const char *suffix,
 	return 0;
 }
 
-/* Temporary files left by a crash mid-write: never renamed, so void. */
+/*
+ * Removes the temporary files a crash mid-write left: never renamed into
+ * place, they were never a record. Returns 0 or a negative errno.
+ */
 static int drop_tmp(struct state *s)
 {
 	auto_closedir DIR *d = NULL;
@@ -198,6 +220,10 @@ static int drop_tmp(struct state *s)
 	return 0;
 }
 
+/*
+ * Adds the lease of record NAME to the table data. A record that does not
+ * load goes to leases/broken/. Returns 0 or -ENOMEM.
+ */
 static int load_record(struct state *s, const char *name, void *data)
 {
 	struct lease_table *out = data;
@@ -233,8 +259,9 @@ size_t state_broken(const struct state *s)
 }
 
 /*
- * A journal (.pending, .revoking) that does not parse was never written
- * whole, since writes are atomic: nothing was done after it. Dropped.
+ * Adds the lease of journal NAME (.pending or .revoking) to out. A journal
+ * that does not load was never written whole, since writes are atomic, so
+ * nothing was done after it: it is removed. Returns 0 or -ENOMEM.
  */
 static int load_journal(struct state *s, const char *name, const char *suffix,
 			struct lease_table *out)
@@ -274,9 +301,10 @@ int state_revoking_load(struct state *s, struct lease_table *out)
 	return each_file(s, ".revoking", load_revoking, out);
 }
 
+/* Writes l's record as leases/CGID<suffix>, replacing the file before at once. */
 static int save_as(struct state *s, const struct lease *l, const char *suffix)
 {
-	auto_json json_object *o = lease_to_json(l);
+	auto_json json_object *o = record_encode(l);
 	const char *text;
 	char name[64];
 
@@ -288,6 +316,7 @@ static int save_as(struct state *s, const struct lease *l, const char *suffix)
 	return write_file_atomic_at(s->leases_fd, name, text, strlen(text), 0600, false);
 }
 
+/* Removes leases/CGID<suffix>; a file that is not there is fine. */
 static int remove_as(struct state *s, uint64_t cgid, const char *suffix)
 {
 	char name[64];
@@ -329,8 +358,9 @@ int state_revoking_clear(struct state *s, uint64_t cgid)
 }
 
 /*
- * An older devgated kept its records in /var/lib/devgate, fsync'd. Moved
- * here once, so that an upgrade keeps the leases of running containers.
+ * Moves the records an older devgated kept in legacy_dir (/var/lib/devgate,
+ * fsync'd) here, once, so that an upgrade keeps the leases of running
+ * containers. A record that cannot be moved stays where it is.
  */
 static void import_legacy(struct state *s, const char *legacy_dir)
 {
@@ -367,18 +397,12 @@ static void import_legacy(struct state *s, const char *legacy_dir)
 /* A move's journal: {"to": "CGID", "lease": the part that moves, as a record}. */
 int state_moving_mark(struct state *s, const struct lease *gone, uint64_t to)
 {
-	auto_json json_object *o = json_object_new_object();
-	json_object *l = lease_to_json(gone);
+	auto_json json_object *o = record_move_encode(gone, to);
 	const char *text;
-	char name[64], id[24];
+	char name[64];
 
-	if (!o || !l) {
-		json_object_put(l);
+	if (!o)
 		return -ENOMEM;
-	}
-	snprintf(id, sizeof(id), "%llu", (unsigned long long)to);
-	json_add_str(o, "to", id);
-	json_object_object_add(o, "lease", l);
 	text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED);
 	snprintf(name, sizeof(name), "%llu.moving", (unsigned long long)gone->cgid);
 	return write_file_atomic_at(s->leases_fd, name, text, strlen(text), 0600, false);
@@ -389,12 +413,16 @@ int state_moving_clear(struct state *s, uint64_t cgid)
 	return remove_as(s, cgid, ".moving");
 }
 
+/*
+ * Reads the move journal NAME into a new lease (*ret), what moves, and *to,
+ * the destination's cgroup id. Returns 0, or a negative errno with why
+ * saying what is wrong.
+ */
 static int parse_move(struct state *s, const char *name, struct lease **ret, uint64_t *to,
 		      char *why, size_t why_len)
 {
 	auto_free char *text = NULL;
 	auto_json json_object *o = NULL;
-	json_object *l = NULL;
 	char expect[64];
 	int r = read_file_at(s->leases_fd, name, LEASE_FILE_MAX, &text, NULL);
 
@@ -403,12 +431,11 @@ static int parse_move(struct state *s, const char *name, struct lease **ret, uin
 		return r;
 	}
 	o = json_parse_object(text);
-	if (!o || !json_object_object_get_ex(o, "lease", &l) || !json_get_str(o, "to") ||
-	    parse_u64(json_get_str(o, "to"), to) < 0) {
+	if (!o) {
 		snprintf(why, why_len, "not a move journal (truncated or damaged)");
 		return -EINVAL;
 	}
-	if (lease_from_json(l, ret, why, why_len) < 0)
+	if (record_move_decode(o, ret, to, why, why_len) < 0)
 		return -EINVAL;
 	snprintf(expect, sizeof(expect), "%llu.moving", (unsigned long long)(*ret)->cgid);
 	if (strcmp(expect, name) != 0) {

@@ -17,6 +17,7 @@
  *                  cgroup; found at start, finished if the destination's
  *                  record holds it, given back to the source if not.
  * A record that does not parse is moved to leases/broken/ and counted.
+ * What a record holds, and how older ones read, is record.c's.
  */
 #ifndef DEVGATE_STATE_H
 #define DEVGATE_STATE_H
@@ -29,35 +30,62 @@
 struct state;
 
 /*
- * legacy_dir: where an older devgated kept durable records
- * (/var/lib/devgate); its records move here once, so an upgrade keeps the
- * leases of running containers. NULL: none.
+ * Opens the state directory dir (creating it) and takes its lock, so that
+ * two daemons never share one. Returns 0 with the state in *ret, or a
+ * negative errno with err set. legacy_dir is where an older devgated kept
+ * durable records (/var/lib/devgate): its records move here once, so that
+ * an upgrade keeps the leases of running containers; NULL when there is none.
  */
 int state_open(const char *dir, const char *legacy_dir, struct state **ret, struct dg_error *err);
+/* Closes s, which releases its lock; s may be NULL. */
 void state_close(struct state *s);
 
-/* Loads every lease; damaged files are moved aside (see state_broken()). */
+/*
+ * Adds the lease of every record in leases/ to out. A record that does not
+ * load is moved to leases/broken/ (see state_broken) and the rest load.
+ * Returns 0, or a negative errno with err set when leases/ cannot be read
+ * or memory ran out.
+ */
 int state_load(struct state *s, struct lease_table *out, struct dg_error *err);
-/* Records moved to leases/broken/ since start. */
+/* Returns how many records were moved to leases/broken/ since start. */
 size_t state_broken(const struct state *s);
+/* Writes l's record, replacing the one before at once. Returns 0 or a negative errno. */
 int state_save(struct state *s, const struct lease *l);
+/* Removes the record of cgroup cgid (none is fine). Returns 0 or a negative errno. */
 int state_remove(struct state *s, uint64_t cgid);
 
+/* Writes next, the lease a grant in flight will make, as its journal. 0 or a negative errno. */
 int state_pending_save(struct state *s, const struct lease *next);
+/* Removes the grant journal of cgroup cgid (none is fine). 0 or a negative errno. */
 int state_pending_clear(struct state *s, uint64_t cgid);
-/* Every grant in flight, as the lease it was to make. */
+/*
+ * Adds to out every grant in flight, as the lease it was to make. A journal
+ * that does not load is dropped: it was never written whole, so nothing
+ * was done after it. Returns 0 or a negative errno.
+ */
 int state_pending_load(struct state *s, struct lease_table *out);
 
-/* l: the lease as it was before the revoke (what must go). */
+/*
+ * Writes the journal of a full revoke of l, the lease as it was before (what
+ * must go). Returns 0 or a negative errno.
+ */
 int state_revoking_mark(struct state *s, const struct lease *l);
+/* Removes the revoke journal of cgroup cgid (none is fine). 0 or a negative errno. */
 int state_revoking_clear(struct state *s, uint64_t cgid);
-/* Every full revoke in flight, as the lease it revokes. */
+/* Adds to out every full revoke in flight, as the lease it revokes; as state_pending_load. */
 int state_revoking_load(struct state *s, struct lease_table *out);
 
-/* gone: the part of the source's lease that moves; to: the destination's cgroup. */
+/*
+ * Writes the journal of a move: gone is the part of the source's lease that
+ * moves, to the destination's cgroup id. Returns 0 or a negative errno.
+ */
 int state_moving_mark(struct state *s, const struct lease *gone, uint64_t to);
+/* Removes the move journal of source cgroup cgid (none is fine). 0 or a negative errno. */
 int state_moving_clear(struct state *s, uint64_t cgid);
-/* Calls fn for every move in flight; an unreadable journal is dropped. */
+/*
+ * Calls fn for every move in flight, with what moves and where to. A
+ * journal that does not load is dropped. Returns 0 or a negative errno.
+ */
 int state_moving_each(struct state *s,
 		      void (*fn)(void *data, const struct lease *gone, uint64_t to), void *data);
 

@@ -18,6 +18,7 @@
 #include "gpu_arch.h"
 #include "jsonutil.h"
 #include "lease/lease.h"
+#include "lease/record.h"
 #include "mountinfo.h"
 #include "inventory/rescan.h"
 
@@ -87,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		config_free(&c);
 	}
 	o = json_parse_object(text);
-	if (o && lease_from_json(o, &l, why, sizeof(why)) == 0)
+	if (o && record_decode(o, &l, why, sizeof(why)) == 0)
 		lease_free(l);
 	json_object_put(o);
 	free(text);

@@ -12,6 +12,7 @@
 #include "driver.h"
 #include "jsonutil.h"
 #include "lease/lease.h"
+#include "lease/record.h"
 #include "util.h"
 
 static void test_roundtrip(void **state)
@@ -28,8 +29,8 @@ static void test_roundtrip(void **state)
 	snprintf(g.uuid, sizeof(g.uuid), "GPU-abc");
 	assert_int_equal(lease_add_gpu(l, &g, true), 1);
 	assert_int_equal(lease_add_gpu(l, &g, true), 0);
-	o = lease_to_json(l);
-	assert_int_equal(lease_from_json(o, &back, why, sizeof(why)), 0);
+	o = record_encode(l);
+	assert_int_equal(record_decode(o, &back, why, sizeof(why)), 0);
 	assert_true(back->cgid == 18446744073709551557ull);
 	assert_string_equal(back->cgroup, "/machine.slice/x");
 	assert_null(back->container);
@@ -73,8 +74,8 @@ static void test_devices_roundtrip(void **state)
 	assert_false(nodes[0].block);
 	assert_int_equal(nodes[1].minor, 237);
 	assert_true(nodes[2].block);
-	o = lease_to_json(l);
-	assert_int_equal(lease_from_json(o, &back, why, sizeof(why)), 0);
+	o = record_encode(l);
+	assert_int_equal(record_decode(o, &back, why, sizeof(why)), 0);
 	assert_int_equal(back->n_gpus, 0);
 	assert_int_equal(back->n_devices, 3);
 	assert_false(back->devices[0].block);
@@ -104,7 +105,7 @@ static void bad(const char *text, const char *why_want)
 	char why[128] = "";
 
 	assert_non_null(o);
-	assert_int_equal(lease_from_json(o, &l, why, sizeof(why)), -EINVAL);
+	assert_int_equal(record_decode(o, &l, why, sizeof(why)), -EINVAL);
 	assert_null(l);
 	assert_string_equal(why, why_want);
 }
@@ -130,11 +131,11 @@ static void test_vendor_roundtrip(void **state)
 	assert_int_equal(lease_add_gpu(l, &amd, false), 1);
 	lease_gpu_add_card(l, &amd);
 	assert_int_equal(lease_add_gpu(l, &nv, false), 1);
-	o = lease_to_json(l);
+	o = record_encode(l);
 	assert_true(json_object_object_get_ex(o, "gpus", &g));
 	assert_false(json_object_object_get_ex(json_object_array_get_idx(g, 1), "vendor", &v));
 	assert_false(json_object_object_get_ex(json_object_array_get_idx(g, 1), "card", &v));
-	assert_int_equal(lease_from_json(o, &back, why, sizeof(why)), 0);
+	assert_int_equal(record_decode(o, &back, why, sizeof(why)), 0);
 	assert_int_equal(back->gpus[0].family, DG_VENDOR_AMD);
 	assert_true(back->gpus[0].card);
 	assert_int_equal(back->gpus[0].card_minor, 1);
@@ -175,10 +176,10 @@ static void test_instance(void **state)
 	assert_int_equal(lease_add_instance(a, &nv, &nv.gi[0]), 1);
 	assert_int_equal(lease_add_instance(a, &nv, &nv.gi[0]), 0);
 	assert_int_equal(lease_add_instance(b, &nv, &nv.gi[1]), 1);
-	o = lease_to_json(a);
+	o = record_encode(a);
 	assert_true(json_object_object_get_ex(o, "gpus", &g));
 	assert_true(json_object_object_get_ex(json_object_array_get_idx(g, 0), "gi", &v));
-	assert_int_equal(lease_from_json(o, &back, why, sizeof(why)), 0);
+	assert_int_equal(record_decode(o, &back, why, sizeof(why)), 0);
 	assert_true(back->gpus[0].instance);
 	assert_int_equal(back->gpus[0].gi, 1);
 	assert_int_equal(back->gpus[0].n_caps, 2);
@@ -205,7 +206,7 @@ static void test_instance(void **state)
 	json_object_object_del(json_object_array_get_idx(g, 0), "gi");
 	json_object_object_del(json_object_array_get_idx(g, 0), "caps");
 	lease_free(back);
-	assert_int_equal(lease_from_json(o, &back, why, sizeof(why)), 0);
+	assert_int_equal(record_decode(o, &back, why, sizeof(why)), 0);
 	assert_false(back->gpus[0].instance);
 	lease_free(back);
 	lease_table_clear(&t);
@@ -214,36 +215,38 @@ static void test_instance(void **state)
 static void test_rejects(void **state)
 {
 	(void)state;
-	bad("{}", "missing field 'format'");
-	bad("{\"format\":2}", "lease format 2 is not supported");
-	bad("{\"format\":1,\"cgroup_id\":\"0\"}", "bad cgroup_id");
-	bad("{\"format\":1,\"cgroup_id\":\"12x\"}", "bad cgroup_id");
-	bad("{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":5}", "field 'cgroup' must be a string");
+	bad("{}", "lease record: 'format' is missing");
+	bad("{\"format\":2}", "lease record: 'format' 2 is not supported (only 1)");
+	bad("{\"format\":1,\"cgroup_id\":\"0\"}", "lease record: 'cgroup_id' must be at least 1");
+	bad("{\"format\":1,\"cgroup_id\":\"12x\"}",
+	    "lease record: 'cgroup_id' must be a decimal string");
+	bad("{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":5}",
+	    "lease record: 'cgroup' must be a string");
 	bad("{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,\"pid\":1,"
 	    "\"since\":0,\"gpus\":[{\"uuid\":\"GPU-1\",\"minor\":300,\"shared\":false}]}",
-	    "GPU minor 300 out of range");
+	    "lease record: gpus[0]: 'minor' is out of range (0 to 255)");
 	bad("{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,\"pid\":1,"
 	    "\"since\":0,\"gpus\":[{\"uuid\":\"GPU-1\",\"minor\":1}]}",
-	    "missing field 'shared'");
+	    "lease record: gpus[0]: 'shared' is missing");
 	bad("{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,\"pid\":1,"
 	    "\"since\":0,\"gpus\":[{\"uuid\":\"a\",\"vendor\":\"matrox\",\"minor\":1}]}",
-	    "unknown GPU vendor");
+	    "lease record: gpus[0]: 'vendor' must be one of nvidia, amd, intel");
 	bad("{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,\"pid\":1,"
 	    "\"since\":0,\"gpus\":[{\"uuid\":\"a\",\"minor\":1,\"card\":0,\"shared\":false}]}",
-	    "bad GPU card minor");
+	    "lease record: gpus[0]: 'card' is for a DRM GPU; an NVIDIA GPU has no card node");
 #define HEAD                                                                                 \
 	"{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,\"pid\":1," \
 	"\"since\":0,\"gpus\":[],"
-	bad(HEAD "\"devices\":{}}", "field 'devices' must be a array");
+	bad(HEAD "\"devices\":{}}", "lease record: 'devices' must be an array of objects");
 	bad(HEAD "\"devices\":[{\"path\":\"/dev/a/b\",\"host\":\"/dev/full\",\"type\":\"c\","
 		 "\"major\":1,\"minor\":7}]}",
-	    "device path '/dev/a/b' is not /dev/NAME");
+	    "lease record: devices[0]: 'path' is not /dev/NAME");
 	bad(HEAD "\"devices\":[{\"path\":\"/dev/x\",\"host\":\"/dev/full\",\"type\":\"p\","
 		 "\"major\":1,\"minor\":7}]}",
-	    "device type must be \"c\" or \"b\"");
+	    "lease record: devices[0]: 'type' must be one of c, b");
 	bad(HEAD "\"devices\":[{\"path\":\"/dev/x\",\"host\":\"/dev/full\",\"type\":\"c\","
 		 "\"major\":1}]}",
-	    "missing field 'minor'");
+	    "lease record: devices[0]: 'minor' is missing");
 #undef HEAD
 }
 
@@ -263,11 +266,11 @@ static void test_driver_files(void **state)
 	l->driver_files = malloc(sizeof(files));
 	memcpy(l->driver_files, files, sizeof(files));
 	l->n_driver_files = 2;
-	o = lease_to_json(l);
+	o = record_encode(l);
 	assert_true(json_object_object_get_ex(o, "driver_files", &arr));
 	assert_true(json_object_is_type(arr, json_type_array));
 	assert_int_equal(json_object_array_length(arr), 2);
-	assert_int_equal(lease_from_json(o, &back, why, sizeof(why)), 0);
+	assert_int_equal(record_decode(o, &back, why, sizeof(why)), 0);
 	assert_int_equal(back->driver_caps, DG_DRV_COMPUTE | DG_DRV_UTILITY);
 	assert_int_equal(back->n_driver_files, 2);
 	assert_string_equal(back->driver_files[0].path, "/usr/lib/libcuda.so.550.54.14");
@@ -278,7 +281,7 @@ static void test_driver_files(void **state)
 		"\"pid\":1,\"since\":0,\"gpus\":[],\"driver_caps\":2,"
 		"\"driver_files\":\"/usr/lib/libcuda.so.1\\n/usr/bin/nvidia-smi\\n\"}");
 	assert_non_null(legacy);
-	assert_int_equal(lease_from_json(legacy, &old, why, sizeof(why)), 0);
+	assert_int_equal(record_decode(legacy, &old, why, sizeof(why)), 0);
 	assert_int_equal(old->n_driver_files, 2);
 	assert_string_equal(old->driver_files[0].path, "/usr/lib/libcuda.so.1");
 	assert_string_equal(old->driver_files[1].path, "/usr/bin/nvidia-smi");
@@ -294,13 +297,13 @@ static void test_driver_files(void **state)
 #define HEAD                                                                                 \
 	"{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,\"pid\":1," \
 	"\"since\":0,\"gpus\":[],\"driver_caps\":2,"
-	bad(HEAD "\"x\":1}", "missing field 'driver_files'");
-	bad(HEAD "\"driver_files\":7}", "field 'driver_files' must be a array");
-	bad(HEAD "\"driver_files\":[7]}", "a driver file must be a string");
+	bad(HEAD "\"x\":1}", "lease record: 'driver_files' is missing");
+	bad(HEAD "\"driver_files\":7}", "lease record: 'driver_files' must be an array of strings");
+	bad(HEAD "\"driver_files\":[7]}", "lease record: driver_files[0]: must be a string");
 	bad(HEAD "\"driver_files\":[\"lib/x\"]}",
-	    "driver file 'lib/x' is not an absolute path of at most 159 bytes");
+	    "lease record: driver_files[0]: 'lib/x' is not an absolute path");
 	bad(HEAD "\"driver_files\":\"/a\\nrel\\n\"}",
-	    "driver file 'rel' is not an absolute path of at most 159 bytes");
+	    "lease record: driver_files[1]: 'rel' is not an absolute path");
 #undef HEAD
 }
 
@@ -469,7 +472,7 @@ static void test_expiry_record(void **state)
 	(void)state;
 	l->cgroup = strdup("/c");
 	/* Without a ttl the record has no expiry keys at all. */
-	o = lease_to_json(l);
+	o = record_encode(l);
 	assert_false(json_object_object_get_ex(o, "expires", NULL));
 	assert_false(json_object_object_get_ex(o, "kill_on_expiry", NULL));
 	l->expires = 1795276300;
@@ -478,13 +481,13 @@ static void test_expiry_record(void **state)
 	assert_int_equal(c->expires, 1795276300);
 	assert_true(c->kill_on_expiry);
 	lease_free(c);
-	o2 = lease_to_json(l);
-	assert_int_equal(lease_from_json(o2, &back, why, sizeof(why)), 0);
+	o2 = record_encode(l);
+	assert_int_equal(record_decode(o2, &back, why, sizeof(why)), 0);
 	assert_int_equal(back->expires, 1795276300);
 	assert_true(back->kill_on_expiry);
 	lease_free(back);
 	back = NULL;
-	assert_int_equal(lease_from_json(o, &back, why, sizeof(why)), 0);
+	assert_int_equal(record_decode(o, &back, why, sizeof(why)), 0);
 	assert_int_equal(back->expires, 0);
 	assert_false(back->kill_on_expiry);
 	lease_free(back);
@@ -492,10 +495,13 @@ static void test_expiry_record(void **state)
 #define HEAD                                                                                 \
 	"{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,\"pid\":1," \
 	"\"since\":0,\"gpus\":[],"
-	bad(HEAD "\"expires\":0,\"kill_on_expiry\":false}", "bad expires");
-	bad(HEAD "\"expires\":-5,\"kill_on_expiry\":false}", "bad expires");
-	bad(HEAD "\"expires\":\"soon\",\"kill_on_expiry\":false}", "field 'expires' must be a int");
-	bad(HEAD "\"expires\":100}", "missing field 'kill_on_expiry'");
+	bad(HEAD "\"expires\":0,\"kill_on_expiry\":false}",
+	    "lease record: 'expires' is out of range (1 or more)");
+	bad(HEAD "\"expires\":-5,\"kill_on_expiry\":false}",
+	    "lease record: 'expires' is out of range (1 or more)");
+	bad(HEAD "\"expires\":\"soon\",\"kill_on_expiry\":false}",
+	    "lease record: 'expires' must be an integer");
+	bad(HEAD "\"expires\":100}", "lease record: 'kill_on_expiry' is missing");
 #undef HEAD
 }
 
@@ -508,9 +514,9 @@ static void test_majors_record(void **state)
 
 	(void)state;
 	l->cgroup = strdup("/c");
-	o = lease_to_json(l);
+	o = record_encode(l);
 	assert_false(json_object_object_get_ex(o, "majors", NULL));
-	assert_int_equal(lease_from_json(o, &back, why, sizeof(why)), 0);
+	assert_int_equal(record_decode(o, &back, why, sizeof(why)), 0);
 	assert_false(back->has_majors);
 	lease_free(back);
 	back = NULL;
@@ -522,10 +528,10 @@ static void test_majors_record(void **state)
 	assert_true(c->has_majors);
 	assert_int_equal(c->majors.uvm, 507);
 	lease_free(c);
-	o2 = lease_to_json(l);
+	o2 = record_encode(l);
 	assert_string_equal(json_object_to_json_string(json_object_object_get(o2, "majors")),
 			    "{ \"nvidia\": 195, \"nvidia-uvm\": 507 }");
-	assert_int_equal(lease_from_json(o2, &back, why, sizeof(why)), 0);
+	assert_int_equal(record_decode(o2, &back, why, sizeof(why)), 0);
 	assert_true(back->has_majors && back->majors.has_nvidia && back->majors.has_uvm);
 	assert_false(back->majors.has_caps || back->majors.has_kfd);
 	assert_int_equal(back->majors.nvidia, 195);
@@ -535,8 +541,9 @@ static void test_majors_record(void **state)
 #define HEAD                                                                                 \
 	"{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":\"/c\",\"container\":null,\"pid\":1," \
 	"\"since\":0,\"gpus\":[],"
-	bad(HEAD "\"majors\":[195]}", "field 'majors' must be a object");
-	bad(HEAD "\"majors\":{\"nvidia-uvm\":5000}}", "bad major of nvidia-uvm: 5000");
+	bad(HEAD "\"majors\":[195]}", "lease record: 'majors' must be an object");
+	bad(HEAD "\"majors\":{\"nvidia-uvm\":5000}}",
+	    "lease record: majors: 'nvidia-uvm' is out of range (1 to 4095)");
 #undef HEAD
 }
 
