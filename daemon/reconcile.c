@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lease/state.h"
 #include "cleanup.h"
 #include "gate/guard.h"
 #include "sys/fault.h"

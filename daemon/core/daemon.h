@@ -10,13 +10,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "gate/bpfgate.h"
-#include "sys/cgroup.h"
 #include "gpu.h"
 #include "lease/lease.h"
-#include "lease/state.h"
+#include "sys/cgroup.h"
 
+/* Each module includes the header of what it uses; here they are only named. */
 struct attach_watch;
+struct bpfgate;
 struct dg_config;
 struct client;
 struct daemon;
@@ -25,6 +25,7 @@ struct metrics;
 struct metrics_http;
 struct lease;
 struct dg_denied_event;
+struct state;
 struct waiting;
 
 /*

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 
+#include "lease/state.h"
 #include "core/config.h"
 #include "cleanup.h"
 #include "grant.h"

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdio.h>
 
+#include "lease/state.h"
 #include "core/config.h"
 #include "cleanup.h"
 #include "grant.h"

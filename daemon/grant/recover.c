@@ -9,6 +9,7 @@
  */
 #include <stdio.h>
 
+#include "lease/state.h"
 #include "cleanup.h"
 #include "grant.h"
 #include "log.h"

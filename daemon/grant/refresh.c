@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "lease/state.h"
 #include "core/config.h"
 #include "cleanup.h"
 #include "sys/fault.h"

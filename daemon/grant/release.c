@@ -7,6 +7,7 @@
  * container's /dev needs no cleanup; taking GPUs from a container that
  * runs is a revoke (revoke.c), which must not be done here.
  */
+#include "lease/state.h"
 #include "grant.h"
 #include "log.h"
 #include "metrics/metrics.h"

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lease/state.h"
 #include "core/config.h"
 #include "cleanup.h"
 #include "grant.h"

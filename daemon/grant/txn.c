@@ -15,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "lease/state.h"
 #include "core/config.h"
 #include "cleanup.h"
 #include "driverfs.h"

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "gate/bpfgate.h"
 #include "core/config.h"
 #include "cleanup.h"
 #include "log.h"

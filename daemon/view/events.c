@@ -12,6 +12,7 @@
 #include <string.h>
 #include <bpf/libbpf.h>
 
+#include "gate/bpfgate.h"
 #include "events.h"
 #include "log.h"
 #include "util.h"

@@ -56,6 +56,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "gate/bpfgate.h"
 #include "array.h"
 #include "cleanup.h"
 #include "events.h"
