@@ -3,8 +3,8 @@
 # make              build BPF object, skeleton, devgated, devgatectl, helpers
 # make test         unit tests (cmocka) and integration tests (bats)
 # make check-asan   the same, built with ASan and UBSan into build-asan/
-# make lint         clang-format, no dependency cycle (scripts/depgraph.sh), cppcheck,
-#                   clang-tidy, shellcheck
+# make lint         clang-format, the dependency rules (scripts/depgraph.sh), cppcheck,
+#                   clang-tidy, shellcheck, ARCHITECTURE.md's folder table current
 # make format       apply .clang-format to every C file
 # make demo         live grant/revoke in a runc container on a demo fixture
 # make man          man pages from man/*.scd (scdoc) into $(O)/man
@@ -351,7 +351,7 @@ check-asan:
 	$(Q)$(MAKE) --no-print-directory O=build-asan SAN=1 test
 
 # The longest include-and-call chain, in modules, that make lint allows.
-MAX_DEPTH ?= 30
+MAX_DEPTH ?= 12
 
 LINT_SRC := $(COMMON_SRC) $(DAEMON_SRC) $(CLI_SRC) cli/hook_main.c daemon/helper/node_main.c $(K8S_C_SRC)
 LINT_SH := .ci/run $(wildcard scripts/*.sh bench/*.sh tests/lib/*.sh tests/hardware/*.sh tests/integration/*.bash \
@@ -370,6 +370,8 @@ lint: $(SKEL) $(BINS)
 	$(Q)clang-format --dry-run -Werror $(FORMAT_SRC)
 	$(call msg,DEPGRAPH,bpf common daemon cli k8s)
 	$(Q)sh scripts/depgraph.sh --max-depth $(MAX_DEPTH) $(O)
+	$(call msg,ARCH,ARCHITECTURE.md's table of folders)
+	$(Q)sh scripts/arch-files.sh --check
 	$(call msg,CPPCHECK,$(LINT_SRC))
 	$(Q)cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 		--inline-suppr --suppress=missingIncludeSystem --std=c11 -D_GNU_SOURCE \

@@ -1,4 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
+/*
+ * The one JSON encoder and decoder of devgate (see schema.h): a table of
+ * fields per C struct, walked to fill the struct from JSON or JSON from the
+ * struct, for wire messages (wire.c) and lease records (daemon/lease/
+ * record.c) alike, and the arena a decoded message lives in. It knows no
+ * message: what a field means is its table's business, and no other code
+ * may read or write their keys by hand.
+ */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
