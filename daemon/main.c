@@ -279,7 +279,7 @@ out:
 	return r;
 }
 
-/* Tells systemd (Type=notify) we serve; no libsystemd needed. */
+/* Tells systemd (Type=notify) that devgated serves, without libsystemd. */
 static void notify_ready(void)
 {
 	const char *path = getenv("NOTIFY_SOCKET");
@@ -345,13 +345,16 @@ static void handle_signal(struct daemon *d)
 	}
 }
 
-/* The HTTP endpoint's page: the one the "metrics" operation sends. */
+/* Renders the HTTP endpoint's page: the same one the "metrics" operation sends. */
 static int render_metrics(void *d, char **ret, size_t *ret_len)
 {
 	return metrics_render(d, ret, ret_len);
 }
 
-/* Off unless --metrics-listen; MHD's epoll fd joins ours (no MHD threads). */
+/*
+ * Starts the /metrics endpoint when --metrics-listen is set. libmicrohttpd's
+ * epoll fd joins devgated's loop, so it runs no threads of its own.
+ */
 static int setup_metrics_http(struct daemon *d, struct dg_error *err)
 {
 	int r;
@@ -368,7 +371,10 @@ static int setup_metrics_http(struct daemon *d, struct dg_error *err)
 	return 0;
 }
 
-/* The lease records name the cgroups whose gates prove which maps are ours. */
+/*
+ * Opens the BPF maps. The leased cgroups are passed along: their gates
+ * prove which maps are ours when the pins are gone.
+ */
 static int open_bpfgate(struct daemon *d, struct dg_error *err)
 {
 	int fds[64];
@@ -387,7 +393,11 @@ static int open_bpfgate(struct daemon *d, struct dg_error *err)
 	return r;
 }
 
-/* Observers of state changes (struct daemon_hooks): streams to clients. */
+/*
+ * The listeners of state changes (struct daemon_hooks): a lease's change
+ * goes to its expiry timer, the heal check, the wait queue and the watch
+ * stream.
+ */
 static void on_lease_changed(struct daemon *d, const char *type, const struct lease *l,
 			     const char *const *gpus, size_t n_gpus)
 {
@@ -403,7 +413,7 @@ static void on_lease_changed(struct daemon *d, const char *type, const struct le
 	/* Any change but a grant may have freed a GPU for a waiting grant. */
 	if (strcmp(type, "granted") != 0 && strcmp(type, "extended") != 0)
 		waiting_wake(d->waiting, d->wake_ns);
-	if (view_lease(d, l, &ev.watch.lease, &a) == 0)
+	if (view_lease(d->inv, l, &ev.watch.lease, &a) == 0)
 		server_broadcast(d, DG_OP_WATCH, &ev);
 	dg_arena_free(&a);
 }
@@ -420,7 +430,7 @@ static void on_denied(struct daemon *d, const struct dg_denied_event *denied)
 	server_broadcast(d, DG_OP_EVENTS, &ev);
 }
 
-/* Optional: without uevents, SIGHUP and 'devgatectl rescan' still re-read. */
+/* Opens the uevent socket if it can; without it, SIGHUP and 'devgatectl rescan' still re-read. */
 static void open_uevents(struct daemon *d)
 {
 	int r = rescan_open(d);
@@ -431,7 +441,8 @@ static void open_uevents(struct daemon *d)
 			 strerror(-r));
 }
 
-/* Optional: without it the heal check finds displaced gates, a little later. */
+/* Loads the attach watch if the kernel allows; without it the heal check finds displaced gates a
+ * little later. */
 static void open_attach_watch(struct daemon *d)
 {
 	int r;
@@ -574,7 +585,10 @@ static void daemon_teardown(struct daemon *d)
 	config_free(d->cfg);
 }
 
-/* False for the heal check's timer: it alone must not keep spares from being made. */
+/*
+ * Handles one epoll event. Returns false for the heal check's timer, which
+ * alone must not keep the spare helpers from being made.
+ */
 static bool dispatch(struct daemon *d, const struct epoll_event *ev)
 {
 	switch (ev->data.u64) {

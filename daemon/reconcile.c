@@ -98,11 +98,12 @@ static void reconcile_journals(struct daemon *d, unsigned int *fixes)
 	(void)state_moving_each(d->state, finish_move, d);
 }
 
-/* The lease of l that booked gpu, if another one than l booked it too. */
-static struct lease *other_holder(struct daemon *d, const struct lease *l, const char *uuid)
+/* Returns another lease than l that holds GPU uuid, or NULL when none does. */
+static struct lease *other_holder(const struct lease_table *t, const struct lease *l,
+				  const char *uuid)
 {
-	for (size_t i = 0; i < d->leases.n; i++) {
-		struct lease *o = d->leases.v[i];
+	for (size_t i = 0; i < t->n; i++) {
+		struct lease *o = t->v[i];
 
 		if (o != l && lease_find_gpu(o, uuid))
 			return o;
@@ -110,7 +111,8 @@ static struct lease *other_holder(struct daemon *d, const struct lease *l, const
 	return NULL;
 }
 
-/* Whether two leases' bookings of one GPU may stand together. */
+/* Returns whether two leases' bookings of one GPU may stand together (both shared, or other
+ * instances). */
 static bool bookings_fit(const struct lease_gpu *a, const struct lease_gpu *b)
 {
 	if (a->instance != b->instance)
@@ -118,21 +120,20 @@ static bool bookings_fit(const struct lease_gpu *a, const struct lease_gpu *b)
 	return a->instance ? a->gi != b->gi : a->shared && b->shared;
 }
 
-/* Another lease whose booking of lg's GPU conflicts with l's. */
-static struct lease *double_booker(struct daemon *d, const struct lease *l,
+/* Returns another lease whose booking of lg's GPU conflicts with l's, or NULL. */
+static struct lease *double_booker(const struct lease_table *t, const struct lease *l,
 				   const struct lease_gpu *lg)
 {
-	const struct lease_use *u = lease_table_use(&d->leases, lg->uuid);
-	const struct lease_use *ug = lg->instance ? lease_table_use_gi(&d->leases, lg->uuid, lg->gi)
-						  : NULL;
+	const struct lease_use *u = lease_table_use(t, lg->uuid);
+	const struct lease_use *ug = lg->instance ? lease_table_use_gi(t, lg->uuid, lg->gi) : NULL;
 	uint32_t whole = u ? u->n_exclusive + u->n_shared : 0, gi;
 
 	/* The counts tell without a walk (a walk per GPU of each lease is n^2). */
 	if (!(u && u->n_exclusive && whole >= 2) && !(ug && ug->n_exclusive >= 2) &&
-	    !(whole && lease_table_instance_holder(&d->leases, lg->uuid, 0, &gi)))
+	    !(whole && lease_table_instance_holder(t, lg->uuid, 0, &gi)))
 		return NULL;
-	for (size_t i = 0; i < d->leases.n; i++) {
-		struct lease *o = d->leases.v[i];
+	for (size_t i = 0; i < t->n; i++) {
+		struct lease *o = t->v[i];
 		const struct lease_gpu *og = o != l ? lease_find_gpu(o, lg->uuid) : NULL;
 
 		if (og && !bookings_fit(lg, og))
@@ -152,7 +153,7 @@ static void reconcile_double_bookings(struct daemon *d, unsigned int *fixes)
 		struct lease *l = d->leases.v[i];
 
 		for (size_t g = 0; l && g < l->n_gpus; g++) {
-			struct lease *o = double_booker(d, l, &l->gpus[g]);
+			struct lease *o = double_booker(&d->leases, l, &l->gpus[g]);
 			struct dg_node nodes[1 + DG_MAX_CAPS];
 			struct lease *young;
 			char uuid[sizeof(l->gpus[g].uuid)];
@@ -184,7 +185,7 @@ static void reconcile_double_bookings(struct daemon *d, unsigned int *fixes)
 	}
 }
 
-/* Leases: release the ended, adopt the living. */
+/* Releases the leases whose containers ended and adopts those still running. */
 static void reconcile_leases(struct daemon *d, unsigned int *fixes)
 {
 	auto_free uint64_t *ids = lease_table_ids(&d->leases);
@@ -219,7 +220,10 @@ static void reconcile_leases(struct daemon *d, unsigned int *fixes)
 	}
 }
 
-/* The GPUs cgid's grants name, as a lease; NULL when they name none. */
+/*
+ * Builds a lease for cgroup cgid from the GPUs its grants in the kernel
+ * name; NULL when they name none.
+ */
 static struct lease *lease_from_grants(struct daemon *d, uint64_t cgid, const char *cgroup,
 				       const struct dg_grant_key *keys, size_t n)
 {
@@ -239,7 +243,7 @@ static struct lease *lease_from_grants(struct daemon *d, uint64_t cgid, const ch
 					 &gpu) ||
 		    !gpu)
 			continue;
-		o = other_holder(d, NULL, gpu->uuid);
+		o = other_holder(&d->leases, NULL, gpu->uuid);
 		/* Held exclusively elsewhere: not provably ours; its grant goes. */
 		if (o && !lease_find_gpu(o, gpu->uuid)->shared)
 			continue;
@@ -375,7 +379,7 @@ static bool leased(uint64_t cgid, const void *data)
 	return lease_table_find(data, cgid) != NULL;
 }
 
-/* Counters of a cgroup with neither lease nor pins: a crash between steps. */
+/* Drops the counters of cgroups with neither lease nor pins, left by a crash between steps. */
 static void reconcile_counters(struct daemon *d, unsigned int *fixes)
 {
 	int n = bpfgate_counters_sweep(d->bg, leased, &d->leases);

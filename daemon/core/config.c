@@ -110,7 +110,7 @@ static const void *cfield(const struct dg_config *c, const struct key *k)
 	return (const char *)c + k->off;
 }
 
-/* A group by name or number; empty for none. */
+/* Parses a group name or number into *ret; an empty value means no group. */
 static int parse_group(const char *v, gid_t *ret)
 {
 	struct group *g;
@@ -236,7 +236,7 @@ static int parse_level(const char *s, int *ret)
 	return -EINVAL;
 }
 
-/* The metrics listener's own parser, so the file is checked as it will be used. */
+/* Checks an ADDR:PORT with the metrics listener's own parser, so it fails here, not at start. */
 static int check_listen(const char *s)
 {
 	struct sockaddr_storage ss;
@@ -346,7 +346,7 @@ int config_set(struct dg_config *c, const char *key, const char *value, struct d
 	return r;
 }
 
-/* Cuts a comment: '#' at the start or after white space. */
+/* Ends the line at a comment: a '#' at its start or after white space. */
 static void strip_comment(char *line)
 {
 	for (char *p = line; *p; p++) {
@@ -357,7 +357,10 @@ static void strip_comment(char *line)
 	}
 }
 
-/* "alias NAME = V" and "profile NAME = V": named entries, not keys. */
+/*
+ * Handles "alias NAME = V" and "profile NAME = V", which name entries
+ * rather than set a key. Returns false when key is neither.
+ */
 static bool policy_line(struct dg_config *c, const char *key, const char *value, int *r,
 			struct dg_error *err)
 {
@@ -523,7 +526,7 @@ static void print_key(const struct dg_config *c, const struct key *k, FILE *f)
 	}
 }
 
-/* print_key's line for k, to compare two configurations by. */
+/* Writes key k's line as print_key() would, so two configurations can be compared. */
 static void key_text(const struct dg_config *c, const struct key *k, char *buf, size_t len)
 {
 	FILE *f = fmemopen(buf, len, "w");

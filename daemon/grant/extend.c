@@ -54,7 +54,7 @@ int grant_extend(struct daemon *d, const struct dg_extend_req *req, struct dg_ex
 		return txn_record_error(d->cfg->state_dir, r, "new expiry", err);
 	format_time_utc(expires, when, sizeof(when));
 	log_info("the lease of %s now expires at %s", lease_label(next), when);
-	if (view_lease(d, next, &out->lease, a) < 0)
+	if (view_lease(d->inv, next, &out->lease, a) < 0)
 		log_error("out of memory describing the lease of %s", lease_label(next));
 	txn_emit(d, "extended", next, NULL, 0);
 	/* Out of the table and back: the table keeps per-GPU counts. */

@@ -274,8 +274,8 @@ int grant_move(struct daemon *d, const struct dg_move_req *req, struct dg_move_r
 		txn_remove_nodes(d, src, &st, NULL, 0, res, true);
 	move_holders(d, src, &p, req, out, a);
 	snprintf(from, sizeof(from), "%s", lease_label(src));
-	if (view_lease(d, p.src_next, &out->from, a) < 0 ||
-	    view_lease(d, p.dst_next, &out->to, a) < 0)
+	if (view_lease(d->inv, p.src_next, &out->from, a) < 0 ||
+	    view_lease(d->inv, p.dst_next, &out->to, a) < 0)
 		log_error("out of memory describing the move from %s", from);
 	log_info("moved %zu GPU(s) from %s to %s (cgroup %s, PID %d)", out->n_moved, from,
 		 lease_label(p.dst_next), p.dst_next->cgroup, (int)p.dst_next->pid);

@@ -204,7 +204,7 @@ static int grant_reply(struct daemon *d, const struct lease *l, const struct txn
 		       struct dg_grant_reply *out, struct dg_arena *a)
 {
 	char w[256];
-	int r = view_lease(d, l, &out->lease, a);
+	int r = view_lease(d->inv, l, &out->lease, a);
 
 	if (r == 0)
 		r = txn_node_statuses(x->nodes, x->res, x->n_nodes, &out->nodes, &out->n_nodes, a);

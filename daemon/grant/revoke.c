@@ -146,7 +146,7 @@ static int revoke_lease(struct daemon *d, struct lease *old, const struct dg_rev
 	if (txn_report_holders(&d->cg, old, gone_nodes, n_gone, req, out, a) < 0)
 		log_error("out of memory describing the holders in %s", lease_label(old));
 	out->has_lease = true;
-	if (view_lease(d, next, &out->lease, a) < 0 ||
+	if (view_lease(d->inv, next, &out->lease, a) < 0 ||
 	    txn_node_statuses(gone_nodes, res, n_gone, &out->nodes, &out->n_nodes, a) < 0)
 		log_error("out of memory describing the revoke from %s", lease_label(old));
 	log_info("revoked %zu GPU(s)%s from %s", out->n_revoked,

@@ -140,7 +140,10 @@ static int load_api(void *h, struct api *api)
 	return 0;
 }
 
-/* "MIG 1g.18gb" -> "1g.18gb"; anything but a plain word is "-". */
+/*
+ * Returns the profile part of an NVML name ("MIG 1g.18gb" gives
+ * "1g.18gb"), or "-" when what is left is not a plain word.
+ */
 static const char *profile_word(char *name)
 {
 	char *p = strncmp(name, "MIG ", 4) == 0 ? name + 4 : name;
@@ -152,7 +155,7 @@ static const char *profile_word(char *name)
 	return p;
 }
 
-/* The name of the profile of GPU instance gi of parent; "-" when NVML will not say. */
+/* Returns the profile name of GPU instance gi of parent, or "-" when NVML will not say. */
 static const char *profile_of(const struct api *api, nvml_dev parent, unsigned int gi,
 			      struct gi_profile *info)
 {
@@ -191,7 +194,10 @@ static void list_mig(const struct api *api, nvml_dev parent, const char *uuid)
 	}
 }
 
-/* In the forked child: load the library, ask, print, and leave the rest to exit. */
+/*
+ * Runs in the child forked for one question: loads the library, asks,
+ * prints the answer's lines and returns; exiting frees the rest.
+ */
 static void probe_child(const char *lib)
 {
 	struct api api;
@@ -229,7 +235,7 @@ static void reply_text(int sock, const char *text)
 	(void)send(sock, text, strlen(text), MSG_NOSIGNAL);
 }
 
-/* No capability at all: NVML lists instances as any user may. */
+/* Drops every capability: NVML lists instances to any user, so none is needed. */
 static int drop_everything(void)
 {
 	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
@@ -327,7 +333,7 @@ void nvml_stop(void)
 	}
 }
 
-/* The inventory's own (writable) entry of GPU uuid's instance id. */
+/* Returns inv's own entry for instance id of GPU uuid, or NULL when it has none. */
 static struct dg_mig_gi *gi_of(struct dg_inventory *inv, const char *uuid, uint32_t id)
 {
 	const struct dg_gpu *gpu = inventory_find_uuid(inv, uuid);
@@ -381,7 +387,10 @@ int nvml_parse(const char *text, struct dg_inventory *inv)
 	return 0;
 }
 
-/* host_root's libnvidia-ml of the running driver, as a path from devgated's root. */
+/*
+ * Finds the running driver's libnvidia-ml under the host root and writes
+ * its path, as devgated sees it, to buf; -ENOENT when there is none.
+ */
 static int find_library(struct dg_inventory *inv, char *buf, size_t len)
 {
 	auto_close int rootfd = open(inv->host_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -419,7 +428,7 @@ static bool has_instances(const struct dg_inventory *inv)
 	return false;
 }
 
-/* A late answer to a question that timed out must not be taken for the next one's. */
+/* Reads and drops a late answer, so it is not taken for the next question's. */
 static void drain(void)
 {
 	char junk[64];

@@ -16,7 +16,11 @@
 #include "lease/policy.h"
 #include "reload.h"
 
-/* GPUs the new gpu-allow excludes while a lease holds them: kept, and said so. */
+/*
+ * Logs each GPU that the new gpu-allow excludes while a lease holds it (the
+ * lease keeps it) and returns how many there are. was[i] says whether GPU i
+ * was excluded before the reload.
+ */
 static size_t report_held(struct daemon *d, const bool *was, const char *why)
 {
 	size_t n = 0;

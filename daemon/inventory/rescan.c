@@ -126,7 +126,10 @@ static const struct dg_gpu *find_live(const struct dg_inventory *inv, const char
 	return NULL;
 }
 
-/* ", nvidia-caps A -> B" where MIG's major is there before or after; "" otherwise. */
+/*
+ * Returns ", nvidia-caps A -> B" for the log when MIG's major changed
+ * between old and next, or "" when it did not.
+ */
 static const char *caps_change(const struct dg_inventory *old, const struct dg_inventory *next,
 			       char *buf, size_t len)
 {
@@ -175,7 +178,11 @@ static void keep_majors(const struct dg_inventory *old, struct dg_inventory *nex
 	}
 }
 
-/* GPUs that were here and are not any more stay listed, unusable: leases name them. */
+/*
+ * Adds to next, marked gone, every GPU of old that next lacks: leases name
+ * GPUs by index and UUID, so a vanished one stays listed, unusable.
+ * Returns 0 or -ENOMEM.
+ */
 static int keep_vanished(const struct dg_inventory *old, struct dg_inventory *next)
 {
 	char when[64];
@@ -228,7 +235,10 @@ static void diff(const struct dg_inventory *old, const struct dg_inventory *next
 	}
 }
 
-/* Holders hear of GPUs of theirs that vanished or came back, through 'watch'. */
+/*
+ * Tells the holders of each GPU that vanished or came back (type) through
+ * the lease_changed hook, which feeds the watch stream.
+ */
 static void tell_holders(struct daemon *d, const struct dg_inventory *old, const char *type)
 {
 	for (size_t i = 0; i < d->leases.n; i++) {

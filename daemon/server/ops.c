@@ -57,7 +57,8 @@ static int op_ping(struct daemon *d, const struct dg_request *req, union dg_repl
 static int op_list(struct daemon *d, const struct dg_request *req, union dg_reply *reply,
 		   struct dg_arena *a, struct dg_error *err)
 {
-	if (view_inventory(d, req->u.list.free, &reply->list, a) < 0)
+	if (view_inventory(d->inv, &d->leases, &d->cfg->policy, req->u.list.free, &reply->list, a) <
+	    0)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	return 0;
 }
@@ -72,7 +73,7 @@ static int op_status(struct daemon *d, const struct dg_request *req, union dg_re
 	if (d->leases.n && !s->leases)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	for (size_t i = 0; i < d->leases.n; i++) {
-		if (view_lease(d, d->leases.v[i], &s->leases[i], a) < 0)
+		if (view_lease(d->inv, d->leases.v[i], &s->leases[i], a) < 0)
 			return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	}
 	s->n_leases = d->leases.n;

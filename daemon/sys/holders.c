@@ -23,7 +23,10 @@
 #include "target.h"
 #include "util.h"
 
-/* Whether dir (a /proc/PID/fd or map_files) has an entry on one of nodes. */
+/*
+ * Returns the first of nodes that an entry of dir (a process's /proc/PID/fd
+ * or map_files, under procfd) points at, or NULL when none does.
+ */
 static const struct dg_node *holds_in(int procfd, const char *dir, const struct dg_node *nodes,
 				      size_t n)
 {
@@ -75,7 +78,10 @@ static bool holder_of(pid_t pid, const struct dg_node *nodes, size_t n, struct h
 	return true;
 }
 
-/* Walks cgfd and its descendants' cgroup.procs. */
+/*
+ * Looks for holders among the processes of cgroup cgfd and of its
+ * descendants, adding each to out (at most max); returns the new count.
+ */
 static size_t scan(int cgfd, const struct dg_node *nodes, size_t n, struct holder *out, size_t max,
 		   size_t found, unsigned int depth)
 {

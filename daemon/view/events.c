@@ -44,14 +44,15 @@ static const char *dup(struct dg_arena *a, const char *s)
  * container and cgroup when a lease holds the cgroup, node and GPU when
  * the inventory knows the device. 0, or -ENOMEM.
  */
-int events_describe(const struct daemon *d, const struct dg_event *ev, int64_t wall_ms,
-		    struct dg_denied_event *out, struct dg_arena *a)
+int events_describe(const struct dg_inventory *inv, const struct lease_table *t,
+		    const struct dg_event *ev, int64_t wall_ms, struct dg_denied_event *out,
+		    struct dg_arena *a)
 {
-	const struct lease *l = lease_table_find(&d->leases, ev->cgroup_id);
+	const struct lease *l = lease_table_find(t, ev->cgroup_id);
 	const struct dg_gpu *gpu = NULL;
 	char when[48], dev[32], node[64], access[8];
 	bool known = ev->type == DG_DEV_CHAR &&
-		     inventory_find_node(d->inv, ev->major, ev->minor, node, sizeof(node), &gpu);
+		     inventory_find_node(inv, ev->major, ev->minor, node, sizeof(node), &gpu);
 
 	format_time_utc_ms(wall_ms, when, sizeof(when));
 	snprintf(dev, sizeof(dev), "%c %u:%u", ev->type == DG_DEV_BLOCK ? 'b' : 'c', ev->major,
@@ -99,7 +100,8 @@ static int on_sample(void *ctx, void *data, size_t size)
 	memcpy(&ev, data, sizeof(ev));
 	e->received++;
 	dg_arena_free(&slot->arena);
-	if (events_describe(e->d, &ev, wall_ms_of(ev.ts_ns), &slot->ev, &slot->arena) < 0) {
+	if (events_describe(e->d->inv, &e->d->leases, &ev, wall_ms_of(ev.ts_ns), &slot->ev,
+			    &slot->arena) < 0) {
 		log_warning("out of memory describing a denial event");
 		return 0;
 	}

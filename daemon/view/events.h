@@ -41,7 +41,8 @@ uint64_t events_received(const struct events *e);
  * cgroup_id, device ("c 195:1"), node and gpu (NULL when unknown), access
  * ("r", "rw", ...). Strings in the arena. 0, or -ENOMEM.
  */
-int events_describe(const struct daemon *d, const struct dg_event *ev, int64_t wall_ms,
-		    struct dg_denied_event *out, struct dg_arena *a);
+int events_describe(const struct dg_inventory *inv, const struct lease_table *t,
+		    const struct dg_event *ev, int64_t wall_ms, struct dg_denied_event *out,
+		    struct dg_arena *a);
 
 #endif

@@ -351,7 +351,7 @@ static void write_state(FILE *f, struct daemon *d, const struct metrics_snapshot
 		uint64_t n = 0;
 
 		for (size_t i = 0; i < d->inv->n_gpus; i++)
-			n += strcmp(view_gpu_state(d, &d->inv->gpus[i]), states[s]) == 0;
+			n += strcmp(view_gpu_state(&d->leases, &d->inv->gpus[i]), states[s]) == 0;
 		label = (struct promtext_label){ "state", states[s] };
 		promtext_sample(f, "devgate_gpus", &label, 1, n);
 	}

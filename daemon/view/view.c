@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/config.h"
 #include "devgate.h"
 #include "driver.h"
 #include "gpu_arch.h"
@@ -24,9 +23,9 @@
  * (the inventory found a problem), "held" (a lease holds it whole),
  * "shared", "split" (a lease holds one of its MIG instances) or "free".
  */
-const char *view_gpu_state(const struct daemon *d, const struct dg_gpu *gpu)
+const char *view_gpu_state(const struct lease_table *t, const struct dg_gpu *gpu)
 {
-	const struct lease_use *u = lease_table_use(&d->leases, gpu->uuid);
+	const struct lease_use *u = lease_table_use(t, gpu->uuid);
 
 	if (gpu->excluded)
 		return "excluded";
@@ -38,7 +37,7 @@ const char *view_gpu_state(const struct daemon *d, const struct dg_gpu *gpu)
 	if (u && u->n_shared)
 		return "shared";
 	for (size_t i = 0; gpu->mig && i < gpu->n_gi; i++) {
-		u = lease_table_use_gi(&d->leases, gpu->uuid, gpu->gi[i].id);
+		u = lease_table_use_gi(t, gpu->uuid, gpu->gi[i].id);
 		if (u && u->n_exclusive)
 			return "split";
 	}
@@ -139,7 +138,7 @@ static int view_devices(const struct lease *l, struct dg_lease_info *out, struct
  * (with GPU-seconds), driver files and host devices. Everything is copied
  * into the arena. 0, or -ENOMEM.
  */
-int view_lease(const struct daemon *d, const struct lease *l, struct dg_lease_info *out,
+int view_lease(const struct dg_inventory *inv, const struct lease *l, struct dg_lease_info *out,
 	       struct dg_arena *a)
 {
 	int64_t now_ms = now_wall_ms();
@@ -187,7 +186,7 @@ int view_lease(const struct daemon *d, const struct lease *l, struct dg_lease_in
 	out->gpu_seconds = (double)lease_total_ms(l, now_ms) / 1000.0;
 	out->has_gpu_seconds = true;
 	for (size_t i = 0; i < l->n_gpus; i++) {
-		const struct dg_gpu *gpu = inventory_find_uuid(d->inv, l->gpus[i].uuid);
+		const struct dg_gpu *gpu = inventory_find_uuid(inv, l->gpus[i].uuid);
 		struct dg_lease_gpu *g = &out->gpus[i];
 
 		g->shared = l->gpus[i].shared;
@@ -196,7 +195,7 @@ int view_lease(const struct daemon *d, const struct lease *l, struct dg_lease_in
 		g->gpu_seconds = (double)lease_gpu_ms(l, l->gpus[i].uuid, now_ms) / 1000.0;
 		g->has_gpu_seconds = true;
 		if (gpu) {
-			if (view_gpu(d->inv, gpu, &g->gpu, a) < 0)
+			if (view_gpu(inv, gpu, &g->gpu, a) < 0)
 				return -ENOMEM;
 			continue;
 		}
@@ -212,21 +211,21 @@ int view_lease(const struct daemon *d, const struct lease *l, struct dg_lease_in
 }
 
 /* The leases that hold a GPU whole (not one of its MIG instances). -ENOMEM. */
-static int holders(const struct daemon *d, const struct dg_gpu *gpu, struct dg_list_gpu *out,
+static int holders(const struct lease_table *t, const struct dg_gpu *gpu, struct dg_list_gpu *out,
 		   struct dg_arena *a)
 {
 	size_t n = 0;
 
-	for (size_t i = 0; i < d->leases.n; i++) {
-		const struct lease_gpu *g = lease_find_gpu(d->leases.v[i], gpu->uuid);
+	for (size_t i = 0; i < t->n; i++) {
+		const struct lease_gpu *g = lease_find_gpu(t->v[i], gpu->uuid);
 
 		n += g && !g->instance;
 	}
 	out->holders = n ? dg_arena_alloc(a, n * sizeof(*out->holders)) : NULL;
 	if (n && !out->holders)
 		return -ENOMEM;
-	for (size_t i = 0; i < d->leases.n; i++) {
-		const struct lease *l = d->leases.v[i];
+	for (size_t i = 0; i < t->n; i++) {
+		const struct lease *l = t->v[i];
 		const struct lease_gpu *g = lease_find_gpu(l, gpu->uuid);
 
 		if (!g || g->instance)
@@ -245,12 +244,11 @@ static int holders(const struct daemon *d, const struct dg_gpu *gpu, struct dg_l
  * Whether a MIG GPU instance is held, and by which lease. There is at most
  * one holder: an instance is only ever granted whole.
  */
-static void instance_holder(const struct daemon *d, const struct dg_gpu *gpu, uint32_t gi,
+static void instance_holder(const struct lease_table *t, const struct dg_gpu *gpu, uint32_t gi,
 			    struct dg_instance_info *out)
 {
-	const struct lease_use *u = lease_table_use_gi(&d->leases, gpu->uuid, gi);
-	const struct lease *l = u && u->n_exclusive ? lease_table_holder(&d->leases, u, false, 0)
-						    : NULL;
+	const struct lease_use *u = lease_table_use_gi(t, gpu->uuid, gi);
+	const struct lease *l = u && u->n_exclusive ? lease_table_holder(t, u, false, 0) : NULL;
 
 	out->state = l ? "held" : "free";
 	if (!l)
@@ -267,10 +265,10 @@ static void instance_holder(const struct daemon *d, const struct dg_gpu *gpu, ui
  * The MIG instances of an NVIDIA GPU and who holds each; nothing for a GPU
  * of another vendor, or where the driver has no MIG support. -ENOMEM.
  */
-static int instances(const struct daemon *d, const struct dg_gpu *gpu, struct dg_list_gpu *out,
-		     struct dg_arena *a)
+static int instances(const struct dg_inventory *inv, const struct lease_table *t,
+		     const struct dg_gpu *gpu, struct dg_list_gpu *out, struct dg_arena *a)
 {
-	if (gpu->family != DG_VENDOR_NVIDIA || !d->inv->majors.has_caps)
+	if (gpu->family != DG_VENDOR_NVIDIA || !inv->majors.has_caps)
 		return 0;
 	out->has_mig = true;
 	out->mig = gpu->mig;
@@ -294,7 +292,7 @@ static int instances(const struct daemon *d, const struct dg_gpu *gpu, struct dg
 			v->cis[v->n_cis++] =
 				(struct dg_ci_info){ gi->ci[c].id, gi->ci[c].minor,
 						     gi->ci[c].uuid[0] ? gi->ci[c].uuid : NULL };
-		instance_holder(d, gpu, gi->id, v);
+		instance_holder(t, gpu, gi->id, v);
 	}
 	out->n_instances = gpu->n_gi;
 	return 0;
@@ -335,11 +333,10 @@ static int aliases(const struct dg_policy *p, struct dg_list_reply *out, struct 
  * ones with free_only) with its state, holders and MIG instances, the
  * policy's aliases and the control nodes. 0, or -ENOMEM.
  */
-int view_inventory(const struct daemon *d, bool free_only, struct dg_list_reply *out,
+int view_inventory(const struct dg_inventory *inv, const struct lease_table *t,
+		   const struct dg_policy *policy, bool free_only, struct dg_list_reply *out,
 		   struct dg_arena *a)
 {
-	const struct dg_inventory *inv = d->inv;
-
 	*out = (struct dg_list_reply){
 		.host_root = inv->host_root,
 		.free_only = free_only,
@@ -358,19 +355,19 @@ int view_inventory(const struct daemon *d, bool free_only, struct dg_list_reply 
 		return -ENOMEM;
 	for (size_t i = 0; i < inv->n_gpus; i++) {
 		const struct dg_gpu *gpu = &inv->gpus[i];
-		const char *state = view_gpu_state(d, gpu);
+		const char *state = view_gpu_state(t, gpu);
 		struct dg_list_gpu *g = &out->gpus[out->n_gpus];
 
 		if (free_only && strcmp(state, "free") != 0)
 			continue;
 		*g = (struct dg_list_gpu){ 0 };
 		g->state = state;
-		if (view_gpu(inv, gpu, &g->gpu, a) < 0 || holders(d, gpu, g, a) < 0 ||
-		    instances(d, gpu, g, a) < 0)
+		if (view_gpu(inv, gpu, &g->gpu, a) < 0 || holders(t, gpu, g, a) < 0 ||
+		    instances(inv, t, gpu, g, a) < 0)
 			return -ENOMEM;
 		out->n_gpus++;
 	}
-	if (aliases(&d->cfg->policy, out, a) < 0)
+	if (aliases(policy, out, a) < 0)
 		return -ENOMEM;
 	return control_nodes(inv, out, a);
 }

@@ -332,7 +332,7 @@ static void test_event_json(void **state)
 	auto_json json_object *o = NULL;
 
 	(void)state;
-	assert_int_equal(events_describe(&d, &ev, 1795274890123, &known, &a), 0);
+	assert_int_equal(events_describe(d.inv, &d.leases, &ev, 1795274890123, &known, &a), 0);
 	o = dg_encode(&dg_denied_event_schema, &known);
 	assert_string_equal(json_get_str(o, "time"), "2026-11-21T15:28:10.123Z");
 	assert_string_equal(json_get_str(o, "container"), "job \"7\"");
@@ -347,7 +347,7 @@ static void test_event_json(void **state)
 	ev.cgroup_id = 99;
 	ev.major = 4;
 	ev.access = DG_ACC_MKNOD;
-	assert_int_equal(events_describe(&d, &ev, 0, &stranger, &a), 0);
+	assert_int_equal(events_describe(d.inv, &d.leases, &ev, 0, &stranger, &a), 0);
 	assert_null(stranger.container);
 	assert_null(stranger.cgroup);
 	assert_true(stranger.cgroup_id == 99);
