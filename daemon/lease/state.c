@@ -94,6 +94,30 @@ fail:
 }
 
 /*
+ * Reads record file name from the leases directory and parses its JSON
+ * into *ret. On failure why says what is wrong with the file: it could not
+ * be read, or it is not JSON (damaged says what kind of file it should
+ * have been).
+ */
+static int read_record(struct state *s, const char *name, const char *damaged, json_object **ret,
+		       char *why, size_t why_len)
+{
+	auto_free char *text = NULL;
+	int r = read_file_at(s->leases_fd, name, LEASE_FILE_MAX, &text, NULL);
+
+	if (r < 0) {
+		snprintf(why, why_len, "cannot read it: %s", strerror(-r));
+		return r;
+	}
+	*ret = json_parse_object(text);
+	if (!*ret) {
+		snprintf(why, why_len, "%s (truncated or damaged)", damaged);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
  * Reads leases/NAME, whose name must be the cgroup id of the lease it holds
  * followed by suffix, into a new lease in *ret. Returns 0, or a negative
  * errno with why saying what is wrong.
@@ -101,22 +125,13 @@ fail:
 static int parse_one(struct state *s, const char *name, const char *suffix, struct lease **ret,
 		     char *why, size_t why_len)
 {
-	auto_free char *text = NULL;
 	auto_json json_object *o = NULL;
 	struct lease *l = NULL;
 	char expect[64];
-	int r;
+	int r = read_record(s, name, "not valid JSON", &o, why, why_len);
 
-	r = read_file_at(s->leases_fd, name, LEASE_FILE_MAX, &text, NULL);
-	if (r < 0) {
-		snprintf(why, why_len, "cannot read it: %s", strerror(-r));
+	if (r < 0)
 		return r;
-	}
-	o = json_parse_object(text);
-	if (!o) {
-		snprintf(why, why_len, "not valid JSON (truncated or damaged)");
-		return -EINVAL;
-	}
 	if (record_decode(o, &l, why, why_len) < 0)
 		return -EINVAL;
 	snprintf(expect, sizeof(expect), "%llu%s", (unsigned long long)l->cgid, suffix);
@@ -421,20 +436,12 @@ int state_moving_clear(struct state *s, uint64_t cgid)
 static int parse_move(struct state *s, const char *name, struct lease **ret, uint64_t *to,
 		      char *why, size_t why_len)
 {
-	auto_free char *text = NULL;
 	auto_json json_object *o = NULL;
 	char expect[64];
-	int r = read_file_at(s->leases_fd, name, LEASE_FILE_MAX, &text, NULL);
+	int r = read_record(s, name, "not a move journal", &o, why, why_len);
 
-	if (r < 0) {
-		snprintf(why, why_len, "cannot read it: %s", strerror(-r));
+	if (r < 0)
 		return r;
-	}
-	o = json_parse_object(text);
-	if (!o) {
-		snprintf(why, why_len, "not a move journal (truncated or damaged)");
-		return -EINVAL;
-	}
 	if (record_move_decode(o, ret, to, why, why_len) < 0)
 		return -EINVAL;
 	snprintf(expect, sizeof(expect), "%llu.moving", (unsigned long long)(*ret)->cgid);

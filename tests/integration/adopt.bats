@@ -22,21 +22,6 @@ seen() {
 	dg events --json | jq -e -s --arg d "$1" 'any(.[]; .device == $d)' >/dev/null
 }
 
-# fill_ring N: N distinct denied devices opened in $CID while devgated is
-# stopped, more than the 256 KiB event ring holds; sets DENIED to how many
-# opens were denied.
-fill_ring() {
-	local n=$1 paths
-	mkdir -p "$DG_TMP/c/rootfs/many"
-	"$DEVGATE_BUILD/probe" -C "195:$((n + 1))" "$DG_TMP/c/rootfs/many"
-	mapfile -t paths < <(seq -f /many/%g "$n")
-	kill -STOP "$DG_DAEMON_PID"
-	run probe "$CID" "${paths[@]}"
-	kill -CONT "$DG_DAEMON_PID"
-	[ "$status" = 1 ]
-	DENIED=$(grep -c ' EPERM$' <<<"$output")
-}
-
 @test "pins removed, devgated restarted: dropped denial events are still counted, new ones seen" {
 	start_daemon
 	container c

@@ -348,3 +348,19 @@ wait_until() {
 no_leases() {
 	[ "$(dg status --json | jq '.leases | length')" = 0 ]
 }
+
+# fill_ring N: N distinct denied devices opened in $CID while devgated is
+# stopped, more than the 256 KiB event ring holds; sets DENIED to how many
+# opens were denied.
+fill_ring() {
+	local n=$1 paths
+	mkdir -p "$DG_TMP/c/rootfs/many"
+	"$DEVGATE_BUILD/probe" -C "195:$((n + 1))" "$DG_TMP/c/rootfs/many"
+	mapfile -t paths < <(seq -f /many/%g "$n")
+	kill -STOP "$DG_DAEMON_PID"
+	run probe "$CID" "${paths[@]}"
+	kill -CONT "$DG_DAEMON_PID"
+	[ "$status" = 1 ]
+	# shellcheck disable=SC2154 # bats' run sets output
+	DENIED=$(grep -c ' EPERM$' <<<"$output")
+}

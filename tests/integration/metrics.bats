@@ -190,17 +190,10 @@ value() {
 	container c
 	run -0 dg grant --pid "$CPID" --gpu 0
 	# More distinct denied devices than the 256 KiB ring holds (~6,500 events),
-	# and one more for after.
+	# and one more for after; devgated is stopped while the container fills it.
 	n=7000
-	mkdir "$DG_TMP/c/rootfs/many"
-	"$DEVGATE_BUILD/probe" -C "195:$((n + 1))" "$DG_TMP/c/rootfs/many"
-	mapfile -t paths < <(seq -f /many/%g "$n")
-	# Stopped, devgated reads nothing while the container fills the ring.
-	kill -STOP "$DG_DAEMON_PID"
-	run probe "$CID" "${paths[@]}"
-	kill -CONT "$DG_DAEMON_PID"
-	[ "$status" = 1 ]
-	denied=$(grep -c ' EPERM$' <<<"$output")
+	fill_ring "$n"
+	denied=$DENIED
 	[ "$denied" -gt 6600 ]
 	metric() { dg metrics | awk -v m="$1" '$1 == m { print $2 }'; }
 	seen() { [ $(($(metric devgate_denial_events_total) + dropped)) = "$1" ]; }
