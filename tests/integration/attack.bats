@@ -180,7 +180,9 @@ take_pid() {
 			REUSER=$p
 			return 0
 		fi
-		kill "$p" 2>/dev/null || true
+		# SIGKILL: a child not yet at its exec is still bash with bats' traps;
+		# a SIGTERM there reports a failure and runs this test's teardown.
+		kill -KILL "$p" 2>/dev/null || true
 	done
 	fail "PID $want was taken by others 10 times"
 }

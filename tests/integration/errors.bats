@@ -31,7 +31,7 @@ teardown() { dg_teardown; }
 	pid=$!
 	echo "$pid" > "$DG_CGROOT/cgroup.procs"
 	run -6 dg grant --pid "$pid" --gpu 0
-	kill "$pid"
+	kill -KILL "$pid"
 	[[ "${lines[0]}" == *"is in the root cgroup of cgroup v2"* ]]
 	[[ "${lines[1]}" == "hint: "* ]]
 }

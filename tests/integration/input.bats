@@ -131,7 +131,7 @@ hook_refuses() {
 	sleep 300 &
 	PID=$!
 	hook_refuses "*PID $PID*"
-	kill "$PID"
+	kill -KILL "$PID"
 	wait "$PID" || true
 	unchanged
 }
