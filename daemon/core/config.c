@@ -3,8 +3,9 @@
  * devgated's settings: the built-in defaults, then devgate.conf, then the
  * command line, each key checked by one setter whichever way it came (see
  * config.h). It parses and stores; it opens no socket, loads nothing and
- * changes nothing on the host. A reload builds a new configuration here and
- * moves only the policy over.
+ * changes nothing on the host. It reads the file only when root alone could
+ * have written it (open_trusted), and never opens one that could block. A
+ * reload builds a new configuration here and moves only the policy over.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -14,6 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "cleanup.h"
 #include "config.h"
@@ -453,17 +457,153 @@ int config_parse(struct dg_config *c, const char *name, const char *text, struct
 	return 0;
 }
 
+/* Who may own what devgated trusts: root, or the user running it (--check-config as a user). */
+static bool owner_trusted(uid_t uid)
+{
+	return uid == 0 || uid == geteuid();
+}
+
+/* The kind of file st is, for a refusal ("a FIFO"). */
+static const char *file_kind(const struct stat *st)
+{
+	switch (st->st_mode & S_IFMT) {
+	case S_IFIFO:
+		return "a FIFO";
+	case S_IFCHR:
+		return "a character device";
+	case S_IFBLK:
+		return "a block device";
+	case S_IFSOCK:
+		return "a socket";
+	case S_IFDIR:
+		return "a directory";
+	case S_IFLNK:
+		return "a symlink";
+	default:
+		return "not a regular file";
+	}
+}
+
+/*
+ * Refuses the configuration file path because of what, the file itself or
+ * (with dir) a directory on the way to it, whose state st is not trusted:
+ * sets err with the reason and returns -EPERM.
+ */
+static int untrusted(const char *path, const char *what, bool dir, const struct stat *st,
+		     struct dg_error *err)
+{
+	const char *part = dir ? "the directory" : "the file";
+
+	if (!owner_trusted(st->st_uid))
+		dg_error_set(err, DG_E_CONFIG, EPERM,
+			     "%s is not trusted: %s %s is owned by uid %u, not root", path, part,
+			     what, (unsigned int)st->st_uid);
+	else if (!dir && !S_ISREG(st->st_mode))
+		dg_error_set(err, DG_E_CONFIG, EPERM,
+			     "%s is not trusted: %s is %s, not a regular file", path, what,
+			     file_kind(st));
+	else
+		dg_error_set(err, DG_E_CONFIG, EPERM,
+			     "%s is not trusted: %s %s is writable by its group or others "
+			     "(mode %04o)",
+			     path, part, what, (unsigned int)(st->st_mode & 07777));
+	dg_error_hint(err, "devgate.conf must be a regular file that only root can change: "
+			   "owned by root, not writable by group or others, in directories "
+			   "likewise (chown root; chmod go-w)");
+	return -EPERM;
+}
+
+/*
+ * Whether st, a directory on the way to the configuration file, is one only
+ * its trusted owner can change: not writable by group or others, or sticky
+ * (as /tmp, where only an entry's owner may rename or remove it, and the
+ * entry below is checked in turn).
+ */
+static bool dir_trusted(const struct stat *st)
+{
+	return owner_trusted(st->st_uid) &&
+	       (!(st->st_mode & (S_IWGRP | S_IWOTH)) || (st->st_mode & S_ISVTX));
+}
+
+/* Whether st is the null device, which reads as an empty file (--config /dev/null). */
+static bool is_null_device(const struct stat *st)
+{
+	return S_ISCHR(st->st_mode) && major(st->st_rdev) == 1 && minor(st->st_rdev) == 3;
+}
+
+/*
+ * Opens the configuration file path for reading, when only root could have
+ * written what it says: every directory from / to it (symlinks resolved)
+ * and the file itself owned by root and not writable by others, the file a
+ * regular one. Each directory is opened by name below the one before
+ * (O_NOFOLLOW), so a name swapped after the check is not followed; the file
+ * is checked before it is opened (a FIFO or a device is never opened) and
+ * opened without blocking. Returns 0 with the descriptor in *ret (-1 for
+ * the null device: no settings), or a negative errno with err set.
+ */
+static int open_trusted(const char *path, int *ret, struct dg_error *err)
+{
+	char real[PATH_MAX], *name = real + 1;
+	auto_close int dir = -1, fd = -1;
+	struct stat st, opened;
+
+	if (!realpath(path, real))
+		return dg_error_set(err, DG_E_CONFIG, errno, "cannot read %s: %m", path);
+	dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0 || fstat(dir, &st) < 0)
+		return dg_error_set(err, DG_E_CONFIG, errno, "cannot read %s: %m", path);
+	if (!dir_trusted(&st))
+		return untrusted(path, "/", true, &st, err);
+	for (char *slash; (slash = strchr(name, '/')); name = slash + 1) {
+		int next;
+
+		*slash = '\0';
+		next = openat(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (next < 0 || fstat(next, &st) < 0) {
+			safe_close(next);
+			return dg_error_set(err, DG_E_CONFIG, errno, "cannot read %s: %m", path);
+		}
+		safe_close(dir);
+		dir = next;
+		if (!dir_trusted(&st))
+			return untrusted(path, real, true, &st, err);
+		*slash = '/';
+	}
+	if (fstatat(dir, *name ? name : ".", &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return dg_error_set(err, DG_E_CONFIG, errno, "cannot read %s: %m", path);
+	if (is_null_device(&st)) {
+		*ret = -1;
+		return 0;
+	}
+	if (!S_ISREG(st.st_mode) || !owner_trusted(st.st_uid) || (st.st_mode & (S_IWGRP | S_IWOTH)))
+		return untrusted(path, real, false, &st, err);
+	fd = openat(dir, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &opened) < 0)
+		return dg_error_set(err, DG_E_CONFIG, errno, "cannot read %s: %m", path);
+	if (opened.st_dev != st.st_dev || opened.st_ino != st.st_ino)
+		return dg_error_set(err, DG_E_CONFIG, EAGAIN, "%s changed while it was read", path);
+	*ret = TAKE_FD(fd);
+	return 0;
+}
+
 int config_load(struct dg_config *c, const char *path, bool required, struct dg_error *err)
 {
 	auto_free char *text = NULL;
+	auto_close int fd = -1;
 	size_t len = 0;
 	int r;
 
-	r = read_file_at(AT_FDCWD, path, CONFIG_MAX, &text, &len);
+	r = open_trusted(path, &fd, err);
 	if (r == -ENOENT && !required) {
+		*err = (struct dg_error){ 0 };
 		log_debug("no configuration file %s; using defaults", path);
 		return 0;
 	}
+	if (r < 0)
+		return r;
+	if (fd < 0)
+		return 0;
+	r = read_fd_full(fd, CONFIG_MAX, &text, &len);
 	if (r == -EFBIG)
 		return dg_error_set(err, DG_E_CONFIG, EFBIG, "%s: larger than %zu bytes", path,
 				    CONFIG_MAX);

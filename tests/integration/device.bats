@@ -1,17 +1,24 @@
 #!/usr/bin/env bats
 # SPDX-License-Identifier: Apache-2.0
-# grant --device: any host character device, live, into a runc container.
+# grant --device: host character devices, live, into a runc container.
 #
 # The device that opens for real is /dev/loop-control (10:237): runc's
-# default rules deny it, and open() needs no driver state. /dev/full (1:7)
-# is on runc's own allow list (and in its /dev), so it cannot show a grant
-# making a difference.
+# default rules deny it, and open() needs no driver state. It is outside the
+# classes devgate grants to any container, so every devgated here is told
+# device-allow = /dev/loop-control, as an admin who wants it would (a test
+# that sets its own device-allow names it again when it needs it). /dev/full
+# (1:7) is safe for any container and on runc's own allow list (and in its
+# /dev), so it cannot show a grant making a difference.
 
 load helpers
 
 setup_file() { dg_setup_file; }
 teardown_file() { dg_teardown_file; }
-setup() { dg_setup; start_daemon; }
+setup() {
+	dg_setup
+	DG_DAEMON_ARGS=(--device-allow "$LC")
+	start_daemon
+}
 teardown() { dg_teardown; }
 
 LC=/dev/loop-control
@@ -447,7 +454,7 @@ blk_key_type() {
 	mknod "$DG_TMP/disk" b "$M" 3
 	mknod "$DG_TMP/other" b "$M" 4
 	stop_daemon
-	start_daemon --device-allow "$DG_TMP/disk"
+	start_daemon --device-allow "$DG_TMP/disk, $LC"
 	run -4 dg grant --pid "$CPID" --device "$DG_TMP/other:/dev/other"
 	[[ "$output" == *"(b $M:4) is a block device"* ]]
 	run -0 dg grant --pid "$CPID" --device "$DG_TMP/disk:/dev/disk" --device $LC
@@ -472,6 +479,8 @@ blk_key_type() {
 	mknod "$DG_TMP/disk" b "$M" 0
 	printf '%s\n' "# no device-allow" >"$DG_TMP/devgate.conf"
 	stop_daemon
+	# The file's device-allow alone: the command line's would win over it.
+	DG_DAEMON_ARGS=()
 	start_daemon --config "$DG_TMP/devgate.conf"
 	container c
 	run -4 dg grant --pid "$CPID" --device "$DG_TMP/disk:/dev/disk"

@@ -12,6 +12,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "core/config.h"
 #include "sys/confine.h"
 #include "core/daemon.h"
@@ -414,6 +415,8 @@ static void test_breakout(void **state)
 {
 	static const char procdev[] = "Character devices:\n  1 mem\n 10 misc\n240 nvme-generic\n"
 				      "241 bsg\n\nBlock devices:\n242 sg\n";
+	static const char dynamic[] = "Character devices:\n  5 /dev/tty\n  5 /dev/console\n"
+				      "243 hidraw\n244 dax\n245 ipmidev\n";
 
 	(void)state;
 	assert_non_null(hostdev_breakout(makedev(1, 1), NULL));
@@ -421,7 +424,13 @@ static void test_breakout(void **state)
 	assert_null(hostdev_breakout(makedev(1, 3), procdev)); /* /dev/null */
 	assert_null(hostdev_breakout(makedev(1, 7), procdev)); /* /dev/full */
 	assert_non_null(hostdev_breakout(makedev(10, 236), procdev));
-	assert_null(hostdev_breakout(makedev(10, 237), procdev)); /* loop-control */
+	assert_non_null(hostdev_breakout(makedev(10, 237), procdev)); /* loop-control */
+	assert_non_null(hostdev_breakout(makedev(1, 11), NULL));      /* kmsg */
+	assert_non_null(hostdev_breakout(makedev(4, 0), NULL));	      /* tty0 */
+	assert_non_null(hostdev_breakout(makedev(5, 1), NULL));	      /* console */
+	assert_non_null(hostdev_breakout(makedev(7, 0), NULL));	      /* vcs */
+	assert_non_null(hostdev_breakout(makedev(13, 64), NULL));     /* input/event0 */
+	assert_non_null(hostdev_breakout(makedev(189, 0), NULL));     /* usb */
 	assert_non_null(hostdev_breakout(makedev(21, 9), NULL));
 	assert_non_null(hostdev_breakout(makedev(202, 3), NULL));
 	assert_non_null(hostdev_breakout(makedev(240, 0), procdev));
@@ -429,6 +438,35 @@ static void test_breakout(void **state)
 	/* A block major of the same number is not a character device's name. */
 	assert_null(hostdev_breakout(makedev(242, 0), procdev));
 	assert_null(hostdev_breakout(makedev(240, 0), NULL));
+	/* A name /proc/devices gives a dynamic major, whichever major it got. */
+	assert_string_equal(
+		hostdev_breakout(makedev(243, 1), dynamic),
+		"raw access to the host's keyboards and other HID devices (/dev/hidraw*)");
+	assert_non_null(hostdev_breakout(makedev(244, 0), dynamic));
+	assert_non_null(hostdev_breakout(makedev(245, 0), dynamic));
+	/* Major 5's second name. */
+	assert_non_null(hostdev_breakout(makedev(5, 1), dynamic));
+	assert_null(hostdev_breakout(makedev(5, 0), dynamic));
+}
+
+/* Only the devices any container may have are safe, by their numbers alone. */
+static void test_safe(void **state)
+{
+	static const unsigned int safe[][2] = { { 1, 3 }, { 1, 5 },    { 1, 7 },
+						{ 1, 8 }, { 1, 9 },    { 5, 0 },
+						{ 5, 2 }, { 10, 200 }, { 10, 229 } };
+	static const unsigned int not_safe[][2] = {
+		{ 1, 1 },   { 1, 2 },	{ 1, 4 },    { 1, 11 },	  { 4, 0 },    { 4, 1 },
+		{ 5, 1 },   { 7, 0 },	{ 10, 237 }, { 10, 223 }, { 10, 130 }, { 13, 64 },
+		{ 189, 0 }, { 136, 0 }, { 3, 9 },    { 10, 228 }, { 0, 3 },    { 240, 0 }
+	};
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(safe); i++)
+		assert_non_null(hostdev_safe(makedev(safe[i][0], safe[i][1])));
+	for (size_t i = 0; i < ARRAY_SIZE(not_safe); i++)
+		assert_null(hostdev_safe(makedev(not_safe[i][0], not_safe[i][1])));
+	assert_string_equal(hostdev_safe(makedev(10, 229)), "/dev/fuse");
 }
 
 int main(void)
@@ -447,6 +485,7 @@ int main(void)
 		cmocka_unit_test(test_policy_errors),
 		cmocka_unit_test_setup_teardown(test_device_allow, setup, teardown),
 		cmocka_unit_test(test_breakout),
+		cmocka_unit_test(test_safe),
 		cmocka_unit_test_setup_teardown(test_take_policy, setup, teardown),
 	};
 
