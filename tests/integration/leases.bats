@@ -332,8 +332,10 @@ first_daemon_view() {
 	probe "$CID" /dev/nvidia1 /gpu1 || true
 }
 
-# One container with GPU 0 (exclusive), one whose GPU 1 was revoked.
-held_and_revoked() {
+# first_daemon: this test's devgated, with one container holding GPU 0
+# (exclusive) and one whose GPU 1 was revoked; BEFORE is what it holds.
+first_daemon() {
+	start_daemon
 	container a
 	A=$CID
 	run -0 dg grant --pid "$CPID" --gpu 0
@@ -341,12 +343,13 @@ held_and_revoked() {
 	run -0 dg grant --pid "$CPID" --gpu 1
 	run -0 dg revoke --pid "$CPID"
 	BPID=$CPID
+	BEFORE=$(first_daemon_view 2>&1)
 }
 
 # The first devgated still holds what it held: its lease stands, the revoke
 # stays done, GPU 0 stays exclusive, and it serves.
 first_daemon_holds() {
-	[ "$(first_daemon_view 2>&1)" = "$1" ]
+	[ "$(first_daemon_view 2>&1)" = "$BEFORE" ]
 	run -1 probe "$A" /dev/nvidia0
 	[ "$output" = "/dev/nvidia0 ENXIO" ]
 	run -1 probe "$CID" /dev/nvidia1 /gpu1
@@ -355,10 +358,18 @@ first_daemon_holds() {
 	run -8 dg grant --pid "$BPID" --gpu 0
 }
 
+# paths_to DIR: PATHS, three ways to DIR (itself, a symlink, a bind mount that
+# the shell commands SETUP make in second_daemon's namespace).
+paths_to() {
+	mkdir "$1-bind"
+	ln -s "$1" "$1-link"
+	PATHS=("$1" "$1-link" "$1-bind")
+	SETUP="mount --bind $1 $1-bind"
+}
+
 @test "two daemons cannot share a pin root, by any path: the second exits 13 and changes nothing" {
-	start_daemon
-	held_and_revoked
-	before=$(first_daemon_view 2>&1)
+	first_daemon
+	# A pin root's parent must be bpffs: the ways to it go through /sys/fs/bpf.
 	mkdir "$DG_TMP/bpf"
 	ln -s /sys/fs/bpf "$DG_TMP/bpflink"
 	name=${DG_PINS##*/}
@@ -371,41 +382,33 @@ first_daemon_holds() {
 		# It stopped before anything of its own, too.
 		[ ! -e "$DG_TMP/state2" ]
 		[ ! -e "$DG_TMP/sock2" ]
-		first_daemon_holds "$before"
+		first_daemon_holds
 	done
 }
 
 @test "two daemons cannot share a state directory, by any path: the second exits 13" {
-	start_daemon
-	held_and_revoked
-	before=$(first_daemon_view 2>&1)
-	mkdir "$DG_TMP/state-bind"
-	ln -s "$DG_TMP/state" "$DG_TMP/statelink"
-	for state in "$DG_TMP/state" "$DG_TMP/statelink" "$DG_TMP/state-bind"; do
-		second_daemon "$DG_PINS-other" "$state" "$DG_TMP/other.sock" \
-			"mount --bind $DG_TMP/state $DG_TMP/state-bind"
+	first_daemon
+	paths_to "$DG_TMP/state"
+	for state in "${PATHS[@]}"; do
+		second_daemon "$DG_PINS-other" "$state" "$DG_TMP/other.sock" "$SETUP"
 		[ "$status" = 13 ]
 		[[ "$output" == *"state directory $state is in use by another devgated"* ]]
-		first_daemon_holds "$before"
+		first_daemon_holds
 	done
 }
 
 @test "two daemons cannot share a socket, by any path: the second exits 13 before its state" {
 	DG_SOCK="$DG_TMP/run/sock"
-	start_daemon
-	held_and_revoked
-	before=$(first_daemon_view 2>&1)
-	mkdir "$DG_TMP/run-bind"
-	ln -s "$DG_TMP/run" "$DG_TMP/runlink"
-	for sock in "$DG_SOCK" "$DG_TMP/runlink/sock" "$DG_TMP/run-bind/sock"; do
-		second_daemon "$DG_PINS-other" "$DG_TMP/state2" "$sock" \
-			"mount --bind $DG_TMP/run $DG_TMP/run-bind"
+	first_daemon
+	paths_to "$DG_TMP/run"
+	for dir in "${PATHS[@]}"; do
+		second_daemon "$DG_PINS-other" "$DG_TMP/state2" "$dir/sock" "$SETUP"
 		[ "$status" = 13 ]
-		[[ "$output" == *"socket $sock is in use by another devgated"* ]]
+		[[ "$output" == *"socket $dir/sock is in use by another devgated"* ]]
 		[[ "$output" == *"hint: stop the other daemon, or give this one its own --socket"* ]]
 		# Refused before it read or made a state directory (it could not serve).
 		[ ! -e "$DG_TMP/state2" ]
-		first_daemon_holds "$before"
+		first_daemon_holds
 	done
 }
 
