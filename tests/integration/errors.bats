@@ -259,6 +259,13 @@ conf_refused() {
 	conf_refused "$c/nobodys/x.conf" "the directory $c/nobodys is owned by uid 65534, not root"
 	ln -s nobodys "$c/dirlink"
 	conf_refused "$c/dirlink/x.conf" "the directory $c/nobodys is owned by uid 65534, not root"
+	# A symlink to root's own file, but where nobody may change it: in nobody's
+	# directory, or nobody's own in a sticky one.
+	ln -s "$c/good.conf" "$c/nobodys/link.conf"
+	conf_refused "$c/nobodys/link.conf" "the directory $c/nobodys is owned by uid 65534, not root"
+	ln -s ../good.conf "$c/sticky/link.conf"
+	chown -h 65534 "$c/sticky/link.conf"
+	conf_refused "$c/sticky/link.conf" "the symlink $c/sticky/link.conf is owned by uid 65534, not root"
 	mkdir -m 0777 "$c/open"
 	install -m 0644 "$c/good.conf" "$c/open/x.conf"
 	conf_refused "$c/open/x.conf" "the directory $c/open is writable by its group or others (mode 0777)"

@@ -5,9 +5,11 @@
 #include <setjmp.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -232,6 +234,44 @@ static void test_load(void **state)
 	assert_true(config_load(c, path, true, &err) < 0);
 	assert_int_equal(err.code, DG_E_CONFIG);
 	assert_non_null(strstr(err.message, "No such file or directory"));
+}
+
+/* Only a file root alone can change is read; a FIFO is refused unopened. */
+static void test_load_untrusted(void **state)
+{
+	struct dg_config *c = *state;
+	struct dg_error err = { 0 };
+	char dir[] = "/tmp/devgate-config.XXXXXX", path[64];
+	int fd;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/fifo", dir);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	/* Would block in open() if it were opened. */
+	assert_true(config_load(c, path, true, &err) < 0);
+	assert_int_equal(err.code, DG_E_CONFIG);
+	assert_non_null(strstr(err.message, "is a FIFO, not a regular file"));
+	assert_non_null(strstr(err.hint, "only root can change"));
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/c.conf", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "node-mode = 0640\n", 17), 17);
+	assert_int_equal(fchmod(fd, 0622), 0);
+	close(fd);
+	assert_true(config_load(c, path, false, &err) < 0);
+	assert_non_null(strstr(err.message, "is writable by its group or others (mode 0622)"));
+	assert_int_equal(chmod(path, 0644), 0);
+	assert_int_equal(config_load(c, path, true, &err), 0);
+	assert_int_equal(c->node_mode, 0640);
+	assert_int_equal(chmod(dir, 0777), 0);
+	assert_true(config_load(c, path, true, &err) < 0);
+	assert_non_null(strstr(err.message, "the directory"));
+	assert_int_equal(chmod(dir, 01777), 0);
+	assert_int_equal(config_load(c, path, true, &err), 0);
+	assert_int_equal(config_load(c, "/dev/null", true, &err), 0);
+	unlink(path);
+	rmdir(dir);
 }
 
 /* What --check-config prints is a valid file that reproduces the settings. */
@@ -485,6 +525,7 @@ int main(void)
 		cmocka_unit_test(test_policy_errors),
 		cmocka_unit_test_setup_teardown(test_device_allow, setup, teardown),
 		cmocka_unit_test(test_breakout),
+		cmocka_unit_test_setup_teardown(test_load_untrusted, setup, teardown),
 		cmocka_unit_test(test_safe),
 		cmocka_unit_test_setup_teardown(test_take_policy, setup, teardown),
 	};
