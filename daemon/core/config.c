@@ -577,8 +577,8 @@ static int walk_into(struct walk *w, const char *name, struct dg_error *err)
 
 /*
  * Follows the symlink name in w's directory, st its lstat: the rest of the
- * way, after ("" or "/..."), goes on from where it leads. Returns 0, or a negative errno
- * with err set.
+ * way, after ("" or "/..."), goes on from where it leads. Returns 0, or a
+ * negative errno with err set.
  */
 static int walk_link(struct walk *w, const char *name, const struct stat *st, const char *after,
 		     struct dg_error *err)
