@@ -2,8 +2,9 @@
 /*
  * Puts a re-read devgate.conf's policy in force (see reload.h). The new
  * configuration is built whole before anything moves, so a file that does
- * not parse, or that devgated does not trust (config_load), changes nothing; it never takes a GPU
- * from a lease (a held GPU that turns excluded is only reported).
+ * not parse, or that devgated does not trust (config_load), changes
+ * nothing; it never takes a GPU from a lease (a held GPU that turns
+ * excluded is only reported).
  */
 #include <errno.h>
 #include <stdlib.h>

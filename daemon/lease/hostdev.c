@@ -4,8 +4,9 @@
  * a lease device, refusing GPU nodes, and every device outside the few that
  * are safe in any container (and every disk) that the admin's device-allow
  * does not name. It only looks at the host: stat() of the host node and of
- * device-allow's paths, and a read of /proc/devices. It makes no node, changes no lease and touches
- * no cgroup or namespace; grant/request.c does that with what it returns.
+ * device-allow's paths, and a read of /proc/devices. It makes no node,
+ * changes no lease and touches no cgroup or namespace; grant/request.c does
+ * that with what it returns.
  */
 #include <errno.h>
 #include <fcntl.h>
