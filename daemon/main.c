@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * devgated: grants GPUs to running containers through cgroup v2 device
- * programs. Start-up order: check privileges, discover GPUs, open the
- * state (lock), create or reuse the BPF maps, load leases, reconcile the
+ * programs. Start-up order: check privileges, discover GPUs, lock the pin
+ * root, the socket and the state directory (one devgated each), open the
+ * state, create or reuse the BPF maps, load leases, reconcile the
  * kernel with them, open the sockets, install the seccomp filter, then
  * serve.
  */
@@ -88,8 +89,8 @@ static void usage(FILE *f)
 		"                          the kernel) or off; --no-seccomp is 'off'\n"
 		"      --gpu-allow IDS     grant only GPUs with these PCI vendor:device ids\n"
 		"                          (\"10de:2330,10de:20b0\"); the rest are 'excluded'\n"
-		"      --device-allow DEVS allow grant --device of these host devices that\n"
-		"                          reach past a container (/dev/mem, raw disks...)\n"
+		"      --device-allow DEVS allow grant --device of these host devices beyond\n"
+		"                          those safe in any container (/dev/null, tty...)\n"
 		"                          and block devices: paths, MAJOR:MINOR or MAJOR:*,\n"
 		"                          b:MAJOR:MINOR or b:MAJOR:* for block (\"/dev/sdb\")\n"
 		"      --hook-allow-env    let OCI hooks honour NVIDIA_VISIBLE_DEVICES from\n"
@@ -458,6 +459,9 @@ static void open_attach_watch(struct daemon *d)
 			 strerror(-r), d->cfg->heal_ms);
 }
 
+/* The locks on the pin root and the socket, held for devgated's life. */
+static int locks[2] = { -1, -1 };
+
 static int daemon_setup(struct daemon *d, struct dg_error *err)
 {
 	int r;
@@ -480,6 +484,14 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 	if (r < 0)
 		log_warning_errno(r, "cannot read devgated's own cgroup: %m");
 	r = nodes_init(err);
+	/*
+	 * Before anything is changed: the pin root, the socket and (state_open)
+	 * the state directory are this devgated's alone, or it stops here.
+	 */
+	if (r == 0)
+		r = bpfgate_lock_root(d->cfg->pin_root, &locks[0], err);
+	if (r == 0)
+		r = server_lock(d, &locks[1], err);
 	if (r == 0)
 		r = state_open(d->cfg->state_dir,
 			       strcmp(d->cfg->state_dir, DG_DEFAULT_STATE_DIR) == 0
@@ -583,6 +595,9 @@ static void daemon_teardown(struct daemon *d)
 	safe_close(d->signal_fd);
 	safe_close(d->epfd);
 	config_free(d->cfg);
+	/* Last: the socket is gone, the state closed; another devgated may start now. */
+	for (size_t i = 0; i < ARRAY_SIZE(locks); i++)
+		locks[i] = safe_close(locks[i]);
 }
 
 /*

@@ -3,8 +3,9 @@
  * devgated's settings: the built-in defaults, then devgate.conf, then the
  * command line, each key checked by one setter whichever way it came (see
  * config.h). It parses and stores; it opens no socket, loads nothing and
- * changes nothing on the host. A reload builds a new configuration here and
- * moves only the policy over.
+ * changes nothing on the host. It reads the file only when root alone could
+ * have written it (open_trusted), and never opens one that could block. A
+ * reload builds a new configuration here and moves only the policy over.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -14,6 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "cleanup.h"
 #include "config.h"
@@ -453,17 +457,276 @@ int config_parse(struct dg_config *c, const char *name, const char *text, struct
 	return 0;
 }
 
+/* Who may own what devgated trusts: root, or the user running it (--check-config as a user). */
+static bool owner_trusted(uid_t uid)
+{
+	return uid == 0 || uid == geteuid();
+}
+
+/* The kind of file st is, for a refusal ("a FIFO"). */
+static const char *file_kind(const struct stat *st)
+{
+	switch (st->st_mode & S_IFMT) {
+	case S_IFIFO:
+		return "a FIFO";
+	case S_IFCHR:
+		return "a character device";
+	case S_IFBLK:
+		return "a block device";
+	case S_IFSOCK:
+		return "a socket";
+	case S_IFDIR:
+		return "a directory";
+	case S_IFLNK:
+		return "a symlink";
+	default:
+		return "not a regular file";
+	}
+}
+
+/*
+ * Refuses the configuration file path because of what, a part of the way to
+ * it (part: "the file", "the directory" or "the symlink"), whose state st is
+ * not trusted: sets err with the reason and returns -EPERM.
+ */
+static int untrusted(const char *path, const char *part, const char *what, const struct stat *st,
+		     struct dg_error *err)
+{
+	if (!owner_trusted(st->st_uid))
+		dg_error_set(err, DG_E_CONFIG, EPERM,
+			     "%s is not trusted: %s %s is owned by uid %u, not root", path, part,
+			     what, (unsigned int)st->st_uid);
+	else if (!S_ISDIR(st->st_mode) && !S_ISREG(st->st_mode))
+		dg_error_set(err, DG_E_CONFIG, EPERM,
+			     "%s is not trusted: %s is %s, not a regular file", path, what,
+			     file_kind(st));
+	else if (S_ISDIR(st->st_mode) && strcmp(part, "the file") == 0)
+		dg_error_set(err, DG_E_CONFIG, EPERM,
+			     "%s is not trusted: %s is a directory, not a regular file", path,
+			     what);
+	else
+		dg_error_set(err, DG_E_CONFIG, EPERM,
+			     "%s is not trusted: %s %s is writable by its group or others "
+			     "(mode %04o)",
+			     path, part, what, (unsigned int)(st->st_mode & 07777));
+	dg_error_hint(err, "devgate.conf must be a regular file that only root can change: "
+			   "owned by root, not writable by group or others, in directories "
+			   "likewise (chown root; chmod go-w)");
+	return -EPERM;
+}
+
+/*
+ * Whether st, a directory on the way to the configuration file, is one only
+ * its trusted owner can change: not writable by group or others, or sticky
+ * (as /tmp, where only an entry's owner may rename or remove it, and the
+ * entry below is checked in turn).
+ */
+static bool dir_trusted(const struct stat *st)
+{
+	return owner_trusted(st->st_uid) &&
+	       (!(st->st_mode & (S_IWGRP | S_IWOTH)) || (st->st_mode & S_ISVTX));
+}
+
+/* Whether st is the null device, which reads as an empty file (--config /dev/null). */
+static bool is_null_device(const struct stat *st)
+{
+	return S_ISCHR(st->st_mode) && major(st->st_rdev) == 1 && minor(st->st_rdev) == 3;
+}
+
+/* The way to the configuration file so far: the directory reached (checked) and its path. */
+struct walk {
+	const char *path; /* the file as named, for messages */
+	int dir;
+	char at[PATH_MAX]; /* "" for / */
+	char todo[PATH_MAX];
+};
+
+/*
+ * Moves w into the directory name below its own (".." goes up; NULL: /),
+ * opened without following a symlink, and checks it. Returns 0, or a
+ * negative errno with err set.
+ */
+static int walk_into(struct walk *w, const char *name, struct dg_error *err)
+{
+	int fd = name ? openat(w->dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+		      : open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	size_t len = strlen(w->at);
+	struct stat st;
+
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		safe_close(fd);
+		return dg_error_set(err, DG_E_CONFIG, errno, "cannot read %s: %m", w->path);
+	}
+	safe_close(w->dir);
+	w->dir = fd;
+	if (!name)
+		len = 0;
+	else if (strcmp(name, "..") == 0)
+		len = strrchr(w->at, '/') ? (size_t)(strrchr(w->at, '/') - w->at) : 0;
+	else if (snprintf(w->at + len, sizeof(w->at) - len, "/%s", name) >=
+		 (int)(sizeof(w->at) - len))
+		return dg_error_set(err, DG_E_CONFIG, ENAMETOOLONG, "%s: the path is too long",
+				    w->path);
+	else
+		len = strlen(w->at);
+	w->at[len] = '\0';
+	if (!dir_trusted(&st))
+		return untrusted(w->path, "the directory", w->at[0] ? w->at : "/", &st, err);
+	return 0;
+}
+
+/*
+ * Follows the symlink name in w's directory, st its lstat: the rest of the
+ * way, after ("" or "/..."), goes on from where it leads. Returns 0, or a
+ * negative errno with err set.
+ */
+static int walk_link(struct walk *w, const char *name, const struct stat *st, const char *after,
+		     struct dg_error *err)
+{
+	char target[PATH_MAX], rest[PATH_MAX], shown[sizeof(w->at) + NAME_MAX + 2];
+	ssize_t n;
+
+	if (!owner_trusted(st->st_uid)) {
+		snprintf(shown, sizeof(shown), "%s/%s", w->at, name);
+		return untrusted(w->path, "the symlink", shown, st, err);
+	}
+	n = readlinkat(w->dir, name, target, sizeof(target) - 1);
+	if (n < 0)
+		return dg_error_set(err, DG_E_CONFIG, errno, "cannot read %s: %m", w->path);
+	target[n] = '\0';
+	if (snprintf(rest, sizeof(rest), "%s%s", target, after) >= (int)sizeof(rest))
+		return dg_error_set(err, DG_E_CONFIG, ENAMETOOLONG, "%s: the path is too long",
+				    w->path);
+	snprintf(w->todo, sizeof(w->todo), "%s", rest);
+	return target[0] == '/' ? walk_into(w, NULL, err) : 0;
+}
+
+/*
+ * Opens name in w's directory, st its lstat, when it is a regular file that
+ * only root can change, and checks that what opened is what was checked.
+ * Returns 0 with the descriptor in *ret (-1 for the null device), or a
+ * negative errno with err set.
+ */
+static int walk_open(struct walk *w, const char *name, const struct stat *st, int *ret,
+		     struct dg_error *err)
+{
+	char file[sizeof(w->at) + NAME_MAX + 2];
+	auto_close int fd = -1;
+	struct stat opened;
+
+	snprintf(file, sizeof(file), "%s/%s", w->at, name);
+	if (is_null_device(st)) {
+		*ret = -1;
+		return 0;
+	}
+	if (!S_ISREG(st->st_mode) || !owner_trusted(st->st_uid) ||
+	    (st->st_mode & (S_IWGRP | S_IWOTH)))
+		return untrusted(w->path, "the file", file, st, err);
+	fd = openat(w->dir, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &opened) < 0)
+		return dg_error_set(err, DG_E_CONFIG, errno, "cannot read %s: %m", w->path);
+	if (opened.st_dev != st->st_dev || opened.st_ino != st->st_ino)
+		return dg_error_set(err, DG_E_CONFIG, EAGAIN, "%s changed while it was read",
+				    w->path);
+	*ret = TAKE_FD(fd);
+	return 0;
+}
+
+/*
+ * Walks w from / to its file, one name at a time as the kernel would,
+ * checking every directory it enters (walk_into) and every symlink it
+ * follows (owned by root: the directory it is in was checked, so only root
+ * could have made it), then opens the file (walk_open). Returns 0 with the
+ * descriptor in *ret, or a negative errno with err set.
+ */
+static int walk_to_file(struct walk *w, int *ret, struct dg_error *err)
+{
+	unsigned int links = 0;
+	int r = walk_into(w, NULL, err);
+
+	for (const char *p = w->todo; r == 0;) {
+		char name[NAME_MAX + 1];
+		size_t len;
+		struct stat st;
+		bool last;
+
+		p += strspn(p, "/");
+		len = strcspn(p, "/");
+		if (len > NAME_MAX)
+			return dg_error_set(err, DG_E_CONFIG, ENAMETOOLONG,
+					    "%s: a name in the path is too long", w->path);
+		memcpy(name, len ? p : ".", len ? len : 2);
+		name[len ? len : 1] = '\0';
+		p += len;
+		last = p[strspn(p, "/")] == '\0';
+		if (fstatat(w->dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return dg_error_set(err, DG_E_CONFIG, errno, "cannot read %s: %m", w->path);
+		if (S_ISLNK(st.st_mode)) {
+			if (++links > 40)
+				return dg_error_set(err, DG_E_CONFIG, ELOOP, "cannot read %s: %s",
+						    w->path, strerror(ELOOP));
+			r = walk_link(w, name, &st, p, err);
+			p = w->todo;
+		} else if (last && S_ISDIR(st.st_mode)) {
+			return untrusted(w->path, "the file", w->path, &st, err);
+		} else if (!last) {
+			r = strcmp(name, ".") == 0 ? 0 : walk_into(w, name, err);
+		} else if (*p == '/') {
+			/* "FILE/": a directory is asked for, as the kernel would say. */
+			return dg_error_set(err, DG_E_CONFIG, ENOTDIR, "cannot read %s: %s",
+					    w->path, strerror(ENOTDIR));
+		} else {
+			return walk_open(w, name, &st, ret, err);
+		}
+	}
+	return r;
+}
+
+/*
+ * Opens the configuration file path for reading, when only root could have
+ * written what it says: every directory from / to it, every symlink on the
+ * way and the file itself owned by root and not writable by others, the
+ * file a regular one. Each name is looked at before it is opened and opened
+ * without following a symlink, so a name swapped after its check fails to
+ * open; a FIFO or a device is never opened, and the file is opened without
+ * blocking. Returns 0 with the descriptor in *ret (-1 for the null device:
+ * no settings), or a negative errno with err set.
+ */
+static int open_trusted(const char *path, int *ret, struct dg_error *err)
+{
+	struct walk w = { .path = path, .dir = -1 };
+	char cwd[PATH_MAX];
+	int r;
+
+	if (path[0] != '/' && !getcwd(cwd, sizeof(cwd)))
+		return dg_error_set(err, DG_E_CONFIG, errno, "cannot read %s: %m", path);
+	if (snprintf(w.todo, sizeof(w.todo), "%s%s%s", path[0] == '/' ? "" : cwd,
+		     path[0] == '/' ? "" : "/", path) >= (int)sizeof(w.todo))
+		return dg_error_set(err, DG_E_CONFIG, ENAMETOOLONG, "%s: the path is too long",
+				    path);
+	r = walk_to_file(&w, ret, err);
+	safe_close(w.dir);
+	return r;
+}
+
 int config_load(struct dg_config *c, const char *path, bool required, struct dg_error *err)
 {
 	auto_free char *text = NULL;
+	auto_close int fd = -1;
 	size_t len = 0;
 	int r;
 
-	r = read_file_at(AT_FDCWD, path, CONFIG_MAX, &text, &len);
+	r = open_trusted(path, &fd, err);
 	if (r == -ENOENT && !required) {
+		*err = (struct dg_error){ 0 };
 		log_debug("no configuration file %s; using defaults", path);
 		return 0;
 	}
+	if (r < 0)
+		return r;
+	if (fd < 0)
+		return 0;
+	r = read_fd_full(fd, CONFIG_MAX, &text, &len);
 	if (r == -EFBIG)
 		return dg_error_set(err, DG_E_CONFIG, EFBIG, "%s: larger than %zu bytes", path,
 				    CONFIG_MAX);

@@ -62,7 +62,15 @@ bool config_key_known(const char *key);
 
 /* Applies config text; errors are DG_E_CONFIG "NAME:LINE: ...". */
 int config_parse(struct dg_config *c, const char *name, const char *text, struct dg_error *err);
-/* Reads and applies a file; a missing one is fine unless required. */
+/*
+ * Reads and applies a file; a missing one is fine unless required. Only a
+ * file that root alone can change is read: a regular file, owned by root
+ * (or by the user running devgated) and not writable by group or others, in
+ * directories likewise from / down (a sticky one, as /tmp, is fine); a
+ * symlink counts as the file it leads to. A FIFO or a device is never
+ * opened; the null device reads as an empty file (--config /dev/null). Any
+ * other is refused with DG_E_CONFIG naming the reason.
+ */
 int config_load(struct dg_config *c, const char *path, bool required, struct dg_error *err);
 
 /*

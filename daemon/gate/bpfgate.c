@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -302,6 +303,31 @@ int bpfgate_open(const char *pin_root, const struct dg_inventory *inv, int cgroo
 		return r;
 	}
 	*ret = bg;
+	return 0;
+}
+
+int bpfgate_lock_root(const char *pin_root, int *ret, struct dg_error *err)
+{
+	auto_close int fd = -1;
+	int r = ensure_bpffs(pin_root, err);
+
+	if (r < 0)
+		return r;
+	/* The directory itself: any path to it, a symlink or a bind mount, locks the same. */
+	fd = open(pin_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return dg_error_set(err, DG_E_KERNEL, errno, "cannot open %s: %m", pin_root);
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno != EWOULDBLOCK)
+			return dg_error_set(err, DG_E_KERNEL, errno, "cannot lock %s: %m",
+					    pin_root);
+		r = dg_error_set(err, DG_E_STATE, errno,
+				 "pin root %s is in use by another devgated", pin_root);
+		dg_error_hint(err, "two daemons on one pin root undo each other's grants: stop the "
+				   "other one, or give this one its own --pin-root");
+		return r;
+	}
+	*ret = TAKE_FD(fd);
 	return 0;
 }
 

@@ -36,6 +36,12 @@ struct bpfgate;
 int bpfgate_open(const char *pin_root, const struct dg_inventory *inv, int cgroot_fd,
 		 const int *leased_cgfds, size_t n_leased, struct bpfgate **ret,
 		 struct dg_error *err);
+/*
+ * Makes the pin root (on bpffs, as bpfgate_open) and takes its lock, which
+ * keeps every other devgated off it for as long as *ret stays open. Returns
+ * 0, or a negative errno with err set (DG_E_STATE: another devgated holds it).
+ */
+int bpfgate_lock_root(const char *pin_root, int *ret, struct dg_error *err);
 /* Pins the maps again if someone removed them; cheap when they are there. */
 void bpfgate_repin(struct bpfgate *bg);
 void bpfgate_free(struct bpfgate *bg);

@@ -2,8 +2,9 @@
 /*
  * Puts a re-read devgate.conf's policy in force (see reload.h). The new
  * configuration is built whole before anything moves, so a file that does
- * not parse changes nothing; it never takes a GPU from a lease (a held GPU
- * that turns excluded is only reported).
+ * not parse, or that devgated does not trust (config_load), changes
+ * nothing; it never takes a GPU from a lease (a held GPU that turns
+ * excluded is only reported).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -53,6 +54,8 @@ int reload_run(struct daemon *d, const char *why, struct reload_result *out, str
 		config_free(&next);
 		log_error("%s: configuration refused, the policy in force stays: %s", why,
 			  err->message);
+		if (err->hint[0])
+			log_error("%s: hint: %s", why, err->hint);
 		return r;
 	}
 	for (size_t i = 0; i < d->inv->n_gpus; i++)

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * Host devices granted by path (grant --device): turns "HOST[:PATH]" into
- * a lease device, refusing GPU nodes, devices that reach past a container
- * and disks the admin's device-allow does not name. It only looks at the
- * host: stat() of the host node and of device-allow's paths, and a read of
- * /proc/devices. It makes no node, changes no lease and touches no cgroup
- * or namespace; grant/request.c does that with what it returns.
+ * a lease device, refusing GPU nodes, and every device outside the few that
+ * are safe in any container (and every disk) that the admin's device-allow
+ * does not name. It only looks at the host: stat() of the host node and of
+ * device-allow's paths, and a read of /proc/devices. It makes no node,
+ * changes no lease and touches no cgroup or namespace; grant/request.c does
+ * that with what it returns.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,9 +25,34 @@
 #define ANY_MINOR (-1)
 
 /*
- * Devices that reach past a container. Majors are the fixed ones of the
- * kernel's devices.txt; names are /proc/devices's, for drivers that take a
- * major at load time (and for the fixed ones, in case a kernel moves them).
+ * The character devices any container may be given without the admin's
+ * word: the OCI runtime spec's default devices (each runtime makes them in
+ * every container's /dev, and their drivers act only for the opener: the
+ * null sinks and sources, the random pools, the opener's own terminal, a
+ * new pseudo-terminal in the container's own devpts), FUSE (a file system
+ * the container itself serves) and TUN (an interface in the container's own
+ * network namespace). All have majors the kernel fixes (devices.txt: 1 mem,
+ * 5 tty, 10 misc) and fixed minors, so the numbers alone decide; no driver
+ * can take these numbers at load time. Every other character device needs
+ * device-allow, whatever its path.
+ */
+struct safe_dev {
+	uint32_t major, minor;
+	const char *node;
+};
+
+static const struct safe_dev safe_devs[] = {
+	{ 1, 3, "/dev/null" },	 { 1, 5, "/dev/zero" },	      { 1, 7, "/dev/full" },
+	{ 1, 8, "/dev/random" }, { 1, 9, "/dev/urandom" },    { 5, 0, "/dev/tty" },
+	{ 5, 2, "/dev/ptmx" },	 { 10, 200, "/dev/net/tun" }, { 10, 229, "/dev/fuse" },
+};
+
+/*
+ * Devices that reach past a container, named in a refusal. Majors are the
+ * fixed ones of the kernel's devices.txt; names are /proc/devices's, for
+ * drivers that take a major at load time (and for the fixed ones, in case
+ * a kernel moves them). A device on neither list is refused all the same;
+ * this list only says why.
  */
 struct breakout {
 	uint32_t major; /* 0: by name only */
@@ -39,53 +65,105 @@ static const struct breakout breakouts[] = {
 	{ 1, "mem", 1, "the host's physical memory (/dev/mem)" },
 	{ 1, "mem", 2, "the kernel's memory (/dev/kmem)" },
 	{ 1, "mem", 4, "the host's I/O ports (/dev/port)" },
+	{ 1, "mem", 11, "the host kernel's log, to read and to write (/dev/kmsg)" },
+	{ 4, "tty", ANY_MINOR,
+	  "a virtual console or serial line of the host (/dev/tty0, /dev/ttyN, /dev/ttyS*)" },
+	{ 5, "/dev/console", 1, "the host's system console (/dev/console)" },
+	{ 7, "vcs", ANY_MINOR, "the screen contents of the host's consoles (/dev/vcs*)" },
+	{ 10, "misc", 130,
+	  "the host's watchdog: a holder that stops feeding it reboots the host (/dev/watchdog)" },
+	{ 10, "misc", 196, "VFIO, direct access to host devices (/dev/vfio/vfio)" },
+	{ 10, "misc", 223, "input typed and clicked into the host's session (/dev/uinput)" },
+	{ 10, "misc", 224, "the host's TPM (/dev/tpm0)" },
 	{ 10, "misc", 231, "the hibernation image of host memory (/dev/snapshot)" },
 	{ 10, "misc", 234, "btrfs control (/dev/btrfs-control)" },
 	{ 10, "misc", 236, "device-mapper control (/dev/mapper/control)" },
+	{ 10, "misc", 237, "loop control: it attaches host files as disks (/dev/loop-control)" },
+	{ 13, "input", ANY_MINOR, "the host's keyboards, mice and other input (/dev/input/*)" },
 	{ 21, "sg", ANY_MINOR, "raw SCSI commands to a host disk (/dev/sg*)" },
 	{ 90, "mtd", ANY_MINOR, "raw flash memory (/dev/mtd*)" },
+	{ 180, "usb", ANY_MINOR, "a USB device of the host (/dev/usb/*)" },
+	{ 189, "usb_device", ANY_MINOR, "a USB device of the host (/dev/bus/usb/*)" },
 	{ 202, "cpu/msr", ANY_MINOR, "CPU model-specific registers (/dev/cpu/*/msr)" },
 	{ 0, "bsg", ANY_MINOR, "raw block commands to a host disk (/dev/bsg/*)" },
 	{ 0, "nvme", ANY_MINOR, "an NVMe controller of the host (/dev/nvme*)" },
 	{ 0, "nvme-generic", ANY_MINOR, "raw NVMe commands to a host disk (/dev/ng*)" },
+	{ 0, "watchdog", ANY_MINOR, "a watchdog of the host (/dev/watchdog*)" },
+	{ 0, "tpm", ANY_MINOR, "the host's TPM (/dev/tpm*)" },
+	{ 0, "tpmrm", ANY_MINOR, "the host's TPM (/dev/tpmrm*)" },
+	{ 0, "ipmidev", ANY_MINOR, "the host's management controller (/dev/ipmi*)" },
+	{ 0, "vfio", ANY_MINOR, "a VFIO group, direct access to a host device (/dev/vfio/*)" },
+	{ 0, "vfio-dev", ANY_MINOR,
+	  "a VFIO device, direct access to a host device (/dev/vfio/devices/*)" },
+	{ 0, "hidraw", ANY_MINOR,
+	  "raw access to the host's keyboards and other HID devices (/dev/hidraw*)" },
+	{ 0, "dax", ANY_MINOR, "the host's persistent memory (/dev/dax*)" },
+	{ 0, "usbmon", ANY_MINOR, "every packet on the host's USB buses (/dev/usbmon*)" },
 };
 
 /*
- * Writes in name the driver name that the "Character devices:" part of
- * /proc/devices gives major; "" when it has none.
+ * Returns whether the "Character devices:" part of /proc/devices gives
+ * major the driver name name (a major may have several: 5 is /dev/tty,
+ * /dev/console and /dev/ptmx). Writes in first, when given, the first name
+ * it has; "" when none.
  */
-static void major_name(const char *proc_devices, uint32_t major, char *name, size_t len)
+static bool major_named(const char *proc_devices, uint32_t major, const char *name, char *first,
+			size_t len)
 {
 	const char *p = proc_devices ? strstr(proc_devices, "Character devices:") : NULL;
 	const char *end = p ? strstr(p, "Block devices:") : NULL;
 
-	name[0] = '\0';
+	if (first)
+		first[0] = '\0';
 	for (p = p ? strchr(p, '\n') : NULL; p && (!end || p < end); p = strchr(p + 1, '\n')) {
 		unsigned int m;
 		char n[64];
 
-		if (sscanf(p + 1, "%u %63s", &m, n) == 2 && m == major) {
-			snprintf(name, len, "%s", n);
-			return;
-		}
+		if (sscanf(p + 1, "%u %63s", &m, n) != 2 || m != major)
+			continue;
+		if (first && !first[0])
+			snprintf(first, len, "%s", n);
+		if (name && strcmp(n, name) == 0)
+			return true;
 	}
+	return false;
+}
+
+const char *hostdev_safe(dev_t rdev)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(safe_devs); i++) {
+		if (safe_devs[i].major == major(rdev) && safe_devs[i].minor == minor(rdev))
+			return safe_devs[i].node;
+	}
+	return NULL;
 }
 
 const char *hostdev_breakout(dev_t rdev, const char *proc_devices)
 {
 	uint32_t maj = major(rdev), min = minor(rdev);
-	char name[64];
 
-	major_name(proc_devices, maj, name, sizeof(name));
 	for (size_t i = 0; i < ARRAY_SIZE(breakouts); i++) {
 		const struct breakout *b = &breakouts[i];
 		bool by_major = b->major && b->major == maj;
-		bool by_name = name[0] && strcmp(b->name, name) == 0;
+		bool by_name = major_named(proc_devices, maj, b->name, NULL, 0);
 
 		if ((by_major || by_name) && (b->minor == ANY_MINOR || b->minor == min))
 			return b->what;
 	}
 	return NULL;
+}
+
+/* Writes the safe devices' usual paths, ", " apart. */
+static void safe_text(char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < ARRAY_SIZE(safe_devs) && off < len; i++) {
+		int w = snprintf(buf + off, len - off, "%s%s", i ? ", " : "", safe_devs[i].node);
+
+		off += w > 0 ? (size_t)w : 0;
+	}
 }
 
 /* Sets err for item, a device-allow entry that is not one, and returns -EINVAL. */
@@ -283,17 +361,47 @@ static int check_block(const char *host, dev_t rdev, const struct hostdev_allow 
 }
 
 /*
+ * Sets err for host, the character device rdev that device-allow does not
+ * name and that is not safe for any container, and returns -EPERM. The
+ * message says what it is where devgate knows; otherwise its driver's name.
+ */
+static int refuse_char(const char *host, dev_t rdev, struct dg_error *err)
+{
+	auto_free char *proc_devices = NULL;
+	const char *what;
+	char driver[64], safe[256];
+
+	(void)read_file_at(AT_FDCWD, "/proc/devices", 1 << 16, &proc_devices, NULL);
+	what = hostdev_breakout(rdev, proc_devices);
+	(void)major_named(proc_devices, major(rdev), NULL, driver, sizeof(driver));
+	if (what)
+		dg_error_set(err, DG_E_PERM, EPERM,
+			     "device '%s' (%u:%u) is %s: a container holding it reaches past "
+			     "its walls",
+			     host, major(rdev), minor(rdev), what);
+	else
+		dg_error_set(err, DG_E_PERM, EPERM,
+			     "device '%s' (%u:%u, driver '%s') is not one that devgate hands to a "
+			     "container unless the admin allows it",
+			     host, major(rdev), minor(rdev), driver[0] ? driver : "unknown");
+	safe_text(safe, sizeof(safe));
+	dg_error_hint(err,
+		      "if this container must have it, the admin names it in devgate.conf: "
+		      "device-allow = %s (or %u:%u); without it devgate grants only %s",
+		      host, major(rdev), minor(rdev), safe);
+	return -EPERM;
+}
+
+/*
  * Returns 0 when the node st may be granted, else an error with err set: a
- * GPU-class node (devgate's own), or a block device or a character device
- * that reaches past the container which the admin did not allow.
+ * GPU-class node (devgate's own, never), or a block device or a character
+ * device outside the safe classes which the admin did not allow.
  */
 static int check_kind(const char *host, const struct stat *st, const struct dg_inventory *inv,
 		      const struct hostdev_allow *allow, struct dg_error *err)
 {
 	dev_t rdev = st->st_rdev;
 	uint32_t maj = major(rdev);
-	auto_free char *proc_devices = NULL;
-	const char *what;
 
 	if (S_ISBLK(st->st_mode))
 		return check_block(host, rdev, allow, err);
@@ -304,20 +412,9 @@ static int check_kind(const char *host, const struct stat *st, const struct dg_i
 		dg_error_hint(err, "grant GPUs with --gpu");
 		return -EINVAL;
 	}
-	(void)read_file_at(AT_FDCWD, "/proc/devices", 1 << 16, &proc_devices, NULL);
-	what = hostdev_breakout(rdev, proc_devices);
-	if (what && !allowed(allow, rdev, false)) {
-		dg_error_set(err, DG_E_PERM, EPERM,
-			     "device '%s' (%u:%u) is %s: a container holding it reaches past "
-			     "its walls",
-			     host, maj, minor(rdev), what);
-		dg_error_hint(err,
-			      "if this container must have it, the admin names it in "
-			      "devgate.conf: device-allow = %s",
-			      host);
-		return -EPERM;
-	}
-	return 0;
+	if (hostdev_safe(rdev) || allowed(allow, rdev, false))
+		return 0;
+	return refuse_char(host, rdev, err);
 }
 
 int hostdev_parse(const char *spec, const struct dg_inventory *inv,

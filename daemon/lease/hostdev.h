@@ -2,13 +2,16 @@
 /*
  * Host devices granted by path (grant --device HOST[:PATH]), the way
  * lxc-device add does. devgated reads the numbers and the type from the
- * host node itself; the client names only paths. Block devices (disks)
- * only where the admin's device-allow names them.
+ * host node itself; the client names only paths, and the numbers alone
+ * decide.
  *
- * Some character devices reach past any container: host memory (/dev/mem,
- * /dev/kmem), I/O ports, CPU registers, raw disk commands, the control nodes
- * of device-mapper, loop and btrfs. They are refused unless the admin's
- * device-allow list (devgate.conf) names them.
+ * Without the admin's device-allow list (devgate.conf) only the character
+ * devices that are safe in any container are granted: /dev/null, /dev/zero,
+ * /dev/full, /dev/random, /dev/urandom, /dev/tty, /dev/ptmx, /dev/net/tun
+ * and /dev/fuse (hostdev_safe). Every other character device (host memory,
+ * consoles, the kernel log, input, USB, watchdogs, TPMs, VFIO, loop control,
+ * and any the kernel adds tomorrow) and every block device (a disk) only
+ * where device-allow names it. GPU-class devices never: they are --gpu's.
  */
 #ifndef DEVGATE_HOSTDEV_H
 #define DEVGATE_HOSTDEV_H
@@ -48,10 +51,18 @@ int hostdev_set_allow(struct hostdev_allow *a, const char *value, struct dg_erro
 void hostdev_allow_text(const struct hostdev_allow *a, char *buf, size_t len);
 
 /*
- * Returns what rdev is when it is a character device that reaches past a
- * container ("the host's physical memory (/dev/mem)"), or NULL when it is
- * not one. proc_devices is the text of /proc/devices, for the majors that
- * drivers take at load time; with NULL only fixed majors are known.
+ * Returns the usual path of the character device rdev ("/dev/null") when it
+ * is one that any container may be given without device-allow, else NULL.
+ */
+const char *hostdev_safe(dev_t rdev);
+
+/*
+ * Returns what rdev is when it is a character device that devgate knows to
+ * reach past a container ("the host's physical memory (/dev/mem)"), or NULL
+ * when it does not know it (refused all the same unless hostdev_safe or
+ * device-allow says otherwise). proc_devices is the text of /proc/devices,
+ * for the majors that drivers take at load time; with NULL only fixed majors
+ * are known.
  */
 const char *hostdev_breakout(dev_t rdev, const char *proc_devices);
 
@@ -68,8 +79,8 @@ int hostdev_access_parse(const char *s, uint32_t *ret, struct dg_error *err);
  *
  * PATH starts after the last ':' that a '/' follows, so "/dev/char/1:7" is
  * a HOST alone. HOST is an absolute host path (symlinks followed) to a
- * character device that is not GPU-class and, unless allow names it, does
- * not reach past the container; or to a block device that allow names.
+ * character device that is not GPU-class and is safe (hostdev_safe) or
+ * named by allow; or to a block device that allow names.
  * PATH (by default HOST) is /dev/NAME with NAME one component, and not a
  * GPU node's name (nvidia*, kfd).
  */

@@ -10,11 +10,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -133,6 +135,34 @@ static int socket_access(struct daemon *d, struct dg_error *err)
 	    chmod(d->cfg->socket_path, 0660) < 0)
 		return dg_error_set(err, DG_E_INTERNAL, errno,
 				    "cannot give %s to the socket group: %m", d->cfg->socket_path);
+	return 0;
+}
+
+int server_lock(struct daemon *d, int *ret, struct dg_error *err)
+{
+	char dir[sizeof(((struct sockaddr_un *)NULL)->sun_path)], lock[PATH_MAX];
+	auto_close int fd = -1;
+	int r = 0;
+
+	if (path_parent(d->cfg->socket_path, dir, sizeof(dir), NULL) < 0)
+		r = dg_error_set(err, DG_E_INVALID, EINVAL, "socket path '%s' has no directory",
+				 d->cfg->socket_path);
+	if (r == 0)
+		r = socket_dir(d, dir, err);
+	if (r < 0)
+		return r;
+	/* Beside the socket, so that any path to its directory locks the same file. */
+	snprintf(lock, sizeof(lock), "%s.lock", d->cfg->socket_path);
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return dg_error_set(err, DG_E_INTERNAL, errno, "cannot open %s: %m", lock);
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		r = dg_error_set(err, DG_E_STATE, errno, "socket %s is in use by another devgated",
+				 d->cfg->socket_path);
+		dg_error_hint(err, "stop the other daemon, or give this one its own --socket");
+		return r;
+	}
+	*ret = TAKE_FD(fd);
 	return 0;
 }
 

@@ -14,6 +14,13 @@
 
 struct waiting_ops;
 
+/*
+ * Makes the socket's directory and takes the lock beside the socket
+ * (SOCKET.lock), which keeps every other devgated off this socket for as
+ * long as *ret stays open. Returns 0, or a negative errno with err set
+ * (DG_E_STATE: another devgated holds it).
+ */
+int server_lock(struct daemon *d, int *ret, struct dg_error *err);
 /* Opens the control socket (d->cfg->socket_path) and sets d->listen_fd. */
 int server_listen(struct daemon *d, struct dg_error *err);
 /* Cuts every client (a waiting grant's client sees the connection close) and removes the socket. */

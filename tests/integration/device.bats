@@ -1,17 +1,24 @@
 #!/usr/bin/env bats
 # SPDX-License-Identifier: Apache-2.0
-# grant --device: any host character device, live, into a runc container.
+# grant --device: host character devices, live, into a runc container.
 #
 # The device that opens for real is /dev/loop-control (10:237): runc's
-# default rules deny it, and open() needs no driver state. /dev/full (1:7)
-# is on runc's own allow list (and in its /dev), so it cannot show a grant
-# making a difference.
+# default rules deny it, and open() needs no driver state. It is outside the
+# classes devgate grants to any container, so every devgated here is told
+# device-allow = /dev/loop-control, as an admin who wants it would (a test
+# that sets its own device-allow names it again when it needs it). /dev/full
+# (1:7) is safe for any container and on runc's own allow list (and in its
+# /dev), so it cannot show a grant making a difference.
 
 load helpers
 
 setup_file() { dg_setup_file; }
 teardown_file() { dg_teardown_file; }
-setup() { dg_setup; start_daemon; }
+setup() {
+	dg_setup
+	DG_DAEMON_ARGS=(--device-allow "$LC")
+	start_daemon
+}
 teardown() { dg_teardown; }
 
 LC=/dev/loop-control
@@ -349,6 +356,114 @@ crash_at() {
 	[[ "$output" == *"'21:x' is not a device: give an absolute host path, MAJOR:MINOR or MAJOR:*"* ]]
 }
 
+# char_major NAME: the major /proc/devices gives the character driver NAME,
+# or a major no driver holds here (a node of it is refused all the same).
+char_major() {
+	local m
+	m=$(sed -n '/^Character devices:/,/^$/p' /proc/devices | awk -v n="$1" '$2 == n { print $1; exit }')
+	[ -n "$m" ] && echo "$m" && return 0
+	for m in 511 510 509 508 507; do
+		grep -q "^ *$m " /proc/devices || {
+			echo "$m"
+			return 0
+		}
+	done
+	return 1
+}
+
+# What an older devgate granted without a word: NAME MAJOR MINOR WHAT (the
+# words of the refusal; "-" where the driver is not loaded here).
+dangerous_nodes() {
+	local dyn
+	cat <<-EOF
+		kmsg 1 11 kernel's log
+		tty0 4 0 virtual console
+		tty1 4 1 virtual console
+		ttyS0 4 64 serial line
+		console 5 1 system console
+		vcs 7 0 screen contents
+		vcsa 7 128 screen contents
+		loop-control 10 237 loop control
+		uinput 10 223 /dev/uinput
+		event0 13 64 /dev/input
+		mice 13 63 /dev/input
+		watchdog 10 130 watchdog
+		tpm0 10 224 TPM
+		vfio 10 196 VFIO
+		usbdev 189 0 USB
+		usb0 180 0 USB
+	EOF
+	for dyn in watchdog:watchdog tpm:TPM tpmrm:TPM ipmidev:management hidraw:HID dax:persistent \
+		vfio:VFIO usbmon:USB; do
+		if grep -q " ${dyn%%:*}\$" /proc/devices; then
+			echo "dyn-${dyn%%:*} $(char_major "${dyn%%:*}") 0 ${dyn#*:}"
+		else
+			echo "dyn-${dyn%%:*} $(char_major "${dyn%%:*}") 0 -"
+		fi
+	done
+}
+
+@test "without device-allow only devices safe in any container are granted; every other class is refused, naming device-allow" {
+	container c
+	stop_daemon
+	DG_DAEMON_ARGS=()
+	start_daemon
+	mkdir "$DG_TMP/dev"
+	# The host's own nodes, where it has them, and a node for each class.
+	for host in /dev/kmsg /dev/tty0 /dev/console /dev/vcs /dev/loop-control /dev/uinput; do
+		[ -c "$host" ] || continue
+		run -4 dg grant --pid "$CPID" --device "$host:/dev/x"
+		[[ "$output" == *"hint: if this container must have it, the admin names it in devgate.conf: device-allow = $host"* ]]
+	done
+	n=0
+	while read -r name maj min what; do
+		mknod "$DG_TMP/dev/$name" c "$maj" "$min"
+		run -4 dg grant --pid "$CPID" --device "$DG_TMP/dev/$name:/dev/$name"
+		[[ "$output" == *"device '$DG_TMP/dev/$name' ($maj:$min"* ]] || fail "$name: $output"
+		[ "$what" = - ] || [[ "$output" == *"$what"* ]] || fail "$name: $output"
+		[[ "$output" == *"hint: if this container must have it, the admin names it in devgate.conf: device-allow = $DG_TMP/dev/$name (or $maj:$min); without it devgate grants only /dev/null, /dev/zero, /dev/full, /dev/random, /dev/urandom, /dev/tty, /dev/ptmx, /dev/net/tun, /dev/fuse"* ]] ||
+			fail "$name: $output"
+		n=$((n + 1))
+	done < <(dangerous_nodes)
+	[ "$n" -ge 24 ]
+	# A driver devgate knows nothing of: refused, by its name in /proc/devices.
+	mknod "$DG_TMP/dev/new" c "$(char_major no-such-driver)" 3
+	run -4 dg grant --pid "$CPID" --device "$DG_TMP/dev/new:/dev/new"
+	[[ "$output" == *"driver 'unknown') is not one that devgate hands to a container unless the admin allows it"* ]]
+	no_leases
+	[ "$(grants_of "$DG_CGROOT/$CID")" = 0 ]
+	[ "$(devflag)" = 0 ]
+	run -1 probe "$CID" /dev/kmsg /dev/loop-control /dev/event0
+	[ "$output" = "$(printf '%s ENOENT\n' /dev/kmsg /dev/loop-control /dev/event0)" ]
+
+	# The safe ones, by any path to them, go in without a word.
+	mknod "$DG_TMP/dev/tun" c 10 200
+	mknod "$DG_TMP/dev/fuse" c 10 229
+	ln -s /dev/urandom "$DG_TMP/dev/ur"
+	run -0 dg grant --pid "$CPID" --device /dev/null:/dev/n2 --device /dev/zero:/dev/z2 \
+		--device /dev/full:/dev/f2 --device /dev/random:/dev/r2 --device "$DG_TMP/dev/ur:/dev/u2" \
+		--device /dev/tty:/dev/t2 --device /dev/ptmx:/dev/p2 --device "$DG_TMP/dev/tun:/dev/tun2" \
+		--device "$DG_TMP/dev/fuse:/dev/fuse2"
+	run -0 probe "$CID" /dev/n2 /dev/z2 /dev/f2 /dev/r2 /dev/u2
+	run -0 dg_runc exec "$CID" stat -c '%t:%T' /dev/t2 /dev/p2 /dev/tun2 /dev/fuse2
+	[ "$(echo "$output" | tr '\n' ' ')" = "5:0 5:2 a:c8 a:e5 " ]
+	run -0 dg --json status
+	[ "$(echo "$output" | jq '.leases[0].devices | length')" = 9 ]
+
+	# Named in device-allow (by path or numbers), the same classes go in.
+	stop_daemon
+	start_daemon --device-allow "$DG_TMP/dev/kmsg, 4:*, 13:64"
+	run -0 dg grant --pid "$CPID" --device "$DG_TMP/dev/kmsg:/dev/kmsg" \
+		--device "$DG_TMP/dev/ttyS0:/dev/ttyS0" --device "$DG_TMP/dev/event0:/dev/event0"
+	run -4 dg grant --pid "$CPID" --device "$DG_TMP/dev/console:/dev/console"
+	run -4 dg grant --pid "$CPID" --device "$DG_TMP/dev/mice:/dev/mice"
+	run -0 dg_runc exec "$CID" stat -c '%t:%T' /dev/kmsg /dev/ttyS0 /dev/event0
+	[ "$(echo "$output" | tr '\n' ' ')" = "1:b 4:40 d:40 " ]
+	run -1 probe "$CID" /dev/console /dev/mice
+	[ "${lines[0]}" = "/dev/console ENOENT" ]
+	[ "${lines[1]}" = "/dev/mice ENOENT" ]
+}
+
 # A block major no driver holds here: an allowed open gives ENXIO, as a GPU's does.
 free_blk_major() {
 	local m
@@ -447,7 +562,7 @@ blk_key_type() {
 	mknod "$DG_TMP/disk" b "$M" 3
 	mknod "$DG_TMP/other" b "$M" 4
 	stop_daemon
-	start_daemon --device-allow "$DG_TMP/disk"
+	start_daemon --device-allow "$DG_TMP/disk, $LC"
 	run -4 dg grant --pid "$CPID" --device "$DG_TMP/other:/dev/other"
 	[[ "$output" == *"(b $M:4) is a block device"* ]]
 	run -0 dg grant --pid "$CPID" --device "$DG_TMP/disk:/dev/disk" --device $LC
@@ -472,6 +587,8 @@ blk_key_type() {
 	mknod "$DG_TMP/disk" b "$M" 0
 	printf '%s\n' "# no device-allow" >"$DG_TMP/devgate.conf"
 	stop_daemon
+	# The file's device-allow alone: the command line's would win over it.
+	DG_DAEMON_ARGS=()
 	start_daemon --config "$DG_TMP/devgate.conf"
 	container c
 	run -4 dg grant --pid "$CPID" --device "$DG_TMP/disk:/dev/disk"

@@ -206,3 +206,86 @@ teardown() { dg_teardown; }
 	[ -z "$(ls "$DG_TMP/fake/dev")" ]
 	[ "$(grant_entries)" = 0 ]
 }
+
+# conf_check PATH: devgated --check-config on PATH, ended after 10 s (a FIFO
+# must not block it).
+conf_check() {
+	run timeout 10 "$DEVGATE_BUILD/devgated" --config "$1" --check-config
+}
+
+# conf_refused PATH WHY: --check-config refuses PATH with exit 14, saying WHY.
+conf_refused() {
+	conf_check "$1"
+	[ "$status" = 14 ] || fail "$1: exit $status: $output"
+	[[ "$output" == *"devgated: error: $1 is not trusted: $2"* ]] || fail "$1: $output"
+	[[ "$output" == *"hint: devgate.conf must be a regular file that only root can change"* ]]
+}
+
+@test "a devgate.conf anyone but root could change is refused at start and by --check-config: exit 14, the reason named" {
+	c=$DG_TMP/conf
+	mkdir -m 0755 "$c" "$c/etc"
+	printf 'device-allow = /dev/mem\n' >"$c/good.conf"
+	chmod 0644 "$c/good.conf"
+	# Root's file, in a root directory, by a symlink, in a sticky one (as /tmp): read.
+	ln -s good.conf "$c/link.conf"
+	mkdir -m 1777 "$c/sticky"
+	install -m 0644 "$c/good.conf" "$c/sticky/root.conf"
+	for f in "$c/good.conf" "$c/link.conf" "$c/sticky/root.conf"; do
+		conf_check "$f"
+		[ "$status" = 0 ] || fail "$f: $output"
+		[[ "$output" == *"device-allow = /dev/mem"* ]]
+	done
+	# The null device reads as an empty file: the defaults.
+	conf_check /dev/null
+	[ "$status" = 0 ]
+	[[ "$output" == *"device-allow = "* && "$output" != *"device-allow = /dev/mem"* ]]
+
+	# nobody's file, writable by all, behind a symlink: the attack as found.
+	install -o 65534 -m 0666 "$c/good.conf" "$c/nobody.conf"
+	ln -s nobody.conf "$c/devgate.conf"
+	conf_refused "$c/devgate.conf" "the file $c/nobody.conf is owned by uid 65534, not root"
+	install -o 65534 -m 0644 "$c/good.conf" "$c/sticky/nobody.conf"
+	conf_refused "$c/sticky/nobody.conf" "the file $c/sticky/nobody.conf is owned by uid 65534"
+	# Root's, but others or its group may write it.
+	install -m 0666 "$c/good.conf" "$c/all.conf"
+	conf_refused "$c/all.conf" "the file $c/all.conf is writable by its group or others (mode 0666)"
+	install -m 0664 "$c/good.conf" "$c/group.conf"
+	conf_refused "$c/group.conf" "the file $c/group.conf is writable by its group or others (mode 0664)"
+	# A directory on the way others may change: nobody's, open to all, reached
+	# by a symlink, or bind-mounted over a root one.
+	mkdir -m 0755 "$c/nobodys"
+	install -m 0644 "$c/good.conf" "$c/nobodys/x.conf"
+	chown 65534 "$c/nobodys"
+	conf_refused "$c/nobodys/x.conf" "the directory $c/nobodys is owned by uid 65534, not root"
+	ln -s nobodys "$c/dirlink"
+	conf_refused "$c/dirlink/x.conf" "the directory $c/nobodys is owned by uid 65534, not root"
+	# A symlink to root's own file, but where nobody may change it: in nobody's
+	# directory, or nobody's own in a sticky one.
+	ln -s "$c/good.conf" "$c/nobodys/link.conf"
+	conf_refused "$c/nobodys/link.conf" "the directory $c/nobodys is owned by uid 65534, not root"
+	ln -s ../good.conf "$c/sticky/link.conf"
+	chown -h 65534 "$c/sticky/link.conf"
+	conf_refused "$c/sticky/link.conf" "the symlink $c/sticky/link.conf is owned by uid 65534, not root"
+	mkdir -m 0777 "$c/open"
+	install -m 0644 "$c/good.conf" "$c/open/x.conf"
+	conf_refused "$c/open/x.conf" "the directory $c/open is writable by its group or others (mode 0777)"
+	install -m 0644 "$c/good.conf" "$c/etc/x.conf"
+	run -14 timeout 10 unshare -m sh -c 'mount --bind "$1/nobodys" "$1/etc" &&
+		exec "$0" --config "$1/etc/x.conf" --check-config' "$DEVGATE_BUILD/devgated" "$c"
+	[[ "$output" == *"$c/etc/x.conf is not trusted: the directory $c/etc is owned by uid 65534"* ]]
+	# Not a regular file: a FIFO is never opened (nothing blocks), nor a device.
+	mkfifo -m 0644 "$c/fifo"
+	conf_refused "$c/fifo" "$c/fifo is a FIFO, not a regular file"
+	conf_refused /dev/zero "/dev/zero is a character device, not a regular file"
+	conf_refused "$c/etc" "$c/etc is a directory, not a regular file"
+
+	# At start: refused before devgated makes anything (state, pins, socket).
+	for f in "$c/devgate.conf" "$c/fifo" "$c/dirlink/x.conf"; do
+		run -14 timeout 10 "$DEVGATE_BUILD/devgated" --config "$f" --socket "$DG_TMP/s2" \
+			--state-dir "$DG_TMP/state2" --pin-root "$DG_PINS/second" --host-root "$DG_HOST"
+		[[ "$output" == *"devgated: error: $f is not trusted: "* ]]
+		[ ! -e "$DG_TMP/state2" ]
+		[ ! -e "$DG_PINS/second" ]
+		[ ! -e "$DG_TMP/s2" ]
+	done
+}

@@ -84,6 +84,7 @@ dg_setup() {
 	DG_LXCS=()
 	DG_CGROUPS=()
 	DG_DAEMON_PID=
+	DG_DAEMON_ARGS=()
 }
 
 dg_teardown() {
@@ -124,10 +125,13 @@ make_host() {
 	"$DG_ROOT/tests/helpers/mkfixture" "$DG_HOST" "$@" >/dev/null
 }
 
+# start_daemon [OPTIONS]: this test's devgated, with DG_DAEMON_ARGS (a file's
+# usual options, empty by default) and then OPTIONS, which win.
 start_daemon() {
 	[ -d "$DG_HOST" ] || make_host
 	"$DEVGATE_BUILD/devgated" --socket "$DG_SOCK" --state-dir "$DG_TMP/state" \
-		--pin-root "$DG_PINS" --host-root "$DG_HOST" "$@" >>"$DG_TMP/daemon.log" 2>&1 &
+		--pin-root "$DG_PINS" --host-root "$DG_HOST" "${DG_DAEMON_ARGS[@]}" "$@" \
+		>>"$DG_TMP/daemon.log" 2>&1 &
 	DG_DAEMON_PID=$!
 	wait_for_daemon
 }

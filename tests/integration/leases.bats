@@ -7,7 +7,11 @@ load helpers
 setup_file() { dg_setup_file; }
 teardown_file() { dg_teardown_file; }
 setup() { dg_setup; }
-teardown() { dg_teardown; }
+teardown() {
+	# The pin root of a second devgated that was refused after making it.
+	[ -n "${DG_PINS:-}" ] && rm -rf "$DG_PINS-other"
+	dg_teardown
+}
 
 mixed_host() {
 	make_host -g "NVIDIA H100 80GB HBM3=2330" -g "NVIDIA A100-SXM4-40GB=20b0" \
@@ -310,12 +314,102 @@ restart_keeps_lease() { # SIGNAL
 	grep -q "removing unfinished state write" "$DG_TMP/daemon.log"
 }
 
-@test "two daemons cannot share a state directory" {
+# second_daemon PIN STATE SOCKET [SETUP]: runs another devgated with these
+# paths in a mount namespace of its own, after the shell commands SETUP (a
+# bind mount made there goes with the namespace). It must stop by itself:
+# one that starts and serves is ended after 30 s, and fails the test.
+second_daemon() {
+	run timeout 30 unshare -m sh -c "${4:-:}"'; exec "$0" --socket "$1" --state-dir "$2" \
+		--pin-root "$3" --host-root "$4"' "$DEVGATE_BUILD/devgated" "$3" "$2" "$1" "$DG_HOST"
+}
+
+# The first devgated's grants, revokes and pins, to compare after each refusal.
+first_daemon_view() {
+	find "$DG_PINS" | sort
+	bpftool -j map dump pinned "$DG_PINS/dg_grants_v1" | jq -c 'sort_by(.key)'
+	dg status --json | jq -c '[.leases[] | [.cgroup, [.gpus[].index]]]'
+	probe "$A" /dev/nvidia0 || true
+	probe "$CID" /dev/nvidia1 /gpu1 || true
+}
+
+# first_daemon: this test's devgated, with one container holding GPU 0
+# (exclusive) and one whose GPU 1 was revoked; BEFORE is what it holds.
+first_daemon() {
 	start_daemon
-	run -13 "$DEVGATE_BUILD/devgated" --socket "$DG_TMP/other.sock" --state-dir "$DG_TMP/state" \
-		--pin-root "$DG_PINS-other" --host-root "$DG_HOST"
-	[[ "$output" == *"is in use by another devgated"* ]]
-	rm -rf "$DG_PINS-other"
+	container a
+	A=$CID
+	run -0 dg grant --pid "$CPID" --gpu 0
+	container b
+	run -0 dg grant --pid "$CPID" --gpu 1
+	run -0 dg revoke --pid "$CPID"
+	BPID=$CPID
+	BEFORE=$(first_daemon_view 2>&1)
+}
+
+# The first devgated still holds what it held: its lease stands, the revoke
+# stays done, GPU 0 stays exclusive, and it serves.
+first_daemon_holds() {
+	[ "$(first_daemon_view 2>&1)" = "$BEFORE" ]
+	run -1 probe "$A" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+	run -1 probe "$CID" /dev/nvidia1 /gpu1
+	[ "${lines[0]}" = "/dev/nvidia1 ENOENT" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	run -8 dg grant --pid "$BPID" --gpu 0
+}
+
+# paths_to DIR: PATHS, three ways to DIR (itself, a symlink, a bind mount that
+# the shell commands SETUP make in second_daemon's namespace).
+paths_to() {
+	mkdir "$1-bind"
+	ln -s "$1" "$1-link"
+	PATHS=("$1" "$1-link" "$1-bind")
+	SETUP="mount --bind $1 $1-bind"
+}
+
+@test "two daemons cannot share a pin root, by any path: the second exits 13 and changes nothing" {
+	first_daemon
+	# A pin root's parent must be bpffs: the ways to it go through /sys/fs/bpf.
+	mkdir "$DG_TMP/bpf"
+	ln -s /sys/fs/bpf "$DG_TMP/bpflink"
+	name=${DG_PINS##*/}
+	for pins in "$DG_PINS" "$DG_TMP/bpflink/$name" "$DG_TMP/bpf/$name"; do
+		second_daemon "$pins" "$DG_TMP/state2" "$DG_TMP/sock2" \
+			"mount --bind /sys/fs/bpf $DG_TMP/bpf"
+		[ "$status" = 13 ]
+		[[ "$output" == *"pin root $pins is in use by another devgated"* ]]
+		[[ "$output" == *"hint: two daemons on one pin root undo each other's grants: stop the other one, or give this one its own --pin-root"* ]]
+		# It stopped before anything of its own, too.
+		[ ! -e "$DG_TMP/state2" ]
+		[ ! -e "$DG_TMP/sock2" ]
+		first_daemon_holds
+	done
+}
+
+@test "two daemons cannot share a state directory, by any path: the second exits 13" {
+	first_daemon
+	paths_to "$DG_TMP/state"
+	for state in "${PATHS[@]}"; do
+		second_daemon "$DG_PINS-other" "$state" "$DG_TMP/other.sock" "$SETUP"
+		[ "$status" = 13 ]
+		[[ "$output" == *"state directory $state is in use by another devgated"* ]]
+		first_daemon_holds
+	done
+}
+
+@test "two daemons cannot share a socket, by any path: the second exits 13 before its state" {
+	DG_SOCK="$DG_TMP/run/sock"
+	first_daemon
+	paths_to "$DG_TMP/run"
+	for dir in "${PATHS[@]}"; do
+		second_daemon "$DG_PINS-other" "$DG_TMP/state2" "$dir/sock" "$SETUP"
+		[ "$status" = 13 ]
+		[[ "$output" == *"socket $dir/sock is in use by another devgated"* ]]
+		[[ "$output" == *"hint: stop the other daemon, or give this one its own --socket"* ]]
+		# Refused before it read or made a state directory (it could not serve).
+		[ ! -e "$DG_TMP/state2" ]
+		first_daemon_holds
+	done
 }
 
 @test "watch streams lease changes as they happen" {

@@ -4,7 +4,8 @@
 # runs: the leases of live runc containers move to the new major (grants
 # and /dev nodes) without a restart; the old major stays denied, a
 # neighbour without a lease is denied the new one; a crash in the middle
-# of the move is finished at the next start.
+# of the move is finished at the next start. And a devgate.conf reloaded at
+# SIGHUP that root alone cannot change: refused, the policy stays.
 
 load helpers
 
@@ -251,4 +252,50 @@ record_uvm() {
 	run -1 probe "$ca" /dev/nvidia5 /gpu5
 	[ "$output" = "$(printf '/dev/nvidia5 ENOENT\n/gpu5 EPERM')" ]
 	[ "$(grant_entries)" = 0 ]
+}
+
+@test "SIGHUP and reload refuse a devgate.conf root alone cannot change; the policy in force stays, a FIFO blocks nothing" {
+	mknod "$DG_TMP/mem" c 1 1
+	mkdir -m 0755 "$DG_TMP/etc"
+	conf=$DG_TMP/etc/devgate.conf
+	printf 'device-allow = /dev/loop-control\n' >"$conf"
+	chmod 0644 "$conf"
+	start_daemon --config "$conf"
+	container c
+
+	# nobody's device-allow = /dev/mem, writable by all, behind a symlink.
+	printf 'device-allow = %s\n' "$DG_TMP/mem" >"$DG_TMP/nobody.conf"
+	chown 65534 "$DG_TMP/nobody.conf"
+	chmod 0666 "$DG_TMP/nobody.conf"
+	ln -sf "$DG_TMP/nobody.conf" "$conf"
+	kill -HUP "$DG_DAEMON_PID"
+	wait_until 10 grep -qF "SIGHUP: configuration refused, the policy in force stays: $conf is not trusted: the file $DG_TMP/nobody.conf is owned by uid 65534, not root" "$DG_TMP/daemon.log"
+	grep -qF "SIGHUP: hint: devgate.conf must be a regular file that only root can change" "$DG_TMP/daemon.log"
+	run -14 dg reload
+	[[ "$output" == *"$conf is not trusted: the file $DG_TMP/nobody.conf is owned by uid 65534, not root"* ]]
+	run -4 dg grant --pid "$CPID" --device "$DG_TMP/mem:/dev/mem"
+	# The policy in force stays: loop-control, not /dev/mem.
+	run -0 dg grant --pid "$CPID" --device /dev/loop-control
+	run -1 probe "$CID" /dev/mem
+	[ "$output" = "/dev/mem ENOENT" ]
+
+	# A FIFO in its place: never opened, so devgated serves on.
+	rm "$conf"
+	mkfifo -m 0644 "$conf"
+	kill -HUP "$DG_DAEMON_PID"
+	wait_until 10 grep -qF "SIGHUP: configuration refused, the policy in force stays: $conf is not trusted: $conf is a FIFO" "$DG_TMP/daemon.log"
+	run -0 timeout 10 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" status
+	run -14 timeout 10 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" reload
+	[[ "$output" == *"$conf is not trusted: $conf is a FIFO, not a regular file"* ]]
+	run -4 dg grant --pid "$CPID" --device "$DG_TMP/mem:/dev/mem"
+
+	# Root's own file, as it should be: taken.
+	rm "$conf"
+	printf 'device-allow = %s\n' "$DG_TMP/mem" >"$conf"
+	chmod 0644 "$conf"
+	run -0 dg reload
+	[[ "$output" == *"1 device-allow entries"* ]]
+	run -0 dg grant --pid "$CPID" --device "$DG_TMP/mem:/dev/mem"
+	run -1 probe "$CID" /dev/mem
+	[ "$output" = "/dev/mem ENXIO" ]
 }

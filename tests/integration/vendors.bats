@@ -164,9 +164,14 @@ drm_container() {
 	[ "${lines[2]}" = "/dev/kfd ENOENT" ]
 }
 
-@test "grant --device refuses a GPU's DRM nodes but takes a DRM device that is no GPU" {
+@test "grant --device refuses a GPU's DRM nodes, even where device-allow names DRM; takes a DRM device that is no GPU where it does" {
 	container c
 	mknod -m 666 "$DG_HOST/dev/dri/card7" c 226 7
+	# DRM is not among the devices safe in any container: device-allow names it.
+	run -4 dg grant --pid "$CPID" --device "$DG_HOST/dev/dri/card7:/dev/card7"
+	[[ "$output" == *"device-allow = $DG_HOST/dev/dri/card7"* ]]
+	stop_daemon
+	start_daemon --device-allow "226:*"
 	run ! dg grant --pid "$CPID" --device "$DG_HOST/dev/dri/renderD128:/dev/gpuish"
 	[[ "$output" == *"GPU-class device devgate manages"* ]]
 	run ! dg grant --pid "$CPID" --device "$DG_HOST/dev/dri/card0:/dev/gpuish"

@@ -5,13 +5,16 @@
 #include <setjmp.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <syslog.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "core/config.h"
 #include "sys/confine.h"
 #include "core/daemon.h"
@@ -233,6 +236,44 @@ static void test_load(void **state)
 	assert_non_null(strstr(err.message, "No such file or directory"));
 }
 
+/* Only a file root alone can change is read; a FIFO is refused unopened. */
+static void test_load_untrusted(void **state)
+{
+	struct dg_config *c = *state;
+	struct dg_error err = { 0 };
+	char dir[] = "/tmp/devgate-config.XXXXXX", path[64];
+	int fd;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/fifo", dir);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	/* Would block in open() if it were opened. */
+	assert_true(config_load(c, path, true, &err) < 0);
+	assert_int_equal(err.code, DG_E_CONFIG);
+	assert_non_null(strstr(err.message, "is a FIFO, not a regular file"));
+	assert_non_null(strstr(err.hint, "only root can change"));
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/c.conf", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "node-mode = 0640\n", 17), 17);
+	assert_int_equal(fchmod(fd, 0622), 0);
+	close(fd);
+	assert_true(config_load(c, path, false, &err) < 0);
+	assert_non_null(strstr(err.message, "is writable by its group or others (mode 0622)"));
+	assert_int_equal(chmod(path, 0644), 0);
+	assert_int_equal(config_load(c, path, true, &err), 0);
+	assert_int_equal(c->node_mode, 0640);
+	assert_int_equal(chmod(dir, 0777), 0);
+	assert_true(config_load(c, path, true, &err) < 0);
+	assert_non_null(strstr(err.message, "the directory"));
+	assert_int_equal(chmod(dir, 01777), 0);
+	assert_int_equal(config_load(c, path, true, &err), 0);
+	assert_int_equal(config_load(c, "/dev/null", true, &err), 0);
+	unlink(path);
+	rmdir(dir);
+}
+
 /* What --check-config prints is a valid file that reproduces the settings. */
 /* gpu-allow, alias and profile lines: parsed, checked, errors at FILE:LINE. */
 static void test_policy(void **state)
@@ -414,6 +455,8 @@ static void test_breakout(void **state)
 {
 	static const char procdev[] = "Character devices:\n  1 mem\n 10 misc\n240 nvme-generic\n"
 				      "241 bsg\n\nBlock devices:\n242 sg\n";
+	static const char dynamic[] = "Character devices:\n  5 /dev/tty\n  5 /dev/console\n"
+				      "243 hidraw\n244 dax\n245 ipmidev\n";
 
 	(void)state;
 	assert_non_null(hostdev_breakout(makedev(1, 1), NULL));
@@ -421,7 +464,13 @@ static void test_breakout(void **state)
 	assert_null(hostdev_breakout(makedev(1, 3), procdev)); /* /dev/null */
 	assert_null(hostdev_breakout(makedev(1, 7), procdev)); /* /dev/full */
 	assert_non_null(hostdev_breakout(makedev(10, 236), procdev));
-	assert_null(hostdev_breakout(makedev(10, 237), procdev)); /* loop-control */
+	assert_non_null(hostdev_breakout(makedev(10, 237), procdev)); /* loop-control */
+	assert_non_null(hostdev_breakout(makedev(1, 11), NULL));      /* kmsg */
+	assert_non_null(hostdev_breakout(makedev(4, 0), NULL));	      /* tty0 */
+	assert_non_null(hostdev_breakout(makedev(5, 1), NULL));	      /* console */
+	assert_non_null(hostdev_breakout(makedev(7, 0), NULL));	      /* vcs */
+	assert_non_null(hostdev_breakout(makedev(13, 64), NULL));     /* input/event0 */
+	assert_non_null(hostdev_breakout(makedev(189, 0), NULL));     /* usb */
 	assert_non_null(hostdev_breakout(makedev(21, 9), NULL));
 	assert_non_null(hostdev_breakout(makedev(202, 3), NULL));
 	assert_non_null(hostdev_breakout(makedev(240, 0), procdev));
@@ -429,6 +478,35 @@ static void test_breakout(void **state)
 	/* A block major of the same number is not a character device's name. */
 	assert_null(hostdev_breakout(makedev(242, 0), procdev));
 	assert_null(hostdev_breakout(makedev(240, 0), NULL));
+	/* A name /proc/devices gives a dynamic major, whichever major it got. */
+	assert_string_equal(
+		hostdev_breakout(makedev(243, 1), dynamic),
+		"raw access to the host's keyboards and other HID devices (/dev/hidraw*)");
+	assert_non_null(hostdev_breakout(makedev(244, 0), dynamic));
+	assert_non_null(hostdev_breakout(makedev(245, 0), dynamic));
+	/* Major 5's second name. */
+	assert_non_null(hostdev_breakout(makedev(5, 1), dynamic));
+	assert_null(hostdev_breakout(makedev(5, 0), dynamic));
+}
+
+/* Only the devices any container may have are safe, by their numbers alone. */
+static void test_safe(void **state)
+{
+	static const unsigned int safe[][2] = { { 1, 3 }, { 1, 5 },    { 1, 7 },
+						{ 1, 8 }, { 1, 9 },    { 5, 0 },
+						{ 5, 2 }, { 10, 200 }, { 10, 229 } };
+	static const unsigned int not_safe[][2] = {
+		{ 1, 1 },   { 1, 2 },	{ 1, 4 },    { 1, 11 },	  { 4, 0 },    { 4, 1 },
+		{ 5, 1 },   { 7, 0 },	{ 10, 237 }, { 10, 223 }, { 10, 130 }, { 13, 64 },
+		{ 189, 0 }, { 136, 0 }, { 3, 9 },    { 10, 228 }, { 0, 3 },    { 240, 0 }
+	};
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(safe); i++)
+		assert_non_null(hostdev_safe(makedev(safe[i][0], safe[i][1])));
+	for (size_t i = 0; i < ARRAY_SIZE(not_safe); i++)
+		assert_null(hostdev_safe(makedev(not_safe[i][0], not_safe[i][1])));
+	assert_string_equal(hostdev_safe(makedev(10, 229)), "/dev/fuse");
 }
 
 int main(void)
@@ -447,6 +525,8 @@ int main(void)
 		cmocka_unit_test(test_policy_errors),
 		cmocka_unit_test_setup_teardown(test_device_allow, setup, teardown),
 		cmocka_unit_test(test_breakout),
+		cmocka_unit_test_setup_teardown(test_load_untrusted, setup, teardown),
+		cmocka_unit_test(test_safe),
 		cmocka_unit_test_setup_teardown(test_take_policy, setup, teardown),
 	};
 
