@@ -183,7 +183,12 @@ int server_listen(struct daemon *d, struct dg_error *err)
 	old_umask = umask(0177); /* the socket is born 0600: root only */
 	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old_umask);
-	if (r < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
+	/*
+	 * Every connection inherits SO_PASSCRED: each chunk a client writes
+	 * then carries the writer's credentials (client_recv checks them).
+	 */
+	if (r < 0 || listen(fd, LISTEN_BACKLOG) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &(int){ 1 }, sizeof(int)) < 0) {
 		r = dg_error_set(err, DG_E_INTERNAL, errno, "cannot listen on %s: %m",
 				 d->cfg->socket_path);
 		close(fd);
@@ -693,16 +698,78 @@ static int client_lines(struct daemon *d, struct client *c)
 }
 
 /*
+ * Reads what c sent into buf, as read(2) does, and checks who wrote it:
+ * the kernel tells the writer's credentials with each chunk (SO_PASSCRED),
+ * and one recvmsg never mixes two writers. A connection's authority is
+ * its connecting uid's, so bytes written by another uid (a descriptor
+ * passed on, or a process that dropped root after connecting) are refused:
+ * -EPERM, with *ret_uid the writer's uid.
+ */
+static ssize_t client_recv(const struct client *c, char *buf, size_t len, uid_t *ret_uid)
+{
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(struct ucred))];
+	} ctl;
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = ctl.b,
+			     .msg_controllen = sizeof(ctl.b) };
+	ssize_t n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC);
+	bool known = false;
+
+	if (n <= 0)
+		return n < 0 ? -errno : 0;
+	for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h)) {
+		struct ucred cred;
+
+		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_CREDENTIALS ||
+		    h->cmsg_len != CMSG_LEN(sizeof(cred)))
+			continue;
+		memcpy(&cred, CMSG_DATA(h), sizeof(cred));
+		*ret_uid = cred.uid;
+		known = true;
+	}
+	/* No credentials: SO_PASSCRED is set on every connection, so never expected. */
+	if (!known)
+		*ret_uid = (uid_t)-1;
+	return known && *ret_uid == c->peer.uid ? n : -EPERM;
+}
+
+/* Tells c that a process of uid wrote on its connection, then it is cut. */
+static void client_foreign(struct client *c, uid_t uid)
+{
+	struct dg_error err = { 0 };
+	auto_json json_object *msg = NULL;
+
+	log_warning("cut client uid %u pid %d%s: a process of uid %d wrote on its connection",
+		    (unsigned int)c->peer.uid, (int)c->peer.pid, peer_pid_note(c->peer.pidfd),
+		    (int)uid);
+	dg_error_set(&err, DG_E_PERM, EPERM,
+		     "this connection was made by uid %u; a process of uid %d may not write on it",
+		     (unsigned int)c->peer.uid, (int)uid);
+	dg_error_hint(&err, "connect to devgated from the process that sends the requests");
+	msg = dg_reply_error(&err);
+	(void)client_send(c, msg);
+}
+
+/*
  * Reads what c sent and serves the complete lines. Returns < 0 when c hung
- * up or sent a line longer than a request may be.
+ * up, sent a line longer than a request may be, or another uid wrote.
  */
 static int client_read(struct daemon *d, struct client *c)
 {
 	char buf[16384];
-	ssize_t n = read(c->fd, buf, sizeof(buf));
+	uid_t writer = 0;
+	ssize_t n = client_recv(c, buf, sizeof(buf), &writer);
 
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+	if (n == -EAGAIN || n == -EINTR)
 		return 0;
+	if (n == -EPERM) {
+		client_foreign(c, writer);
+		return -EPERM;
+	}
 	if (n > 0 && dg_linebuf_append(&c->in, buf, (size_t)n) == -EMSGSIZE) {
 		struct dg_error err = { 0 };
 		auto_json json_object *msg = NULL;

@@ -3,7 +3,8 @@
 # Who may talk to devgated, and a socket that keeps serving when clients
 # misbehave: read-only and admin groups, a cap on connections, idle and
 # half-sent requests cut, clients that stop reading, no descriptors left,
-# and limits by uid and authority that keep root and admins served.
+# limits by uid and authority that keep root and admins served, and a
+# connection's authority that stays with the uid that made it.
 
 load helpers
 
@@ -325,4 +326,67 @@ PY
 	run -3 as_uid 60002 4242 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" -t 5 list
 	[[ "$output" == *"connections already, all busy (max-clients)"* ]] || fail "$output"
 	run -1 grep -E "cut client uid (0|60003) " "$DG_TMP/daemon.log"
+}
+
+@test "a connection's authority stays with its uid: root's connection passed to nobody grants nothing" {
+	start_daemon --socket-group 4242 --admin-group 4343
+	container c
+	req='{"v":1,"op":"grant","args":{"pid":'"$CPID"',"gpus":"0"}}'
+	# Root connects, then a child that dropped to nobody writes on the connection.
+	run -0 python3 - "$DG_SOCK" "$req" <<'PY'
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+if os.fork() == 0:
+    os.setgroups([])
+    os.setresgid(65534, 65534, 65534)
+    os.setresuid(65534, 65534, 65534)
+    s.sendall(sys.argv[2].encode() + b"\n")
+    print(s.makefile().readline().strip())
+    os._exit(0)
+os.wait()
+PY
+	[[ "$output" == *"this connection was made by uid 0; a process of uid 65534 may not write on it"* ]]
+	# Root passes its connection (SCM_RIGHTS) to a process of nobody's.
+	run -0 python3 - "$DG_SOCK" "$req" <<'PY'
+import socket, subprocess, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+a, b = socket.socketpair()
+child = subprocess.Popen(
+    ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+     "/usr/bin/python3", "-c", """
+import socket, sys
+b = socket.socket(fileno=int(sys.argv[1]))
+_, fds, _, _ = socket.recv_fds(b, 1, 1)
+c = socket.socket(fileno=fds[0])
+c.sendall(sys.argv[2].encode() + b"\\n")
+print(c.makefile().readline().strip())
+""", str(b.fileno()), sys.argv[2]], pass_fds=[b.fileno()])
+socket.send_fds(a, [b"x"], [s.fileno()])
+sys.exit(child.wait())
+PY
+	[[ "$output" == *"this connection was made by uid 0; a process of uid 65534 may not write on it"* ]]
+	[ "$(grant_entries)" = 0 ]
+	[ "$(dg status --json | jq '.leases | length')" = 0 ]
+	grep -q "cut client uid 0 pid [0-9]*: a process of uid 65534 wrote on its connection" \
+		"$DG_TMP/daemon.log"
+	# Passed to another process of the same uid, a connection keeps serving;
+	# root's own connections grant as ever.
+	run -0 python3 - "$DG_SOCK" "$req" <<'PY'
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+if os.fork() == 0:
+    s.sendall(sys.argv[2].encode() + b"\n")
+    print(s.makefile().readline().strip())
+    os._exit(0)
+os.wait()
+PY
+	[[ "$output" == *'"ok":true'* ]]
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+	run -0 dg revoke --pid "$CPID"
+	run -0 as_uid 60100 4242,4343 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" grant --pid "$CPID" \
+		--gpu 1
 }
