@@ -180,7 +180,7 @@ PY
 	run -0 dg list
 	[ $(($(date +%s%N) - start)) -lt 1000000000 ]
 	# Its requests wait while its replies pile up; then the timeout cuts it.
-	wait_until 5 grep -q "it stopped reading" "$DG_TMP/daemon.log"
+	wait_until 20 grep -q "it stopped reading" "$DG_TMP/daemon.log"
 }
 
 @test "out of file descriptors: devgated does not spin, and serves again once they free" {
@@ -189,7 +189,7 @@ PY
 	prlimit --pid "$DG_DAEMON_PID" --nofile=40:40
 	# Not all connect: devgated stops accepting, and the listen queue fills.
 	hold_start 60
-	wait_until 5 grep -q "out of file descriptors" "$DG_TMP/daemon.log"
+	wait_until 20 grep -q "out of file descriptors" "$DG_TMP/daemon.log"
 	t0=$(awk '{ print $14 + $15 }' "/proc/$DG_DAEMON_PID/stat")
 	sleep 2
 	t1=$(awk '{ print $14 + $15 }' "/proc/$DG_DAEMON_PID/stat")
