@@ -155,8 +155,13 @@ int client_call(struct client_conn *c, const struct dg_request *req, union dg_re
 	int r;
 
 	r = dg_send(c->fd, msg);
-	if (r == -EPIPE || r == -ECONNRESET)
-		return dg_error_set(err, DG_E_UNREACHABLE, -r, "devgated closed the connection");
+	/* devgated may have said why before it closed: that line is still to be read. */
+	if (r == -EPIPE || r == -ECONNRESET) {
+		if (recv_reply(c, req, &line, err) < 0)
+			return dg_error_set(err, DG_E_UNREACHABLE, -r,
+					    "devgated closed the connection");
+		return dg_reply_decode(req->op, line, reply, a, err);
+	}
 	if (r < 0)
 		return dg_error_set(err, DG_E_UNREACHABLE, r, "sending to devgated: %s",
 				    strerror(-r));

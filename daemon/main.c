@@ -79,7 +79,13 @@ static void usage(FILE *f)
 		"      --socket-group GROUP  members may list, status, watch, events, metrics\n"
 		"                          (socket 0660; default: root only)\n"
 		"      --admin-group GROUP members may also grant and revoke (default: root only)\n"
-		"      --max-clients N     connections served at once (default 256)\n"
+		"      --max-clients N     connections served at once (default 256); root\n"
+		"                          always gets in\n"
+		"      --max-clients-per-uid N  connections of one uid but root (default 32)\n"
+		"      --max-streams-per-uid N  watch and events streams of one uid but root\n"
+		"                          (default 8)\n"
+		"      --reserved-clients N  of max-clients, slots kept for root and\n"
+		"                          admin-group (default 64)\n"
 		"      --client-timeout-ms MS  cut a client idle or mid-request this long\n"
 		"                          (default 5000; streams are exempt)\n"
 		"      --metrics-listen ADDR:PORT  serve Prometheus metrics at /metrics (off by\n"
@@ -154,6 +160,9 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "socket-group", required_argument, NULL, OPT_SET },
 		{ "admin-group", required_argument, NULL, OPT_SET },
 		{ "max-clients", required_argument, NULL, OPT_SET },
+		{ "max-clients-per-uid", required_argument, NULL, OPT_SET },
+		{ "max-streams-per-uid", required_argument, NULL, OPT_SET },
+		{ "reserved-clients", required_argument, NULL, OPT_SET },
 		{ "client-timeout-ms", required_argument, NULL, OPT_SET },
 		{ "metrics-listen", required_argument, NULL, OPT_SET },
 		{ "hook-allow-env", no_argument, NULL, OPT_SET },

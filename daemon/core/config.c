@@ -73,6 +73,9 @@ static const struct key keys[] = {
 	KEY("recheck-ms", K_MS, recheck_ms),
 	KEY("heal-ms", K_HEAL_MS, heal_ms),
 	KEY("max-clients", K_COUNT, max_clients),
+	KEY("max-clients-per-uid", K_COUNT, clients_per_uid),
+	KEY("max-streams-per-uid", K_COUNT, streams_per_uid),
+	KEY("reserved-clients", K_COUNT, reserved_clients),
 	KEY("client-timeout-ms", K_MS, client_timeout_ms),
 	KEY("socket-group", K_GROUP, socket_gid),
 	KEY("admin-group", K_GROUP, admin_gid),
@@ -169,6 +172,9 @@ int config_init(struct dg_config *c)
 	c->attach_events = true;
 	c->heal_ms = 10;
 	c->max_clients = 256;
+	c->clients_per_uid = 32;
+	c->streams_per_uid = 8;
+	c->reserved_clients = 64;
 	c->client_timeout_ms = 5000;
 	c->socket_gid = DG_NO_GID;
 	c->admin_gid = DG_NO_GID;

@@ -36,7 +36,10 @@ struct dg_config {
 	bool attach_events;		/* heal on attach events, not only at re-checks */
 	unsigned int recheck_ms;	/* period of the guard re-check */
 	unsigned int heal_ms;		/* shortest period of the displaced-gate check; 0: off */
-	unsigned int max_clients;	/* connections served at once */
+	unsigned int max_clients;	/* connections served at once; root gets in past it */
+	unsigned int clients_per_uid;	/* connections of one uid other than root */
+	unsigned int streams_per_uid;	/* watch and events streams of one uid other than root */
+	unsigned int reserved_clients;	/* of max_clients, kept from socket-group readers */
 	unsigned int client_timeout_ms; /* an idle or half-sent request is cut after */
 	gid_t socket_gid;		/* may read (list, status, ...); DG_NO_GID: none */
 	gid_t admin_gid;		/* may also grant and revoke; DG_NO_GID: none */

@@ -15,6 +15,7 @@
 #include "sys/cgroup.h"
 
 /* Each module includes the header of what it uses; here they are only named. */
+struct admit;
 struct attach_watch;
 struct bpfgate;
 struct dg_config;
@@ -84,6 +85,7 @@ struct daemon {
 	size_t recheck_next;  /* next lease the periodic gate re-check looks at (heal.c) */
 	struct client *clients;
 	size_t n_clients;
+	struct admit *admit;	 /* connection slots by uid and authority (server/admit.h) */
 	bool listen_paused;	 /* at max-clients, or out of file descriptors */
 	struct waiting *waiting; /* grants waiting for GPUs (server/waiting.c) */
 	uint64_t wake_ns;	 /* when the loop woke for what it handles now */

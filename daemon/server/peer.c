@@ -67,12 +67,10 @@ bool peer_in_group(gid_t gid, gid_t primary, const gid_t *groups, size_t n)
 	return false;
 }
 
-int peer_identify(int fd, gid_t socket_gid, gid_t admin_gid, struct peer *ret)
+int peer_identify(int fd, struct peer *ret)
 {
-	gid_t groups[PEER_GROUPS_MAX];
-	socklen_t len = sizeof(struct ucred), glen = sizeof(groups);
+	socklen_t len = sizeof(struct ucred);
 	struct ucred cred;
-	size_t n = 0;
 
 	*ret = (struct peer){ .pidfd = -1, .authority = PEER_NONE };
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
@@ -80,17 +78,27 @@ int peer_identify(int fd, gid_t socket_gid, gid_t admin_gid, struct peer *ret)
 	ret->uid = cred.uid;
 	ret->gid = cred.gid;
 	ret->pid = cred.pid;
-	ret->pidfd = peer_pidfd(fd);
-	if (cred.uid == 0) {
-		ret->authority = PEER_ADMIN;
-		return 0;
+	return 0;
+}
+
+void peer_authorize(int fd, gid_t socket_gid, gid_t admin_gid, struct peer *p)
+{
+	gid_t groups[PEER_GROUPS_MAX];
+	socklen_t glen = sizeof(groups);
+	size_t n = 0;
+
+	p->pidfd = peer_pidfd(fd);
+	if (p->uid == 0) {
+		p->authority = PEER_ADMIN;
+		return;
 	}
 	/* The groups the peer had at connect; more than we hold: none counted. */
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) == 0)
 		n = glen / sizeof(gid_t);
-	if (peer_in_group(admin_gid, cred.gid, groups, n))
-		ret->authority = PEER_ADMIN;
-	else if (peer_in_group(socket_gid, cred.gid, groups, n))
-		ret->authority = PEER_READER;
-	return 0;
+	if (peer_in_group(admin_gid, p->gid, groups, n))
+		p->authority = PEER_ADMIN;
+	else if (peer_in_group(socket_gid, p->gid, groups, n))
+		p->authority = PEER_READER;
+	else
+		p->authority = PEER_NONE;
 }

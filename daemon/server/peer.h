@@ -29,9 +29,14 @@ struct peer {
 	enum peer_authority authority;
 };
 
-/* Reads fd's peer and decides its authority under the configured groups. */
-int peer_identify(int fd, gid_t socket_gid, gid_t admin_gid, struct peer *ret);
-/* Closes what peer_identify opened; call once per peer it filled. */
+/*
+ * Reads fd's peer: its uid, gid and PID, with no authority yet. Cheap, so
+ * that a uid over its connection limit is refused before the rest is read.
+ */
+int peer_identify(int fd, struct peer *ret);
+/* Decides p's authority under the configured groups, and takes a pidfd of it. */
+void peer_authorize(int fd, gid_t socket_gid, gid_t admin_gid, struct peer *p);
+/* Closes what peer_authorize opened; call once per peer peer_identify filled. */
 void peer_done(struct peer *p);
 /* Whether the process behind pidfd has exited (false without a pidfd). */
 bool peer_exited(int pidfd);

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The control socket and its clients: accepts connections, reads request
- * lines, hands each decoded request to ops.c and queues the encoded reply,
- * and streams events to the clients that asked for them. Every socket is
- * non-blocking: a client that stops reading is cut, never waited for.
+ * The control socket and its clients: accepts connections, gives each a
+ * slot or cuts a less valuable one to make room (admit.c counts them),
+ * reads request lines, hands each decoded request to ops.c and queues the
+ * encoded reply, and streams events to the clients that asked for them.
+ * Every socket is non-blocking: a client that stops reading is cut, never
+ * waited for.
  *
  * This file must not decide what a request does (ops.c does) nor keep
  * waiting grants (waiting.c does; a client only points at its waiter).
@@ -17,12 +19,14 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "core/config.h"
+#include "admit.h"
 #include "array.h"
 #include "cleanup.h"
 #include "grant/grant.h"
@@ -46,6 +50,26 @@
  * one client pipelining thousands of requests cannot hold the loop.
  */
 #define OUT_HIGH ((size_t)256 * 1024)
+/*
+ * The kernel's queue of connections not accepted yet. devgated accepts at
+ * once and decides after, so the queue only holds what arrived since the
+ * last turn of the loop; a short one keeps a flood of connections from
+ * standing in front of root's. A blocking connect (devgatectl's, the
+ * hook's) waits for room in it; only a non-blocking one sees EAGAIN.
+ */
+#define LISTEN_BACKLOG 16
+/*
+ * Connections accepted in one turn of the loop, so that a flood of
+ * connections cannot keep the clients already in from being served.
+ */
+#define ACCEPT_BURST 64
+/*
+ * A connection with no complete request for this long may be cut to make
+ * room for a newcomer; younger ones may be about to send theirs.
+ */
+#define IDLE_GRACE_NS (100 * 1000000ull)
+/* At most one line a second about connections refused or cut for room. */
+#define ADMIT_LOG_NS (1000 * 1000000ull)
 
 struct client {
 	int fd;
@@ -189,19 +213,33 @@ int server_listen(struct daemon *d, struct dg_error *err)
 	old_umask = umask(0177); /* the socket is born 0600: root only */
 	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old_umask);
-	if (r < 0 || listen(fd, 128) < 0) {
+	/*
+	 * Every connection inherits SO_PASSCRED: each chunk a client writes
+	 * then carries the writer's credentials (client_recv checks them).
+	 */
+	if (r < 0 || listen(fd, LISTEN_BACKLOG) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &(int){ 1 }, sizeof(int)) < 0) {
 		r = dg_error_set(err, DG_E_INTERNAL, errno, "cannot listen on %s: %m",
 				 d->cfg->socket_path);
 		close(fd);
 		return r;
 	}
 	d->listen_fd = fd;
+	d->admit = calloc(1, sizeof(*d->admit));
+	if (!d->admit)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	admit_init(d->admit, &(struct admit_limits){
+				     .max_clients = d->cfg->max_clients,
+				     .per_uid = d->cfg->clients_per_uid,
+				     .streams_per_uid = d->cfg->streams_per_uid,
+				     .reserved = d->cfg->reserved_clients,
+			     });
 	return socket_access(d, err);
 }
 
 /*
- * Stops accepting new clients (pause) or starts again. devgated pauses at
- * max-clients and when it runs out of file descriptors.
+ * Stops accepting new clients (pause) or starts again. devgated pauses
+ * when it runs out of file descriptors, and goes on once one is freed.
  */
 static void listen_pause(struct daemon *d, bool pause)
 {
@@ -227,6 +265,7 @@ static void client_free(struct daemon *d, struct client *c)
 	}
 	if (c->wait)
 		waiting_cancel(d->waiting, c->wait, "the client left");
+	admit_del(d->admit, c->peer.uid, c->peer.authority, c->stream != DG_OP_MAX);
 	(void)epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	peer_done(&c->peer);
@@ -236,8 +275,7 @@ static void client_free(struct daemon *d, struct client *c)
 	if (c->out_cap > OUT_HIGH)
 		(void)malloc_trim(0);
 	free(c);
-	if (d->n_clients < d->cfg->max_clients)
-		listen_pause(d, false);
+	listen_pause(d, false); /* a descriptor is free again */
 }
 
 void server_close(struct daemon *d)
@@ -255,6 +293,10 @@ void server_close(struct daemon *d)
 		d->listen_fd = safe_close(d->listen_fd);
 		(void)unlink(d->cfg->socket_path);
 	}
+	if (d->admit)
+		admit_free(d->admit);
+	free(d->admit);
+	d->admit = NULL;
 }
 
 /* Returns how many bytes of c's replies are not written yet. */
@@ -333,27 +375,188 @@ static int client_send(struct client *c, json_object *msg)
 	return client_flush(c);
 }
 
+/* Sends err as one error line on fd, best effort and without blocking: the peer gets no more. */
+static void refuse(int fd, const struct dg_error *err)
+{
+	auto_json json_object *msg = dg_reply_error(err);
+	const char *s = json_object_to_json_string_ext(msg, JSON_C_TO_STRING_PLAIN);
+	char line[sizeof(err->message) + sizeof(err->hint) + 256];
+	int len = snprintf(line, sizeof(line), "%s\n", s);
+
+	if (len > 0 && (size_t)len < sizeof(line))
+		(void)send(fd, line, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 /* Tells a peer that may not use devgated why, in one error line, before it is cut. */
 static void refuse_peer(int fd, const struct peer *p)
 {
 	struct dg_error err = { 0 };
-	auto_json json_object *msg = NULL;
 
 	dg_error_set(&err, DG_E_PERM, EACCES, "devgated does not serve uid %u",
 		     (unsigned int)p->uid);
 	dg_error_hint(&err, "run devgatectl as root, or join devgated's socket-group (read) or "
 			    "admin-group (grant and revoke)");
-	msg = dg_reply_error(&err);
-	/* Best effort and non-blocking: this peer gets no more of our time. */
-	(void)send(fd, json_object_to_json_string_ext(msg, JSON_C_TO_STRING_PLAIN),
-		   strlen(json_object_to_json_string_ext(msg, JSON_C_TO_STRING_PLAIN)),
-		   MSG_NOSIGNAL | MSG_DONTWAIT);
-	(void)send(fd, "\n", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+	refuse(fd, &err);
 }
 
 /*
- * Adds a client for the accepted connection fd. Takes fd and the peer's
- * pidfd, and closes both when it cannot.
+ * Whether a line about a refused or cut connection may be logged now: one
+ * a second, so that a flood of connections cannot flood the log. *ret_quiet
+ * is how many went unlogged since the last one.
+ */
+static bool admit_log_due(struct daemon *d, unsigned int *ret_quiet)
+{
+	uint64_t now = now_mono_ns();
+
+	if (d->admit->logged_ns && now - d->admit->logged_ns < ADMIT_LOG_NS) {
+		d->admit->unlogged++;
+		return false;
+	}
+	*ret_quiet = d->admit->unlogged;
+	d->admit->logged_ns = now;
+	d->admit->unlogged = 0;
+	return true;
+}
+
+/*
+ * What a connection is worth keeping when a newcomer needs its slot: the
+ * lowest goes first. A connection is idle once it has sent no complete
+ * request for IDLE_GRACE_NS and devgated has read all it sent: a
+ * half-sent request, or a client that keeps a connection it does not use.
+ */
+enum worth {
+	WORTH_IDLE_READER,
+	WORTH_IDLE_ADMIN,
+	WORTH_READER_STREAM,
+	WORTH_KEEP, /* root's, a waiting grant's, an admin's stream, a busy one */
+};
+
+/* Its worth, short of the FIONREAD that least_valuable asks only of a candidate. */
+static enum worth worth_of(const struct client *c, uint64_t now)
+{
+	if (c->peer.uid == 0 || c->wait)
+		return WORTH_KEEP;
+	if (c->stream != DG_OP_MAX)
+		return c->peer.authority == PEER_READER ? WORTH_READER_STREAM : WORTH_KEEP;
+	if (now - c->last_ns < IDLE_GRACE_NS)
+		return WORTH_KEEP;
+	return c->peer.authority == PEER_READER ? WORTH_IDLE_READER : WORTH_IDLE_ADMIN;
+}
+
+/* Whether c goes before best, both worth w: the longest idle, or the newest stream. */
+static bool goes_before(const struct client *c, const struct client *best, enum worth w)
+{
+	return w == WORTH_READER_STREAM ? c->last_ns > best->last_ns : c->last_ns < best->last_ns;
+}
+
+/* Whether the client sent bytes devgated has not read yet: a request, not idleness. */
+static bool has_unread(const struct client *c)
+{
+	int unread = 0;
+
+	return ioctl(c->fd, FIONREAD, &unread) == 0 && unread > 0;
+}
+
+/*
+ * Returns the connection to cut for a newcomer with authority auth, or
+ * NULL: a reader may take only another reader's idle slot; an admin any
+ * idle slot but root's, or a reader's stream.
+ */
+static struct client *least_valuable(struct daemon *d, enum peer_authority auth)
+{
+	enum worth limit = auth == PEER_READER ? WORTH_IDLE_ADMIN : WORTH_KEEP;
+	uint64_t now = now_mono_ns();
+	struct client *best = NULL;
+	enum worth best_w = limit;
+
+	for (struct client *c = d->clients; c; c = c->next) {
+		enum worth w = worth_of(c, now);
+
+		if (w >= limit || w > best_w || (best && w == best_w && !goes_before(c, best, w)))
+			continue;
+		if (w != WORTH_READER_STREAM && has_unread(c))
+			continue;
+		best = c;
+		best_w = w;
+	}
+	return best;
+}
+
+/* Fills err with why a peer gets no slot under verdict v. */
+static void admit_error(const struct daemon *d, enum admit_verdict v, const struct peer *p,
+			struct dg_error *err)
+{
+	if (v == ADMIT_NO_UID) {
+		dg_error_set(
+			err, DG_E_UNREACHABLE, EUSERS,
+			"uid %u holds %u connections to devgated already (max-clients-per-uid)",
+			(unsigned int)p->uid, d->admit->lim.per_uid);
+		dg_error_hint(err,
+			      "close some first, or ask the admin to raise max-clients-per-uid");
+	} else if (v == ADMIT_NEED_READER) {
+		dg_error_set(err, DG_E_UNREACHABLE, EUSERS,
+			     "socket-group members hold %zu connections already, all busy "
+			     "(max-clients less reserved-clients)",
+			     d->admit->readers);
+		dg_error_hint(err, "try again later; the other slots are kept for root and "
+				   "admin-group");
+	} else {
+		dg_error_set(err, DG_E_UNREACHABLE, EUSERS,
+			     "devgated serves %zu connections already, all busy (max-clients)",
+			     d->n_clients);
+		dg_error_hint(err, "try again later, or ask the admin to raise max-clients");
+	}
+}
+
+/*
+ * Finds a slot for the peer of an accepted connection, cutting a less
+ * valuable connection when the verdict asks for room. A uid over its
+ * limit is refused on its credentials alone, before its groups are read
+ * and a pidfd taken: a flood of its connections costs devgated little.
+ * Returns 0 when it may be served, or < 0 after telling it why not.
+ */
+static int admit_peer(struct daemon *d, int fd, struct peer *p)
+{
+	enum admit_verdict v = ADMIT_NO_UID;
+	struct client *victim = NULL;
+	struct dg_error err = { 0 };
+	unsigned int quiet = 0;
+
+	if (!admit_uid_full(d->admit, p->uid)) {
+		peer_authorize(fd, d->cfg->socket_gid, d->cfg->admin_gid, p);
+		if (p->authority == PEER_NONE) {
+			refuse_peer(fd, p);
+			return -EACCES;
+		}
+		v = admit_check(d->admit, p->uid, p->authority);
+		if (v == ADMIT_YES)
+			return admit_add(d->admit, p->uid, p->authority);
+		victim = least_valuable(d, p->authority);
+	}
+	if (victim) {
+		if (admit_log_due(d, &quiet))
+			log_info("cut client uid %u pid %d%s: %s, to make room for uid %u "
+				 "(%u more cut or refused since the last line)",
+				 (unsigned int)victim->peer.uid, (int)victim->peer.pid,
+				 peer_pid_note(victim->peer.pidfd),
+				 victim->stream != DG_OP_MAX ? "a reader's stream"
+							     : "no complete request",
+				 (unsigned int)p->uid, quiet);
+		client_free(d, victim);
+		return admit_add(d->admit, p->uid, p->authority);
+	}
+	admit_error(d, v, p, &err);
+	if (admit_log_due(d, &quiet))
+		log_info("refused a connection of uid %u pid %d: %s (%u more cut or refused since "
+			 "the last line)",
+			 (unsigned int)p->uid, (int)p->pid, err.message, quiet);
+	refuse(fd, &err);
+	return -EUSERS;
+}
+
+/*
+ * Adds a client for the accepted connection fd, counted in its slot
+ * already. Takes fd and the peer's pidfd, and closes both when it cannot.
  */
 static void client_add(struct daemon *d, int fd, struct peer *p)
 {
@@ -361,6 +564,7 @@ static void client_add(struct daemon *d, int fd, struct peer *p)
 	struct client *c = calloc(1, sizeof(*c));
 
 	if (!c) {
+		admit_del(d->admit, p->uid, p->authority, false);
 		close(fd);
 		peer_done(p);
 		return;
@@ -373,6 +577,7 @@ static void client_add(struct daemon *d, int fd, struct peer *p)
 	c->armed = EPOLLIN;
 	ev.data.ptr = c;
 	if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		admit_del(d->admit, c->peer.uid, c->peer.authority, false);
 		close(fd);
 		peer_done(&c->peer);
 		free(c);
@@ -383,9 +588,15 @@ static void client_add(struct daemon *d, int fd, struct peer *p)
 	d->n_clients++;
 }
 
+/*
+ * Accepts every connection first, since who the peer is can be read only
+ * after accept, then gives it a slot or refuses it with the reason. The
+ * listening socket stays polled (level-triggered): a connection left in
+ * the listen queue after ACCEPT_BURST is taken at the next turn.
+ */
 void server_accept(struct daemon *d)
 {
-	while (d->n_clients < d->cfg->max_clients) {
+	for (int i = 0; i < ACCEPT_BURST; i++) {
 		struct peer p;
 		int fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
@@ -398,16 +609,13 @@ void server_accept(struct daemon *d)
 		}
 		if (fd < 0)
 			return;
-		if (peer_identify(fd, d->cfg->socket_gid, d->cfg->admin_gid, &p) < 0 ||
-		    p.authority == PEER_NONE) {
-			refuse_peer(fd, &p);
+		if (peer_identify(fd, &p) < 0 || admit_peer(d, fd, &p) < 0) {
 			close(fd);
 			peer_done(&p);
 			continue;
 		}
 		client_add(d, fd, &p);
 	}
-	listen_pause(d, true);
 }
 
 /* Returns who c is, as ops.c wants to know it. */
@@ -462,6 +670,23 @@ static int handle_line(struct daemon *d, struct client *c, const char *line)
 		msg = dg_reply_error(&err);
 		return client_send(c, msg);
 	}
+	if (ops_streams(&req) && admit_stream_check(d->admit, c->peer.uid) != ADMIT_YES) {
+		unsigned int quiet = 0;
+
+		dg_error_set(&err, DG_E_UNREACHABLE, EUSERS,
+			     "uid %u has %u streams open already (max-streams-per-uid)",
+			     (unsigned int)c->peer.uid, d->admit->lim.streams_per_uid);
+		dg_error_hint(&err, "end a watch or events --follow first, or ask the admin to "
+				    "raise max-streams-per-uid");
+		if (admit_log_due(d, &quiet))
+			log_info("refused a stream of uid %u pid %d%s: %s (%u more cut or refused "
+				 "since the last line)",
+				 (unsigned int)c->peer.uid, (int)c->peer.pid,
+				 peer_pid_note(c->peer.pidfd), err.message, quiet);
+		dg_request_done(&req);
+		msg = dg_reply_error(&err);
+		return client_send(c, msg);
+	}
 	r = ops_dispatch(d, &peer, &req, &reply, &arena, &err);
 	if (ops_may_wait(&req, r, &err)) {
 		struct dg_error busy = err;
@@ -474,8 +699,10 @@ static int handle_line(struct daemon *d, struct client *c, const char *line)
 		}
 	}
 	msg = r < 0 ? dg_reply_error(&err) : dg_reply_encode(req.op, &reply);
-	if (r == 0 && ops_streams(&req))
+	if (r == 0 && ops_streams(&req)) {
 		c->stream = req.op;
+		admit_stream(d->admit, c->peer.uid);
+	}
 	dg_request_done(&req);
 	dg_arena_free(&arena);
 	return client_send(c, msg);
@@ -501,16 +728,78 @@ static int client_lines(struct daemon *d, struct client *c)
 }
 
 /*
+ * Reads what c sent into buf, as read(2) does, and checks who wrote it:
+ * the kernel tells the writer's credentials with each chunk (SO_PASSCRED),
+ * and one recvmsg never mixes two writers. A connection's authority is
+ * its connecting uid's, so bytes written by another uid (a descriptor
+ * passed on, or a process that dropped root after connecting) are refused:
+ * -EPERM, with *ret_uid the writer's uid.
+ */
+static ssize_t client_recv(const struct client *c, char *buf, size_t len, uid_t *ret_uid)
+{
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(struct ucred))];
+	} ctl;
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = ctl.b,
+			     .msg_controllen = sizeof(ctl.b) };
+	ssize_t n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC);
+	bool known = false;
+
+	if (n <= 0)
+		return n < 0 ? -errno : 0;
+	for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h)) {
+		struct ucred cred;
+
+		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_CREDENTIALS ||
+		    h->cmsg_len != CMSG_LEN(sizeof(cred)))
+			continue;
+		memcpy(&cred, CMSG_DATA(h), sizeof(cred));
+		*ret_uid = cred.uid;
+		known = true;
+	}
+	/* No credentials: SO_PASSCRED is set on every connection, so never expected. */
+	if (!known)
+		*ret_uid = (uid_t)-1;
+	return known && *ret_uid == c->peer.uid ? n : -EPERM;
+}
+
+/* Tells c that a process of uid wrote on its connection, then it is cut. */
+static void client_foreign(struct client *c, uid_t uid)
+{
+	struct dg_error err = { 0 };
+	auto_json json_object *msg = NULL;
+
+	log_warning("cut client uid %u pid %d%s: a process of uid %d wrote on its connection",
+		    (unsigned int)c->peer.uid, (int)c->peer.pid, peer_pid_note(c->peer.pidfd),
+		    (int)uid);
+	dg_error_set(&err, DG_E_PERM, EPERM,
+		     "this connection was made by uid %u; a process of uid %d may not write on it",
+		     (unsigned int)c->peer.uid, (int)uid);
+	dg_error_hint(&err, "connect to devgated from the process that sends the requests");
+	msg = dg_reply_error(&err);
+	(void)client_send(c, msg);
+}
+
+/*
  * Reads what c sent and serves the complete lines. Returns < 0 when c hung
- * up or sent a line longer than a request may be.
+ * up, sent a line longer than a request may be, or another uid wrote.
  */
 static int client_read(struct daemon *d, struct client *c)
 {
 	char buf[16384];
-	ssize_t n = read(c->fd, buf, sizeof(buf));
+	uid_t writer = 0;
+	ssize_t n = client_recv(c, buf, sizeof(buf), &writer);
 
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+	if (n == -EAGAIN || n == -EINTR)
 		return 0;
+	if (n == -EPERM) {
+		client_foreign(c, writer);
+		return -EPERM;
+	}
 	if (n > 0 && dg_linebuf_append(&c->in, buf, (size_t)n) == -EMSGSIZE) {
 		struct dg_error err = { 0 };
 		auto_json json_object *msg = NULL;
@@ -570,8 +859,7 @@ void server_tick(struct daemon *d)
 		}
 	}
 	/* Descriptors may have been freed elsewhere since accept ran out. */
-	if (d->n_clients < d->cfg->max_clients)
-		listen_pause(d, false);
+	listen_pause(d, false);
 }
 
 void server_broadcast(struct daemon *d, enum dg_op stream, const union dg_stream_event *ev)
