@@ -49,6 +49,10 @@ static const int helper_syscalls[] = {
 	__NR_setfsgid,
 	/* driver files, and /dev/dri or /dev/nvidia-caps: the directories they go in */
 	__NR_mkdirat,
+	/* driver files are made as the container's root: without root's groups */
+	__NR_setgroups,
+	/* a mount is devgate's if it is unbindable: open_tree cannot clone it */
+	__NR_open_tree,
 };
 
 #endif

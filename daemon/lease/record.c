@@ -77,6 +77,15 @@ static const struct dg_field device_fields[] = {
 static const struct dg_schema device_schema =
 	DG_RECORD_SCHEMA("device", struct lease_device, device_fields);
 
+/* A directory grant --driver made: {"path": "/usr/lib", "ino": "1234"}. */
+static const struct dg_field dir_fields[] = {
+	DG_FIELD("path", DG_F_CHARS, struct lease_dir, path, .required = true),
+	/* A string, as cgroup ids: an inode number may use all 64 bits. */
+	DG_FIELD("ino", DG_F_ID, struct lease_dir, ino, .required = true),
+};
+static const struct dg_schema dir_schema =
+	DG_RECORD_SCHEMA("driver directory", struct lease_dir, dir_fields);
+
 /* Only the majors the driver had: {"nvidia": 195, "nvidia-uvm": 511, ...}. */
 #define MAJOR(key, m, has) \
 	DG_FIELD_HAS(key, DG_F_INT, struct dg_majors, m, has, .min = 1, .max = 4095)
@@ -122,6 +131,12 @@ static const struct dg_field lease_fields[] = {
 	DG_FIELD_N("driver_files", DG_F_STRS, struct lease, driver_files, n_driver_files,
 		   .required = true, .with = "driver_caps", .elem = sizeof(struct lease_file),
 		   .flags = DG_LINES),
+	/*
+	 * The directories made for them. Records older than it lack it (the
+	 * directories stay, as they did), and older versions skip it.
+	 */
+	DG_FIELD_N("driver_dirs", DG_F_OBJS, struct lease, driver_dirs, n_driver_dirs,
+		   .with = "driver_caps", .sub = &dir_schema, .max = 4 * DG_DRIVER_MAX_FILES),
 	/* Records older than a live driver reload lack it: has_majors stays false. */
 	DG_FIELD_HAS("majors", DG_F_OBJ, struct lease, majors, has_majors, .sub = &majors_schema),
 	DG_FIELD_N("devices", DG_F_OBJS, struct lease, devices, n_devices, .sub = &device_schema,
@@ -152,7 +167,7 @@ static const struct dg_schema move_schema =
  * 64-bit Linux; elsewhere the check is skipped.
  */
 #define RECORD_LP64 (sizeof(void *) == 8 && sizeof(long) == 8)
-_Static_assert(!RECORD_LP64 || sizeof(struct lease) == 168, "struct lease changed: see above");
+_Static_assert(!RECORD_LP64 || sizeof(struct lease) == 184, "struct lease changed: see above");
 _Static_assert(!RECORD_LP64 || sizeof(struct lease_gpu) == 168,
 	       "struct lease_gpu changed: see above");
 _Static_assert(!RECORD_LP64 || sizeof(struct lease_spent) == 88,
@@ -161,6 +176,8 @@ _Static_assert(!RECORD_LP64 || sizeof(struct lease_device) == 304,
 	       "struct lease_device changed: see above");
 _Static_assert(sizeof(struct lease_file) == LEASE_FILE_PATH_MAX,
 	       "struct lease_file changed: see above");
+_Static_assert(sizeof(struct lease_dir) == LEASE_FILE_PATH_MAX + 8,
+	       "struct lease_dir changed: see above");
 _Static_assert(!RECORD_LP64 || sizeof(struct dg_majors) == 28,
 	       "struct dg_majors changed: see above");
 
@@ -246,6 +263,14 @@ static int record_check(struct lease *l, char *why, size_t len)
 			snprintf(why, len,
 				 "lease record: driver_files[%zu]: '%s' is not an absolute path", i,
 				 l->driver_files[i].path);
+			return -EINVAL;
+		}
+	}
+	for (size_t i = 0; i < l->n_driver_dirs; i++) {
+		if (l->driver_dirs[i].path[0] != '/') {
+			snprintf(why, len,
+				 "lease record: driver_dirs[%zu]: '%s' is not an absolute path", i,
+				 l->driver_dirs[i].path);
 			return -EINVAL;
 		}
 	}

@@ -78,6 +78,8 @@ usr_mounts() {
 	record=$(ls "$DG_TMP/state/leases/"*.json)
 	[ "$(jq '.driver_files | length' "$record")" = 9 ]
 	[ "$(jq -r '.driver_files | map(select(startswith("/"))) | length' "$record")" = 9 ]
+	# The image has /lib and /lib64 only: devgate made these, and records them.
+	[ "$(jq -c '[.driver_dirs[].path]' "$record")" = '["/usr","/usr/lib","/usr/lib/x86_64-linux-gnu","/usr/bin"]' ]
 
 	# More kinds on the same lease: only the new files are mounted.
 	run -0 dg grant --pid "$CPID" --gpu 0 --driver video
@@ -98,8 +100,10 @@ usr_mounts() {
 	run -0 dg revoke --pid "$CPID"
 	run -1 dlprobe libcuda.so.1
 	[ "$(usr_mounts)" = "" ]
-	run -0 dg_runc exec "$CID" ls -A $LIB
-	[ "$output" = "" ]
+	# The directories it made went with the files; the image's stay as they were.
+	run -1 dg_runc exec "$CID" ls -A /usr
+	run -0 dg_runc exec "$CID" ls -A /lib/x86_64-linux-gnu
+	[ "$output" = libc.so.6 ]
 	run -1 probe "$CID" /dev/nvidia0
 	[ "$output" = "/dev/nvidia0 ENOENT" ]
 }
@@ -126,8 +130,7 @@ usr_mounts() {
 	[ "$(usr_mounts)" = "" ]
 	run -0 dg_runc exec "$CID" ls /lib/x86_64-linux-gnu
 	[ "$output" = "libc.so.6" ]
-	run -0 dg_runc exec "$CID" ls -A $nv
-	[ "$output" = "" ]
+	run -1 dg_runc exec "$CID" ls -A /usr
 	# CDI cannot look into the image: the soname goes to the multiarch directory too.
 	run -0 dg cdi generate --driver compute
 	[ "$(echo "$output" | jq -c '[.containerEdits.mounts[] | select(.hostPath | endswith("libcuda.so.550.54.14")) | .containerPath]')" = \
@@ -236,10 +239,10 @@ usr_mounts() {
 	[ -z "$(gate_leftovers)" ] || fail "$(gate_leftovers)"
 	run -1 probe "$CID" /dev/nvidia0
 	[ "$output" = "/dev/nvidia0 ENOENT" ]
-	# The libraries mounted before it are off again, their files gone.
+	# The libraries mounted before it are off again, their files and directories gone.
 	[ "$(usr_mounts)" = "" ]
-	run -0 dg_runc exec "$CID" ls -A $LIB
-	[ "$output" = "" ]
+	run -0 dg_runc exec "$CID" ls -A /usr
+	[ "$output" = bin ]
 	[ "$(cat "$DG_TMP/c/rootfs/usr/bin")" = image ]
 
 	# On a lease that holds GPU 0: GPU 1 with the driver fails, GPU 0 stays as it was.
