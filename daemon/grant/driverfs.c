@@ -298,7 +298,7 @@ static bool has_file(const struct lease *l, const char *path)
 }
 
 /* A lease holds at most this many entries of files and directories. */
-#define MAX_ENTRIES (4 * HELPER_MAX_FILES)
+#define MAX_ENTRIES ((size_t)4 * HELPER_MAX_FILES)
 
 void driverfs_remove(const struct target *t, const struct lease *l, size_t from)
 {

@@ -3,8 +3,8 @@
  * The node helper's work: in a single-use child, confined by its seccomp
  * filter (syscalls.h), it receives one job from devgated, enters the
  * container's mount namespace, drops the capabilities it does not need,
- * makes or removes device nodes in the container's /dev (or mounts driver
- * files), and sends back what happened. Every path below the container's
+ * makes or removes device nodes in the container's /dev (or has files.c
+ * mount driver files), and sends back what happened. Every path below the container's
  * root belongs to the container, so it never follows a symlink there and
  * acts only through descriptors. It must use libc alone (no allocation, no
  * logging): it is built into the static devgated-node too, and any call it
@@ -12,7 +12,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <limits.h>
 #include <linux/capability.h>
 #include <linux/mount.h>
@@ -395,434 +394,6 @@ static void undo_created(int devfd, const struct helper_job *o, const struct dg_
 	}
 }
 
-/* ---- driver files: the host's, mounted read-only at the same paths ---- */
-
-/*
- * Every write below is made as the container's own root would make it
- * (files_identity), only on the mount the container's root is on
- * (files_dir: no volume, no other mount on the way), and every mount is
- * one devgated marked unbindable: the kernel refuses to attach it below a
- * shared mount (its copies could not be made) and refuses to clone it, so
- * it never propagates out of the container, and devgate knows its own
- * mounts again by that mark.
- */
-
-/* The capabilities that pass file permissions: kept only if the container's root has them. */
-#define HELPER_DAC_CAPS \
-	((1ULL << CAP_DAC_OVERRIDE) | (1ULL << CAP_DAC_READ_SEARCH) | (1ULL << CAP_FOWNER))
-
-static int drop_caps(uint64_t keep, uint64_t *ret);
-
-/* What a files job works with. */
-struct files_ctx {
-	int root;	   /* the container's root */
-	uint64_t root_mnt; /* the id of its mount */
-	const struct helper_job *job;
-	const struct helper_file *files;
-	struct helper_msg *msg;
-};
-
-/*
- * From here on acts as the container's root: its ids (fs_uid, fs_gid), no
- * supplementary group, and of the capabilities that pass file permissions
- * only those it has (root_caps). CAP_SYS_ADMIN stays, for the mounts.
- * Reports the capabilities left in *caps. 0, or -errno.
- */
-static int files_identity(const struct helper_job *job, uint64_t *caps)
-{
-	if (setgroups(0, NULL) < 0)
-		return -errno;
-	(void)setfsgid(job->fs_gid);
-	(void)setfsuid(job->fs_uid);
-	/* Both return the ids before the call: asked again, they tell whether it took. */
-	if ((uid_t)setfsuid(job->fs_uid) != job->fs_uid ||
-	    (gid_t)setfsgid(job->fs_gid) != job->fs_gid)
-		return -EPERM;
-	return drop_caps((1ULL << CAP_SYS_ADMIN) | (job->root_caps & HELPER_DAC_CAPS), caps);
-}
-
-/* Sets *ret to the id of the mount name in dirfd is on (statx). 0, or -errno. */
-static int mount_id(int dirfd, const char *name, int flags, uint64_t *ret)
-{
-	struct statx sx;
-
-	if (statx(dirfd, name, flags, STATX_MNT_ID, &sx) < 0)
-		return -errno;
-	if (!(sx.stx_mask & STATX_MNT_ID))
-		return -ENOSYS; /* before Linux 5.8 */
-	*ret = sx.stx_mnt_id;
-	return 0;
-}
-
-/*
- * Splits "/usr/lib/x" into dir "usr/lib" and *base "x" ("/x": dir ".").
- * False for a relative path, one ending in a slash, or a dir too long for
- * len.
- */
-static bool split_path(const char *path, char *dir, size_t len, const char **base)
-{
-	const char *slash = strrchr(path, '/');
-	size_t n;
-
-	if (path[0] != '/' || !slash[1])
-		return false;
-	n = slash == path ? 1 : (size_t)(slash - path) - 1;
-	if (n >= len)
-		return false;
-	memcpy(dir, slash == path ? "." : path + 1, n);
-	dir[n] = '\0';
-	*base = slash + 1;
-	return true;
-}
-
-/*
- * Opens directory path below the container's root, following symlinks
- * inside the root only (images link /lib to usr/lib), and only on the
- * root's own mount: a path that reaches any other mount (a volume, a host
- * directory bound in) is -EXDEV. RESOLVE_NO_XDEV stops the walk at the
- * first mount; the mount id checks the end, also of a walk without
- * openat2. Returns the descriptor, or -errno.
- */
-static int files_open_dir(const struct files_ctx *c, const char *path)
-{
-	int fd = in_root(c->root, path, RESOLVE_NO_XDEV, c->job->no_openat2);
-	uint64_t mnt;
-	int r;
-
-	if (fd < 0)
-		return fd;
-	r = mount_id(fd, "", AT_EMPTY_PATH, &mnt);
-	if (r == 0 && mnt != c->root_mnt)
-		r = -EXDEV;
-	if (r < 0) {
-		close(fd);
-		return r;
-	}
-	return fd;
-}
-
-/*
- * Makes directory path (its parent exists), and notes it in the reply as
- * made for entry i, the first len bytes of its path. 0, -EEXIST when
- * something got there first, or -errno.
- */
-static int files_mkdir(const struct files_ctx *c, char *path, size_t i, size_t len)
-{
-	char *slash = strrchr(path, '/');
-	struct helper_msg *msg = c->msg;
-	struct stat st;
-	int parent, r = 0;
-
-	if (msg->n_dirs == HELPER_MAX_DIRS)
-		return -E2BIG;
-	if (slash)
-		*slash = '\0';
-	parent = files_open_dir(c, slash ? path : ".");
-	if (slash)
-		*slash = '/';
-	if (parent < 0)
-		return parent;
-	if (mkdirat(parent, slash ? slash + 1 : path, 0755) < 0)
-		r = -errno;
-	else if (fstatat(parent, slash ? slash + 1 : path, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		r = -errno;
-	else
-		msg->dirs[msg->n_dirs++] = (struct helper_dir){ .file = (uint32_t)i,
-								.len = (uint32_t)len,
-								.ino = st.st_ino };
-	close(parent);
-	return r;
-}
-
-/*
- * Opens the directory dir (below the root) entry i goes in, making the
- * parts that are missing. Returns the descriptor, or -errno with the step
- * and the directory's length in res.
- */
-static int files_dir(const struct files_ctx *c, const char *dir, size_t i, struct file_result *res)
-{
-	char part[HELPER_PATH_MAX];
-	size_t len = strlen(dir);
-
-	for (size_t end = 1; end <= len; end++) {
-		int fd;
-
-		if (dir[end] != '/' && dir[end] != '\0')
-			continue;
-		memcpy(part, dir, end);
-		part[end] = '\0';
-		/* The length in the entry's path, which has a leading slash. */
-		res->at = (uint16_t)(end + 1);
-		res->step = FSTEP_WALK;
-		fd = files_open_dir(c, part);
-		if (fd >= 0) {
-			close(fd);
-			continue;
-		}
-		if (fd != -ENOENT)
-			return fd;
-		res->step = FSTEP_MKDIR;
-		fd = files_mkdir(c, part, i, end + 1);
-		if (fd < 0 && fd != -EEXIST)
-			return fd;
-	}
-	res->step = FSTEP_WALK;
-	return files_open_dir(c, dir);
-}
-
-/*
- * Whether name in dirfd is a mount of devgate's: the root of a mount (a
- * symlink is never followed) of a regular file, the host file dev/ino
- * when ino is not 0, and with marked unbindable, as devgated makes its
- * mounts (open_tree cannot clone it). 1, 0, or -errno.
- */
-static int devgate_mount(int dirfd, const char *name, uint64_t dev, uint64_t ino, bool marked)
-{
-	struct statx sx;
-	int fd;
-
-	if (statx(dirfd, name, AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_INO, &sx) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (!(sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
-		return -ENOSYS; /* before Linux 5.8 */
-	if (!(sx.stx_attributes & STATX_ATTR_MOUNT_ROOT) || !S_ISREG(sx.stx_mode))
-		return 0;
-	if (ino && (sx.stx_ino != ino || makedev(sx.stx_dev_major, sx.stx_dev_minor) != dev))
-		return 0;
-	if (!marked)
-		return 1;
-	fd = (int)syscall(SYS_open_tree, dirfd, name,
-			  OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
-	if (fd >= 0) {
-		close(fd);
-		return 0;
-	}
-	return errno == EINVAL ? 1 : -errno;
-}
-
-/* Sets res to a failure of step with errno e (a positive errno). */
-static void file_failed(struct file_result *res, int step, int e)
-{
-	res->status = FILE_FAILED;
-	res->step = (uint16_t)step;
-	res->err = e;
-}
-
-/*
- * Takes devgate's mount off name in dirfd (umount2 takes a path: from
- * dirfd as the working directory, one component, not followed), then
- * removes the file it was on if that is the empty file devgate made:
- * anything else found there stays. 0, or -errno.
- */
-static int unmount_at(int dirfd, const char *name)
-{
-	struct statx sx;
-
-	if (fchdir(dirfd) < 0 || umount2(name, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
-		return -errno;
-	if (statx(dirfd, name, AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_SIZE, &sx) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISREG(sx.stx_mode) || sx.stx_size || (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
-		return 0;
-	return unlinkat(dirfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
-}
-
-/*
- * Moves the host's file (the detached mount tree) onto the empty file name
- * in dirfd, and checks that it kept its mark: FILE_MOUNTED, or FILE_FAILED
- * with name as it was before (the file removed) in res.
- */
-static void attach(int dirfd, const char *name, int tree, struct file_result *res)
-{
-	int fd;
-
-	if (syscall(SYS_move_mount, tree, "", dirfd, name, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
-		/* EINVAL: an unbindable mount below a shared one (see above). */
-		file_failed(res, errno == EINVAL ? FSTEP_SHARED : FSTEP_MOUNT, errno);
-		(void)unlinkat(dirfd, name, 0);
-		return;
-	}
-	fd = (int)syscall(SYS_open_tree, tree, "",
-			  AT_EMPTY_PATH | OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-	if (fd < 0 && errno == EINVAL) {
-		res->status = FILE_MOUNTED;
-		return;
-	}
-	/* It can be cloned: below a shared mount it lost its mark (older kernels). */
-	file_failed(res, FSTEP_SHARED, fd >= 0 ? EINVAL : errno);
-	if (fd >= 0)
-		close(fd);
-	(void)unmount_at(dirfd, name);
-}
-
-/*
- * Mounts the host's file (the detached mount tree) at entry i's path, on
- * an empty file made for it. Where something is there already it is
- * devgate's mount of this very file (adopted) or the image's own (left
- * alone). The outcome in res.
- */
-static void mount_one(const struct files_ctx *c, size_t i, int tree, struct file_result *res)
-{
-	const struct helper_file *f = &c->files[i];
-	char dir[HELPER_PATH_MAX];
-	const char *base;
-	int dfd, fd, r;
-
-	if (!split_path(f->path, dir, sizeof(dir), &base)) {
-		file_failed(res, FSTEP_PATH, EINVAL);
-		return;
-	}
-	dfd = files_dir(c, dir, i, res);
-	if (dfd < 0) {
-		file_failed(res, res->step, -dfd);
-		return;
-	}
-	fd = openat(dfd, base, O_CREAT | O_EXCL | O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
-	if (fd < 0 && errno == EEXIST) {
-		r = devgate_mount(dfd, base, f->dev, f->ino, true);
-		if (r < 0)
-			file_failed(res, FSTEP_FILE, -r);
-		else
-			res->status = r ? FILE_ADOPTED : FILE_IMAGE;
-	} else if (fd < 0) {
-		file_failed(res, FSTEP_FILE, errno);
-	} else {
-		close(fd);
-		attach(dfd, base, tree, res);
-	}
-	close(dfd);
-}
-
-/*
- * Takes devgate's mount off entry f's path and removes the file under it;
- * a path that holds no mount of devgate's (see devgate_mount) is left
- * alone. The outcome in res.
- */
-static void unmount_one(const struct files_ctx *c, const struct helper_file *f,
-			struct file_result *res)
-{
-	char dir[HELPER_PATH_MAX];
-	const char *base;
-	int dfd, r;
-
-	if (!split_path(f->path, dir, sizeof(dir), &base)) {
-		file_failed(res, FSTEP_PATH, EINVAL);
-		return;
-	}
-	dfd = files_open_dir(c, dir);
-	if (dfd < 0) {
-		res->status = FILE_ABSENT; /* gone, or no longer where devgate mounted it */
-		return;
-	}
-	r = devgate_mount(dfd, base, f->dev, f->ino, f->flags & HELPER_MARKED);
-	if (r == 0)
-		res->status = FILE_ABSENT;
-	else if (r > 0 && (r = unmount_at(dfd, base)) == 0)
-		res->status = FILE_REMOVED;
-	if (r < 0)
-		file_failed(res, FSTEP_UNMOUNT, -r);
-	close(dfd);
-}
-
-/*
- * Removes the directory devgate made at entry f's path if it is still
- * that directory (its inode) and empty; otherwise it stays. The outcome
- * in res.
- */
-static void rmdir_one(const struct files_ctx *c, const struct helper_file *f,
-		      struct file_result *res)
-{
-	char dir[HELPER_PATH_MAX];
-	const char *base;
-	struct statx sx;
-	int dfd;
-
-	if (!split_path(f->path, dir, sizeof(dir), &base)) {
-		file_failed(res, FSTEP_PATH, EINVAL);
-		return;
-	}
-	dfd = files_open_dir(c, dir);
-	if (dfd < 0 || statx(dfd, base, AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_INO, &sx) < 0) {
-		res->status = FILE_ABSENT;
-	} else if (!S_ISDIR(sx.stx_mode) || sx.stx_ino != f->ino ||
-		   (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT)) {
-		res->status = FILE_KEPT;
-	} else if (unlinkat(dfd, base, AT_REMOVEDIR) == 0) {
-		res->status = FILE_REMOVED;
-	} else if (errno == ENOTEMPTY || errno == EEXIST || errno == EBUSY) {
-		res->status = FILE_KEPT;
-	} else {
-		file_failed(res, FSTEP_UNMOUNT, errno);
-	}
-	if (dfd >= 0)
-		close(dfd);
-}
-
-/* Takes off what a failed mount job made: its mounts, then its directories, deepest first. */
-static void files_undo(const struct files_ctx *c, size_t n)
-{
-	struct helper_msg *msg = c->msg;
-	struct file_result tmp;
-
-	while (n-- > 0) {
-		struct helper_file f = c->files[n];
-
-		if (msg->files[n].status == FILE_MOUNTED) {
-			f.flags = HELPER_MARKED;
-			unmount_one(c, &f, &tmp);
-		}
-		if (msg->files[n].status != FILE_FAILED)
-			msg->files[n].status = FILE_UNTOUCHED;
-	}
-	while (msg->n_dirs > 0) {
-		const struct helper_dir *d = &msg->dirs[--msg->n_dirs];
-		struct helper_file f = { .kind = HELPER_DIR, .ino = d->ino };
-
-		memcpy(f.path, c->files[d->file].path, d->len);
-		f.path[d->len] = '\0';
-		rmdir_one(c, &f, &tmp);
-	}
-}
-
-/*
- * Runs a driver files job, each entry's outcome in msg. Mounting is all or
- * nothing: a failure takes off what this job made (STAGE_FILES).
- */
-static void files_run(int root, const struct helper_job *job, const struct helper_file *files,
-		      const int *trees, struct helper_msg *msg)
-{
-	struct files_ctx c = { .root = root, .job = job, .files = files, .msg = msg };
-	int r = files_identity(job, &msg->caps);
-	size_t i;
-
-	if (r == 0)
-		r = mount_id(root, "", AT_EMPTY_PATH, &c.root_mnt);
-	if (r < 0) {
-		msg->stage = STAGE_FILES;
-		msg->err = -r;
-		return;
-	}
-	for (i = 0; i < job->n_files; i++) {
-		struct file_result *res = &msg->files[i];
-
-		if (job->op == OP_UNMOUNT_FILES) {
-			if (files[i].kind == HELPER_DIR)
-				rmdir_one(&c, &files[i], res);
-			else
-				unmount_one(&c, &files[i], res);
-			continue;
-		}
-		mount_one(&c, i, trees[i], res);
-		if (res->status == FILE_FAILED)
-			break;
-	}
-	if (job->op == OP_UNMOUNT_FILES || i == job->n_files)
-		return;
-	files_undo(&c, i + 1);
-	msg->stage = STAGE_FILES;
-	msg->err = EIO;
-}
-
 /*
  * What the helper keeps once it is inside the container's mount namespace:
  * enough to make, own and remove nodes, nothing more (no CAP_SYS_ADMIN:
@@ -864,6 +435,31 @@ static int drop_caps(uint64_t keep, uint64_t *ret)
 static bool files_op(const struct helper_job *job)
 {
 	return job->op == OP_MOUNT_FILES || job->op == OP_UNMOUNT_FILES;
+}
+
+/*
+ * Runs a driver files job (files.c) with its root; STAGE_FILES when it
+ * could not start, or when a mount failed and nothing stays mounted.
+ */
+static void run_files(int root, const struct helper_job *job, const struct helper_file *files,
+		      const int *trees, struct helper_msg *msg)
+{
+	const struct files_params p = {
+		.mount = job->op == OP_MOUNT_FILES,
+		.n = job->n_files,
+		.fs_uid = job->fs_uid,
+		.fs_gid = job->fs_gid,
+		.root_caps = job->root_caps,
+		.walk = job->no_openat2,
+		.in_root = in_root,
+		.drop_caps = drop_caps,
+	};
+	int r = files_run(root, &p, files, trees, &msg->files, &msg->caps);
+
+	if (r < 0) {
+		msg->stage = STAGE_FILES;
+		msg->err = -r;
+	}
 }
 
 /*
@@ -918,7 +514,7 @@ static void helper_run(const struct helper_job *job, const struct helper_file *f
 		return;
 	}
 	if (files_op(job)) {
-		files_run(root, job, files, trees, msg);
+		run_files(root, job, files, trees, msg);
 		return;
 	}
 	if (job->op == OP_REMOVE) {

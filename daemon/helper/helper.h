@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "files.h"
 #include "gpu.h"
 
 enum node_status {
@@ -40,77 +41,6 @@ enum helper_op {
 	OP_UNMOUNT_FILES /* take them off again, and the files made to mount on */
 };
 
-/* Driver files in one job: each library twice (its name and its soname), tools. */
-#define HELPER_MAX_FILES 96
-#define HELPER_PATH_MAX 160
-/* Directories one mount job may make (usr, usr/lib, usr/lib/x86_64-linux-gnu, usr/bin, ...). */
-#define HELPER_MAX_DIRS 32
-
-/*
- * The entries of an OP_*_FILES job travel in a second message right after
- * the job: n_files struct helper_file. Node jobs, the hot path, do not
- * carry room for them.
- */
-enum helper_file_kind {
-	HELPER_MOUNT, /* a driver file: mounted at path, or taken off it */
-	HELPER_DIR,   /* OP_UNMOUNT_FILES: a directory devgate made, removed if empty */
-};
-
-/* OP_UNMOUNT_FILES: only a mount devgate marked as its own (unbindable) comes off. */
-#define HELPER_MARKED (1u << 0)
-
-struct helper_file {
-	char path[HELPER_PATH_MAX]; /* absolute, in the container */
-	/*
-	 * HELPER_MOUNT: the host file's device and inode. A mount job finds
-	 * devgate's own mount of that file at path by them (left by a crash);
-	 * an unmount job takes off only a mount of that file (ino 0: any file,
-	 * for a path the lease recorded). HELPER_DIR: the directory's inode
-	 * when devgate made it.
-	 */
-	uint64_t dev;
-	uint64_t ino;
-	uint32_t kind;
-	uint32_t flags; /* HELPER_MARKED */
-};
-
-/* What became of an entry of a files job. */
-enum file_status {
-	FILE_UNTOUCHED = 0,
-	FILE_MOUNTED, /* mounted by this job */
-	FILE_ADOPTED, /* devgate's mount of this very file was there already */
-	FILE_IMAGE,   /* the image has a file of its own there: left alone */
-	FILE_REMOVED, /* taken off (and the file under it removed), or a directory removed */
-	FILE_ABSENT,  /* nothing of devgate's is there */
-	FILE_KEPT,    /* devgate's directory, not empty (or no longer devgate's) */
-	FILE_FAILED,  /* a call failed at step: err */
-};
-
-/* Where an entry failed. */
-enum file_step {
-	FSTEP_PATH,    /* not an absolute path with a directory */
-	FSTEP_WALK,    /* a directory on the way (the first at bytes of the path) */
-	FSTEP_MKDIR,   /* making that directory */
-	FSTEP_FILE,    /* making the file to mount on */
-	FSTEP_MOUNT,   /* the mount itself */
-	FSTEP_SHARED,  /* the directory's mount is shared: the mount would propagate */
-	FSTEP_UNMOUNT, /* taking it off, or removing what it was on */
-};
-
-struct file_result {
-	int32_t status; /* enum file_status */
-	int32_t err;	/* errno, for FILE_FAILED */
-	uint16_t step;	/* enum file_step, for FILE_FAILED */
-	uint16_t at;	/* FSTEP_WALK, FSTEP_MKDIR: that directory is the path's first at bytes */
-};
-
-/* A directory a mount job made: the first len bytes of the path of its entry file. */
-struct helper_dir {
-	uint32_t file;
-	uint32_t len;
-	uint64_t ino;
-};
-
 enum helper_stage {
 	STAGE_OK = 0,
 	STAGE_SECCOMP,
@@ -129,9 +59,7 @@ struct helper_msg {
 	int err;
 	uint64_t caps; /* the effective capabilities it worked with */
 	struct node_result res[DG_MAX_NODES];
-	struct file_result files[HELPER_MAX_FILES]; /* OP_*_FILES: one per entry */
-	uint32_t n_dirs;			    /* OP_MOUNT_FILES: the directories it made */
-	struct helper_dir dirs[HELPER_MAX_DIRS];
+	struct files_reply files; /* OP_*_FILES */
 };
 
 /*

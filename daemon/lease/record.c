@@ -136,7 +136,8 @@ static const struct dg_field lease_fields[] = {
 	 * directories stay, as they did), and older versions skip it.
 	 */
 	DG_FIELD_N("driver_dirs", DG_F_OBJS, struct lease, driver_dirs, n_driver_dirs,
-		   .with = "driver_caps", .sub = &dir_schema, .max = 4 * DG_DRIVER_MAX_FILES),
+		   .with = "driver_caps", .sub = &dir_schema,
+		   .max = (int64_t)4 * DG_DRIVER_MAX_FILES),
 	/* Records older than a live driver reload lack it: has_majors stays false. */
 	DG_FIELD_HAS("majors", DG_F_OBJ, struct lease, majors, has_majors, .sub = &majors_schema),
 	DG_FIELD_N("devices", DG_F_OBJS, struct lease, devices, n_devices, .sub = &device_schema,
@@ -233,6 +234,15 @@ static const char *device_wrong(const struct lease *l, size_t i)
 	return NULL;
 }
 
+/* Whether path, element i of key, is not absolute; then why says so. */
+static bool not_absolute(const char *key, size_t i, const char *path, char *why, size_t len)
+{
+	if (path[0] == '/')
+		return false;
+	snprintf(why, len, "lease record: %s[%zu]: '%s' is not an absolute path", key, i, path);
+	return true;
+}
+
 /*
  * Checks what the tables cannot: fields that must agree with each other.
  * Returns 0, or -EINVAL with why naming the field. Also gives a GPU from a
@@ -259,20 +269,12 @@ static int record_check(struct lease *l, char *why, size_t len)
 		}
 	}
 	for (size_t i = 0; i < l->n_driver_files; i++) {
-		if (l->driver_files[i].path[0] != '/') {
-			snprintf(why, len,
-				 "lease record: driver_files[%zu]: '%s' is not an absolute path", i,
-				 l->driver_files[i].path);
+		if (not_absolute("driver_files", i, l->driver_files[i].path, why, len))
 			return -EINVAL;
-		}
 	}
 	for (size_t i = 0; i < l->n_driver_dirs; i++) {
-		if (l->driver_dirs[i].path[0] != '/') {
-			snprintf(why, len,
-				 "lease record: driver_dirs[%zu]: '%s' is not an absolute path", i,
-				 l->driver_dirs[i].path);
+		if (not_absolute("driver_dirs", i, l->driver_dirs[i].path, why, len))
 			return -EINVAL;
-		}
 	}
 	return 0;
 }

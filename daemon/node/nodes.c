@@ -608,7 +608,7 @@ int nodes_open_files(int host_root, struct node_file *f, size_t n, struct dg_err
 	for (size_t i = 0; i < n; i++)
 		f[i].tree = -1;
 	for (size_t i = 0; i < n; i++) {
-		struct stat st;
+		struct stat st = { 0 };
 		int tree = file_tree(host_root, f[i].host, &st);
 
 		if (tree < 0) {
@@ -725,9 +725,9 @@ static int file_error(const struct target *t, const struct node_file *f,
 	    (res->err == EACCES || res->err == EPERM)) {
 		dg_error_set(err, DG_E_TARGET_UNSUPPORTED, res->err,
 			     "cannot mount the driver's %s in the container of PID %d: the "
-			     "container's root may not write in %.*s (%s)",
-			     f->path, (int)t->pid, res->step == FSTEP_MKDIR ? at : at - 1, f->path,
-			     strerror(res->err));
+			     "container's root may not make %s%.*s (%s)",
+			     f->path, (int)t->pid, res->step == FSTEP_FILE ? "a file in " : "", at,
+			     f->path, strerror(res->err));
 		dg_error_hint(err, "devgate makes only what the container's own root could make "
 				   "(as its ids, with the capabilities it has); give the image the "
 				   "directory, or mount the driver with CDI");
@@ -757,7 +757,7 @@ static int files_apply(const struct target *t, enum helper_op op, const struct n
 		       struct dg_error *err)
 {
 	struct helper_msg msg = { 0 };
-	struct helper_job job;
+	struct helper_job job = { 0 };
 	struct helper_file entries[HELPER_MAX_FILES];
 	int trees[HELPER_MAX_FILES];
 	size_t n_trees = op == OP_MOUNT_FILES ? n : 0;
@@ -776,16 +776,16 @@ static int files_apply(const struct target *t, enum helper_op op, const struct n
 	ret->replied = true;
 	log_debug("node helper for PID %d worked with capabilities %#llx (driver files)",
 		  (int)t->pid, (unsigned long long)msg.caps);
-	memcpy(ret->res, msg.files, n * sizeof(*ret->res));
+	memcpy(ret->res, msg.files.res, n * sizeof(*ret->res));
 	ret->n_dirs = 0;
-	for (size_t i = 0; i < msg.n_dirs && i < HELPER_MAX_DIRS; i++) {
-		if (msg.dirs[i].file < n && msg.dirs[i].len < HELPER_PATH_MAX)
-			ret->dirs[ret->n_dirs++] = msg.dirs[i];
+	for (size_t i = 0; i < msg.files.n_dirs && i < HELPER_MAX_DIRS; i++) {
+		if (msg.files.dirs[i].file < n && msg.files.dirs[i].len < HELPER_PATH_MAX)
+			ret->dirs[ret->n_dirs++] = msg.files.dirs[i];
 	}
 	if (msg.stage == STAGE_FILES) {
 		for (size_t i = 0; i < n; i++) {
-			if (msg.files[i].status == FILE_FAILED)
-				return file_error(t, &f[i], &msg.files[i], err);
+			if (msg.files.res[i].status == FILE_FAILED)
+				return file_error(t, &f[i], &msg.files.res[i], err);
 		}
 		return dg_error_set(err, DG_E_KERNEL, msg.err,
 				    "cannot work on the driver's files in the container of PID "

@@ -137,6 +137,28 @@ usr_mounts() {
 		"[\"$nv/libcuda.so.550.54.14\",\"$nv/libcuda.so.1\",\"$LIB/libcuda.so.1\"]" ]
 }
 
+@test "grant --driver: a record lost while devgated is down; the start takes devgate's mounts out, and a new grant mounts them again" {
+	glibc_container c
+	run -0 dg grant --pid "$CPID" --gpu 0 --driver compute
+	run -0 dlprobe libcuda.so.1
+	stop_daemon
+	rm "$DG_TMP/state/leases/"*.json
+	start_daemon
+	grep -q "rebuilt the lost record of $CID" "$DG_TMP/daemon.log"
+	grep -q "took 4 mount(s) of the driver's files that no record holds out of $CID" "$DG_TMP/daemon.log"
+	[ "$(usr_mounts)" = "" ]
+	run -1 dlprobe libcuda.so.1
+	# Not the image's files now: the grant mounts them again, and its revoke takes them off.
+	run -0 dg grant --pid "$CPID" --gpu 0 --driver compute
+	run -0 dlprobe libcuda.so.1
+	run -0 dg --json status
+	[ "$(echo "$output" | jq '.leases[0].driver_files')" = 4 ]
+	run -0 dg revoke --pid "$CPID"
+	[ "$(usr_mounts)" = "" ]
+	run -0 dg_runc exec "$CID" ls -A $LIB
+	[ "$output" = "" ]
+}
+
 @test "grant --driver into a user-namespaced container" {
 	glibc_container u "$DG_USERNS_JQ"
 	run -0 dg grant --pid "$CPID" --gpus 1 --driver compute

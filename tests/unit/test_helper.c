@@ -541,13 +541,13 @@ static void test_driver_files(void **state)
 	files_job(&job, OP_MOUNT_FILES, 2, 0);
 	run_job(&job, box.pidfd, box.rootfd, trees, 2, files, &msg);
 	assert_int_equal(msg.stage, STAGE_OK);
-	assert_int_equal(msg.files[0].status, FILE_MOUNTED);
-	assert_int_equal(msg.files[1].status, FILE_IMAGE);
+	assert_int_equal(msg.files.res[0].status, FILE_MOUNTED);
+	assert_int_equal(msg.files.res[1].status, FILE_IMAGE);
 	/* usr, usr/lib, usr/lib/fake: prefixes of the first file's path. */
-	assert_int_equal(msg.n_dirs, 3);
-	assert_int_equal(msg.dirs[0].len, strlen("/usr"));
-	assert_int_equal(msg.dirs[2].len, strlen("/usr/lib/fake"));
-	assert_int_equal(msg.dirs[2].file, 0);
+	assert_int_equal(msg.files.n_dirs, 3);
+	assert_int_equal(msg.files.dirs[0].len, strlen("/usr"));
+	assert_int_equal(msg.files.dirs[2].len, strlen("/usr/lib/fake"));
+	assert_int_equal(msg.files.dirs[2].file, 0);
 	snprintf(proc, sizeof(proc), "/proc/%d/root", (int)box.pid);
 	path_of(path, sizeof(path), proc, "usr/lib/fake/libfake.so.1");
 	assert_text(path, "the driver\n");
@@ -558,13 +558,13 @@ static void test_driver_files(void **state)
 		struct stat st;
 
 		assert_int_equal(stat(path, &st), 0);
-		assert_int_equal(st.st_ino, msg.dirs[2].ino);
+		assert_int_equal(st.st_ino, msg.files.dirs[2].ino);
 		files[2] = (struct helper_file){ .kind = HELPER_DIR, .ino = st.st_ino };
 		set_path(&files[2], "/usr/lib/fake");
 	}
-	files[3] = (struct helper_file){ .kind = HELPER_DIR, .ino = msg.dirs[1].ino };
+	files[3] = (struct helper_file){ .kind = HELPER_DIR, .ino = msg.files.dirs[1].ino };
 	set_path(&files[3], "/usr/lib");
-	files[4] = (struct helper_file){ .kind = HELPER_DIR, .ino = msg.dirs[0].ino };
+	files[4] = (struct helper_file){ .kind = HELPER_DIR, .ino = msg.files.dirs[0].ino };
 	set_path(&files[4], "/usr");
 
 	/* Again (a crash lost the record): devgate's mount there is its own, not the image's. */
@@ -572,19 +572,19 @@ static void test_driver_files(void **state)
 	close(trees[0]);
 	close(trees[1]);
 	assert_int_equal(msg.stage, STAGE_OK);
-	assert_int_equal(msg.files[0].status, FILE_ADOPTED);
-	assert_int_equal(msg.files[1].status, FILE_IMAGE);
-	assert_int_equal(msg.n_dirs, 0);
+	assert_int_equal(msg.files.res[0].status, FILE_ADOPTED);
+	assert_int_equal(msg.files.res[1].status, FILE_IMAGE);
+	assert_int_equal(msg.files.n_dirs, 0);
 
 	/* Recorded paths: any mount there comes off; not the image's file, which is none. */
 	files[0].ino = files[1].ino = 0;
 	files_job(&job, OP_UNMOUNT_FILES, 5, 0);
 	run_job(&job, box.pidfd, box.rootfd, NULL, 0, files, &msg);
 	assert_int_equal(msg.stage, STAGE_OK);
-	assert_int_equal(msg.files[0].status, FILE_REMOVED);
-	assert_int_equal(msg.files[1].status, FILE_ABSENT);
+	assert_int_equal(msg.files.res[0].status, FILE_REMOVED);
+	assert_int_equal(msg.files.res[1].status, FILE_ABSENT);
 	for (size_t i = 2; i < 5; i++)
-		assert_int_equal(msg.files[i].status, FILE_REMOVED);
+		assert_int_equal(msg.files.res[i].status, FILE_REMOVED);
 	assert_gone(proc, "usr");
 	path_of(path, sizeof(path), proc, "etc/fake.conf");
 	assert_text(path, "");
@@ -619,10 +619,10 @@ static void test_driver_walls(void **state)
 	files_job(&job, OP_MOUNT_FILES, 1, 0);
 	run_job(&job, box.pidfd, box.rootfd, &tree, 1, f, &msg);
 	assert_int_equal(msg.stage, STAGE_FILES);
-	assert_int_equal(msg.files[0].status, FILE_FAILED);
-	assert_int_equal(msg.files[0].step, FSTEP_WALK);
-	assert_int_equal(msg.files[0].err, EXDEV);
-	assert_int_equal(msg.files[0].at, strlen("/usr"));
+	assert_int_equal(msg.files.res[0].status, FILE_FAILED);
+	assert_int_equal(msg.files.res[0].step, FSTEP_WALK);
+	assert_int_equal(msg.files.res[0].err, EXDEV);
+	assert_int_equal(msg.files.res[0].at, strlen("/usr"));
 	path_of(path, sizeof(path), proc, "vol/lib");
 	assert_int_equal(lstat(path, &st), -1);
 
@@ -632,17 +632,17 @@ static void test_driver_walls(void **state)
 	assert_int_equal(mkdir(path, 0755), 0);
 	assert_int_equal(chown(path, 1234, 1234), 0);
 	run_job(&job, box.pidfd, box.rootfd, &tree, 1, f, &msg);
-	assert_int_equal(msg.files[0].status, FILE_FAILED);
-	assert_int_equal(msg.files[0].step, FSTEP_MKDIR);
-	assert_int_equal(msg.files[0].err, EACCES);
-	assert_int_equal(msg.files[0].at, strlen("/opt/lib"));
+	assert_int_equal(msg.files.res[0].status, FILE_FAILED);
+	assert_int_equal(msg.files.res[0].step, FSTEP_MKDIR);
+	assert_int_equal(msg.files.res[0].err, EACCES);
+	assert_int_equal(msg.files.res[0].at, strlen("/opt/lib"));
 	assert_gone("", "opt/lib");
 	/* Unless it may override permissions: then so may devgate. */
 	files_job(&job, OP_MOUNT_FILES, 1, 1ULL << CAP_DAC_OVERRIDE);
 	run_job(&job, box.pidfd, box.rootfd, &tree, 1, f, &msg);
 	assert_int_equal(msg.stage, STAGE_OK);
-	assert_int_equal(msg.files[0].status, FILE_MOUNTED);
-	assert_int_equal(msg.n_dirs, 1);
+	assert_int_equal(msg.files.res[0].status, FILE_MOUNTED);
+	assert_int_equal(msg.files.n_dirs, 1);
 	path_of(path, sizeof(path), "", "opt/lib");
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_uid, 0);
@@ -652,11 +652,11 @@ static void test_driver_walls(void **state)
 	in_box("touch \"$ROOT/opt/libfake.so.1\" && "
 	       "mount --bind \"$ROOT/host/libfake.so.1\" \"$ROOT/opt/libfake.so.1\"");
 	run_job(&job, box.pidfd, box.rootfd, &tree, 1, f, &msg);
-	assert_int_equal(msg.files[0].status, FILE_IMAGE);
+	assert_int_equal(msg.files.res[0].status, FILE_IMAGE);
 	f[0].flags = HELPER_MARKED;
 	files_job(&job, OP_UNMOUNT_FILES, 1, 0);
 	run_job(&job, box.pidfd, box.rootfd, NULL, 0, f, &msg);
-	assert_int_equal(msg.files[0].status, FILE_ABSENT);
+	assert_int_equal(msg.files.res[0].status, FILE_ABSENT);
 	path_of(path, sizeof(path), proc, "opt/libfake.so.1");
 	assert_text(path, "the driver\n");
 
@@ -672,8 +672,8 @@ static void test_driver_walls(void **state)
 	run_job(&job, box.pidfd, box.rootfd, &tree, 1, f, &msg);
 	close(tree);
 	assert_int_equal(msg.stage, STAGE_FILES);
-	assert_int_equal(msg.files[0].status, FILE_FAILED);
-	assert_int_equal(msg.files[0].step, FSTEP_SHARED);
+	assert_int_equal(msg.files.res[0].status, FILE_FAILED);
+	assert_int_equal(msg.files.res[0].step, FSTEP_SHARED);
 	path_of(path, sizeof(path), proc, "peer/lib");
 	assert_int_equal(lstat(path, &st), -1);
 	in_box("umount \"$ROOT/peer\" \"$ROOT/shr\" \"$ROOT/opt/libfake.so.1\" "

@@ -363,6 +363,9 @@ static void test_refused(void **state)
 		"lease record: devices[1]: it is listed twice (the same path or the same device)");
 	refused(HEAD "\"gpus\":[],\"spent\":[{\"ms\":1}]}",
 		"lease record: spent[0]: 'uuid' is missing");
+	refused(HEAD "\"gpus\":[],\"driver_caps\":2,\"driver_files\":[],"
+		     "\"driver_dirs\":[{\"path\":\"usr\",\"ino\":\"7\"}]}",
+		"lease record: driver_dirs[0]: 'usr' is not an absolute path");
 	refused(HEAD "\"gpus\":[],\"driver_caps\":-1,\"driver_files\":[]}",
 		"lease record: 'driver_caps' is out of range");
 	refused("{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":null,\"container\":null,\"pid\":1,"
