@@ -54,6 +54,7 @@ bundle() {
 
 # start_bundle NAME: starts the bundle made by bundle(); sets CID, CPID.
 start_bundle() {
+	requires runc
 	CID="$DG_ID-$1"
 	CPID=$(dg_run "$CID" "$DG_TMP/$1")
 	DG_CONTAINERS+=("$CID")

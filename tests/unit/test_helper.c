@@ -592,11 +592,10 @@ static void test_driver_files(void **state)
 
 /*
  * Where devgate does not write: a directory reached across a mount (a
- * volume, through a symlink too); a directory the container's root may
- * not write, unless it has CAP_DAC_OVERRIDE; below a shared mount. Each is
- * refused with where it stopped, and leaves nothing behind. A bindable
- * mount of the same file (what a runtime's CDI mount is) is the image's,
- * and an unmount of devgate's marked mounts leaves it.
+ * volume, through a symlink too, and in a walk without openat2); a directory the container's root
+ * may not write, unless it has CAP_DAC_OVERRIDE; below a shared mount. Each is refused with where
+ * it stopped, and leaves nothing behind. A bindable mount of the same file (what a runtime's CDI
+ * mount is) is the image's, and an unmount of devgate's marked mounts leaves it.
  */
 static void test_driver_walls(void **state)
 {
@@ -625,6 +624,19 @@ static void test_driver_walls(void **state)
 	assert_int_equal(msg.files.res[0].at, strlen("/usr"));
 	path_of(path, sizeof(path), proc, "vol/lib");
 	assert_int_equal(lstat(path, &st), -1);
+	/* The walk without openat2 follows no symlink, and checks where it ends up. */
+	job.no_openat2 = 1;
+	run_job(&job, box.pidfd, box.rootfd, &tree, 1, f, &msg);
+	assert_int_equal(msg.files.res[0].err, ENOTDIR);
+	in_box("mkdir \"$ROOT/mnt\" && mount -t tmpfs mnt \"$ROOT/mnt\" && mkdir \"$ROOT/mnt/lib\"");
+	set_path(&f[0], "/mnt/lib/libfake.so.1");
+	run_job(&job, box.pidfd, box.rootfd, &tree, 1, f, &msg);
+	assert_int_equal(msg.files.res[0].status, FILE_FAILED);
+	assert_int_equal(msg.files.res[0].step, FSTEP_WALK);
+	assert_int_equal(msg.files.res[0].err, EXDEV);
+	path_of(path, sizeof(path), proc, "mnt/lib/libfake.so.1");
+	assert_int_equal(lstat(path, &st), -1);
+	job.no_openat2 = 0;
 
 	/* Owned by another user: the container's root may not write there. */
 	set_path(&f[0], "/opt/lib/libfake.so.1");
@@ -677,7 +689,7 @@ static void test_driver_walls(void **state)
 	path_of(path, sizeof(path), proc, "peer/lib");
 	assert_int_equal(lstat(path, &st), -1);
 	in_box("umount \"$ROOT/peer\" \"$ROOT/shr\" \"$ROOT/opt/libfake.so.1\" "
-	       "\"$ROOT/opt/lib/libfake.so.1\" \"$ROOT/vol\"");
+	       "\"$ROOT/opt/lib/libfake.so.1\" \"$ROOT/vol\" \"$ROOT/mnt\"");
 }
 
 /*
