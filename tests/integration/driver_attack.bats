@@ -235,3 +235,31 @@ shared_root() {
 	[ "$(devgate_mounts "$CPID")" = "" ]
 	[ "$(awk -v p="$lib/libcuda.so.1" '$5 == p' "/proc/$CPID/mountinfo")" = "$cdi" ]
 }
+
+@test "revoke removes exactly what devgate made: the container's own file in its directory, and its own directory in the place of one, stay" {
+	bundle e . mv mkdir
+	start_bundle e
+	run -0 dg grant --pid "$CPID" --gpu 0 --driver compute
+	[ "$(stat -c %u:%g "$B/rootfs/usr/lib/x86_64-linux-gnu")" = 0:0 ]
+	# The container puts a file of its own in a directory devgate made.
+	run -0 dg_runc exec "$CID" touch /usr/lib/mine
+	run -0 dg revoke --pid "$CPID"
+	[ "$(devgate_mounts "$CPID")" = "" ]
+	[ "$(ls -A "$B/rootfs/usr")" = lib ]
+	[ "$(ls -A "$B/rootfs/usr/lib")" = mine ]
+	rm -r "$B/rootfs/usr"
+
+	# It moves devgate's /usr aside and makes an empty /usr of its own: that one stays.
+	run -0 dg grant --pid "$CPID" --gpu 0 --driver compute
+	run -0 dg_runc exec "$CID" sh -c 'mv /usr /usr.old && mkdir /usr'
+	ino=$(stat -c %i "$B/rootfs/usr")
+	run -0 dg revoke --pid "$CPID"
+	[ "$(stat -c %i "$B/rootfs/usr")" = "$ino" ]
+	[ -z "$(ls -A "$B/rootfs/usr")" ]
+	# What it moved is its own now; a grant afterwards works as on a fresh image.
+	run -0 dg grant --pid "$CPID" --gpu 0 --driver compute
+	[[ "$(devgate_mounts "$CPID")" == *"/usr/lib/x86_64-linux-gnu/libcuda.so.1 "* ]]
+	run -0 dg revoke --pid "$CPID"
+	[ "$(stat -c %i "$B/rootfs/usr")" = "$ino" ]
+	[ -z "$(ls -A "$B/rootfs/usr")" ]
+}
