@@ -341,6 +341,19 @@ static int rmdir_at(int dirfd, const char *name, uint64_t ino)
 }
 
 /*
+ * Takes devgate's mount of entry f (see devgate_mount) off name in dirfd.
+ * 0; -ENOENT when no mount of devgate's is there; or -errno.
+ */
+static int unmount_devgate(int dirfd, const char *name, const struct helper_file *f)
+{
+	int r = devgate_mount(dirfd, name, f->dev, f->ino, f->flags & HELPER_MARKED);
+
+	if (r <= 0)
+		return r ? r : -ENOENT;
+	return unmount_at(dirfd, name);
+}
+
+/*
  * Takes off what devgate made at entry f's path: its mount (see
  * devgate_mount) and the file under it, or the directory it made if that
  * is empty. Anything else there stays. The outcome in res.
@@ -362,10 +375,8 @@ static void remove_one(const struct files_ctx *c, const struct helper_file *f,
 		r = -ENOENT;
 	else if (f->kind == HELPER_DIR)
 		r = rmdir_at(dfd, base, f->ino);
-	else if ((r = devgate_mount(dfd, base, f->dev, f->ino, f->flags & HELPER_MARKED)) > 0)
-		r = unmount_at(dfd, base);
-	else if (r == 0)
-		r = -ENOENT;
+	else
+		r = unmount_devgate(dfd, base, f);
 	if (r == 0)
 		res->status = FILE_REMOVED;
 	else if (r == -ENOENT)
