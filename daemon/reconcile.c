@@ -214,6 +214,7 @@ static void reconcile_leases(struct daemon *d, unsigned int *fixes)
 		if (refresh_due(d, l) || !l->has_majors)
 			*fixes += refresh_lease(d, l) > 0;
 		adopt_grants(d, l, cgfd, fixes);
+		grant_sweep_driver(d, l);
 		watch_add(d, l);
 		log_info("reconcile: adopted lease of %s (%zu GPU(s)%s)", lease_label(l), l->n_gpus,
 			 lease_devices_note(l->n_devices, note, sizeof(note)));
@@ -300,6 +301,7 @@ static void reconcile_rebuild(struct daemon *d, unsigned int *fixes)
 		log_notice("reconcile: rebuilt the lost record of %s (%zu GPU(s)) from its grants",
 			   lease_label(l), l->n_gpus);
 		adopt_grants(d, l, cgfd, fixes);
+		grant_sweep_driver(d, l);
 		watch_add(d, l);
 		(*fixes)++;
 	}

@@ -78,5 +78,10 @@ void grant_finish_revoke(struct daemon *d, const struct lease *gone);
  * (cgroup to) holds what moved, otherwise given back to the source.
  */
 void grant_finish_move(struct daemon *d, const struct lease *gone, uint64_t to);
+/*
+ * Takes devgate's mounts of the driver's files that l does not record (a
+ * crash, a record rebuilt from the kernel) out of l's container.
+ */
+void grant_sweep_driver(struct daemon *d, const struct lease *l);
 
 #endif

@@ -11,13 +11,50 @@
 
 #include "lease/state.h"
 #include "cleanup.h"
+#include "driverfs.h"
 #include "grant.h"
 #include "log.h"
 #include "txn.h"
 
 /*
+ * Takes out the driver's files and directories the pending grant may have
+ * put in its container beyond what the committed lease records.
+ */
+static void rollback_driver(struct daemon *d, const struct lease *pending,
+			    const struct lease *committed)
+{
+	auto_cleanup(target_donep) struct target t = TARGET_INIT;
+	size_t n;
+
+	if (pending->n_driver_files + pending->n_driver_dirs ==
+		    (committed ? committed->n_driver_files + committed->n_driver_dirs : 0) ||
+	    txn_live_target(d, pending, &t) < 0)
+		return;
+	n = driverfs_rollback(&t, pending, committed);
+	if (n)
+		log_notice("reconcile: took %zu driver file(s) and directories of the unfinished "
+			   "grant out of %s",
+			   n, lease_label(pending));
+}
+
+void grant_sweep_driver(struct daemon *d, const struct lease *l)
+{
+	auto_cleanup(target_donep) struct target t = TARGET_INIT;
+	size_t n;
+
+	if (txn_live_target(d, l, &t) < 0)
+		return;
+	n = driverfs_sweep(d->inv->host_root, &t, l);
+	if (n)
+		log_notice("reconcile: took %zu mount(s) of the driver's files that no record "
+			   "holds out of %s",
+			   n, lease_label(l));
+}
+
+/*
  * Removes what the pending grant added beyond the committed lease: its
- * extra grants and nodes, and the gate when no lease was committed.
+ * extra grants and nodes, its driver files, and the gate when no lease was
+ * committed.
  */
 void grant_rollback(struct daemon *d, const struct lease *pending)
 {
@@ -30,6 +67,7 @@ void grant_rollback(struct daemon *d, const struct lease *pending)
 
 	txn_grants_del(d->bg, pending->cgid, extra, n_x);
 	txn_remove_nodes(d, pending, NULL, extra, n_x, res, false);
+	rollback_driver(d, pending, committed);
 	if (!committed)
 		txn_unguard_cgroup(d, pending->cgid, lease_label(pending));
 	(void)state_pending_clear(d->state, pending->cgid);

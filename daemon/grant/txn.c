@@ -367,7 +367,7 @@ int txn_grant_apply(struct daemon *d, const struct target *t, const struct lease
 	fault_point("grant.guard");
 	if (r == 0 && x->driver_add) {
 		x->driver_from = next->n_driver_files;
-		r = driverfs_add(d->inv->host_root, t, &nopts, next, x->driver_add, err);
+		r = driverfs_add(d->inv->host_root, d->state, t, &nopts, next, x->driver_add, err);
 		x->driver_done = r == 0;
 	}
 	if (r == 0) {

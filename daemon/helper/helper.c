@@ -3,8 +3,8 @@
  * The node helper's work: in a single-use child, confined by its seccomp
  * filter (syscalls.h), it receives one job from devgated, enters the
  * container's mount namespace, drops the capabilities it does not need,
- * makes or removes device nodes in the container's /dev (or mounts driver
- * files), and sends back what happened. Every path below the container's
+ * makes or removes device nodes in the container's /dev (or has files.c
+ * mount driver files), and sends back what happened. Every path below the container's
  * root belongs to the container, so it never follows a symlink there and
  * acts only through descriptors. It must use libc alone (no allocation, no
  * logging): it is built into the static devgated-node too, and any call it
@@ -394,167 +394,6 @@ static void undo_created(int devfd, const struct helper_job *o, const struct dg_
 	}
 }
 
-/* ---- driver files: the host's, mounted read-only at the same paths ---- */
-
-/*
- * Splits "/usr/lib/x" into dir "usr/lib" and *base "x". False for a
- * relative path, one with no directory part, or a dir too long for len.
- */
-static bool split_path(const char *path, char *dir, size_t len, const char **base)
-{
-	const char *slash = strrchr(path, '/');
-	size_t n;
-
-	if (path[0] != '/' || !slash || slash == path || !slash[1])
-		return false;
-	n = (size_t)(slash - path) - 1;
-	if (n >= len)
-		return false;
-	memcpy(dir, path + 1, n);
-	dir[n] = '\0';
-	*base = slash + 1;
-	return true;
-}
-
-/*
- * Makes path's last component, a directory, in its parent below root, as
- * the ids the container maps. path is cut at its last slash. 0 (also when
- * it exists already), or -errno.
- */
-static int make_dir(int root, char *path, const struct helper_job *o)
-{
-	char *slash = strrchr(path, '/');
-	int parent, r;
-
-	if (slash)
-		*slash = '\0';
-	parent = in_root(root, slash ? path : ".", 0, o->no_openat2);
-	if (parent < 0)
-		return parent;
-	as_owner(o, true);
-	r = mkdirat(parent, slash ? slash + 1 : path, 0755) < 0 && errno != EEXIST ? -errno : 0;
-	as_owner(o, false);
-	close(parent);
-	return r;
-}
-
-/*
- * Opens the directory dir (below root) a file goes in, making the parts
- * that are missing. Symlinks on the way are followed inside the root only:
- * images link /lib to usr/lib. Returns the descriptor, or -errno.
- */
-static int file_dir(int root, const char *dir, const struct helper_job *o)
-{
-	char part[HELPER_PATH_MAX];
-	size_t len = strlen(dir);
-
-	for (size_t end = 1; end <= len; end++) {
-		int fd;
-
-		if (dir[end] != '/' && dir[end] != '\0')
-			continue;
-		memcpy(part, dir, end);
-		part[end] = '\0';
-		fd = in_root(root, part, 0, o->no_openat2);
-		if (fd >= 0) {
-			close(fd);
-			continue;
-		}
-		if (fd != -ENOENT || (fd = make_dir(root, part, o)) < 0)
-			return fd;
-	}
-	return in_root(root, dir, 0, o->no_openat2);
-}
-
-/*
- * Mounts the host's file (the detached mount tree) at path below root, on
- * an empty file made for it. -EEXIST when the image has a file there. 0,
- * or -errno.
- */
-static int mount_file(int root, const char *path, const struct helper_job *o, int tree)
-{
-	char dir[HELPER_PATH_MAX];
-	const char *base;
-	int dfd, r;
-
-	if (!split_path(path, dir, sizeof(dir), &base))
-		return -EINVAL;
-	dfd = file_dir(root, dir, o);
-	if (dfd < 0)
-		return dfd;
-	r = mount_point(dfd, base, o);
-	if (r == 0 && syscall(SYS_move_mount, tree, "", dfd, base, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
-		r = -errno;
-		(void)unlinkat(dfd, base, 0);
-	}
-	close(dfd);
-	return r;
-}
-
-/*
- * Takes the mount off path below root, then removes the file it was on.
- * Only a mount comes off, and only then its file goes: an image's own file
- * stays (-EINVAL). 0, or -errno.
- */
-static int unmount_file(int root, const char *path, const struct helper_job *o)
-{
-	char dir[HELPER_PATH_MAX];
-	const char *base;
-	int dfd, r = 0;
-
-	if (!split_path(path, dir, sizeof(dir), &base))
-		return -EINVAL;
-	dfd = in_root(root, dir, 0, o->no_openat2);
-	if (dfd < 0)
-		return dfd;
-	if (fchdir(dfd) < 0 || umount2(base, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
-		r = -errno;
-	if (r == 0 && unlinkat(dfd, base, 0) < 0)
-		r = -errno;
-	close(dfd);
-	return r;
-}
-
-/*
- * Runs a driver files job, each file's outcome in msg. Mounting is all or
- * nothing: a failure takes off what this job mounted (STAGE_FILES).
- */
-static void files_run(int root, const struct helper_job *job, const char (*files)[HELPER_PATH_MAX],
-		      const int *trees, struct helper_msg *msg)
-{
-	size_t i;
-
-	for (i = 0; i < job->n_files; i++) {
-		int r = job->op == OP_MOUNT_FILES ? mount_file(root, files[i], job, trees[i])
-						  : unmount_file(root, files[i], job);
-
-		if (job->op == OP_UNMOUNT_FILES) {
-			msg->file_status[i] = r == 0			     ? NODE_REMOVED
-					      : r == -ENOENT || r == -EINVAL ? NODE_ABSENT
-									     : NODE_FAILED;
-			msg->file_err[i] = r < 0 ? -r : 0;
-			continue;
-		}
-		/* A file the image has at that path is its own; it stays, unmounted. */
-		msg->file_status[i] = r == 0	     ? NODE_CREATED
-				      : r == -EEXIST ? NODE_PRESENT
-						     : NODE_FAILED;
-		msg->file_err[i] = r < 0 ? -r : 0;
-		if (msg->file_status[i] == NODE_FAILED)
-			break;
-	}
-	if (job->op == OP_UNMOUNT_FILES || i == job->n_files)
-		return;
-	while (i-- > 0) {
-		if (msg->file_status[i] == NODE_CREATED) {
-			(void)unmount_file(root, files[i], job);
-			msg->file_status[i] = NODE_UNTOUCHED;
-		}
-	}
-	msg->stage = STAGE_FILES;
-	msg->err = EIO;
-}
-
 /*
  * What the helper keeps once it is inside the container's mount namespace:
  * enough to make, own and remove nodes, nothing more (no CAP_SYS_ADMIN:
@@ -599,13 +438,38 @@ static bool files_op(const struct helper_job *job)
 }
 
 /*
+ * Runs a driver files job (files.c) with its root; STAGE_FILES when it
+ * could not start, or when a mount failed and nothing stays mounted.
+ */
+static void run_files(int root, const struct helper_job *job, const struct helper_file *files,
+		      const int *trees, struct helper_msg *msg)
+{
+	const struct files_params p = {
+		.mount = job->op == OP_MOUNT_FILES,
+		.n = job->n_files,
+		.fs_uid = job->fs_uid,
+		.fs_gid = job->fs_gid,
+		.root_caps = job->root_caps,
+		.walk = job->no_openat2,
+		.in_root = in_root,
+		.drop_caps = drop_caps,
+	};
+	int r = files_run(root, &p, files, trees, &msg->files, &msg->caps);
+
+	if (r < 0) {
+		msg->stage = STAGE_FILES;
+		msg->err = -r;
+	}
+}
+
+/*
  * Does the job, in order: enters the container's mount namespace, drops
  * capabilities, opens the root (checking it is the expected one) and its
  * dev, refuses the host's own /dev, then makes or removes nodes or
  * mounts files. msg says how far it got (stage) and what happened.
  */
-static void helper_run(const struct helper_job *job, const char (*files)[HELPER_PATH_MAX],
-		       int pidfd, int rootfd, const int *trees, struct helper_msg *msg)
+static void helper_run(const struct helper_job *job, const struct helper_file *files, int pidfd,
+		       int rootfd, const int *trees, struct helper_msg *msg)
 {
 	int root = rootfd, devfd;
 	struct stat st;
@@ -650,7 +514,7 @@ static void helper_run(const struct helper_job *job, const char (*files)[HELPER_
 		return;
 	}
 	if (files_op(job)) {
-		files_run(root, job, files, trees, msg);
+		run_files(root, job, files, trees, msg);
 		return;
 	}
 	if (job->op == OP_REMOVE) {
@@ -680,7 +544,7 @@ static size_t job_fds(const struct helper_job *job)
  * Receives the job, its descriptors and a files job's paths. False when
  * devgated hung up or sent something malformed.
  */
-static bool spare_receive(int sock, struct helper_job *job, char (*files)[HELPER_PATH_MAX],
+static bool spare_receive(int sock, struct helper_job *job, struct helper_file *files,
 			  int fds[FDPASS_MAX])
 {
 	int none[FDPASS_MAX];
@@ -691,18 +555,18 @@ static bool spare_receive(int sock, struct helper_job *job, char (*files)[HELPER
 	    (job->n_files && !files_op(job)) || (size_t)n != job_fds(job))
 		return false;
 	/* recvmsg, as the job came: the filter allows no read. No descriptors with it. */
-	len = job->n_files * HELPER_PATH_MAX;
+	len = job->n_files * sizeof(*files);
 	if (len && fds_recv(sock, files, len, none) != 0)
 		return false;
 	for (size_t i = 0; i < job->n_files; i++)
-		files[i][HELPER_PATH_MAX - 1] = '\0';
+		files[i].path[HELPER_PATH_MAX - 1] = '\0';
 	job->root_path[sizeof(job->root_path) - 1] = '\0';
 	return true;
 }
 
 void helper_main(int sock, const struct sock_fprog *filter)
 {
-	static char files[HELPER_MAX_FILES][HELPER_PATH_MAX];
+	static struct helper_file files[HELPER_MAX_FILES];
 	struct helper_job job;
 	struct helper_msg msg = { 0 };
 	int fds[FDPASS_MAX], devnull, confined;

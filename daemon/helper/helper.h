@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "files.h"
 #include "gpu.h"
 
 enum node_status {
@@ -40,16 +41,6 @@ enum helper_op {
 	OP_UNMOUNT_FILES /* take them off again, and the files made to mount on */
 };
 
-/* Driver files in one job: each library twice (its name and its soname), tools. */
-#define HELPER_MAX_FILES 96
-#define HELPER_PATH_MAX 160
-
-/*
- * The paths of an OP_*_FILES job travel in a second message right after the
- * job: n_files entries of HELPER_PATH_MAX bytes (absolute paths in the
- * container). Node jobs, the hot path, do not carry room for them.
- */
-
 enum helper_stage {
 	STAGE_OK = 0,
 	STAGE_SECCOMP,
@@ -60,7 +51,7 @@ enum helper_stage {
 	STAGE_DEV,
 	STAGE_HOST_DEV,
 	STAGE_NODES,
-	STAGE_FILES, /* a driver file could not be mounted; none is */
+	STAGE_FILES, /* a driver file could not be mounted (none is), or no files job could start */
 };
 
 struct helper_msg {
@@ -68,8 +59,7 @@ struct helper_msg {
 	int err;
 	uint64_t caps; /* the effective capabilities it worked with */
 	struct node_result res[DG_MAX_NODES];
-	int file_status[HELPER_MAX_FILES]; /* NODE_CREATED, _REMOVED, _PRESENT (kept), _FAILED */
-	int file_err[HELPER_MAX_FILES];
+	struct files_reply files; /* OP_*_FILES */
 };
 
 /*
@@ -99,7 +89,14 @@ struct helper_job {
 	char root_path[4096]; /* "" for the target's own root */
 	size_t n;
 	struct dg_node nodes[DG_MAX_NODES];
-	size_t n_files; /* OP_*_FILES: how many paths the second message holds */
+	size_t n_files; /* OP_*_FILES: how many entries the second message holds */
+	/*
+	 * OP_*_FILES: of CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH and CAP_FOWNER,
+	 * those the container's root has (its bounding set; none in another
+	 * user namespace). Files and directories are made as that root
+	 * (fs_uid, fs_gid) with these alone.
+	 */
+	uint64_t root_caps;
 };
 
 /*

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The system calls a node helper may make once it is confined: its seccomp
- * allow-list, kept beside the code it governs (helper.c). Any other call
+ * allow-list, kept beside the code it governs (helper.c, files.c). Any other call
  * fails with EPERM. devgated builds the filter from this list at start
  * (node/nodes.c, with sys/confine.c) and hands it to the zygote, which
  * installs it in every helper it forks.
  *
- * A call added to helper.c (or one that a libc function it uses makes)
+ * A call added to helper.c or files.c (or one that a libc function they use makes)
  * must be added here too; tests/unit/test_helper.c runs the helper's work
  * under this very filter and fails otherwise.
  *
@@ -49,6 +49,10 @@ static const int helper_syscalls[] = {
 	__NR_setfsgid,
 	/* driver files, and /dev/dri or /dev/nvidia-caps: the directories they go in */
 	__NR_mkdirat,
+	/* driver files are made as the container's root: without root's groups */
+	__NR_setgroups,
+	/* a mount is devgate's if it is unbindable: open_tree cannot clone it */
+	__NR_open_tree,
 };
 
 #endif

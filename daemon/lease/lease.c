@@ -42,7 +42,19 @@ void lease_free(struct lease *l)
 	free(l->cgroup);
 	free(l->container);
 	free(l->driver_files);
+	free(l->driver_dirs);
 	free(l);
+}
+
+/* Sets *ret to a copy of the n elements of size size at src (NULL for none). 0 or -ENOMEM. */
+static int dup_array(const void *src, size_t n, size_t size, void **ret)
+{
+	*ret = n ? malloc(n * size) : NULL;
+	if (n && !*ret)
+		return -ENOMEM;
+	if (n)
+		memcpy(*ret, src, n * size);
+	return 0;
 }
 
 /* Sets *ret to a copy of s, or to NULL when s is NULL. Returns 0 or -ENOMEM. */
@@ -95,17 +107,13 @@ struct lease *lease_copy(const struct lease *l)
 		memcpy(c->devices, l->devices, l->n_devices * sizeof(*c->devices));
 		c->n_devices = l->n_devices;
 	}
-	if (l->n_driver_files) {
-		c->driver_files = malloc(l->n_driver_files * sizeof(*c->driver_files));
-		if (!c->driver_files) {
-			lease_free(c);
-			return NULL;
-		}
-		memcpy(c->driver_files, l->driver_files,
-		       l->n_driver_files * sizeof(*c->driver_files));
-		c->n_driver_files = l->n_driver_files;
-	}
-	if (dup_str(l->cgroup, &c->cgroup) < 0 || dup_str(l->container, &c->container) < 0) {
+	c->n_driver_files = l->n_driver_files;
+	c->n_driver_dirs = l->n_driver_dirs;
+	if (dup_array(l->driver_files, l->n_driver_files, sizeof(*l->driver_files),
+		      (void **)&c->driver_files) < 0 ||
+	    dup_array(l->driver_dirs, l->n_driver_dirs, sizeof(*l->driver_dirs),
+		      (void **)&c->driver_dirs) < 0 ||
+	    dup_str(l->cgroup, &c->cgroup) < 0 || dup_str(l->container, &c->container) < 0) {
 		lease_free(c);
 		return NULL;
 	}
@@ -555,6 +563,32 @@ void lease_driver_clear(struct lease *l)
 	free(l->driver_files);
 	l->driver_files = NULL;
 	l->n_driver_files = 0;
+	free(l->driver_dirs);
+	l->driver_dirs = NULL;
+	l->n_driver_dirs = 0;
+}
+
+int lease_add_driver_file(struct lease *l, const char *path)
+{
+	struct lease_file *v = realloc(l->driver_files, (l->n_driver_files + 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	l->driver_files = v;
+	snprintf(v[l->n_driver_files++].path, sizeof(v->path), "%s", path);
+	return 0;
+}
+
+int lease_add_driver_dir(struct lease *l, const char *path, uint64_t ino)
+{
+	struct lease_dir *v = realloc(l->driver_dirs, (l->n_driver_dirs + 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	l->driver_dirs = v;
+	snprintf(v[l->n_driver_dirs].path, sizeof(v->path), "%s", path);
+	v[l->n_driver_dirs++].ino = ino;
+	return 0;
 }
 
 int lease_access_parse(const char *s, uint32_t *ret)

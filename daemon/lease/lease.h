@@ -55,6 +55,12 @@ struct lease_file {
 	char path[LEASE_FILE_PATH_MAX];
 };
 
+/* A directory devgate made in the container for driver files: its path there, its inode. */
+struct lease_dir {
+	char path[LEASE_FILE_PATH_MAX];
+	uint64_t ino;
+};
+
 struct lease {
 	uint64_t cgid;
 	char *cgroup;	 /* v2 path, for display */
@@ -68,10 +74,15 @@ struct lease {
 	/* CLOCK_REALTIME seconds at which the lease is revoked (grant --ttl); 0: never. */
 	int64_t expires;
 	bool kill_on_expiry; /* holders of its nodes are killed at expiry */
-	/* grant --driver: DG_DRV_* asked for, and the files mounted (container paths) */
+	/*
+	 * grant --driver: DG_DRV_* asked for, the files mounted (container
+	 * paths), and the directories made for them, in the order made.
+	 */
 	unsigned int driver_caps;
 	struct lease_file *driver_files;
 	size_t n_driver_files;
+	struct lease_dir *driver_dirs;
+	size_t n_driver_dirs;
 	struct lease_spent *spent; /* n_spent GPUs it held before, at most DG_MAX_GPUS */
 	size_t n_spent;
 	/*
@@ -229,8 +240,11 @@ int lease_add_device(struct lease *l, const struct lease_device *dev);
 /* Removes l's device called name, keeping the others in order; does nothing when there is none. */
 void lease_del_device(struct lease *l, const char *name);
 
-/* Forgets grant --driver's capabilities and files, when the lease's last GPU left. */
+/* Forgets grant --driver's capabilities, files and directories, when the lease's last GPU left. */
 void lease_driver_clear(struct lease *l);
+/* Adds path to l's driver files (or directory path, inode ino, to its directories). 0, -ENOMEM. */
+int lease_add_driver_file(struct lease *l, const char *path);
+int lease_add_driver_dir(struct lease *l, const char *path, uint64_t ino);
 
 /*
  * Parses an access mode ("r", "rw", "rwm": each letter once, in any order)

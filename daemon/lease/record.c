@@ -77,6 +77,15 @@ static const struct dg_field device_fields[] = {
 static const struct dg_schema device_schema =
 	DG_RECORD_SCHEMA("device", struct lease_device, device_fields);
 
+/* A directory grant --driver made: {"path": "/usr/lib", "ino": "1234"}. */
+static const struct dg_field dir_fields[] = {
+	DG_FIELD("path", DG_F_CHARS, struct lease_dir, path, .required = true),
+	/* A string, as cgroup ids: an inode number may use all 64 bits. */
+	DG_FIELD("ino", DG_F_ID, struct lease_dir, ino, .required = true),
+};
+static const struct dg_schema dir_schema =
+	DG_RECORD_SCHEMA("driver directory", struct lease_dir, dir_fields);
+
 /* Only the majors the driver had: {"nvidia": 195, "nvidia-uvm": 511, ...}. */
 #define MAJOR(key, m, has) \
 	DG_FIELD_HAS(key, DG_F_INT, struct dg_majors, m, has, .min = 1, .max = 4095)
@@ -122,6 +131,13 @@ static const struct dg_field lease_fields[] = {
 	DG_FIELD_N("driver_files", DG_F_STRS, struct lease, driver_files, n_driver_files,
 		   .required = true, .with = "driver_caps", .elem = sizeof(struct lease_file),
 		   .flags = DG_LINES),
+	/*
+	 * The directories made for them. Records older than it lack it (the
+	 * directories stay, as they did), and older versions skip it.
+	 */
+	DG_FIELD_N("driver_dirs", DG_F_OBJS, struct lease, driver_dirs, n_driver_dirs,
+		   .with = "driver_caps", .sub = &dir_schema,
+		   .max = (int64_t)4 * DG_DRIVER_MAX_FILES),
 	/* Records older than a live driver reload lack it: has_majors stays false. */
 	DG_FIELD_HAS("majors", DG_F_OBJ, struct lease, majors, has_majors, .sub = &majors_schema),
 	DG_FIELD_N("devices", DG_F_OBJS, struct lease, devices, n_devices, .sub = &device_schema,
@@ -152,7 +168,7 @@ static const struct dg_schema move_schema =
  * 64-bit Linux; elsewhere the check is skipped.
  */
 #define RECORD_LP64 (sizeof(void *) == 8 && sizeof(long) == 8)
-_Static_assert(!RECORD_LP64 || sizeof(struct lease) == 168, "struct lease changed: see above");
+_Static_assert(!RECORD_LP64 || sizeof(struct lease) == 184, "struct lease changed: see above");
 _Static_assert(!RECORD_LP64 || sizeof(struct lease_gpu) == 168,
 	       "struct lease_gpu changed: see above");
 _Static_assert(!RECORD_LP64 || sizeof(struct lease_spent) == 88,
@@ -161,6 +177,8 @@ _Static_assert(!RECORD_LP64 || sizeof(struct lease_device) == 304,
 	       "struct lease_device changed: see above");
 _Static_assert(sizeof(struct lease_file) == LEASE_FILE_PATH_MAX,
 	       "struct lease_file changed: see above");
+_Static_assert(sizeof(struct lease_dir) == LEASE_FILE_PATH_MAX + 8,
+	       "struct lease_dir changed: see above");
 _Static_assert(!RECORD_LP64 || sizeof(struct dg_majors) == 28,
 	       "struct dg_majors changed: see above");
 
@@ -216,6 +234,15 @@ static const char *device_wrong(const struct lease *l, size_t i)
 	return NULL;
 }
 
+/* Whether path, element i of key, is not absolute; then why says so. */
+static bool not_absolute(const char *key, size_t i, const char *path, char *why, size_t len)
+{
+	if (path[0] == '/')
+		return false;
+	snprintf(why, len, "lease record: %s[%zu]: '%s' is not an absolute path", key, i, path);
+	return true;
+}
+
 /*
  * Checks what the tables cannot: fields that must agree with each other.
  * Returns 0, or -EINVAL with why naming the field. Also gives a GPU from a
@@ -242,12 +269,12 @@ static int record_check(struct lease *l, char *why, size_t len)
 		}
 	}
 	for (size_t i = 0; i < l->n_driver_files; i++) {
-		if (l->driver_files[i].path[0] != '/') {
-			snprintf(why, len,
-				 "lease record: driver_files[%zu]: '%s' is not an absolute path", i,
-				 l->driver_files[i].path);
+		if (not_absolute("driver_files", i, l->driver_files[i].path, why, len))
 			return -EINVAL;
-		}
+	}
+	for (size_t i = 0; i < l->n_driver_dirs; i++) {
+		if (not_absolute("driver_dirs", i, l->driver_dirs[i].path, why, len))
+			return -EINVAL;
 	}
 	return 0;
 }

@@ -9,8 +9,9 @@
  *
  * Two more kinds of file make every crash recoverable (reconcile.c):
  *   CGID.pending   a grant in flight: the lease it will make, written before
- *                  the first kernel change, removed once the record commits;
- *                  found at start, the grant is rolled back.
+ *                  the first kernel change (and again before and after the
+ *                  driver's files are mounted, naming them), removed once the
+ *                  record commits; found at start, the grant is rolled back.
  *   CGID.revoking  a full revoke in flight: its record is already gone;
  *                  found at start, the revoke is finished, never undone.
  *   CGID.moving    a move in flight from CGID: what moves, and to which

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/mount.h>
 #include <poll.h>
 #include <seccomp.h>
@@ -290,14 +291,14 @@ void nodes_prepare(void)
 
 /*
  * Sends the job to the spare with its descriptors (the target's pidfd and
- * root, then trees), then a files job's paths as a message of their own
+ * root, then trees), then a files job's entries as a message of their own
  * (helper.h). 0, or -errno.
  */
-static int send_job(const struct helper_job *job, char (*files)[HELPER_PATH_MAX], int pidfd,
+static int send_job(const struct helper_job *job, const struct helper_file *files, int pidfd,
 		    int rootfd, const int *trees, size_t n_trees)
 {
 	int fds[FDPASS_MAX] = { pidfd, rootfd };
-	size_t len = job->n_files * HELPER_PATH_MAX;
+	size_t len = job->n_files * sizeof(*files);
 	int r;
 
 	if (n_trees > FDPASS_MAX - 2)
@@ -312,11 +313,11 @@ static int send_job(const struct helper_job *job, char (*files)[HELPER_PATH_MAX]
 /*
  * Runs one job in the spare helper and returns its reply in msg. trees are
  * the detached mounts the job binds (one per node or file); files are the
- * paths of a files job, NULL for nodes. A spare that died while idle is
+ * entries of a files job, NULL for nodes. A spare that died while idle is
  * replaced once. 0, or -errno when no helper answered.
  */
 static int run_helper(const struct target *t, const struct helper_job *job,
-		      char (*files)[HELPER_PATH_MAX], const int *trees, size_t n_trees,
+		      const struct helper_file *files, const int *trees, size_t n_trees,
 		      struct helper_msg *msg)
 {
 	int r;
@@ -572,16 +573,20 @@ int nodes_remove(const struct target *t, const struct node_opts *opts, const str
 /* ---- driver files ---- */
 
 /*
- * Returns the host's file path (below host_root) as a read-only, nosuid,
- * nodev detached mount to put in a container; -errno.
+ * Returns the host's file path (below host_root) as a detached mount to put
+ * in a container, and its identity in *st: read-only, nosuid, nodev, and
+ * unbindable, devgate's mark (helper.c): the kernel neither attaches it
+ * below a shared mount nor clones it, so it never leaves the container,
+ * and devgate knows it again. -errno.
  */
-static int file_tree(int host_root, const char *path)
+static int file_tree(int host_root, const char *path, struct stat *st)
 {
 	struct mount_attr attr = {
 		.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+		.propagation = MS_UNBINDABLE,
 	};
 	auto_close int fd = open_in_root(host_root, path, O_PATH, 0);
-	int tree;
+	int tree, r;
 
 	if (fd < 0)
 		return fd;
@@ -589,22 +594,78 @@ static int file_tree(int host_root, const char *path)
 			    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
 	if (tree < 0)
 		return -errno;
-	if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
-		int r = -errno;
-
+	if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0 ||
+	    fstat(tree, st) < 0) {
+		r = -errno;
 		close(tree);
 		return r;
 	}
 	return tree;
 }
 
+int nodes_open_files(int host_root, struct node_file *f, size_t n, struct dg_error *err)
+{
+	for (size_t i = 0; i < n; i++)
+		f[i].tree = -1;
+	for (size_t i = 0; i < n; i++) {
+		struct stat st = { 0 };
+		int tree = file_tree(host_root, f[i].host, &st);
+
+		if (tree < 0) {
+			nodes_close_files(f, i);
+			return dg_error_set(err, DG_E_KERNEL, -tree,
+					    "cannot open the driver's %s on the host: %s",
+					    f[i].host, strerror(-tree));
+		}
+		f[i].tree = tree;
+		f[i].dev = st.st_dev;
+		f[i].ino = st.st_ino;
+	}
+	return 0;
+}
+
+void nodes_close_files(struct node_file *f, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		f[i].tree = safe_close(f[i].tree);
+}
+
 /*
- * Fills job and paths for a driver files job: only into a container's own
- * mount namespace, never devgated's. 0, or -errno with err set.
+ * Sets *ret to the capabilities that pass file permissions which pid's
+ * user namespace root may have: those of its bounding set, from
+ * /proc/PID/status. 0, or -errno.
+ */
+static int root_caps(pid_t pid, uint64_t *ret)
+{
+	const uint64_t dac = (1ULL << CAP_DAC_OVERRIDE) | (1ULL << CAP_DAC_READ_SEARCH) |
+			     (1ULL << CAP_FOWNER);
+	auto_free char *text = NULL;
+	unsigned long long bnd;
+	const char *line;
+	char path[64];
+	int r;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	r = read_file_at(AT_FDCWD, path, 16384, &text, NULL);
+	if (r < 0)
+		return r;
+	line = strstr(text, "\nCapBnd:");
+	if (!line || sscanf(line, "\nCapBnd: %llx", &bnd) != 1)
+		return -EINVAL;
+	*ret = bnd & dac;
+	return 0;
+}
+
+/*
+ * Fills job and its entries for a driver files job: only into a container's
+ * own mount namespace, never devgated's, and as the container's root: root
+ * with the file capabilities of its bounding set, or in another user
+ * namespace the ids it maps root to (make_job) with none. 0, or -errno
+ * with err set.
  */
 static int files_job(const struct target *t, enum helper_op op, const struct node_opts *o,
 		     const struct node_file *f, size_t n, struct helper_job *job,
-		     char (*paths)[HELPER_PATH_MAX], struct dg_error *err)
+		     struct helper_file *entries, struct dg_error *err)
 {
 	int r;
 
@@ -619,72 +680,132 @@ static int files_job(const struct target *t, enum helper_op op, const struct nod
 			"PID %d shares devgated's mount namespace: driver files go only "
 			"into a container's own",
 			(int)t->pid);
+	if (!job->bind) {
+		r = root_caps(t->pid, &job->root_caps);
+		if (r == 0 && pidfd_alive(t->pidfd) < 0)
+			return target_gone(t, err);
+		if (r < 0)
+			return dg_error_set(err, DG_E_KERNEL, -r,
+					    "cannot read the capabilities of PID %d: %s",
+					    (int)t->pid, strerror(-r));
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (strlen(f[i].path) >= HELPER_PATH_MAX || f[i].path[0] != '/')
 			return dg_error_set(err, DG_E_INTERNAL, EINVAL, "bad driver file path");
-		snprintf(paths[i], HELPER_PATH_MAX, "%s", f[i].path);
+		entries[i] = (struct helper_file){
+			.dev = f[i].dev,
+			.ino = f[i].ino,
+			.kind = f[i].dir ? HELPER_DIR : HELPER_MOUNT,
+			.flags = f[i].marked ? HELPER_MARKED : 0,
+		};
+		snprintf(entries[i].path, HELPER_PATH_MAX, "%s", f[i].path);
 	}
 	job->n_files = n;
 	return 0;
 }
 
+/* The error for entry f that failed as res says; returns -errno. */
+static int file_error(const struct target *t, const struct node_file *f,
+		      const struct file_result *res, struct dg_error *err)
+{
+	int at = res->at < strlen(f->path) ? res->at : (int)strlen(f->path);
+
+	if (res->step == FSTEP_WALK && res->err == EXDEV) {
+		dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EXDEV,
+			     "cannot mount the driver's %s in the container of PID %d: %.*s is "
+			     "on another mount than the container's root (a volume, or a host "
+			     "directory bound in)",
+			     f->path, (int)t->pid, at, f->path);
+		dg_error_hint(err, "devgate puts the driver's files only on the container's root "
+				   "filesystem, never across a mount; mount the driver with CDI "
+				   "('devgatectl cdi generate') instead");
+		return -EXDEV;
+	}
+	if ((res->step == FSTEP_MKDIR || res->step == FSTEP_FILE) &&
+	    (res->err == EACCES || res->err == EPERM)) {
+		dg_error_set(err, DG_E_TARGET_UNSUPPORTED, res->err,
+			     "cannot mount the driver's %s in the container of PID %d: the "
+			     "container's root may not make %s%.*s (%s)",
+			     f->path, (int)t->pid, res->step == FSTEP_FILE ? "a file in " : "", at,
+			     f->path, strerror(res->err));
+		dg_error_hint(err, "devgate makes only what the container's own root could make "
+				   "(as its ids, with the capabilities it has); give the image the "
+				   "directory, or mount the driver with CDI");
+		return -res->err;
+	}
+	if (res->step == FSTEP_SHARED) {
+		dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EXDEV,
+			     "cannot mount the driver's %s in the container of PID %d: the mount "
+			     "it would go on is shared with other mount namespaces, and "
+			     "devgate's mounts must not propagate out of the container",
+			     f->path, (int)t->pid);
+		dg_error_hint(err, "give the container a private or slave root (OCI "
+				   "linux.rootfsPropagation), or mount the driver with CDI");
+		return -EXDEV;
+	}
+	return dg_error_set(err, DG_E_KERNEL, res->err,
+			    "cannot mount the driver's %s in the container of PID %d: %s", f->path,
+			    (int)t->pid, strerror(res->err));
+}
+
 /*
- * Mounts or unmounts driver files in t through a helper. status[i] says
- * what happened to f[i]. 0, or -errno with err set.
+ * Mounts or unmounts driver files in t through a helper; ret says what
+ * became of each entry. 0, or -errno with err set.
  */
 static int files_apply(const struct target *t, enum helper_op op, const struct node_opts *o,
-		       int host_root, const struct node_file *f, size_t n, int *status,
+		       const struct node_file *f, size_t n, struct node_files_result *ret,
 		       struct dg_error *err)
 {
 	struct helper_msg msg = { 0 };
-	struct helper_job job;
-	char paths[HELPER_MAX_FILES][HELPER_PATH_MAX];
+	struct helper_job job = { 0 };
+	struct helper_file entries[HELPER_MAX_FILES];
 	int trees[HELPER_MAX_FILES];
-	size_t n_trees = 0;
-	int r = files_job(t, op, o, f, n, &job, paths, err);
+	size_t n_trees = op == OP_MOUNT_FILES ? n : 0;
+	int r;
 
-	fds_none(trees, ARRAY_SIZE(trees));
-	for (; r == 0 && op == OP_MOUNT_FILES && n_trees < n; n_trees++) {
-		trees[n_trees] = file_tree(host_root, f[n_trees].host);
-		if (trees[n_trees] < 0)
-			r = dg_error_set(err, DG_E_KERNEL, -trees[n_trees],
-					 "cannot open the driver's %s on the host: %s",
-					 f[n_trees].host, strerror(-trees[n_trees]));
-	}
-	if (r == 0)
-		r = run_helper(t, &job, paths, trees, n_trees, &msg);
-	close_all(trees, n_trees);
+	ret->replied = false;
+	r = files_job(t, op, o, f, n, &job, entries, err);
 	if (r < 0)
-		return dg_error_is_set(err) ? r
-					    : dg_error_set(err, DG_E_KERNEL, r,
-							   "node helper for PID %d failed: %s",
-							   (int)t->pid, strerror(-r));
+		return r;
+	for (size_t i = 0; i < n_trees; i++)
+		trees[i] = f[i].tree;
+	r = run_helper(t, &job, entries, trees, n_trees, &msg);
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r, "node helper for PID %d failed: %s",
+				    (int)t->pid, r == -ETIMEDOUT ? "timed out" : strerror(-r));
+	ret->replied = true;
 	log_debug("node helper for PID %d worked with capabilities %#llx (driver files)",
 		  (int)t->pid, (unsigned long long)msg.caps);
-	memcpy(status, msg.file_status, n * sizeof(*status));
+	memcpy(ret->res, msg.files.res, n * sizeof(*ret->res));
+	ret->n_dirs = 0;
+	for (size_t i = 0; i < msg.files.n_dirs && i < HELPER_MAX_DIRS; i++) {
+		if (msg.files.dirs[i].file < n && msg.files.dirs[i].len < HELPER_PATH_MAX)
+			ret->dirs[ret->n_dirs++] = msg.files.dirs[i];
+	}
 	if (msg.stage == STAGE_FILES) {
 		for (size_t i = 0; i < n; i++) {
-			if (msg.file_status[i] == NODE_FAILED)
-				return dg_error_set(err, DG_E_KERNEL, msg.file_err[i],
-						    "cannot mount the driver's %s in the container "
-						    "of PID %d: %s",
-						    f[i].path, (int)t->pid,
-						    strerror(msg.file_err[i]));
+			if (msg.files.res[i].status == FILE_FAILED)
+				return file_error(t, &f[i], &msg.files.res[i], err);
 		}
+		return dg_error_set(err, DG_E_KERNEL, msg.err,
+				    "cannot work on the driver's files in the container of PID "
+				    "%d: %s",
+				    (int)t->pid, strerror(msg.err));
 	}
 	return check_msg(t, o->root_path, &msg, err);
 }
 
-int nodes_mount_files(const struct target *t, const struct node_opts *o, int host_root,
-		      const struct node_file *f, size_t n, int *status, struct dg_error *err)
+int nodes_mount_files(const struct target *t, const struct node_opts *o, const struct node_file *f,
+		      size_t n, struct node_files_result *ret, struct dg_error *err)
 {
-	return files_apply(t, OP_MOUNT_FILES, o, host_root, f, n, status, err);
+	return files_apply(t, OP_MOUNT_FILES, o, f, n, ret, err);
 }
 
 int nodes_unmount_files(const struct target *t, const struct node_opts *o,
-			const struct node_file *f, size_t n, int *status, struct dg_error *err)
+			const struct node_file *f, size_t n, struct node_files_result *ret,
+			struct dg_error *err)
 {
-	return files_apply(t, OP_UNMOUNT_FILES, o, -1, f, n, status, err);
+	return files_apply(t, OP_UNMOUNT_FILES, o, f, n, ret, err);
 }
 
 void nodes_fini(void)

@@ -13,6 +13,7 @@
 #include <linux/filter.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "errors.h"
@@ -56,22 +57,55 @@ void nodes_prepare(void);
  */
 int nodes_create(const struct target *t, const struct node_opts *opts, const struct dg_node *nodes,
 		 size_t n, struct node_result *res, struct dg_error *err);
-/* A driver file: the host's path (below the host root) and its path in the container. */
+/*
+ * An entry of a driver files job: a file of the host's driver, mounted
+ * read-only at path in the container; or, to unmount, a directory devgate
+ * made there.
+ */
 struct node_file {
-	const char *host;
-	const char *path;
+	const char *host;  /* mount: the host's file, below the host root */
+	const char *path;  /* absolute, in the container */
+	uint64_t dev, ino; /* as struct helper_file's; nodes_open_files sets them for a mount */
+	bool dir;	   /* unmount: a directory devgate made, removed if empty */
+	bool marked;	   /* unmount: only a mount devgate marked as its own comes off */
+	int tree;	   /* mount: the host file's detached mount (nodes_open_files), or -1 */
+};
+
+/* What a files job did: a result per entry, and the directories a mount job made. */
+struct node_files_result {
+	bool replied; /* the helper answered: false when what it did is not known */
+	struct file_result res[HELPER_MAX_FILES];
+	size_t n_dirs;
+	struct helper_dir dirs[HELPER_MAX_DIRS];
 };
 
 /*
- * Mounts the host's files read-only at their paths in the container, making
- * directories where missing; all or none. status[i]: NODE_CREATED, or
- * NODE_PRESENT where the image has a file of its own there (left alone).
+ * Opens each entry's host file (below host_root) as a read-only, nosuid,
+ * nodev and unbindable detached mount, its tree, and sets its dev and ino.
+ * All or none. 0, or -errno with err set.
  */
-int nodes_mount_files(const struct target *t, const struct node_opts *o, int host_root,
-		      const struct node_file *f, size_t n, int *status, struct dg_error *err);
-/* Unmounts them and removes the files they were mounted on; NODE_REMOVED or NODE_ABSENT. */
+int nodes_open_files(int host_root, struct node_file *f, size_t n, struct dg_error *err);
+/* Closes the trees nodes_open_files opened. */
+void nodes_close_files(struct node_file *f, size_t n);
+/*
+ * Mounts the opened files at their paths in the container, making the
+ * directories that are missing, as the container's root would: never
+ * across a mount from its root, never below a shared mount. All or none.
+ * ret->res[i]: FILE_MOUNTED, FILE_ADOPTED (devgate's mount of that file
+ * was there already), or FILE_IMAGE (the image's own file, left alone);
+ * ret->dirs: the directories made. 0, or -errno with err set.
+ */
+int nodes_mount_files(const struct target *t, const struct node_opts *o, const struct node_file *f,
+		      size_t n, struct node_files_result *ret, struct dg_error *err);
+/*
+ * Takes devgate's mounts off (and the files they were on), and removes
+ * the directories it made that are empty, in the order given; anything
+ * else at those paths stays. ret->res[i]: FILE_REMOVED, FILE_ABSENT,
+ * FILE_KEPT or FILE_FAILED. 0, or -errno with err set.
+ */
 int nodes_unmount_files(const struct target *t, const struct node_opts *o,
-			const struct node_file *f, size_t n, int *status, struct dg_error *err);
+			const struct node_file *f, size_t n, struct node_files_result *ret,
+			struct dg_error *err);
 
 /*
  * Removes the n nodes from the /dev of target t where they still carry

@@ -78,6 +78,8 @@ usr_mounts() {
 	record=$(ls "$DG_TMP/state/leases/"*.json)
 	[ "$(jq '.driver_files | length' "$record")" = 9 ]
 	[ "$(jq -r '.driver_files | map(select(startswith("/"))) | length' "$record")" = 9 ]
+	# The image has /lib and /lib64 only: devgate made these, and records them.
+	[ "$(jq -c '[.driver_dirs[].path]' "$record")" = '["/usr","/usr/lib","/usr/lib/x86_64-linux-gnu","/usr/bin"]' ]
 
 	# More kinds on the same lease: only the new files are mounted.
 	run -0 dg grant --pid "$CPID" --gpu 0 --driver video
@@ -98,8 +100,10 @@ usr_mounts() {
 	run -0 dg revoke --pid "$CPID"
 	run -1 dlprobe libcuda.so.1
 	[ "$(usr_mounts)" = "" ]
-	run -0 dg_runc exec "$CID" ls -A $LIB
-	[ "$output" = "" ]
+	# The directories it made went with the files; the image's stay as they were.
+	run -1 dg_runc exec "$CID" ls -A /usr
+	run -0 dg_runc exec "$CID" ls -A /lib/x86_64-linux-gnu
+	[ "$output" = libc.so.6 ]
 	run -1 probe "$CID" /dev/nvidia0
 	[ "$output" = "/dev/nvidia0 ENOENT" ]
 }
@@ -126,12 +130,33 @@ usr_mounts() {
 	[ "$(usr_mounts)" = "" ]
 	run -0 dg_runc exec "$CID" ls /lib/x86_64-linux-gnu
 	[ "$output" = "libc.so.6" ]
-	run -0 dg_runc exec "$CID" ls -A $nv
-	[ "$output" = "" ]
+	run -1 dg_runc exec "$CID" ls -A /usr
 	# CDI cannot look into the image: the soname goes to the multiarch directory too.
 	run -0 dg cdi generate --driver compute
 	[ "$(echo "$output" | jq -c '[.containerEdits.mounts[] | select(.hostPath | endswith("libcuda.so.550.54.14")) | .containerPath]')" = \
 		"[\"$nv/libcuda.so.550.54.14\",\"$nv/libcuda.so.1\",\"$LIB/libcuda.so.1\"]" ]
+}
+
+@test "grant --driver: a record lost while devgated is down; the start takes devgate's mounts out, and a new grant mounts them again" {
+	glibc_container c
+	run -0 dg grant --pid "$CPID" --gpu 0 --driver compute
+	run -0 dlprobe libcuda.so.1
+	stop_daemon
+	rm "$DG_TMP/state/leases/"*.json
+	start_daemon
+	grep -q "rebuilt the lost record of $CID" "$DG_TMP/daemon.log"
+	grep -q "took 4 mount(s) of the driver's files that no record holds out of $CID" "$DG_TMP/daemon.log"
+	[ "$(usr_mounts)" = "" ]
+	run -1 dlprobe libcuda.so.1
+	# Not the image's files now: the grant mounts them again, and its revoke takes them off.
+	run -0 dg grant --pid "$CPID" --gpu 0 --driver compute
+	run -0 dlprobe libcuda.so.1
+	run -0 dg --json status
+	[ "$(echo "$output" | jq '.leases[0].driver_files')" = 4 ]
+	run -0 dg revoke --pid "$CPID"
+	[ "$(usr_mounts)" = "" ]
+	run -0 dg_runc exec "$CID" ls -A $LIB
+	[ "$output" = "" ]
 }
 
 @test "grant --driver into a user-namespaced container" {
@@ -236,10 +261,10 @@ usr_mounts() {
 	[ -z "$(gate_leftovers)" ] || fail "$(gate_leftovers)"
 	run -1 probe "$CID" /dev/nvidia0
 	[ "$output" = "/dev/nvidia0 ENOENT" ]
-	# The libraries mounted before it are off again, their files gone.
+	# The libraries mounted before it are off again, their files and directories gone.
 	[ "$(usr_mounts)" = "" ]
-	run -0 dg_runc exec "$CID" ls -A $LIB
-	[ "$output" = "" ]
+	run -0 dg_runc exec "$CID" ls -A /usr
+	[ "$output" = bin ]
 	[ "$(cat "$DG_TMP/c/rootfs/usr/bin")" = image ]
 
 	# On a lease that holds GPU 0: GPU 1 with the driver fails, GPU 0 stays as it was.

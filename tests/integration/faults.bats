@@ -148,3 +148,31 @@ closed_at_once() {
 		stop_daemon
 	done
 }
+
+# driver_left PID: devgate's marked (unbindable) mounts in PID's mount namespace.
+driver_left() {
+	awk '/ unbindable / { print $5 }' "/proc/$1/mountinfo"
+}
+
+@test "grant --driver: a crash before or after the driver's mounts, then a start, leaves none of them" {
+	make_host --driver "550.54.14:$DEVGATE_BUILD/fakedrv.so"
+	container c
+	ORIGINAL=$(cg_progs "$DG_CGROOT/$CID")
+	for point in grant.driver grant.driver.mounted; do
+		for _ in $(seq "$ROUNDS"); do
+			crash_with "$point" dg grant --pid "$CPID" --gpu 0 --driver compute,utility
+			[ "$point" = grant.driver ] || [ -n "$(driver_left "$CPID")" ] ||
+				fail "no driver mount to recover from at $point"
+			start_daemon
+			check_invariants "$CID"
+			[ -z "$(driver_left "$CPID")" ] || fail "driver mounts left after $point: $(driver_left "$CPID")"
+			[ ! -e "$DG_TMP/c/rootfs/usr" ] || fail "driver directories left after $point"
+			run -0 dg grant --pid "$CPID" --gpu 0 --driver compute
+			[ -n "$(driver_left "$CPID")" ]
+			run -0 dg revoke --pid "$CPID"
+			check_invariants "$CID"
+			[ -z "$(driver_left "$CPID")" ] && [ ! -e "$DG_TMP/c/rootfs/usr" ]
+			stop_daemon
+		done
+	done
+}

@@ -115,6 +115,13 @@ static inline struct lease *record_lease_full(void)
 	snprintf(l->driver_files[0].path, sizeof(l->driver_files[0].path),
 		 "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.14");
 	snprintf(l->driver_files[1].path, sizeof(l->driver_files[1].path), "/usr/bin/nvidia-smi");
+	l->driver_dirs = calloc(2, sizeof(*l->driver_dirs));
+	l->n_driver_dirs = 2;
+	snprintf(l->driver_dirs[0].path, sizeof(l->driver_dirs[0].path),
+		 "/usr/lib/x86_64-linux-gnu");
+	l->driver_dirs[0].ino = 18446744073709551000ULL;
+	snprintf(l->driver_dirs[1].path, sizeof(l->driver_dirs[1].path), "/usr/bin");
+	l->driver_dirs[1].ino = 77;
 	l->has_majors = true;
 	l->majors = (struct dg_majors){ .has_nvidia = true,
 					.nvidia = 195,

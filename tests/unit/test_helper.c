@@ -235,14 +235,14 @@ static void helper_child(int sock)
 
 /*
  * Runs job in a fresh helper, with the target's pidfd and root, the
- * detached mounts it binds (trees) and a files job's paths, and returns its
+ * detached mounts it binds (trees) and a files job's entries, and returns its
  * reply in msg. The helper must reply and exit 0.
  */
 static void run_job(const struct helper_job *job, int pidfd, int rootfd, const int *trees,
-		    size_t n_trees, char (*files)[HELPER_PATH_MAX], struct helper_msg *msg)
+		    size_t n_trees, const struct helper_file *files, struct helper_msg *msg)
 {
 	int fds[FDPASS_MAX] = { pidfd, rootfd };
-	size_t len = job->n_files * HELPER_PATH_MAX;
+	size_t len = job->n_files * sizeof(*files);
 	struct child c;
 	struct pollfd p;
 	int status;
@@ -467,18 +467,24 @@ static void test_bound_nodes(void **state)
 	}
 }
 
-/* A read-only detached mount of a file of ours, as devgated mounts the driver's files. */
-static int file_tree(const char *name, const char *text)
+/*
+ * A detached mount of a new file of ours (name below the root), read-only
+ * and unbindable, as devgated mounts the driver's files; with its identity
+ * in f.
+ */
+static int file_tree(const char *name, const char *text, struct helper_file *f)
 {
 	struct mount_attr attr = {
 		.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+		.propagation = MS_UNBINDABLE,
 	};
 	char path[PATH_MAX];
 	auto_close int fd = -1;
+	struct stat st;
 	int tree;
 
 	path_of(path, sizeof(path), "", name);
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
 	tree = (int)syscall(SYS_open_tree, AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
@@ -486,6 +492,10 @@ static int file_tree(const char *name, const char *text)
 		fail_msg("open_tree %s: %s", path, strerror(errno));
 	assert_int_equal(syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)),
 			 0);
+	assert_int_equal(fstat(tree, &st), 0);
+	f->dev = st.st_dev;
+	f->ino = st.st_ino;
+	f->kind = HELPER_MOUNT;
 	return tree;
 }
 
@@ -500,16 +510,50 @@ static void assert_text(const char *path, const char *text)
 	assert_string_equal(buf, text);
 }
 
+/* Runs the shell script in the box's mount namespace, with ROOT set to this test's root. */
+static void in_box(const char *script)
+{
+	pid_t pid;
+	int status;
+
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (setns(box.pidfd, CLONE_NEWNS) < 0 || setenv("ROOT", root, 1) < 0)
+			_exit(127);
+		execl("/bin/sh", "sh", "-ec", script, (char *)NULL);
+		_exit(127);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("in the box: '%s' failed", script);
+}
+
+/* A files job on this test's root, in the box, with the entries given. */
+static void files_job(struct helper_job *job, enum helper_op op, size_t n, uint64_t root_caps)
+{
+	job_init(job, op, true, NULL, 0);
+	job->n_files = n;
+	job->root_caps = root_caps;
+}
+
+static void set_path(struct helper_file *f, const char *path)
+{
+	snprintf(f->path, sizeof(f->path), "%s", path);
+}
+
 /*
  * Driver files mounted read-only into the box, their directories made
- * where missing, and a file the image has at such a path left alone; then
- * taken off again, and the files they were mounted on removed.
+ * where missing (and reported), and a file the image has at such a path
+ * left alone. Mounted again, devgate's mount found there is known as its
+ * own. Then taken off with the files they were on, and the directories
+ * removed; the image's file stays.
  */
 static void test_driver_files(void **state)
 {
 	static struct helper_job job;
 	static struct helper_msg msg;
-	static char files[2][HELPER_PATH_MAX] = { "/usr/lib/fake/libfake.so.1", "/etc/fake.conf" };
+	static struct helper_file files[5];
 	char path[PATH_MAX], proc[32];
 	int trees[2];
 
@@ -519,34 +563,165 @@ static void test_driver_files(void **state)
 	assert_int_equal(mkdir(path, 0755), 0);
 	path_of(path, sizeof(path), "", "host");
 	assert_int_equal(mkdir(path, 0700), 0);
-	trees[0] = file_tree("host/libfake.so.1", "the driver\n");
-	trees[1] = file_tree("host/fake.conf", "the host's\n");
 	path_of(path, sizeof(path), "", "etc/fake.conf");
 	assert_int_equal(close(open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)), 0);
+	set_path(&files[0], "/usr/lib/fake/libfake.so.1");
+	set_path(&files[1], "/etc/fake.conf");
+	trees[0] = file_tree("host/libfake.so.1", "the driver\n", &files[0]);
+	trees[1] = file_tree("host/fake.conf", "the host's\n", &files[1]);
 
-	job_init(&job, OP_MOUNT_FILES, true, NULL, 0);
-	job.n_files = 2;
+	files_job(&job, OP_MOUNT_FILES, 2, 0);
 	run_job(&job, box.pidfd, box.rootfd, trees, 2, files, &msg);
-	close(trees[0]);
-	close(trees[1]);
 	assert_int_equal(msg.stage, STAGE_OK);
-	assert_int_equal(msg.file_status[0], NODE_CREATED);
-	assert_int_equal(msg.file_status[1], NODE_PRESENT);
+	assert_int_equal(msg.files.res[0].status, FILE_MOUNTED);
+	assert_int_equal(msg.files.res[1].status, FILE_IMAGE);
+	/* usr, usr/lib, usr/lib/fake: prefixes of the first file's path. */
+	assert_int_equal(msg.files.n_dirs, 3);
+	assert_int_equal(msg.files.dirs[0].len, strlen("/usr"));
+	assert_int_equal(msg.files.dirs[2].len, strlen("/usr/lib/fake"));
+	assert_int_equal(msg.files.dirs[2].file, 0);
 	snprintf(proc, sizeof(proc), "/proc/%d/root", (int)box.pid);
 	path_of(path, sizeof(path), proc, "usr/lib/fake/libfake.so.1");
 	assert_text(path, "the driver\n");
 	assert_int_equal(open(path, O_WRONLY | O_CLOEXEC), -1);
 	assert_int_equal(errno, EROFS);
-	path_of(path, sizeof(path), proc, "etc/fake.conf");
-	assert_text(path, "");
+	path_of(path, sizeof(path), proc, "usr/lib/fake");
+	{
+		struct stat st;
 
-	job.op = OP_UNMOUNT_FILES;
+		assert_int_equal(stat(path, &st), 0);
+		assert_int_equal(st.st_ino, msg.files.dirs[2].ino);
+		files[2] = (struct helper_file){ .kind = HELPER_DIR, .ino = st.st_ino };
+		set_path(&files[2], "/usr/lib/fake");
+	}
+	files[3] = (struct helper_file){ .kind = HELPER_DIR, .ino = msg.files.dirs[1].ino };
+	set_path(&files[3], "/usr/lib");
+	files[4] = (struct helper_file){ .kind = HELPER_DIR, .ino = msg.files.dirs[0].ino };
+	set_path(&files[4], "/usr");
+
+	/* Again (a crash lost the record): devgate's mount there is its own, not the image's. */
+	run_job(&job, box.pidfd, box.rootfd, trees, 2, files, &msg);
+	close(trees[0]);
+	close(trees[1]);
+	assert_int_equal(msg.stage, STAGE_OK);
+	assert_int_equal(msg.files.res[0].status, FILE_ADOPTED);
+	assert_int_equal(msg.files.res[1].status, FILE_IMAGE);
+	assert_int_equal(msg.files.n_dirs, 0);
+
+	/* Recorded paths: any mount there comes off; not the image's file, which is none. */
+	files[0].ino = files[1].ino = 0;
+	files_job(&job, OP_UNMOUNT_FILES, 5, 0);
 	run_job(&job, box.pidfd, box.rootfd, NULL, 0, files, &msg);
 	assert_int_equal(msg.stage, STAGE_OK);
-	assert_int_equal(msg.file_status[0], NODE_REMOVED);
-	assert_int_equal(msg.file_status[1], NODE_ABSENT);
-	assert_gone(proc, "usr/lib/fake/libfake.so.1");
+	assert_int_equal(msg.files.res[0].status, FILE_REMOVED);
+	assert_int_equal(msg.files.res[1].status, FILE_ABSENT);
+	for (size_t i = 2; i < 5; i++)
+		assert_int_equal(msg.files.res[i].status, FILE_REMOVED);
+	assert_gone(proc, "usr");
+	path_of(path, sizeof(path), proc, "etc/fake.conf");
 	assert_text(path, "");
+}
+
+/*
+ * Where devgate does not write: a directory reached across a mount (a
+ * volume, through a symlink too, and in a walk without openat2); a directory the container's root
+ * may not write, unless it has CAP_DAC_OVERRIDE; below a shared mount. Each is refused with where
+ * it stopped, and leaves nothing behind. A bindable mount of the same file (what a runtime's CDI
+ * mount is) is the image's, and an unmount of devgate's marked mounts leaves it.
+ */
+static void test_driver_walls(void **state)
+{
+	static struct helper_job job;
+	static struct helper_msg msg;
+	static struct helper_file f[1];
+	char path[PATH_MAX], proc[32];
+	struct stat st;
+	int tree;
+
+	(void)state;
+	need_box();
+	snprintf(proc, sizeof(proc), "/proc/%d/root", (int)box.pid);
+	path_of(path, sizeof(path), "", "host");
+	assert_int_equal(mkdir(path, 0700), 0);
+	in_box("mkdir \"$ROOT/vol\" && mount -t tmpfs vol \"$ROOT/vol\" && "
+	       "ln -s vol \"$ROOT/usr\"");
+	set_path(&f[0], "/usr/lib/libfake.so.1");
+	tree = file_tree("host/libfake.so.1", "the driver\n", &f[0]);
+	files_job(&job, OP_MOUNT_FILES, 1, 0);
+	run_job(&job, box.pidfd, box.rootfd, &tree, 1, f, &msg);
+	assert_int_equal(msg.stage, STAGE_FILES);
+	assert_int_equal(msg.files.res[0].status, FILE_FAILED);
+	assert_int_equal(msg.files.res[0].step, FSTEP_WALK);
+	assert_int_equal(msg.files.res[0].err, EXDEV);
+	assert_int_equal(msg.files.res[0].at, strlen("/usr"));
+	path_of(path, sizeof(path), proc, "vol/lib");
+	assert_int_equal(lstat(path, &st), -1);
+	/* The walk without openat2 follows no symlink, and checks where it ends up. */
+	job.no_openat2 = 1;
+	run_job(&job, box.pidfd, box.rootfd, &tree, 1, f, &msg);
+	assert_int_equal(msg.files.res[0].err, ENOTDIR);
+	in_box("mkdir \"$ROOT/mnt\" && mount -t tmpfs mnt \"$ROOT/mnt\" && mkdir \"$ROOT/mnt/lib\"");
+	set_path(&f[0], "/mnt/lib/libfake.so.1");
+	run_job(&job, box.pidfd, box.rootfd, &tree, 1, f, &msg);
+	assert_int_equal(msg.files.res[0].status, FILE_FAILED);
+	assert_int_equal(msg.files.res[0].step, FSTEP_WALK);
+	assert_int_equal(msg.files.res[0].err, EXDEV);
+	path_of(path, sizeof(path), proc, "mnt/lib/libfake.so.1");
+	assert_int_equal(lstat(path, &st), -1);
+	job.no_openat2 = 0;
+
+	/* Owned by another user: the container's root may not write there. */
+	set_path(&f[0], "/opt/lib/libfake.so.1");
+	path_of(path, sizeof(path), "", "opt");
+	assert_int_equal(mkdir(path, 0755), 0);
+	assert_int_equal(chown(path, 1234, 1234), 0);
+	run_job(&job, box.pidfd, box.rootfd, &tree, 1, f, &msg);
+	assert_int_equal(msg.files.res[0].status, FILE_FAILED);
+	assert_int_equal(msg.files.res[0].step, FSTEP_MKDIR);
+	assert_int_equal(msg.files.res[0].err, EACCES);
+	assert_int_equal(msg.files.res[0].at, strlen("/opt/lib"));
+	assert_gone("", "opt/lib");
+	/* Unless it may override permissions: then so may devgate. */
+	files_job(&job, OP_MOUNT_FILES, 1, 1ULL << CAP_DAC_OVERRIDE);
+	run_job(&job, box.pidfd, box.rootfd, &tree, 1, f, &msg);
+	assert_int_equal(msg.stage, STAGE_OK);
+	assert_int_equal(msg.files.res[0].status, FILE_MOUNTED);
+	assert_int_equal(msg.files.n_dirs, 1);
+	path_of(path, sizeof(path), "", "opt/lib");
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_uid, 0);
+
+	/* A bindable mount of that file, as a runtime's is: the image's, and it stays. */
+	set_path(&f[0], "/opt/libfake.so.1");
+	in_box("touch \"$ROOT/opt/libfake.so.1\" && "
+	       "mount --bind \"$ROOT/host/libfake.so.1\" \"$ROOT/opt/libfake.so.1\"");
+	run_job(&job, box.pidfd, box.rootfd, &tree, 1, f, &msg);
+	assert_int_equal(msg.files.res[0].status, FILE_IMAGE);
+	f[0].flags = HELPER_MARKED;
+	files_job(&job, OP_UNMOUNT_FILES, 1, 0);
+	run_job(&job, box.pidfd, box.rootfd, NULL, 0, f, &msg);
+	assert_int_equal(msg.files.res[0].status, FILE_ABSENT);
+	path_of(path, sizeof(path), proc, "opt/libfake.so.1");
+	assert_text(path, "the driver\n");
+
+	/* A root on a shared mount, with a peer: the mount would propagate. */
+	in_box("mkdir \"$ROOT/shr\" \"$ROOT/peer\" && mount -t tmpfs shr \"$ROOT/shr\" && "
+	       "mount --make-shared \"$ROOT/shr\" && mount --bind \"$ROOT/shr\" \"$ROOT/peer\" && "
+	       "mkdir \"$ROOT/shr/dev\"");
+	set_path(&f[0], "/lib/libfake.so.1");
+	f[0].flags = 0;
+	files_job(&job, OP_MOUNT_FILES, 1, 0);
+	snprintf(job.root_path, sizeof(job.root_path), "%s/shr", root);
+	job.check_root = 0;
+	run_job(&job, box.pidfd, box.rootfd, &tree, 1, f, &msg);
+	close(tree);
+	assert_int_equal(msg.stage, STAGE_FILES);
+	assert_int_equal(msg.files.res[0].status, FILE_FAILED);
+	assert_int_equal(msg.files.res[0].step, FSTEP_SHARED);
+	path_of(path, sizeof(path), proc, "peer/lib");
+	assert_int_equal(lstat(path, &st), -1);
+	in_box("umount \"$ROOT/peer\" \"$ROOT/shr\" \"$ROOT/opt/libfake.so.1\" "
+	       "\"$ROOT/opt/lib/libfake.so.1\" \"$ROOT/vol\" \"$ROOT/mnt\"");
 }
 
 /*
@@ -613,6 +788,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_nodes_walk, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bound_nodes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_driver_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_driver_walls, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_conflict, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_host_dev, setup, teardown),
 	};

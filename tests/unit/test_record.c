@@ -99,7 +99,7 @@ static void same_majors(const struct dg_majors *a, const struct dg_majors *b)
  * tables) until it has a table entry; add it here and to
  * record_lease_full() as well, and update this size.
  */
-_Static_assert(sizeof(void *) != 8 || sizeof(struct lease) == 168,
+_Static_assert(sizeof(void *) != 8 || sizeof(struct lease) == 184,
 	       "struct lease changed: compare the new member in same_lease()");
 static void same_lease(const struct lease *a, const struct lease *b)
 {
@@ -121,6 +121,13 @@ static void same_lease(const struct lease *a, const struct lease *b)
 	for (size_t i = 0; i < a->n_driver_files; i++)
 		same_str_at("driver_files", i, "", a->driver_files[i].path,
 			    b->driver_files[i].path);
+	same_int("n_driver_dirs", (long long)a->n_driver_dirs, (long long)b->n_driver_dirs);
+	for (size_t i = 0; i < a->n_driver_dirs; i++) {
+		same_str_at("driver_dirs", i, "path", a->driver_dirs[i].path,
+			    b->driver_dirs[i].path);
+		same_int_at("driver_dirs", i, "ino", (long long)a->driver_dirs[i].ino,
+			    (long long)b->driver_dirs[i].ino);
+	}
 	same_int("n_spent", (long long)a->n_spent, (long long)b->n_spent);
 	for (size_t i = 0; i < a->n_spent; i++) {
 		same_str_at("spent", i, "uuid", a->spent[i].uuid, b->spent[i].uuid);
@@ -167,6 +174,7 @@ static void test_every_field(void **state)
 	assert_true(l->gpus[1].shared && l->gpus[2].instance && l->gpus[2].n_caps > 1);
 	assert_true(l->devices[0].access && l->devices[1].block && l->expires);
 	assert_true(l->kill_on_expiry && l->driver_caps && l->n_driver_files && l->n_spent);
+	assert_true(l->n_driver_dirs && l->driver_dirs[0].ino > INT64_MAX);
 	assert_true(l->has_majors && l->majors.has_nvidia && l->majors.has_uvm &&
 		    l->majors.has_kfd && l->majors.has_caps);
 	assert_true(l->container && l->pid && l->since && l->gpus[0].ms);
@@ -355,6 +363,9 @@ static void test_refused(void **state)
 		"lease record: devices[1]: it is listed twice (the same path or the same device)");
 	refused(HEAD "\"gpus\":[],\"spent\":[{\"ms\":1}]}",
 		"lease record: spent[0]: 'uuid' is missing");
+	refused(HEAD "\"gpus\":[],\"driver_caps\":2,\"driver_files\":[],"
+		     "\"driver_dirs\":[{\"path\":\"usr\",\"ino\":\"7\"}]}",
+		"lease record: driver_dirs[0]: 'usr' is not an absolute path");
 	refused(HEAD "\"gpus\":[],\"driver_caps\":-1,\"driver_files\":[]}",
 		"lease record: 'driver_caps' is out of range");
 	refused("{\"format\":1,\"cgroup_id\":\"12\",\"cgroup\":null,\"container\":null,\"pid\":1,"

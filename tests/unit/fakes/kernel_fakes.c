@@ -211,27 +211,41 @@ int nodes_create(const struct target *t, const struct node_opts *opts, const str
 }
 
 /* Driver files: grant --driver is tested against real containers (driver.bats). */
-int nodes_mount_files(const struct target *t, const struct node_opts *o, int host_root,
-		      const struct node_file *f, size_t n, int *status, struct dg_error *err)
+int nodes_open_files(int host_root, struct node_file *f, size_t n, struct dg_error *err)
 {
-	(void)t;
-	(void)o;
 	(void)host_root;
 	(void)f;
 	(void)n;
-	(void)status;
+	return dg_error_set(err, DG_E_KERNEL, ENOSYS, "no driver files in unit tests");
+}
+
+void nodes_close_files(struct node_file *f, size_t n)
+{
+	(void)f;
+	(void)n;
+}
+
+int nodes_mount_files(const struct target *t, const struct node_opts *o, const struct node_file *f,
+		      size_t n, struct node_files_result *ret, struct dg_error *err)
+{
+	(void)t;
+	(void)o;
+	(void)f;
+	(void)n;
+	(void)ret;
 	return dg_error_set(err, DG_E_KERNEL, ENOSYS, "no driver files in unit tests");
 }
 
 int nodes_unmount_files(const struct target *t, const struct node_opts *o,
-			const struct node_file *f, size_t n, int *status, struct dg_error *err)
+			const struct node_file *f, size_t n, struct node_files_result *ret,
+			struct dg_error *err)
 {
 	(void)t;
 	(void)o;
 	(void)f;
 	(void)n;
-	(void)status;
 	(void)err;
+	ret->replied = true;
 	return 0;
 }
 
