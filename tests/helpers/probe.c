@@ -9,7 +9,9 @@
  *   probe -C MAJOR:COUNT DIR   make DIR/1..COUNT, char nodes MAJOR:1..COUNT
  *   probe -X A B               swap A and B with renameat2(RENAME_EXCHANGE)
  *                              forever (a container racing devgate's node work)
- *   probe -L MS PATH           open PATH again and again for MS milliseconds;
+ *   probe -L MS PATH [STOP]    open PATH again and again for MS milliseconds,
+ *                              or until the path STOP exists (then one open
+ *                              more, begun after STOP was seen, ends it);
  *                              one line per run of equal results: "FIRST LAST
  *                              RESULT", CLOCK_MONOTONIC ns (one clock for every
  *                              container on the host) after the run's first
@@ -84,7 +86,13 @@ static int open_result(const char *path)
 	return 0;
 }
 
-static int loop_spans(const char *ms, const char *path)
+/* True once the time is up or STOP exists (stop may be NULL). */
+static int loop_done(long long now, long long end, const char *stop)
+{
+	return now >= end || (stop && access(stop, F_OK) == 0);
+}
+
+static int loop_spans(const char *ms, const char *path, const char *stop)
 {
 	long long end = mono_ns() + atoll(ms) * 1000000LL, last = mono_ns();
 	int cur = open_result(path);
@@ -92,17 +100,20 @@ static int loop_spans(const char *ms, const char *path)
 
 	for (;;) {
 		long long before = mono_ns();
-		int r = before < end ? open_result(path) : -1;
+		int done = loop_done(before, end, stop);
+		int r = open_result(path);
 		long long after = mono_ns();
 
 		if (r != cur) {
 			printf("%lld %lld %s\n", first, last, cur ? errname(cur) : "ok");
-			if (r < 0)
-				return 0;
 			cur = r;
 			first = after;
 		}
 		last = before;
+		if (done) {
+			printf("%lld %lld %s\n", first, last, cur ? errname(cur) : "ok");
+			return 0;
+		}
 	}
 }
 
@@ -112,7 +123,8 @@ int main(int argc, char **argv)
 
 	while ((opt = getopt(argc, argv, "n:wC:X:L:")) != -1) {
 		if (opt == 'L')
-			return optind < argc ? loop_spans(optarg, argv[optind]) : 2;
+			return optind < argc ? loop_spans(optarg, argv[optind], argv[optind + 1])
+					     : 2;
 		if (opt == 'C')
 			return optind < argc ? make_nodes(optarg, argv[optind]) : 2;
 		if (opt == 'X')

@@ -20,6 +20,15 @@ two_containers() {
 	B=$CID BPID=$CPID
 }
 
+# probing CID: a probe runs in CID's cgroup.
+probing() {
+	local p
+	for p in $(cat "$DG_CGROOT/$1/cgroup.procs"); do
+		[ "$(cat "/proc/$p/comm" 2>/dev/null)" = probe ] && return 0
+	done
+	return 1
+}
+
 # overlaps LOG1 LOG2: every pair of runs where both containers could open
 # the GPU (ENXIO) all through intervals that intersect; nothing when none.
 overlaps() {
@@ -48,11 +57,14 @@ gaps() {
 	DEVGATE_FAULT=grant.guard:pause=100 start_daemon
 	two_containers
 	run -0 dg grant --pid "$APID" --gpu 1
-	# A prober in each container opens /gpu1 without pause for 4 s.
-	dg_runc exec "$A" probe -L 4000 /gpu1 >"$DG_TMP/a.log" &
+	# A prober in each container opens /gpu1 without pause until the moves
+	# are done and /stop is made in its root (however slow the machine).
+	dg_runc exec "$A" probe -L 120000 /gpu1 /stop >"$DG_TMP/a.log" &
 	pa=$!
-	dg_runc exec "$B" probe -L 4000 /gpu1 >"$DG_TMP/b.log" &
+	dg_runc exec "$B" probe -L 120000 /gpu1 /stop >"$DG_TMP/b.log" &
 	pb=$!
+	wait_until 30 probing "$A"
+	wait_until 30 probing "$B"
 	sleep 0.5
 	for i in 1 2 3; do
 		t0=$(date +%s%N)
@@ -64,6 +76,7 @@ gaps() {
 		sleep 0.2
 	done
 	run -0 dg move --gpu 1 --from "$APID" --to "$BPID"
+	touch "$DG_TMP/a/rootfs/stop" "$DG_TMP/b/rootfs/stop"
 	wait "$pa" "$pb"
 	cat "$DG_TMP/a.log" "$DG_TMP/b.log" >&2
 	# Each side saw the GPU open and shut again (the probers saw the moves).
