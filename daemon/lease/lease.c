@@ -42,6 +42,8 @@ void lease_free(struct lease *l)
 	free(l->cgroup);
 	free(l->container);
 	free(l->driver_files);
+	free(l->root);
+	free(l->kept);
 	free(l);
 }
 
@@ -105,7 +107,19 @@ struct lease *lease_copy(const struct lease *l)
 		       l->n_driver_files * sizeof(*c->driver_files));
 		c->n_driver_files = l->n_driver_files;
 	}
-	if (dup_str(l->cgroup, &c->cgroup) < 0 || dup_str(l->container, &c->container) < 0) {
+	if (l->n_kept) {
+		c->kept = malloc(l->n_kept * sizeof(*c->kept));
+		if (!c->kept) {
+			lease_free(c);
+			return NULL;
+		}
+		memcpy(c->kept, l->kept, l->n_kept * sizeof(*c->kept));
+		c->n_kept = l->n_kept;
+	}
+	c->root_dev = l->root_dev;
+	c->root_ino = l->root_ino;
+	if (dup_str(l->cgroup, &c->cgroup) < 0 || dup_str(l->container, &c->container) < 0 ||
+	    dup_str(l->root, &c->root) < 0) {
 		lease_free(c);
 		return NULL;
 	}
@@ -555,6 +569,52 @@ void lease_driver_clear(struct lease *l)
 	free(l->driver_files);
 	l->driver_files = NULL;
 	l->n_driver_files = 0;
+}
+
+bool lease_node_kept(const struct lease *l, const char *name)
+{
+	for (size_t i = 0; i < l->n_kept; i++) {
+		if (strncmp(l->kept[i].path, "/dev/", 5) == 0 &&
+		    strcmp(l->kept[i].path + 5, name) == 0)
+			return true;
+	}
+	return false;
+}
+
+int lease_keep_nodes(struct lease *l, const struct dg_node *nodes, const bool *keep, size_t n)
+{
+	struct lease_kept *v = n ? calloc(n, sizeof(*v)) : NULL;
+	size_t k = 0;
+	bool same;
+
+	if (n && !v)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (keep[i])
+			snprintf(v[k++].path, sizeof(v->path), "/dev/%s", nodes[i].name);
+	}
+	same = k == l->n_kept;
+	for (size_t i = 0; same && i < k; i++)
+		same = strcmp(v[i].path, l->kept[i].path) == 0;
+	free(l->kept);
+	l->kept = k ? v : NULL;
+	l->n_kept = k;
+	if (!k)
+		free(v);
+	return same ? 0 : 1;
+}
+
+int lease_set_root(struct lease *l, const char *path, uint64_t dev, uint64_t ino)
+{
+	char *p = NULL;
+
+	if (dup_str(path, &p) < 0)
+		return -ENOMEM;
+	free(l->root);
+	l->root = p;
+	l->root_dev = path ? dev : 0;
+	l->root_ino = path ? ino : 0;
+	return 0;
 }
 
 int lease_access_parse(const char *s, uint32_t *ret)
