@@ -47,6 +47,14 @@ void lease_free(struct lease *l)
 	free(l);
 }
 
+/* Returns a copy of the size bytes at p (size > 0), or NULL when out of memory. */
+static void *dup_mem(const void *p, size_t size)
+{
+	void *c = malloc(size);
+
+	return c ? memcpy(c, p, size) : NULL;
+}
+
 /* Sets *ret to a copy of s, or to NULL when s is NULL. Returns 0 or -ENOMEM. */
 static int dup_str(const char *s, char **ret)
 {
@@ -107,19 +115,12 @@ struct lease *lease_copy(const struct lease *l)
 		       l->n_driver_files * sizeof(*c->driver_files));
 		c->n_driver_files = l->n_driver_files;
 	}
-	if (l->n_kept) {
-		c->kept = malloc(l->n_kept * sizeof(*c->kept));
-		if (!c->kept) {
-			lease_free(c);
-			return NULL;
-		}
-		memcpy(c->kept, l->kept, l->n_kept * sizeof(*c->kept));
-		c->n_kept = l->n_kept;
-	}
 	c->root_dev = l->root_dev;
 	c->root_ino = l->root_ino;
+	c->n_kept = l->n_kept;
 	if (dup_str(l->cgroup, &c->cgroup) < 0 || dup_str(l->container, &c->container) < 0 ||
-	    dup_str(l->root, &c->root) < 0) {
+	    dup_str(l->root, &c->root) < 0 ||
+	    (l->n_kept && !(c->kept = dup_mem(l->kept, l->n_kept * sizeof(*c->kept))))) {
 		lease_free(c);
 		return NULL;
 	}
