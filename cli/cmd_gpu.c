@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 /* list, grant, revoke, status, watch, rescan: the admin's commands. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "cleanup.h"
 #include "client.h"
@@ -648,12 +650,37 @@ static void print_place(void *ctx, const struct dg_wait_event *ev)
 		ev->reason ? ")" : "");
 }
 
+/*
+ * --root PATH: the identity of the rootfs as this command finds it, which
+ * devgated checks against the directory at PATH in the container's mount
+ * namespace (the OCI hook sends the same for the bundle's rootfs).
+ */
+static int root_identity(struct cli *cli, struct dg_grant_req *g)
+{
+	auto_close int fd = open(g->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct dg_error err = { 0 };
+	struct stat st;
+
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		dg_error_set(&err, DG_E_INVALID, errno, "--root %s: %m", g->root);
+		dg_error_hint(&err, "give the rootfs as this host sees it, before the container "
+				    "pivots into it");
+		return cli_error(cli, &err);
+	}
+	g->root_id.dev = (uint64_t)st.st_dev;
+	g->root_id.ino = (uint64_t)st.st_ino;
+	g->has_root_id = true;
+	return 0;
+}
+
 int cmd_grant(struct cli *cli, int argc, char **argv)
 {
 	struct dg_request req;
 	bool done;
 	int r = grant_parse(cli, argc, argv, &req, &done);
 
+	if (r == 0 && !done && req.u.grant.root)
+		r = root_identity(cli, &req.u.grant);
 	if (r == 0 && !done)
 		r = cmd_call_wait(cli, &req, render_grant, print_place);
 	dg_arena_free(&req.arena); /* the --device list */

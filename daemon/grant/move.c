@@ -233,7 +233,6 @@ int grant_move(struct daemon *d, const struct dg_move_req *req, struct dg_move_r
 	auto_cleanup(target_donep) struct target st = TARGET_INIT, dt = TARGET_INIT;
 	auto_cleanup(move_plan_done) struct move_plan p = { 0 };
 	struct node_result res[DG_MAX_NODES] = { 0 };
-	const struct dg_grant_req g = { 0 };
 	struct txn_grant x = { 0 };
 	struct lease *src, *dst_old;
 	char from[280];
@@ -264,7 +263,7 @@ int grant_move(struct daemon *d, const struct dg_move_req *req, struct dg_move_r
 	fault_point("move.grants");
 	txn_remove_nodes(d, src, &st, p.gone_nodes, p.n_gone, res, false);
 	fault_point("move.nodes");
-	r = txn_grant_apply(d, &dt, dst_old, p.dst_next, &g, &x, err);
+	r = txn_grant_apply(d, &dt, dst_old, p.dst_next, &x, err);
 	if (r < 0) {
 		move_undo(d, src, &st, &p);
 		return r;

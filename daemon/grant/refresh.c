@@ -127,12 +127,12 @@ static int replace_nodes(struct daemon *d, const struct lease *l, const struct d
 			 size_t n_gone, const struct dg_node *add, size_t n_add)
 {
 	auto_cleanup(target_donep) struct target t = TARGET_INIT;
-	struct node_opts o = { .mode = d->cfg->node_mode,
-			       .uid = d->cfg->node_uid,
-			       .gid = d->cfg->node_gid };
+	struct node_opts o;
 	struct node_result res[DG_MAX_NODES];
 	struct dg_error err = { 0 };
 	int r;
+
+	txn_node_opts(d, l, &o);
 
 	if (txn_live_target(d, l, &t) < 0) {
 		log_info("%s has no live process; its /dev needs no refresh", lease_label(l));

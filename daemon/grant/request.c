@@ -196,6 +196,31 @@ static int driver_request(const struct dg_grant_req *g, const struct lease *next
 }
 
 /*
+ * grant --root (root's alone: ops.c): a new lease takes the root and its
+ * identity, and keeps them, so its nodes are removed where they were made.
+ * A later grant may name the same root (by identity) or none; one that
+ * names another, or a root for a lease made without one, is refused.
+ */
+static int root_request(const struct dg_grant_req *g, const struct lease *old, struct lease *next,
+			struct dg_error *err)
+{
+	if (!g->root)
+		return 0;
+	if (old &&
+	    (!old->root || old->root_dev != g->root_id.dev || old->root_ino != g->root_id.ino)) {
+		dg_error_set(err, DG_E_INVALID, EXDEV,
+			     "%s holds nodes made in %.200s/dev; a grant below root %.200s would "
+			     "put more elsewhere",
+			     lease_label(old), old->root ? old->root : "its own root", g->root);
+		dg_error_hint(err, "grant again without --root, or revoke the lease first");
+		return -EXDEV;
+	}
+	if (!old && lease_set_root(next, g->root, g->root_id.dev, g->root_id.ino) < 0)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	return 0;
+}
+
+/*
  * Fills the reply of a grant that committed: the lease, each node's status,
  * and a warning when device programs that devgate does not manage sit on
  * the container's ancestor cgroups. Returns -ENOMEM when out of memory.
@@ -269,6 +294,15 @@ static int grant_check(const struct dg_config *cfg, const struct dg_grant_req *g
 		return dg_error_set(
 			err, DG_E_INVALID, EINVAL,
 			"a root_id names the identity of a root path: give the root too");
+	/* A root path alone could name any directory in the target's mount namespace. */
+	if (g->root && !g->has_root_id) {
+		dg_error_set(err, DG_E_INVALID, EINVAL,
+			     "a root path (%.200s) needs its identity (root_id): the directory the "
+			     "caller opened, which devgate checks it finds there",
+			     g->root);
+		dg_error_hint(err, "devgatectl grant --root and the OCI hook send it");
+		return -EINVAL;
+	}
 	/* An image asking for GPUs through its env is honoured only if the admin said so. */
 	if (g->from_image && !cfg->hook_env) {
 		dg_error_set(err, DG_E_PERM, EPERM,
@@ -394,6 +428,8 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g_in, struct dg_g
 		r = add_devices(d, next, g, out, a, err);
 	if (r == 0)
 		r = driver_request(g, next, &x.driver_add, err);
+	if (r == 0)
+		r = root_request(g, old, next, err);
 	if (r < 0)
 		return r;
 	/* A new ttl replaces the expiry; a grant without one keeps it. */
@@ -402,7 +438,7 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g_in, struct dg_g
 			return dg_error_set(err, DG_E_INVALID, ERANGE, "ttl out of range");
 		next->kill_on_expiry = g->kill_on_expiry;
 	}
-	r = txn_grant_apply(d, &t, old, next, g, &x, err);
+	r = txn_grant_apply(d, &t, old, next, &x, err);
 	if (r < 0)
 		return r;
 	if (why[0])

@@ -32,6 +32,12 @@
 
 /* ---- node lists ---- */
 
+/*
+ * A node a removal left in place because devgate did not make it (the
+ * lease keeps it, lease.h): txn_remove_nodes's status, never a helper's.
+ */
+#define NODE_KEPT (NODE_FAILED + 1)
+
 /* Returns the word a reply uses for a node's status, such as "created". */
 static const char *status_name(int status)
 {
@@ -39,10 +45,10 @@ static const char *status_name(int status)
 		[NODE_UNTOUCHED] = "untouched", [NODE_CREATED] = "created",
 		[NODE_PRESENT] = "present",	[NODE_REMOVED] = "removed",
 		[NODE_ABSENT] = "absent",	[NODE_CONFLICT] = "conflict",
-		[NODE_FAILED] = "failed",
+		[NODE_FAILED] = "failed",	[NODE_KEPT] = "kept",
 	};
 
-	return status >= 0 && status <= NODE_FAILED ? names[status] : "unknown";
+	return status >= 0 && status <= NODE_KEPT ? names[status] : "unknown";
 }
 
 int txn_node_statuses(const struct dg_node *nodes, const struct node_result *res, size_t n,
@@ -286,6 +292,37 @@ struct lease *txn_next_lease(const struct lease *old, const struct target *t, co
 
 /* ---- the kernel side of a grant ---- */
 
+void txn_node_opts(const struct daemon *d, const struct lease *l, struct node_opts *ret)
+{
+	*ret = (struct node_opts){
+		.mode = d->cfg->node_mode,
+		.uid = d->cfg->node_uid,
+		.gid = d->cfg->node_gid,
+		.root_path = l->root,
+		.check_root = l->root != NULL,
+		.root_dev = (dev_t)l->root_dev,
+		.root_ino = (ino_t)l->root_ino,
+	};
+}
+
+/*
+ * Marks in next which of its nodes devgate did not make (lease.h, kept):
+ * one the helper found in place is kept when this grant brings it, and
+ * stays as old had it when old held it already; one this grant made is
+ * devgate's. Returns 1 when that changed next's list, 0 when not, -ENOMEM.
+ */
+static int keep_found(const struct lease *old, const struct dg_node *old_nodes, size_t n_old,
+		      struct lease *next, const struct txn_grant *x)
+{
+	bool keep[DG_MAX_NODES];
+
+	for (size_t i = 0; i < x->n_nodes; i++)
+		keep[i] = x->res[i].status == NODE_PRESENT &&
+			  (!node_in(old_nodes, n_old, &x->nodes[i]) ||
+			   lease_node_kept(old, x->nodes[i].name));
+	return lease_keep_nodes(next, x->nodes, keep, x->n_nodes);
+}
+
 int txn_record_error(const char *state_dir, int r, const char *what, struct dg_error *err)
 {
 	return dg_error_set(err, DG_E_STATE, r, "cannot record the %s in %s: %s", what, state_dir,
@@ -325,22 +362,15 @@ static void grant_undo(struct daemon *d, const struct target *t, const struct le
  * The fault points let faults.bats crash the daemon between the steps.
  */
 int txn_grant_apply(struct daemon *d, const struct target *t, const struct lease *old,
-		    struct lease *next, const struct dg_grant_req *g, struct txn_grant *x,
-		    struct dg_error *err)
+		    struct lease *next, struct txn_grant *x, struct dg_error *err)
 {
-	struct node_opts nopts = {
-		.mode = d->cfg->node_mode,
-		.uid = d->cfg->node_uid,
-		.gid = d->cfg->node_gid,
-		.root_path = g->root,
-		.check_root = g->has_root_id,
-		.root_dev = (dev_t)g->root_id.dev,
-		.root_ino = (ino_t)g->root_id.ino,
-	};
+	struct node_opts nopts;
 	struct dg_node old_nodes[DG_MAX_NODES];
 	size_t n_old = old ? lease_nodes(old, d->inv, old_nodes, DG_MAX_NODES) : 0;
 	uint64_t t0 = now_mono_ns();
 	int r;
+
+	txn_node_opts(d, next, &nopts);
 
 	if (!next->has_majors) { /* what its nodes are made with (refresh.c) */
 		next->majors = d->inv->majors;
@@ -356,6 +386,16 @@ int txn_grant_apply(struct daemon *d, const struct target *t, const struct lease
 	x->t_nodes = now_mono_ns() - t0;
 	if (r < 0) {
 		(void)state_pending_clear(d->state, next->cgid);
+		return r;
+	}
+	/* A rollback after a crash must leave what was there before too. */
+	r = keep_found(old, old_nodes, n_old, next, x);
+	if (r > 0 && (r = state_pending_save(d->state, next)) < 0)
+		txn_record_error(d->cfg->state_dir, r, "grant in flight", err);
+	else if (r == -ENOMEM)
+		dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	if (r < 0) {
+		grant_undo(d, t, old, &nopts, next, x);
 		return r;
 	}
 	fault_point("grant.nodes");
@@ -431,22 +471,38 @@ void txn_remove_nodes(struct daemon *d, const struct lease *l, const struct targ
 		      bool files)
 {
 	auto_cleanup(target_donep) struct target t = TARGET_INIT;
-	struct node_opts nopts = { .mode = d->cfg->node_mode };
+	struct node_opts nopts;
 	struct dg_error err = { 0 };
 	bool reuse = known && known->pidfd >= 0 && known->cgid == l->cgid;
+	struct dg_node mine[DG_MAX_NODES];
+	struct node_result got[DG_MAX_NODES] = { 0 };
+	size_t at[DG_MAX_NODES], n = 0;
 
-	if ((n_gone || files) && !reuse && txn_live_target(d, l, &t) < 0) {
+	/* Only the nodes devgate made go; what was there before stays. */
+	for (size_t i = 0; i < n_gone; i++) {
+		if (lease_node_kept(l, gone[i].name)) {
+			res[i].status = NODE_KEPT;
+			log_info("left /dev/%s in %s: it was there before devgate granted it",
+				 gone[i].name, lease_label(l));
+			continue;
+		}
+		at[n] = i;
+		mine[n++] = gone[i];
+	}
+	if ((n || files) && !reuse && txn_live_target(d, l, &t) < 0) {
 		log_info("%s has no live process; its /dev needs no cleanup", lease_label(l));
 		return;
 	}
 	if (files)
 		driverfs_remove(reuse ? known : &t, l, 0);
-	if (n_gone && nodes_remove(reuse ? known : &t, &nopts, gone, n_gone, res, &err) < 0)
+	txn_node_opts(d, l, &nopts);
+	if (n && nodes_remove(reuse ? known : &t, &nopts, mine, n, got, &err) < 0)
 		log_warning("cannot remove nodes from %s: %s", lease_label(l), err.message);
-	for (size_t i = 0; i < n_gone; i++) {
-		if (res[i].status == NODE_CONFLICT)
+	for (size_t k = 0; k < n; k++) {
+		res[at[k]] = got[k];
+		if (got[k].status == NODE_CONFLICT)
 			log_warning("left /dev/%s in %s alone: it is no longer our node",
-				    gone[i].name, lease_label(l));
+				    mine[k].name, lease_label(l));
 	}
 }
 
@@ -454,13 +510,12 @@ void txn_restore_nodes(struct daemon *d, const struct lease *l, const struct tar
 		       const struct dg_node *nodes, size_t n)
 {
 	auto_cleanup(target_donep) struct target t = TARGET_INIT;
-	struct node_opts nopts = { .mode = d->cfg->node_mode,
-				   .uid = d->cfg->node_uid,
-				   .gid = d->cfg->node_gid };
+	struct node_opts nopts;
 	struct node_result res[DG_MAX_NODES];
 	struct dg_error err = { 0 };
 	bool reuse = known && known->pidfd >= 0 && known->cgid == l->cgid;
 
+	txn_node_opts(d, l, &nopts);
 	if (n && (reuse || txn_live_target(d, l, &t) == 0) &&
 	    nodes_create(reuse ? known : &t, &nopts, nodes, n, res, &err) < 0)
 		log_warning("cannot make the nodes of %s again: %s", lease_label(l), err.message);

@@ -86,6 +86,12 @@ void txn_grants_del(struct bpfgate *bg, uint64_t cgid, const struct dg_node *nod
 
 /* ---- the kernel side of a grant ---- */
 
+/*
+ * How lease l's nodes are made and removed: devgated's --node-mode and
+ * --node-owner, and l's root (grant --root) with its identity.
+ */
+void txn_node_opts(const struct daemon *d, const struct lease *l, struct node_opts *ret);
+
 /* What the kernel side of a grant did, so it can be undone and reported. */
 struct txn_grant {
 	struct dg_node nodes[DG_MAX_NODES];   /* every node of the lease after the grant */
@@ -102,14 +108,14 @@ struct txn_grant {
 
 /*
  * Gives t's container what lease next holds beyond old (NULL for a new
- * lease): the journal, nodes, grants, gate, driver files, and last the
- * record, which is the commit. When a step fails it undoes its own steps,
- * leaving old as it was, and fails with err set. x must start zeroed but
- * for driver_add. Does not touch the lease table.
+ * lease): the journal, nodes (below next's root, when it has one), grants,
+ * gate, driver files, and last the record, which is the commit. next
+ * learns which of its nodes were there before (kept). When a step fails it
+ * undoes its own steps, leaving old as it was, and fails with err set. x
+ * must start zeroed but for driver_add. Does not touch the lease table.
  */
 int txn_grant_apply(struct daemon *d, const struct target *t, const struct lease *old,
-		    struct lease *next, const struct dg_grant_req *g, struct txn_grant *x,
-		    struct dg_error *err);
+		    struct lease *next, struct txn_grant *x, struct dg_error *err);
 
 /* Sets err to "cannot record the WHAT in STATE_DIR" for error r, and returns r. */
 int txn_record_error(const char *state_dir, int r, const char *what, struct dg_error *err);
@@ -138,7 +144,8 @@ void txn_revoke_steps(struct daemon *d, const struct lease *old, const struct le
 /*
  * Removes the nodes gone (n_gone of them) from lease l's container, and
  * all of l's driver files when files is true; writes what became of each
- * node to res. Best effort: a container that ended has no /dev to clean.
+ * node to res ("kept" for one l keeps: devgate did not make it, and it
+ * stays). Best effort: a container that ended has no /dev to clean.
  * known is a target of l's cgroup this request resolved already, or NULL.
  */
 void txn_remove_nodes(struct daemon *d, const struct lease *l, const struct target *known,

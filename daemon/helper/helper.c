@@ -25,6 +25,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -431,6 +432,37 @@ static int drop_caps(uint64_t keep, uint64_t *ret)
 	return 0;
 }
 
+/* Whether dirfd is the directory the job's root_dev and root_ino name. */
+static bool is_root(int dirfd, const struct helper_job *job)
+{
+	struct stat st;
+
+	return fstat(dirfd, &st) == 0 && st.st_dev == job->root_dev && st.st_ino == job->root_ino;
+}
+
+/* Where helper_main() put the socket to devgated. */
+#define HELPER_SOCK 3
+
+/*
+ * Asks devgated whether the /dev open at devfd (st, its fstat) may hold
+ * nodes: sends a helper_probe with its file system and waits for the
+ * answer. Anything but HELPER_GO, devgated hanging up included, is a no.
+ */
+static bool dev_approved(int devfd, const struct stat *st)
+{
+	struct helper_probe p = { .dev = st->st_dev };
+	struct statfs fs;
+	int none[FDPASS_MAX];
+	char answer = 0;
+
+	if (fstatfs(devfd, &fs) < 0)
+		return false;
+	p.fs_type = (int64_t)fs.f_type;
+	if (write(HELPER_SOCK, &p, sizeof(p)) != (ssize_t)sizeof(p))
+		return false;
+	return fds_recv(HELPER_SOCK, &answer, 1, none) == 0 && answer == HELPER_GO;
+}
+
 /* Whether the job is about driver files rather than nodes. */
 static bool files_op(const struct helper_job *job)
 {
@@ -465,8 +497,9 @@ static void run_files(int root, const struct helper_job *job, const struct helpe
 /*
  * Does the job, in order: enters the container's mount namespace, drops
  * capabilities, opens the root (checking it is the expected one) and its
- * dev, refuses the host's own /dev, then makes or removes nodes or
- * mounts files. msg says how far it got (stage) and what happened.
+ * dev, refuses the host's own /dev and, for nodes, any /dev devgated does
+ * not approve (dev_approved), then makes or removes nodes or mounts files.
+ * msg says how far it got (stage) and what happened.
  */
 static void helper_run(const struct helper_job *job, const struct helper_file *files, int pidfd,
 		       int rootfd, const int *trees, struct helper_msg *msg)
@@ -486,7 +519,8 @@ static void helper_run(const struct helper_job *job, const struct helper_file *f
 		return;
 	}
 	umask(0);
-	if (job->root_path[0]) {
+	/* A target that pivoted into the root it was granted in is served from its own root. */
+	if (job->root_path[0] && !(job->check_root && is_root(rootfd, job))) {
 		root = in_root(rootfd, job->root_path, 0, job->no_openat2);
 		if (root < 0) {
 			msg->stage = STAGE_ROOT;
@@ -494,8 +528,7 @@ static void helper_run(const struct helper_job *job, const struct helper_file *f
 			return;
 		}
 		/* Another container may have made the same path inside itself. */
-		if (job->check_root && (fstat(root, &st) < 0 || st.st_dev != job->root_dev ||
-					st.st_ino != job->root_ino)) {
+		if (job->check_root && !is_root(root, job)) {
 			msg->stage = STAGE_ROOT_ID;
 			msg->err = EXDEV;
 			return;
@@ -510,6 +543,12 @@ static void helper_run(const struct helper_job *job, const struct helper_file *f
 	/* Never touch the host's own /dev, whoever shares it. */
 	if (fstat(devfd, &st) < 0 || st.st_dev == job->host_dev) {
 		msg->stage = STAGE_HOST_DEV;
+		msg->err = EXDEV;
+		return;
+	}
+	/* Nor any /dev that devgated's mount namespace has too: devgated decides. */
+	if (!files_op(job) && !dev_approved(devfd, &st)) {
+		msg->stage = STAGE_DEV_SHARED;
 		msg->err = EXDEV;
 		return;
 	}

@@ -52,6 +52,7 @@ enum helper_stage {
 	STAGE_HOST_DEV,
 	STAGE_NODES,
 	STAGE_FILES, /* a driver file could not be mounted (none is), or no files job could start */
+	STAGE_DEV_SHARED, /* devgated refused the /dev the helper opened (helper_probe) */
 };
 
 struct helper_msg {
@@ -61,6 +62,20 @@ struct helper_msg {
 	struct node_result res[DG_MAX_NODES];
 	struct files_reply files; /* OP_*_FILES */
 };
+
+/*
+ * Before a node job makes or removes anything, the helper tells devgated
+ * which file system the /dev it opened is on, in a message of this size
+ * (a helper_msg is far larger), and goes on only when devgated answers with
+ * the one byte HELPER_GO. devgated refuses a /dev that its own mount
+ * namespace has mounted too (a host volume, or a mount that propagates),
+ * which the helper, inside the container, cannot see.
+ */
+struct helper_probe {
+	uint64_t dev;	 /* st_dev of the directory */
+	int64_t fs_type; /* statfs's f_type */
+};
+#define HELPER_GO 'y'
 
 /*
  * What the daemon asks of a helper; pidfd and rootfd travel as SCM_RIGHTS,
@@ -79,7 +94,11 @@ struct helper_job {
 	uid_t fs_uid;
 	gid_t fs_gid;
 	int no_openat2; /* tests: walk as on a kernel without openat2 */
-	int check_root; /* root_path must be root_dev/root_ino */
+	/*
+	 * root_path must be root_dev/root_ino; a target whose own root is that
+	 * directory (it has pivoted into it since) is served from its root.
+	 */
+	int check_root;
 	dev_t root_dev;
 	ino_t root_ino;
 	dev_t host_dev;

@@ -28,6 +28,7 @@ static const int helper_syscalls[] = {
 	__NR_newfstatat,   /* fstatat: what a path holds now */
 	__NR_fstat,	   /* fstat: which file system a directory is on */
 	__NR_statx,	   /* what libc may use for either */
+	__NR_fstatfs,	   /* the file system /dev is on, for devgated (helper_probe) */
 	__NR_mknodat,	   /* make a device node */
 	__NR_fchownat,	   /* give it the job's owner */
 	__NR_unlinkat,	   /* remove a node, or a file a mount was on */

@@ -43,6 +43,8 @@ void lease_free(struct lease *l)
 	free(l->container);
 	free(l->driver_files);
 	free(l->driver_dirs);
+	free(l->root);
+	free(l->kept);
 	free(l);
 }
 
@@ -109,11 +111,16 @@ struct lease *lease_copy(const struct lease *l)
 	}
 	c->n_driver_files = l->n_driver_files;
 	c->n_driver_dirs = l->n_driver_dirs;
+	c->n_kept = l->n_kept;
+	c->root_dev = l->root_dev;
+	c->root_ino = l->root_ino;
 	if (dup_array(l->driver_files, l->n_driver_files, sizeof(*l->driver_files),
 		      (void **)&c->driver_files) < 0 ||
 	    dup_array(l->driver_dirs, l->n_driver_dirs, sizeof(*l->driver_dirs),
 		      (void **)&c->driver_dirs) < 0 ||
-	    dup_str(l->cgroup, &c->cgroup) < 0 || dup_str(l->container, &c->container) < 0) {
+	    dup_array(l->kept, l->n_kept, sizeof(*l->kept), (void **)&c->kept) < 0 ||
+	    dup_str(l->cgroup, &c->cgroup) < 0 || dup_str(l->container, &c->container) < 0 ||
+	    dup_str(l->root, &c->root) < 0) {
 		lease_free(c);
 		return NULL;
 	}
@@ -588,6 +595,52 @@ int lease_add_driver_dir(struct lease *l, const char *path, uint64_t ino)
 	l->driver_dirs = v;
 	snprintf(v[l->n_driver_dirs].path, sizeof(v->path), "%s", path);
 	v[l->n_driver_dirs++].ino = ino;
+	return 0;
+}
+
+bool lease_node_kept(const struct lease *l, const char *name)
+{
+	for (size_t i = 0; i < l->n_kept; i++) {
+		if (strncmp(l->kept[i].path, "/dev/", 5) == 0 &&
+		    strcmp(l->kept[i].path + 5, name) == 0)
+			return true;
+	}
+	return false;
+}
+
+int lease_keep_nodes(struct lease *l, const struct dg_node *nodes, const bool *keep, size_t n)
+{
+	struct lease_kept *v = n ? calloc(n, sizeof(*v)) : NULL;
+	size_t k = 0;
+	bool same;
+
+	if (n && !v)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (keep[i])
+			snprintf(v[k++].path, sizeof(v->path), "/dev/%s", nodes[i].name);
+	}
+	same = k == l->n_kept;
+	for (size_t i = 0; same && i < k; i++)
+		same = strcmp(v[i].path, l->kept[i].path) == 0;
+	free(l->kept);
+	l->kept = k ? v : NULL;
+	l->n_kept = k;
+	if (!k)
+		free(v);
+	return same ? 0 : 1;
+}
+
+int lease_set_root(struct lease *l, const char *path, uint64_t dev, uint64_t ino)
+{
+	char *p = NULL;
+
+	if (dup_str(path, &p) < 0)
+		return -ENOMEM;
+	free(l->root);
+	l->root = p;
+	l->root_dev = path ? dev : 0;
+	l->root_ino = path ? ino : 0;
 	return 0;
 }
 

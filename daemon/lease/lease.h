@@ -49,6 +49,12 @@ struct lease_device {
 	bool block;	 /* a block device; records without "type" are char */
 };
 
+/* A node the container had before its lease got it: "/dev/" and its name (dg_node's). */
+#define LEASE_KEPT_MAX 40
+struct lease_kept {
+	char path[LEASE_KEPT_MAX];
+};
+
 /* A driver file mounted into the container (grant --driver): its path there. */
 #define LEASE_FILE_PATH_MAX 160
 struct lease_file {
@@ -92,6 +98,23 @@ struct lease {
 	 */
 	bool has_majors;
 	struct dg_majors majors;
+	/*
+	 * grant --root, from the OCI hook before pivot_root (and only from uid
+	 * 0): the rootfs in the container's mount namespace and the identity
+	 * the hook found it with. Its nodes are made and removed below that
+	 * directory, found by path or, once the container pivoted into it, as
+	 * its root. NULL: the process's own root.
+	 */
+	char *root;
+	uint64_t root_dev, root_ino;
+	/*
+	 * The nodes that were in the container with the right numbers when the
+	 * lease got them (the runtime's /dev/null, an image's node): devgate did
+	 * not make them, so a revoke leaves them. Records older than the key
+	 * have none: their devgated made, and removed, every node.
+	 */
+	struct lease_kept *kept;
+	size_t n_kept;
 	/* Runtime only, never in the record. No fd: a host may have thousands of leases. */
 	int watch; /* the cgroup's inotify watch (watch.c); -1: none */
 	/* The cgroup's device programs when last found settled; 0: not known. */
@@ -245,6 +268,19 @@ void lease_driver_clear(struct lease *l);
 /* Adds path to l's driver files (or directory path, inode ino, to its directories). 0, -ENOMEM. */
 int lease_add_driver_file(struct lease *l, const char *path);
 int lease_add_driver_dir(struct lease *l, const char *path, uint64_t ino);
+
+/* Returns whether node name (as in dg_node) is one l keeps: it was there before devgate. */
+bool lease_node_kept(const struct lease *l, const char *name);
+/*
+ * Sets the nodes l keeps to those of nodes (n of them) whose keep[i] is
+ * true. Returns 1 when that changed them, 0 when not, -ENOMEM (l as it was).
+ */
+int lease_keep_nodes(struct lease *l, const struct dg_node *nodes, const bool *keep, size_t n);
+/*
+ * Sets l's root (grant --root) to path with identity dev, ino; NULL path
+ * clears it. Returns 0 or -ENOMEM (l as it was).
+ */
+int lease_set_root(struct lease *l, const char *path, uint64_t dev, uint64_t ino);
 
 /*
  * Parses an access mode ("r", "rw", "rwm": each letter once, in any order)

@@ -14,6 +14,7 @@
  * JSON older versions wrote and read, and a downgrade keeps its leases.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -99,6 +100,19 @@ static const struct dg_field majors_fields[] = {
 static const struct dg_schema majors_schema =
 	DG_RECORD_SCHEMA("majors", struct dg_majors, majors_fields);
 
+/* The identity of a lease's root (grant --root): decimal strings, as on the wire. */
+struct record_root_id {
+	uint64_t dev, ino;
+};
+static const struct dg_field root_id_fields[] = {
+	DG_FIELD("dev", DG_F_ID, struct record_root_id, dev, .required = true),
+	DG_FIELD("ino", DG_F_ID, struct record_root_id, ino, .required = true),
+};
+static const struct dg_schema root_id_schema =
+	DG_RECORD_SCHEMA("root_id", struct record_root_id, root_id_fields);
+_Static_assert(offsetof(struct lease, root_ino) == offsetof(struct lease, root_dev) + 8,
+	       "root_dev and root_ino are read as one record_root_id");
+
 /*
  * The keys after "gpus" are left out when unused (no spent GPU, no ttl, no
  * grant --driver, no majors recorded, no devices): such a record is the one
@@ -142,6 +156,21 @@ static const struct dg_field lease_fields[] = {
 	DG_FIELD_HAS("majors", DG_F_OBJ, struct lease, majors, has_majors, .sub = &majors_schema),
 	DG_FIELD_N("devices", DG_F_OBJS, struct lease, devices, n_devices, .sub = &device_schema,
 		   .max = DG_MAX_DEVICES),
+	/*
+	 * grant --root (the OCI hook): the rootfs and its identity, only
+	 * together. Records older than the keys were written for the
+	 * process's own root, where their nodes are then removed.
+	 */
+	DG_FIELD("root", DG_F_STR, struct lease, root),
+	DG_FIELD("root_id", DG_F_OBJ, struct lease, root_dev, .required = true, .with = "root",
+		 .sub = &root_id_schema),
+	/*
+	 * "/dev/NAME" of each node that was in place when the lease got it,
+	 * which revoke leaves. Older records lack it: every node was devgate's,
+	 * as the devgated that wrote them held (and removed them all).
+	 */
+	DG_FIELD_N("kept", DG_F_STRS, struct lease, kept, n_kept, .elem = sizeof(struct lease_kept),
+		   .max = DG_MAX_NODES),
 };
 static const struct dg_schema lease_schema =
 	DG_RECORD_SCHEMA("lease record", struct lease, lease_fields);
@@ -168,7 +197,7 @@ static const struct dg_schema move_schema =
  * 64-bit Linux; elsewhere the check is skipped.
  */
 #define RECORD_LP64 (sizeof(void *) == 8 && sizeof(long) == 8)
-_Static_assert(!RECORD_LP64 || sizeof(struct lease) == 184, "struct lease changed: see above");
+_Static_assert(!RECORD_LP64 || sizeof(struct lease) == 224, "struct lease changed: see above");
 _Static_assert(!RECORD_LP64 || sizeof(struct lease_gpu) == 168,
 	       "struct lease_gpu changed: see above");
 _Static_assert(!RECORD_LP64 || sizeof(struct lease_spent) == 88,
@@ -179,6 +208,7 @@ _Static_assert(sizeof(struct lease_file) == LEASE_FILE_PATH_MAX,
 	       "struct lease_file changed: see above");
 _Static_assert(sizeof(struct lease_dir) == LEASE_FILE_PATH_MAX + 8,
 	       "struct lease_dir changed: see above");
+_Static_assert(sizeof(struct lease_kept) == LEASE_KEPT_MAX, "struct lease_kept changed: see above");
 _Static_assert(!RECORD_LP64 || sizeof(struct dg_majors) == 28,
 	       "struct dg_majors changed: see above");
 
@@ -267,6 +297,20 @@ static int record_check(struct lease *l, char *why, size_t len)
 			snprintf(why, len, "lease record: devices[%zu]: %s", i, wrong);
 			return -EINVAL;
 		}
+	}
+	for (size_t i = 0; i < l->n_kept; i++) {
+		const char *name = l->kept[i].path + 5;
+
+		if (strncmp(l->kept[i].path, "/dev/", 5) != 0 || !name[0] || name[0] == '.' ||
+		    strstr(name, "/.") || name[strlen(name) - 1] == '/') {
+			snprintf(why, len, "lease record: kept[%zu]: '%s' is not /dev/NAME", i,
+				 l->kept[i].path);
+			return -EINVAL;
+		}
+	}
+	if (l->root && l->root[0] != '/') {
+		snprintf(why, len, "lease record: root '%s' is not an absolute path", l->root);
+		return -EINVAL;
 	}
 	for (size_t i = 0; i < l->n_driver_files; i++) {
 		if (not_absolute("driver_files", i, l->driver_files[i].path, why, len))

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/magic.h>
 #include <linux/mount.h>
 #include <poll.h>
 #include <seccomp.h>
@@ -224,15 +225,88 @@ static int node_trees(const struct helper_job *job, int *trees)
 	return r;
 }
 
+/* What devgated answered a helper that asked about its /dev (helper_probe). */
+struct dev_answer {
+	bool asked;
+	bool refused;
+	char why[768]; /* why it refused, for the error message */
+};
+
+/*
+ * Sets a->why to the mount of devgated's own mount namespace that has file
+ * system dev, from /proc/self/mountinfo, read now so that a mount made (or
+ * propagated) a moment ago counts. Returns 1 when there is one, 0 when
+ * there is none, -errno when mountinfo cannot be read.
+ */
+static int own_mount(dev_t dev, const char what[160], struct dev_answer *a)
+{
+	auto_fclose FILE *f = fopen("/proc/self/mountinfo", "re");
+	auto_free char *line = NULL;
+	size_t cap = 0;
+
+	if (!f)
+		return -errno;
+	while (getline(&line, &cap, f) > 0) {
+		unsigned int maj, min;
+		char point[256];
+		const char *type = strstr(line, " - ");
+		int n;
+
+		if (sscanf(line, "%*d %*d %u:%u %*s %255s", &maj, &min, point) != 3 ||
+		    makedev(maj, min) != dev)
+			continue;
+		n = type ? (int)strcspn(type + 3, " ") : 1;
+		n = n < 32 ? n : 32;
+		snprintf(a->why, sizeof(a->why),
+			 "%s is on %.*s %u:%u, the file system devgated's own mount namespace has "
+			 "at %s (a host volume, or a mount that propagates to the host): a node "
+			 "made there could be opened outside the container",
+			 what, n, type ? type + 3 : "?", maj, min, point);
+		return 1;
+	}
+	return ferror(f) ? -EIO : 0;
+}
+
+/*
+ * Decides a helper's probe (helper.h): a /dev that devgated's own mount
+ * namespace has mounted too is refused, and so is one on btrfs, whose
+ * st_dev names a subvolume rather than a mount and so cannot be told from
+ * a host volume. what names the directory for the message.
+ */
+static void answer_probe(const struct helper_probe *p, const char what[160], struct dev_answer *a)
+{
+	int r;
+
+	a->asked = true;
+	if (p->fs_type == (int64_t)BTRFS_SUPER_MAGIC) {
+		a->refused = true;
+		snprintf(a->why, sizeof(a->why),
+			 "%s is on btrfs, where devgate cannot tell a container's own file system "
+			 "from a host volume",
+			 what);
+		return;
+	}
+	r = own_mount((dev_t)p->dev, what, a);
+	a->refused = r != 0;
+	if (r < 0)
+		snprintf(a->why, sizeof(a->why),
+			 "cannot read /proc/self/mountinfo to check that %s is the container's "
+			 "own: %s",
+			 what, strerror(-r));
+}
+
 /*
  * Waits for helper c's reply (its last act) and reads it into msg; the
- * helper then becomes the spent one, ended later. A helper that does not
- * answer in HELPER_TIMEOUT_MS, or dies first, is ended: -ETIMEDOUT or
- * -ECHILD.
+ * helper then becomes the spent one, ended later. A probe on the way (one
+ * at most) gets its answer (answer_probe, about what, kept in ans). A
+ * helper that does not answer in HELPER_TIMEOUT_MS, or dies first, is
+ * ended: -ETIMEDOUT or -ECHILD.
  */
-static int read_reply(struct child *c, struct helper_msg *msg)
+static int read_reply(struct child *c, struct helper_msg *msg, const char *what,
+		      struct dev_answer *ans)
 {
 	struct pollfd p = { .fd = c->sock, .events = POLLIN };
+	struct helper_probe probe;
 	ssize_t got = -1;
 	int r;
 
@@ -248,6 +322,16 @@ static int read_reply(struct child *c, struct helper_msg *msg)
 		got = read(c->sock, msg, sizeof(*msg));
 		if (got < 0 && errno == EINTR)
 			continue;
+		if (got == (ssize_t)sizeof(probe) && !ans->asked) {
+			char go;
+
+			memcpy(&probe, msg, sizeof(probe));
+			answer_probe(&probe, what, ans);
+			go = ans->refused ? 0 : HELPER_GO;
+			if (send(c->sock, &go, 1, MSG_NOSIGNAL) == 1)
+				continue;
+			got = -1;
+		}
 		break;
 	}
 	/* The reply is the helper's last act; a helper killed before it sends none. */
@@ -311,15 +395,18 @@ static int send_job(const struct helper_job *job, const struct helper_file *file
 }
 
 /*
- * Runs one job in the spare helper and returns its reply in msg. trees are
- * the detached mounts the job binds (one per node or file); files are the
- * entries of a files job, NULL for nodes. A spare that died while idle is
- * replaced once. 0, or -errno when no helper answered.
+ * Runs one job in the spare helper and returns its reply in msg, and in
+ * ans what devgated answered its probe. trees are the detached mounts the
+ * job binds (one per node or file); files are the entries of a files job,
+ * NULL for nodes. A spare that died while idle is replaced once. 0, or
+ * -errno when no helper answered.
  */
 static int run_helper(const struct target *t, const struct helper_job *job,
 		      const struct helper_file *files, const int *trees, size_t n_trees,
-		      struct helper_msg *msg)
+		      struct helper_msg *msg, struct dev_answer *ans)
 {
+	char what[160];
+
 	int r;
 
 	reap_spent();
@@ -337,7 +424,9 @@ static int run_helper(const struct target *t, const struct helper_job *job,
 	}
 	if (r < 0)
 		return r;
-	r = read_reply(&spare, msg);
+	snprintf(what, sizeof(what), "%.100s/dev in the container of PID %d",
+		 job->root_path[0] ? job->root_path : "", (int)t->pid);
+	r = read_reply(&spare, msg, what, ans);
 	/* The next one forks while devgated finishes this request, not in the next. */
 	child_order();
 	return r;
@@ -380,10 +469,19 @@ static int target_gone(const struct target *t, struct dg_error *err)
  * with err set to what stopped it.
  */
 static int check_msg(const struct target *t, const char *root_path, const struct helper_msg *msg,
-		     struct dg_error *err)
+		     const struct dev_answer *ans, struct dg_error *err)
 {
 	if (msg->stage == STAGE_OK)
 		return 0;
+	if (msg->stage == STAGE_DEV_SHARED) {
+		dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EXDEV, "%s",
+			     ans->asked ? ans->why
+					: "the node helper found a /dev devgated did not approve");
+		dg_error_hint(err, "devgate makes nodes only in a /dev of the container's own (the "
+				   "tmpfs runtimes mount there), never in a host directory or a "
+				   "shared mount bound on /dev");
+		return -EXDEV;
+	}
 	/* setns() on the pidfd of a process that has exited. */
 	if (msg->stage == STAGE_SETNS && msg->err == ESRCH)
 		return target_gone(t, err);
@@ -528,6 +626,7 @@ static int nodes_apply(const struct target *t, enum helper_op op, const struct n
 		       struct dg_error *err)
 {
 	struct helper_msg msg = { 0 };
+	struct dev_answer ans = { 0 };
 	struct helper_job job;
 	int trees[DG_MAX_NODES];
 	bool bind;
@@ -543,7 +642,7 @@ static int nodes_apply(const struct target *t, enum helper_op op, const struct n
 			"cannot make the nodes to bind into PID %d's /dev (another user "
 			"namespace): %s",
 			(int)t->pid, strerror(-r));
-	r = run_helper(t, &job, NULL, trees, bind ? n : 0, &msg);
+	r = run_helper(t, &job, NULL, trees, bind ? n : 0, &msg, &ans);
 	if (bind)
 		close_all(trees, n);
 	if (r < 0)
@@ -552,7 +651,7 @@ static int nodes_apply(const struct target *t, enum helper_op op, const struct n
 	memcpy(res, msg.res, n * sizeof(*res));
 	log_debug("node helper for PID %d worked with capabilities %#llx", (int)t->pid,
 		  (unsigned long long)msg.caps);
-	r = check_msg(t, o->root_path, &msg, err);
+	r = check_msg(t, o->root_path, &msg, &ans, err);
 	if (r < 0)
 		return r;
 	return op == OP_CREATE ? node_error(t, nodes, n, res, err) : 0;
@@ -757,6 +856,7 @@ static int files_apply(const struct target *t, enum helper_op op, const struct n
 		       struct dg_error *err)
 {
 	struct helper_msg msg = { 0 };
+	struct dev_answer ans = { 0 };
 	struct helper_job job = { 0 };
 	struct helper_file entries[HELPER_MAX_FILES];
 	int trees[HELPER_MAX_FILES];
@@ -769,7 +869,7 @@ static int files_apply(const struct target *t, enum helper_op op, const struct n
 		return r;
 	for (size_t i = 0; i < n_trees; i++)
 		trees[i] = f[i].tree;
-	r = run_helper(t, &job, entries, trees, n_trees, &msg);
+	r = run_helper(t, &job, entries, trees, n_trees, &msg, &ans);
 	if (r < 0)
 		return dg_error_set(err, DG_E_KERNEL, r, "node helper for PID %d failed: %s",
 				    (int)t->pid, r == -ETIMEDOUT ? "timed out" : strerror(-r));
@@ -792,7 +892,7 @@ static int files_apply(const struct target *t, enum helper_op op, const struct n
 				    "%d: %s",
 				    (int)t->pid, strerror(msg.err));
 	}
-	return check_msg(t, o->root_path, &msg, err);
+	return check_msg(t, o->root_path, &msg, &ans, err);
 }
 
 int nodes_mount_files(const struct target *t, const struct node_opts *o, const struct node_file *f,

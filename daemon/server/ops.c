@@ -275,6 +275,14 @@ int ops_dispatch(struct daemon *d, const struct ops_peer *peer, const struct dg_
 			     "granting host devices (--device) is for root only");
 		dg_error_hint(err, "admin-group may grant GPUs; ask root for --device");
 		r = -EACCES;
+	} else if (req->op == DG_OP_GRANT && (req->u.grant.root || req->u.grant.has_root_id) &&
+		   peer->uid != 0) {
+		/* Nodes below any directory of the target's mount namespace: the hook's alone. */
+		dg_error_set(err, DG_E_PERM, EACCES,
+			     "a root path (--root) is for root only: the OCI hook's");
+		dg_error_hint(err, "grant without --root: the nodes go into the container's own "
+				   "/dev");
+		r = -EACCES;
 	} else {
 		r = handlers[req->op](d, req, reply, a, err);
 	}

@@ -241,8 +241,10 @@ cdi_spec() {
 	container other
 	run -8 dg grant --pid "$CPID" --gpu 0
 	run -0 dg revoke --container "$id"
+	# The node is the runtime's (the CDI device made it): it stays, and opens nothing.
+	[[ "$output" == *"/dev/nvidia0"*"kept"* ]]
 	run -1 dg_podman exec "$id" probe /dev/nvidia0
-	[ "$output" = "/dev/nvidia0 ENOENT" ]
+	[ "$output" = "/dev/nvidia0 EPERM" ]
 	run -0 dg grant --pid "$CPID" --gpu 0
 	dg_podman rm -f -t 0 "$id" >/dev/null
 }
@@ -312,4 +314,35 @@ cdi_spec() {
 	hooked_bundle b3 '.annotations = {"devgate.io/gpus": "0"} | .process.args = ["probe", "/dev/nvidia0"]'
 	run -1 run_bundle b3
 	[ "$output" = "/dev/nvidia0 ENXIO" ]
+}
+
+@test "hook: the lease keeps the bundle's rootfs; once the container pivoted into it, a revoke and a grant reach its /dev" {
+	requires runc
+	hooked_bundle k '.annotations = {"devgate.io/gpus": "0"} | .process.args = ["sleep", "100000"]'
+	dg_runc run -d -b "$DG_TMP/k" "$CID" </dev/null >/dev/null
+	CPID=$(dg_runc state "$CID" | jq -r .pid)
+	DG_CGROUPS+=("$DG_CGROOT/$CID")
+	[ "$(jq -r .root "$DG_TMP"/state/leases/*.json)" = "$DG_TMP/k/rootfs" ]
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+	# The rootfs path means nothing inside the pivoted root; its identity does.
+	run -0 dg grant --pid "$CPID" --gpu 1
+	[[ "$output" == *"/dev/nvidia1"*"created"* ]]
+	run -0 dg revoke --container "$CID"
+	[[ "$output" == *"/dev/nvidia0"*"removed"* ]]
+	run -1 probe "$CID" /dev/nvidia0 /dev/nvidia1
+	[ "${lines[0]}" = "/dev/nvidia0 ENOENT" ]
+	[ "${lines[1]}" = "/dev/nvidia1 ENOENT" ]
+}
+
+@test "hook: a bundle whose /dev is the rootfs's own directory (no tmpfs) gets no node there" {
+	requires runc
+	hooked_bundle n '.annotations = {"devgate.io/gpus": "0"} |
+		.mounts |= map(select(.destination != "/dev")) | .process.args = ["probe", "/dev/null"]'
+	run ! run_bundle n
+	[[ "$output" == *"hook createRuntime for container $CID: $DG_TMP/n/rootfs/dev in the container of PID "*" is on "*"devgated's own mount namespace has at /"* ]]
+	[[ "$output" != *"/dev/null ok"* ]]
+	[ -z "$(find "$DG_TMP/n/rootfs/dev" -name 'nvidia*')" ]
+	no_leases
+	[ "$(grant_entries)" = 0 ]
 }

@@ -147,6 +147,15 @@ static const char golden_full[] =
 	"      \"major\": 8,\n"
 	"      \"minor\": 16\n"
 	"    }\n"
+	"  ],\n"
+	"  \"root\": \"\\/run\\/containerd\\/ff00\\/rootfs\",\n"
+	"  \"root_id\": {\n"
+	"    \"dev\": \"18446744073709551615\",\n"
+	"    \"ino\": \"131077\"\n"
+	"  },\n"
+	"  \"kept\": [\n"
+	"    \"\\/dev\\/myfull\",\n"
+	"    \"\\/dev\\/dri\\/renderD129\"\n"
 	"  ]\n"
 	"}";
 

@@ -57,7 +57,7 @@ static inline struct lease *record_lease_devices(void)
  * Every field of every record struct set to a value other than its default:
  * an AMD GPU with its card node, a shared NVIDIA GPU, a MIG instance with its
  * capability nodes; GPU time held and spent; devices; an expiry; the driver's
- * files; the majors.
+ * files; the majors; a root (grant --root) and the nodes the lease kept.
  */
 static inline struct lease *record_lease_full(void)
 {
@@ -131,6 +131,13 @@ static inline struct lease *record_lease_full(void)
 					.kfd = 235,
 					.has_caps = true,
 					.caps = 506 };
+	l->root = strdup("/run/containerd/ff00/rootfs");
+	l->root_dev = 18446744073709551615ull;
+	l->root_ino = 131077;
+	l->kept = calloc(2, sizeof(*l->kept));
+	l->n_kept = 2;
+	snprintf(l->kept[0].path, sizeof(l->kept[0].path), "/dev/myfull");
+	snprintf(l->kept[1].path, sizeof(l->kept[1].path), "/dev/dri/renderD129");
 	return l;
 }
 

@@ -234,9 +234,18 @@ static void helper_child(int sock)
 }
 
 /*
+ * What the test answers a helper's probe of its /dev (devgated's part):
+ * HELPER_GO unless a test says otherwise; the last probe is kept.
+ */
+static char probe_answer = HELPER_GO;
+static struct helper_probe last_probe;
+static int n_probes;
+
+/*
  * Runs job in a fresh helper, with the target's pidfd and root, the
  * detached mounts it binds (trees) and a files job's entries, and returns its
- * reply in msg. The helper must reply and exit 0.
+ * reply in msg, answering its probe on the way. The helper must reply and
+ * exit 0.
  */
 static void run_job(const struct helper_job *job, int pidfd, int rootfd, const int *trees,
 		    size_t n_trees, const struct helper_file *files, struct helper_msg *msg)
@@ -245,6 +254,7 @@ static void run_job(const struct helper_job *job, int pidfd, int rootfd, const i
 	size_t len = job->n_files * sizeof(*files);
 	struct child c;
 	struct pollfd p;
+	ssize_t got;
 	int status;
 
 	assert_int_equal(forkloop_child(helper_child, &c), 0);
@@ -253,10 +263,19 @@ static void run_job(const struct helper_job *job, int pidfd, int rootfd, const i
 	assert_int_equal(fds_send(c.sock, job, sizeof(*job), fds, 2 + n_trees), 0);
 	if (len)
 		assert_int_equal(send(c.sock, files, len, MSG_NOSIGNAL), (ssize_t)len);
-	p = (struct pollfd){ .fd = c.sock, .events = POLLIN };
-	assert_int_equal(poll(&p, 1, HELPER_REPLY_MS), 1);
+	n_probes = 0;
 	memset(msg, 0, sizeof(*msg));
-	assert_int_equal(read(c.sock, msg, sizeof(*msg)), (ssize_t)sizeof(*msg));
+	for (;;) {
+		p = (struct pollfd){ .fd = c.sock, .events = POLLIN };
+		assert_int_equal(poll(&p, 1, HELPER_REPLY_MS), 1);
+		got = read(c.sock, msg, sizeof(*msg));
+		if (got != (ssize_t)sizeof(last_probe))
+			break;
+		memcpy(&last_probe, msg, sizeof(last_probe));
+		n_probes++;
+		assert_int_equal(send(c.sock, &probe_answer, 1, MSG_NOSIGNAL), 1);
+	}
+	assert_int_equal(got, (ssize_t)sizeof(*msg));
 	assert_int_equal(waitpid(c.pid, &status, 0), c.pid);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
@@ -781,6 +800,84 @@ static void test_host_dev(void **state)
 	assert_int_equal(msg.res[0].status, NODE_UNTOUCHED);
 }
 
+/*
+ * Any user: a node job asks about its /dev (the directory's st_dev and
+ * file system) before it makes anything, and a refusal stops it there;
+ * a files job does not ask.
+ */
+static void test_probe(void **state)
+{
+	static struct helper_job job;
+	static struct helper_msg msg;
+	auto_close int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	auto_close int slash = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	char dev[PATH_MAX];
+	struct stat st;
+
+	(void)state;
+	assert_true(self >= 0 && slash >= 0);
+	path_of(dev, sizeof(dev), "", "dev");
+	assert_int_equal(stat(dev, &st), 0);
+	job_init(&job, OP_CREATE, false, nodes, N_NODES);
+	probe_answer = 0;
+	run_job(&job, self, slash, NULL, 0, NULL, &msg);
+	probe_answer = HELPER_GO;
+	assert_int_equal(n_probes, 1);
+	assert_true(last_probe.dev == (uint64_t)st.st_dev);
+	assert_true(last_probe.fs_type != 0);
+	assert_int_equal(msg.stage, STAGE_DEV_SHARED);
+	assert_int_equal(msg.err, EXDEV);
+	for (size_t i = 0; i < N_NODES; i++) {
+		char name[64];
+
+		assert_int_equal(msg.res[i].status, NODE_UNTOUCHED);
+		assert_gone("", dev_name(&nodes[i], name, sizeof(name)));
+	}
+	/* Removing asks too: a /dev swapped for a host volume loses nothing. */
+	job.op = OP_REMOVE;
+	probe_answer = 0;
+	run_job(&job, self, slash, NULL, 0, NULL, &msg);
+	probe_answer = HELPER_GO;
+	assert_int_equal(n_probes, 1);
+	assert_int_equal(msg.stage, STAGE_DEV_SHARED);
+	job_init(&job, OP_UNMOUNT_FILES, false, NULL, 0);
+	run_job(&job, self, slash, NULL, 0, NULL, &msg);
+	assert_int_equal(n_probes, 0);
+}
+
+/*
+ * Any user: with a root path and its identity, a target whose own root is
+ * that directory (it pivoted into it) is served from its root; one whose
+ * root is another directory, from the root path; an identity that matches
+ * neither is refused.
+ */
+static void test_root_identity(void **state)
+{
+	static struct helper_job job;
+	static struct helper_msg msg;
+	auto_close int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	auto_close int slash = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	auto_close int rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	(void)state;
+	assert_true(self >= 0 && slash >= 0 && rootfd >= 0);
+	job_init(&job, OP_REMOVE, false, nodes, N_NODES);
+	/* As after pivot_root: the path means nothing below the new root. */
+	snprintf(job.root_path, sizeof(job.root_path), "/no/such/rootfs");
+	run_job(&job, self, rootfd, NULL, 0, NULL, &msg);
+	assert_status(&msg, NODE_ABSENT);
+	/* Before it: the root is found by its path. */
+	job_init(&job, OP_REMOVE, false, nodes, N_NODES);
+	run_job(&job, self, slash, NULL, 0, NULL, &msg);
+	assert_status(&msg, NODE_ABSENT);
+	/* Neither is the directory the identity names. */
+	job.root_ino++;
+	run_job(&job, self, slash, NULL, 0, NULL, &msg);
+	assert_int_equal(msg.stage, STAGE_ROOT_ID);
+	run_job(&job, self, rootfd, NULL, 0, NULL, &msg);
+	assert_int_equal(msg.stage, STAGE_ROOT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -791,6 +888,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_driver_walls, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_conflict, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_host_dev, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_probe, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_root_identity, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("helper", tests, group_setup, group_teardown);

@@ -615,6 +615,40 @@ static void test_table_next_expiry(void **state)
 	lease_table_clear(&t);
 }
 
+/* The nodes a lease keeps: set from a grant's findings, asked by name, copied, cleared. */
+static void test_kept_nodes(void **state)
+{
+	static const struct dg_node nodes[] = {
+		{ .name = "null", .major = 1, .minor = 3 },
+		{ .name = "nvidia0", .major = 195, .minor = 0 },
+		{ .name = "dri/renderD128", .major = 226, .minor = 128 },
+	};
+	const bool keep[] = { true, false, true }, none[] = { false, false, false };
+	struct lease *l = lease_new(7), *copy;
+
+	(void)state;
+	assert_false(lease_node_kept(l, "null"));
+	assert_int_equal(lease_keep_nodes(l, nodes, keep, 3), 1);
+	assert_int_equal(lease_keep_nodes(l, nodes, keep, 3), 0);
+	assert_true(lease_node_kept(l, "null") && lease_node_kept(l, "dri/renderD128"));
+	assert_false(lease_node_kept(l, "nvidia0") || lease_node_kept(l, "renderD128"));
+	assert_string_equal(l->kept[1].path, "/dev/dri/renderD128");
+	assert_int_equal(lease_set_root(l, "/run/b/rootfs", 5, 6), 0);
+	copy = lease_copy(l);
+	assert_non_null(copy);
+	assert_true(lease_node_kept(copy, "null") && copy->n_kept == 2);
+	assert_string_equal(copy->root, "/run/b/rootfs");
+	assert_true(copy->root_dev == 5 && copy->root_ino == 6);
+	assert_int_equal(lease_keep_nodes(l, nodes, none, 3), 1);
+	assert_int_equal(l->n_kept, 0);
+	assert_null(l->kept);
+	assert_int_equal(lease_set_root(l, NULL, 5, 6), 0);
+	assert_null(l->root);
+	assert_true(l->root_dev == 0 && l->root_ino == 0);
+	lease_free(l);
+	lease_free(copy);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -625,6 +659,7 @@ int main(void)
 		cmocka_unit_test(test_table_use),	  cmocka_unit_test(test_expiry_record),
 		cmocka_unit_test(test_majors_record),	  cmocka_unit_test(test_expiry_arithmetic),
 		cmocka_unit_test(test_table_next_expiry), cmocka_unit_test(test_driver_files),
+		cmocka_unit_test(test_kept_nodes),
 	};
 
 	return cmocka_run_group_tests_name("lease", tests, NULL, NULL);

@@ -99,7 +99,7 @@ static void same_majors(const struct dg_majors *a, const struct dg_majors *b)
  * tables) until it has a table entry; add it here and to
  * record_lease_full() as well, and update this size.
  */
-_Static_assert(sizeof(void *) != 8 || sizeof(struct lease) == 184,
+_Static_assert(sizeof(void *) != 8 || sizeof(struct lease) == 224,
 	       "struct lease changed: compare the new member in same_lease()");
 static void same_lease(const struct lease *a, const struct lease *b)
 {
@@ -135,6 +135,11 @@ static void same_lease(const struct lease *a, const struct lease *b)
 	}
 	same_int("has_majors", a->has_majors, b->has_majors);
 	same_majors(&a->majors, &b->majors);
+	same_str("root", a->root, b->root);
+	assert_true(a->root_dev == b->root_dev && a->root_ino == b->root_ino);
+	same_int("n_kept", (long long)a->n_kept, (long long)b->n_kept);
+	for (size_t i = 0; i < a->n_kept; i++)
+		same_str_at("kept", i, "", a->kept[i].path, b->kept[i].path);
 }
 
 /* The record of l as state.c writes it: pretty and spaced. */
@@ -178,6 +183,7 @@ static void test_every_field(void **state)
 	assert_true(l->has_majors && l->majors.has_nvidia && l->majors.has_uvm &&
 		    l->majors.has_kfd && l->majors.has_caps);
 	assert_true(l->container && l->pid && l->since && l->gpus[0].ms);
+	assert_true(l->root && l->root_dev && l->root_ino && l->n_kept > 1);
 	lease_free(l);
 	lease_free(back);
 	lease_free(copy);
@@ -275,6 +281,10 @@ static void test_old_records(void **state)
 	assert_int_equal(l->n_driver_files, 2);
 	assert_string_equal(l->driver_files[0].path, "/usr/lib/libcuda.so.1");
 	assert_string_equal(l->driver_files[1].path, "/usr/bin/nvidia-smi");
+	/* The process's own root, and every node devgate's (removed at revoke). */
+	assert_null(l->root);
+	assert_int_equal(l->n_kept, 0);
+	assert_false(lease_node_kept(l, "x"));
 	lease_free(l);
 }
 
@@ -361,6 +371,13 @@ static void test_refused(void **state)
 		     "\"major\":1,\"minor\":7},{\"path\":\"/dev/b\",\"host\":\"/dev/full\","
 		     "\"major\":1,\"minor\":7}]}",
 		"lease record: devices[1]: it is listed twice (the same path or the same device)");
+	refused(HEAD "\"gpus\":[],\"root\":\"/r\"}", "lease record: 'root_id' is missing");
+	refused(HEAD "\"gpus\":[],\"root\":\"r\",\"root_id\":{\"dev\":\"1\",\"ino\":\"2\"}}",
+		"lease record: root 'r' is not an absolute path");
+	refused(HEAD "\"gpus\":[],\"kept\":[\"/dev/../etc\"]}",
+		"lease record: kept[0]: '/dev/../etc' is not /dev/NAME");
+	refused(HEAD "\"gpus\":[],\"kept\":[\"null\"]}",
+		"lease record: kept[0]: 'null' is not /dev/NAME");
 	refused(HEAD "\"gpus\":[],\"spent\":[{\"ms\":1}]}",
 		"lease record: spent[0]: 'uuid' is missing");
 	refused(HEAD "\"gpus\":[],\"driver_caps\":2,\"driver_files\":[],"
