@@ -196,8 +196,9 @@ kill_and_serve() {
 @test "an expired lease is revoked and its GPU goes to the next waiter" {
 	start_daemon
 	gpu_container holder
-	run -0 dg grant --pid "$CPID" --gpu 0 --ttl 2s
+	# Both containers first: a slow start must not outlast the lease.
 	gpu_container w
+	run -0 dg grant --pid "$holder_PID" --gpu 0 --ttl 2s
 	waiter w --gpu 0 --json
 	wait_until 5 queued 1
 	opens "$holder_CID"
