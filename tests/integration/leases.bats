@@ -229,6 +229,54 @@ restart_keeps_lease() { # SIGNAL
 	run -0 dg revoke --cgroup "/${DG_CONTAINERS[0]}"
 }
 
+@test "a shared GPU whose records are all lost is rebuilt shared for every holder" {
+	start_daemon
+	container a
+	pa=$CPID ca=$CID
+	container b
+	cb=$CID
+	run -0 dg grant --pid "$pa" --gpu 0 --shared
+	run -0 dg grant --pid "$CPID" --gpu 0 --shared
+	container c
+	cc=$CID
+	run -0 dg grant --pid "$CPID" --gpu 0 --shared
+	# An exclusive neighbour whose record is lost too stays exclusive.
+	container x
+	cx=$CID
+	run -0 dg grant --pid "$CPID" --gpu 1
+	stop_daemon KILL
+	rm "$DG_TMP/state/leases/"*.json
+	start_daemon
+	for c in "$ca" "$cb" "$cc" "$cx"; do
+		grep -q "reconcile: rebuilt the lost record of $c (1 GPU(s)) from its grants" \
+			"$DG_TMP/daemon.log"
+		run -1 probe "$c" /dev/nvidia0 /dev/nvidia1
+		if [ "$c" = "$cx" ]; then
+			[ "$output" = "$(printf '/dev/nvidia0 ENOENT\n/dev/nvidia1 ENXIO')" ]
+		else
+			[ "$output" = "$(printf '/dev/nvidia0 ENXIO\n/dev/nvidia1 ENOENT')" ]
+		fi
+	done
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -r '.gpus[0].state')" = shared ]
+	[ "$(echo "$output" | jq '.gpus[0].holders | length')" = 3 ]
+	[ "$(echo "$output" | jq -r '.gpus[1].state')" != shared ]
+	run -0 dg status --json
+	[ "$(echo "$output" | jq '[.leases[] | select(.gpus[0].shared)] | length')" = 3 ]
+	# Shared means shared: one more may join, nobody may take it alone.
+	container d
+	run -8 dg grant --pid "$CPID" --gpu 0
+	[[ "$output" == "devgatectl: GPU 0 shared by container "* ]]
+	run -8 dg grant --pid "$CPID" --gpu 1 --shared
+	run -0 dg grant --pid "$CPID" --gpu 0 --shared
+	# Each rebuilt lease is revoked the usual way, the others keep the GPU.
+	run -0 dg revoke --cgroup "/$cb"
+	run -1 probe "$cb" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENOENT" ]
+	run -1 probe "$ca" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+}
+
 @test "a crash before the record commits rolls the grant back, its nodes too" {
 	start_daemon
 	container c
