@@ -485,3 +485,44 @@ opens() {
 	run -0 dg revoke --pid "$CPID"
 	[ "$(cg_progs "$DG_CGROOT/$CID")" = "$original" ]
 }
+
+# The record of container $1 as devgated wrote it, or nothing.
+record_of() {
+	cat "$DG_TMP/state/leases/$(stat -c %i "$DG_CGROOT/$1").json" 2>/dev/null
+}
+
+@test "a state directory removed or moved away under devgated is made again, with every record" {
+	start_daemon
+	container a
+	ca=$CID
+	run -0 dg grant --pid "$CPID" --gpu 0 --container job-a --ttl 1h
+	for how in rm-dir rm-leases mv-dir; do
+		case $how in
+		rm-dir) rm -rf "$DG_TMP/state" ;;
+		rm-leases) rm -rf "$DG_TMP/state/leases" ;;
+		mv-dir) mv "$DG_TMP/state" "$DG_TMP/state.old" ;;
+		esac
+		[ -z "$(record_of "$ca")" ]
+		# The next grant works, and a's record is written again with what
+		# the grants map could not tell (its name and expiry).
+		container "b-$how"
+		run -0 dg grant --pid "$CPID" --gpu 1 --shared
+		grep -q "state directory $DG_TMP/state/leases was removed or replaced while devgated ran; made it again" \
+			"$DG_TMP/daemon.log"
+		[ "$(record_of "$ca" | jq -r .container)" = job-a ]
+		[ "$(record_of "$ca" | jq 'has("expires")')" = true ]
+		[ "$(record_of "$CID" | jq -r '.gpus[0].shared')" = true ]
+		run -0 dg revoke --pid "$CPID"
+		[ -z "$(record_of "$CID")" ]
+		rm -rf "$DG_TMP/state.old"
+	done
+	# A restart adopts a's lease from its record; nothing is rebuilt.
+	stop_daemon KILL
+	start_daemon
+	run ! grep -q "rebuilt the lost record" "$DG_TMP/daemon.log"
+	run -0 dg status --json
+	[ "$(echo "$output" | jq -r '.leases[0].container')" = job-a ]
+	[ "$(echo "$output" | jq '.leases | length')" = 1 ]
+	run -1 probe "$ca" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+}
