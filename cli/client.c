@@ -155,6 +155,13 @@ int client_call(struct client_conn *c, const struct dg_request *req, union dg_re
 	int r;
 
 	r = dg_send(c->fd, msg);
+	/*
+	 * devgated refuses a peer it does not serve with one error line and
+	 * closes at once, often before the request is sent (a busy machine):
+	 * the reason is in the socket still, so it is read before giving up.
+	 */
+	if ((r == -EPIPE || r == -ECONNRESET) && dg_recv_line(c->fd, &c->in, &line) == 0)
+		return dg_reply_decode(req->op, line, reply, a, err);
 	if (r == -EPIPE || r == -ECONNRESET)
 		return dg_error_set(err, DG_E_UNREACHABLE, -r, "devgated closed the connection");
 	if (r < 0)
