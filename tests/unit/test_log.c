@@ -31,7 +31,7 @@ static void test_escape_invisible(void **state)
 {
 	(void)state;
 	/* Bidirectional overrides, isolates and marks; zero-width; separators; C1; BOM. */
-	escaped("a\xe2\x80\xae" "b", "a\\u202eb");
+	escaped("a\xe2\x80\xae\x62", "a\\u202eb"); /* \x62: b, not more hex digits */
 	escaped("\xe2\x81\xa6x\xe2\x81\xa9", "\\u2066x\\u2069");
 	escaped("\xe2\x80\x8f\xe2\x80\x8b\xe2\x80\xa8\xe2\x80\xa9", "\\u200f\\u200b\\u2028\\u2029");
 	escaped("\xc2\x85\xc2\x9b", "\\u0085\\u009b");
