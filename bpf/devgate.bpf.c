@@ -13,6 +13,10 @@
  *        programs before it reached (bpf_get_retval) and counts GPU-class
  *        accesses allowed and denied, emitting rate-limited denial events.
  *
+ * One container must not exhaust what all share: its devices that are no
+ * node of the inventory (dg_known_v1) are counted under one "other" key,
+ * and its denial events are limited per device and per cgroup.
+ *
  * Shared (the rule): gate and tally are loaded and verified once, at start,
  * and attached to every guarded cgroup. What differs per container lives
  * in the cgroup's dg_cgstate_v1 storage (one value per cgroup, shared by
@@ -44,6 +48,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile __u32 shared = 0;      /* state in dg_cgstate_v1, not in "self" */
 const volatile __u32 gate_set = 0;    /* shared: which slot of dg_cgstate is this gate's */
 const volatile __u32 has_runtime = 0; /* copies: slot 0 holds a runtime program */
+/* Denial events per cgroup and window; 0: no limit (a test of the ring's drops). */
+const volatile __u32 cgroup_events = DG_CGROUP_EVENTS;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -85,6 +91,15 @@ struct {
 	__type(value, struct dg_count_val);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } DG_V(dg_counters) SEC(".maps");
+
+/* The nodes of devgated's inventory, which the counters map keys one by one. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, DG_MAX_KNOWN);
+	__type(key, struct dg_dev_key);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} DG_V(dg_known) SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -170,10 +185,18 @@ static __always_inline struct dg_count_val *counter(struct bpf_cgroup_dev_ctx *c
 		.type = ctx->access_type & 0xffff,
 		.access = ctx->access_type >> 16,
 	};
+	struct dg_dev_key dev = { .major = ctx->major, .minor = ctx->minor };
 	struct dg_count_val *val = bpf_map_lookup_elem(&DG_V(dg_counters), &key);
 
 	if (val)
 		return val;
+	/* A minor the inventory does not know: the cgroup's one "other" key. */
+	if (!bpf_map_lookup_elem(&DG_V(dg_known), &dev)) {
+		key.major = key.minor = DG_DEV_OTHER;
+		val = bpf_map_lookup_elem(&DG_V(dg_counters), &key);
+		if (val)
+			return val;
+	}
 	{
 		struct dg_count_val zero = {};
 
@@ -265,6 +288,29 @@ int devgate_gate(struct bpf_cgroup_dev_ctx *ctx)
 	return 0; /* the default policy: GPU-class devices only when granted */
 }
 
+/*
+ * Takes one event from cgid's budget for the window now is in; 0 when it is
+ * spent. Racing CPUs may let a few more through: a bound, not a count.
+ */
+static __always_inline int budget_take(__u64 cgid, __u64 now)
+{
+	struct dg_ratelimit_key bk = { .cgroup_id = cgid, .major = DG_DEV_OTHER };
+	__u64 win = now >> DG_EVENT_WINDOW_SHIFT, fresh = win << 32 | 1;
+	__u64 *b;
+
+	if (!cgroup_events)
+		return 1;
+	b = bpf_map_lookup_elem(&DG_V(dg_ratelim), &bk);
+	if (b && *b >> 32 == win) {
+		if ((*b & 0xffffffff) >= cgroup_events)
+			return 0;
+		__sync_fetch_and_add(b, 1);
+		return 1;
+	}
+	bpf_map_update_elem(&DG_V(dg_ratelim), &bk, &fresh, BPF_ANY);
+	return 1;
+}
+
 static __always_inline void emit_denial(struct bpf_cgroup_dev_ctx *ctx, __u64 cgid)
 {
 	struct dg_ratelimit_key rk = {
@@ -276,7 +322,10 @@ static __always_inline void emit_denial(struct bpf_cgroup_dev_ctx *ctx, __u64 cg
 	__u64 *last = bpf_map_lookup_elem(&DG_V(dg_ratelim), &rk);
 	struct dg_event ev = {};
 
+	/* One a second per device, then a budget per cgroup before anything is stored. */
 	if (last && now - *last < DG_EVENT_INTERVAL_NS)
+		return;
+	if (!budget_take(cgid, now))
 		return;
 	bpf_map_update_elem(&DG_V(dg_ratelim), &rk, &now, BPF_ANY);
 	ev.cgroup_id = cgid;

@@ -31,8 +31,26 @@
 
 #define DG_MAX_GRANTS 65536
 #define DG_MAX_COUNTERS 65536
+#define DG_MAX_KNOWN 16384 /* the inventory's nodes: GPUs, control nodes, MIG capabilities */
 #define DG_EVENTS_BYTES (256 * 1024)
 #define DG_EVENT_INTERVAL_NS 1000000000ull /* one event per key per second */
+/*
+ * At most this many denial events per cgroup in a window of 2^30 ns (about
+ * a second), whatever the devices: one container cannot fill the ring that
+ * every container's events share.
+ */
+#define DG_CGROUP_EVENTS 64
+#define DG_EVENT_WINDOW_SHIFT 30
+
+/*
+ * DG_DEV_OTHER as both major and minor of a counters key: every device of
+ * the cgroup (with that type and access) that is no node of the inventory
+ * (dg_known_v1), one key, so a container that opens minor after minor of a
+ * GPU major cannot fill the map every container shares. As the major of a
+ * rate-limit key (minor 0): the cgroup's budget of denial events in the
+ * current window, (window << 32) | events.
+ */
+#define DG_DEV_OTHER 0xffffffffu
 
 /* Device type and access bits, as in struct bpf_cgroup_dev_ctx. */
 #define DG_DEV_BLOCK 1
@@ -135,6 +153,12 @@ struct dg_attach_event {
 	__u32 replace_id; /* attach: the program it was to replace (BPF_F_REPLACE), or 0 */
 };
 
+/* The known devices map (dg_known_v1): a node of the inventory; the value is unused (1). */
+struct dg_dev_key {
+	__u32 major;
+	__u32 minor;
+};
+
 struct dg_ratelimit_key {
 	__u64 cgroup_id;
 	__u32 major;
@@ -211,6 +235,10 @@ DG_ABI_FIELD(dg_attach_event, what, 16, 4);
 DG_ABI_FIELD(dg_attach_event, pid, 20, 4);
 DG_ABI_FIELD(dg_attach_event, prog_id, 24, 4);
 DG_ABI_FIELD(dg_attach_event, replace_id, 28, 4);
+
+DG_ABI_SIZE(dg_dev_key, 8);
+DG_ABI_FIELD(dg_dev_key, major, 0, 4);
+DG_ABI_FIELD(dg_dev_key, minor, 4, 4);
 
 DG_ABI_SIZE(dg_ratelimit_key, 16);
 DG_ABI_FIELD(dg_ratelimit_key, cgroup_id, 0, 8);

@@ -155,7 +155,11 @@ int client_call(struct client_conn *c, const struct dg_request *req, union dg_re
 	int r;
 
 	r = dg_send(c->fd, msg);
-	/* devgated may have said why before it closed: that line is still to be read. */
+	/*
+	 * devgated refuses a peer it does not serve with one error line and
+	 * closes at once, often before the request is sent (a busy machine):
+	 * the reason is in the socket still, so it is read before giving up.
+	 */
 	if (r == -EPIPE || r == -ECONNRESET) {
 		if (recv_reply(c, req, &line, err) < 0)
 			return dg_error_set(err, DG_E_UNREACHABLE, -r,

@@ -359,6 +359,8 @@ static int decode_str(struct decoder *dc, const struct dg_field *f, json_object 
 	/* An embedded NUL would silently cut the string short. */
 	if (strlen(s) != (size_t)json_object_get_string_len(v))
 		return bad(dc, "'%s' contains a NUL character", f->name);
+	if (f->type == DG_F_STR && f->max > 0 && strlen(s) > (size_t)f->max)
+		return bad(dc, "'%s' is longer than %lld bytes", f->name, (long long)f->max);
 	*p = dg_arena_strdup(dc->a, s);
 	return *p ? 0 : dg_error_set(dc->err, DG_E_INTERNAL, ENOMEM, "out of memory");
 }

@@ -72,7 +72,8 @@ struct dg_field {
 	size_t has_off; /* BOOL/INT/OBJ/EMBED: bool set when present; DG_NO_FLAG: always */
 	size_t n_off;	/* STRS/OBJS: element count */
 	const struct dg_schema *sub;
-	int64_t min, max; /* INT, INTS: range when min < max; OBJS, STRS: at most max if > 0 */
+	int64_t min, max; /* INT, INTS: range when min < max; OBJS, STRS: at most max if > 0;
+			     STR: at most max bytes if > 0 */
 	/* The rest is zero in the wire's tables. */
 	size_t width;	    /* INT, ENUM: the member's size (0: 8); CHARS, INTS: the array's */
 	size_t elem;	    /* STRS: each element a char[elem] in place of a char * */
@@ -135,6 +136,11 @@ struct dg_schema {
 #define DG_STR_OPT(key, st, m)                                                     \
 	{                                                                          \
 		(key), DG_F_STR, false, offsetof(st, m), DG_NO_FLAG, 0, NULL, 0, 0 \
+	}
+/* An optional string of at most max bytes. */
+#define DG_STR_MAX(key, st, m, max)                                                    \
+	{                                                                              \
+		(key), DG_F_STR, false, offsetof(st, m), DG_NO_FLAG, 0, NULL, 0, (max) \
 	}
 #define DG_ID(key, st, m)                                                        \
 	{                                                                        \

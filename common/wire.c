@@ -16,9 +16,10 @@
 
 static const struct dg_field target_fields[] = {
 	DG_INT_OPT("pid", struct dg_target_args, pid, has_pid, 1, INT32_MAX),
-	DG_STR_OPT("cgroup", struct dg_target_args, cgroup),
-	DG_STR_OPT("container", struct dg_target_args, container),
-	DG_STR_OPT("source", struct dg_target_args, source),
+	/* Bounded: each is logged, and a label or source has no use for more. */
+	DG_STR_MAX("cgroup", struct dg_target_args, cgroup, 4095),
+	DG_STR_MAX("container", struct dg_target_args, container, DG_LABEL_MAX),
+	DG_STR_MAX("source", struct dg_target_args, source, DG_SOURCE_MAX),
 };
 static const struct dg_schema target_schema =
 	DG_SCHEMA("target", struct dg_target_args, target_fields);

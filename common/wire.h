@@ -16,6 +16,14 @@
 
 /* Requests */
 
+/*
+ * The longest container label (an OCI id is at most 64 characters, a
+ * Kubernetes name 253) and request source ("cli", "hook/createRuntime")
+ * devgated takes; longer ones are refused as invalid.
+ */
+#define DG_LABEL_MAX 256
+#define DG_SOURCE_MAX 64
+
 /* Which container: exactly one of pid, cgroup or container (the label). */
 struct dg_target_args {
 	int64_t pid;

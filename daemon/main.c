@@ -479,7 +479,7 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 	if (r < 0)
 		return r;
 	/* Forked while devgated holds nothing but its setup: no clients, maps or leases. */
-	r = nvml_start();
+	r = nvml_start(d->cfg->seccomp);
 	if (r < 0)
 		log_warning_errno(r, "cannot start the NVML probe (MIG profiles unknown): %m");
 	r = inventory_discover(d->cfg->host_root, &d->inv, err);
@@ -626,6 +626,7 @@ static bool dispatch(struct daemon *d, const struct epoll_event *ev)
 		watch_handle(d);
 		break;
 	case TAG_TIMER:
+		nvml_check();
 		watch_tick(d);
 		heal_recheck(d);
 		server_tick(d);

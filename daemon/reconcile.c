@@ -221,6 +221,35 @@ static void reconcile_leases(struct daemon *d, unsigned int *fixes)
 	}
 }
 
+/* Returns the GPU whose own node grant k is (a card or render node counts), or NULL. */
+static const struct dg_gpu *key_gpu(const struct daemon *d, const struct dg_grant_key *k)
+{
+	const struct dg_gpu *gpu = NULL;
+	char node[64];
+
+	/* A MIG capability node alone proves no lease form: its grant goes. */
+	if (k->type != DG_DEV_CHAR ||
+	    (d->inv->majors.has_caps && k->major == d->inv->majors.caps) ||
+	    !inventory_find_node(d->inv, k->major, k->minor, node, sizeof(node), &gpu))
+		return NULL;
+	return gpu;
+}
+
+/*
+ * Returns whether the grants map gives gpu to a cgroup other than cgid. An
+ * exclusive GPU never has grants in two cgroups, so this proves that it was
+ * shared, also when the records of both holders are lost.
+ */
+static bool granted_elsewhere(const struct daemon *d, const struct dg_grant_key *keys, size_t n,
+			      uint64_t cgid, const struct dg_gpu *gpu)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (keys[i].cgroup_id != cgid && key_gpu(d, &keys[i]) == gpu)
+			return true;
+	}
+	return false;
+}
+
 /*
  * Builds a lease for cgroup cgid from the GPUs its grants in the kernel
  * name; NULL when they name none.
@@ -233,22 +262,16 @@ static struct lease *lease_from_grants(struct daemon *d, uint64_t cgid, const ch
 	if (!l)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
-		const struct dg_gpu *gpu = NULL;
+		const struct dg_gpu *gpu = keys[i].cgroup_id == cgid ? key_gpu(d, &keys[i]) : NULL;
 		const struct lease *o;
-		char node[64];
 
-		/* A MIG capability node alone proves no lease form: its grant goes. */
-		if (keys[i].cgroup_id != cgid || keys[i].type != DG_DEV_CHAR ||
-		    (d->inv->majors.has_caps && keys[i].major == d->inv->majors.caps) ||
-		    !inventory_find_node(d->inv, keys[i].major, keys[i].minor, node, sizeof(node),
-					 &gpu) ||
-		    !gpu)
+		if (!gpu)
 			continue;
 		o = other_holder(&d->leases, NULL, gpu->uuid);
 		/* Held exclusively elsewhere: not provably ours; its grant goes. */
 		if (o && !lease_find_gpu(o, gpu->uuid)->shared)
 			continue;
-		(void)lease_add_gpu(l, gpu, o != NULL);
+		(void)lease_add_gpu(l, gpu, o || granted_elsewhere(d, keys, n, cgid, gpu));
 		if (gpu->has_card && keys[i].major == DG_DRM_MAJOR &&
 		    keys[i].minor == gpu->card_minor)
 			lease_gpu_add_card(l, gpu);

@@ -91,31 +91,55 @@ static long rank(const struct k8s_devices *d, const char *id)
 	       (dev->free ? 0 : K8S_MAX_DEVICES * 1000000L) + dev->index;
 }
 
+int k8s_pick_check(size_t n_avail, size_t n_must, long long size, char *why, size_t why_len)
+{
+	if (size < 0) {
+		snprintf(why, why_len, "negative allocation_size %lld", size);
+		return -EINVAL;
+	}
+	if (size > K8S_MAX_DEVICES || n_avail > K8S_MAX_DEVICES) {
+		snprintf(why, why_len,
+			 "allocation_size %lld with %zu available IDs: devgate-k8s offers at "
+			 "most %d devices, so kubelet never asks for more",
+			 size, n_avail, K8S_MAX_DEVICES);
+		return -E2BIG;
+	}
+	if (n_must > (size_t)size) {
+		snprintf(why, why_len, "more must_include IDs (%zu) than allocation_size (%lld)",
+			 n_must, size);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int k8s_pick(const struct k8s_devices *d, const char *const *avail, size_t n_avail,
 	     const char *const *must, size_t n_must, size_t size, const char **ret)
 {
+	long ranks[K8S_MAX_DEVICES];
+	bool taken[K8S_MAX_DEVICES];
 	size_t n = 0;
 
+	if (n_avail > K8S_MAX_DEVICES || size > K8S_MAX_DEVICES)
+		return -E2BIG;
 	if (n_must > size)
 		return -EINVAL;
 	for (size_t i = 0; i < n_must; i++)
 		if (!listed(ret, n, must[i]))
 			ret[n++] = must[i];
+	/* Each available ID ranked once; one taken already, or named twice, is out. */
+	for (size_t i = 0; i < n_avail; i++) {
+		taken[i] = listed(ret, n, avail[i]) || listed(avail, i, avail[i]);
+		ranks[i] = rank(d, avail[i]);
+	}
 	while (n < size) {
 		size_t best = n_avail;
-		long best_rank = 0;
 
-		/* Selection, not a sort: kubelet asks for a handful of IDs. */
-		for (size_t i = 0; i < n_avail; i++) {
-			long r = rank(d, avail[i]);
-
-			if (listed(ret, n, avail[i]) || (best < n_avail && r >= best_rank))
-				continue;
-			best = i;
-			best_rank = r;
-		}
+		for (size_t i = 0; i < n_avail; i++)
+			if (!taken[i] && (best == n_avail || ranks[i] < ranks[best]))
+				best = i;
 		if (best == n_avail)
 			break;
+		taken[best] = true;
 		ret[n++] = avail[best];
 	}
 	return (int)n;
@@ -124,6 +148,11 @@ int k8s_pick(const struct k8s_devices *d, const char *const *avail, size_t n_ava
 int k8s_allocate_check(const struct k8s_devices *d, const char *const *ids, size_t n, char *why,
 		       size_t why_len)
 {
+	if (n > K8S_MAX_DEVICES) {
+		snprintf(why, why_len, "%zu device IDs: devgate-k8s offers at most %d devices", n,
+			 K8S_MAX_DEVICES);
+		return -E2BIG;
+	}
 	for (size_t i = 0; i < n; i++) {
 		const struct k8s_device *dev = k8s_devices_find(d, ids[i]);
 

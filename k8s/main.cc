@@ -348,31 +348,40 @@ public:
 		return grpc::Status::OK;
 	}
 
-	grpc::Status GetPreferredAllocation(grpc::ServerContext *,
+	// Every list is bounded before any work (devices.h), and a call kubelet
+	// gave up on, or one that outlives SIGTERM, stops between containers.
+	grpc::Status GetPreferredAllocation(grpc::ServerContext *ctx,
 					    const v1beta1::PreferredAllocationRequest *req,
 					    v1beta1::PreferredAllocationResponse *ret) override
 	{
 		k8s_devices d = inv_->snapshot();
+		grpc::Status st = bounded("GetPreferredAllocation", req->container_requests_size());
 
+		if (!st.ok())
+			return st;
 		for (const auto &c : req->container_requests()) {
 			std::vector<const char *> avail, must, pick;
 			auto *out = ret->add_container_responses();
+			char why[K8S_WHY_MAX];
 			int n;
 
+			if (ctx->IsCancelled() || inv_->stopping())
+				return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+			if (k8s_pick_check((size_t)c.available_deviceids_size(),
+					   (size_t)c.must_include_deviceids_size(),
+					   c.allocation_size(), why, sizeof(why)) < 0)
+				return refuse(grpc::StatusCode::INVALID_ARGUMENT,
+					      std::string("GetPreferredAllocation: ") + why);
 			for (const auto &id : c.available_deviceids())
 				avail.push_back(id.c_str());
 			for (const auto &id : c.must_include_deviceids())
 				must.push_back(id.c_str());
-			if (c.allocation_size() < 0)
-				return refuse(grpc::StatusCode::INVALID_ARGUMENT,
-					      "GetPreferredAllocation: negative allocation_size");
 			pick.resize((size_t)c.allocation_size());
 			n = k8s_pick(&d, avail.data(), avail.size(), must.data(), must.size(),
 				     pick.size(), pick.data());
 			if (n < 0)
 				return refuse(grpc::StatusCode::INVALID_ARGUMENT,
-					      "GetPreferredAllocation: more must_include IDs than "
-					      "allocation_size");
+					      "GetPreferredAllocation: request out of bounds");
 			for (int i = 0; i < n; i++)
 				out->add_deviceids(pick[(size_t)i]);
 		}
@@ -383,7 +392,10 @@ public:
 			      v1beta1::AllocateResponse *ret) override
 	{
 		k8s_devices d = inv_->snapshot();
+		grpc::Status st = bounded("Allocate", req->container_requests_size());
 
+		if (!st.ok())
+			return st;
 		for (const auto &c : req->container_requests()) {
 			std::vector<const char *> ids;
 			auto *out = ret->add_container_responses();
@@ -395,8 +407,9 @@ public:
 				ids.push_back(id.c_str());
 			r = k8s_allocate_check(&d, ids.data(), ids.size(), why, sizeof(why));
 			if (r < 0)
-				return refuse(r == -ENOENT ? grpc::StatusCode::NOT_FOUND
-							   : grpc::StatusCode::FAILED_PRECONDITION,
+				return refuse(r == -ENOENT  ? grpc::StatusCode::NOT_FOUND
+					      : r == -E2BIG ? grpc::StatusCode::INVALID_ARGUMENT
+							    : grpc::StatusCode::FAILED_PRECONDITION,
 					      std::string("Allocate: ") + why);
 			for (const char *id : ids) {
 				char name[K8S_ID_MAX + 256];
@@ -426,6 +439,17 @@ public:
 	}
 
 private:
+	// A request for more containers than a pod has: refused before any work.
+	static grpc::Status bounded(const char *call, int containers)
+	{
+		if (containers <= K8S_MAX_CONTAINERS)
+			return grpc::Status::OK;
+		return refuse(grpc::StatusCode::INVALID_ARGUMENT,
+			      std::string(call) + ": " + std::to_string(containers) +
+				      " container requests, more than the " +
+				      std::to_string(K8S_MAX_CONTAINERS) + " devgate-k8s takes");
+	}
+
 	const Options &o_;
 	Inventory *inv_;
 };
@@ -469,6 +493,8 @@ public:
 		if (unlink(endpoint_path().c_str()) < 0 && errno != ENOENT)
 			log_warning_errno(errno, "cannot remove %s: %m", endpoint_path().c_str());
 		b.AddListeningPort("unix://" + endpoint_path(), grpc::InsecureServerCredentials());
+		// Every list of a request is bounded (devices.h); so is the whole.
+		b.SetMaxReceiveMessageSize(K8S_MAX_MESSAGE);
 		b.RegisterService(&plugin_);
 		server_ = b.BuildAndStart();
 		if (!server_) {

@@ -172,9 +172,76 @@ static struct dg_guard guard_of(const struct dg_inventory *inv, uint32_t major)
 	return g;
 }
 
+/* Puts major:minor in dg_known_v1 unless *r already holds an error. */
+static void known_put_one(int fd, uint32_t major, uint32_t minor, int *r)
+{
+	struct dg_dev_key k = { .major = major, .minor = minor };
+	uint32_t one = 1;
+
+	if (*r == 0 && bpf_map_update_elem(fd, &k, &one, BPF_ANY) < 0)
+		*r = -errno;
+}
+
+/* Puts every node of inv in dg_known_v1: GPUs, card nodes, control nodes, MIG capabilities. */
+static int known_put(int fd, const struct dg_inventory *inv)
+{
+	struct dg_node nodes[DG_MAX_NODES];
+	size_t n = inventory_nodes(inv, nodes, DG_MAX_NODES);
+	int r = 0;
+
+	for (size_t i = 0; i < n; i++)
+		known_put_one(fd, nodes[i].major, nodes[i].minor, &r);
+	for (size_t i = 0; i < inv->n_gpus; i++) {
+		const struct dg_gpu *g = &inv->gpus[i];
+
+		if (g->family != DG_VENDOR_NVIDIA && g->has_card)
+			known_put_one(fd, DG_DRM_MAJOR, g->card_minor, &r);
+		for (size_t j = 0; inv->majors.has_caps && j < g->n_gi; j++) {
+			known_put_one(fd, inv->majors.caps, g->gi[j].minor, &r);
+			for (size_t c = 0; c < g->gi[j].n_ci; c++)
+				known_put_one(fd, inv->majors.caps, g->gi[j].ci[c].minor, &r);
+		}
+	}
+	return r;
+}
+
+/*
+ * Makes dg_known_v1 the nodes of inv and also (may be NULL): the devices the
+ * counters map keys one by one; the gate and tally count any other minor of
+ * a guarded major under the cgroup's one "other" key.
+ */
+static int known_write(struct bpfgate *bg, const struct dg_inventory *inv,
+		       const struct dg_inventory *also)
+{
+	int fd = bg->map_fd[MAP_KNOWN];
+	struct dg_dev_key key, next, stale[256];
+	void *prev = NULL;
+	size_t n = 0;
+	int r = known_put(fd, inv);
+
+	if (r == 0 && also)
+		r = known_put(fd, also);
+	/* Nodes of an earlier inventory go, a batch at a time (a walk restarts after a delete). */
+	while (r == 0 && bpf_map_get_next_key(fd, prev, &next) == 0) {
+		const struct dg_gpu *gpu;
+		char path[64];
+
+		key = next;
+		prev = &key;
+		if (!inventory_find_node(inv, key.major, key.minor, path, sizeof(path), &gpu) &&
+		    !(also &&
+		      inventory_find_node(also, key.major, key.minor, path, sizeof(path), &gpu)) &&
+		    n < ARRAY_SIZE(stale))
+			stale[n++] = key;
+	}
+	for (size_t i = 0; i < n; i++)
+		(void)bpf_map_delete_elem(fd, &stale[i]);
+	return r;
+}
+
 /*
  * Writes dg_guarded_v1 from the inventory: every entry when all (the pinned
- * map may hold another run's), else the ones that changed.
+ * map may hold another run's), else the ones that changed; and dg_known_v1.
  */
 static int guard_write(struct bpfgate *bg, const struct dg_inventory *inv,
 		       const struct dg_inventory *also, bool all)
@@ -196,7 +263,7 @@ static int guard_write(struct bpfgate *bg, const struct dg_inventory *inv,
 			return -errno;
 		bg->guard[major] = g;
 	}
-	return 0;
+	return known_write(bg, inv, also);
 }
 
 int bpfgate_guard_sync(struct bpfgate *bg, const struct dg_inventory *inv)
@@ -532,6 +599,21 @@ int bpfgate_counters_drop(struct bpfgate *bg, uint64_t cgid, const struct dg_nod
 			(void)bpf_map_delete_elem(bg->map_fd[MAP_COUNTERS], &k);
 		}
 		(void)bpf_map_delete_elem(bg->map_fd[MAP_RATELIM], &rk);
+	}
+	/* The cgroup's "other" counters and its budget of denial events. */
+	for (unsigned int acc = 1; n && acc <= (DG_ACC_MKNOD | DG_ACC_READ | DG_ACC_WRITE); acc++) {
+		struct dg_count_key k = { .cgroup_id = cgid,
+					  .major = DG_DEV_OTHER,
+					  .minor = DG_DEV_OTHER,
+					  .type = DG_DEV_CHAR,
+					  .access = (uint16_t)acc };
+
+		(void)bpf_map_delete_elem(bg->map_fd[MAP_COUNTERS], &k);
+	}
+	if (n) {
+		struct dg_ratelimit_key bk = { .cgroup_id = cgid, .major = DG_DEV_OTHER };
+
+		(void)bpf_map_delete_elem(bg->map_fd[MAP_RATELIM], &bk);
 	}
 	bg->sweep_due = true;
 	return 0;

@@ -10,6 +10,7 @@
  * and knows nothing of cgroups or of struct bpfgate.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -41,6 +42,7 @@ const struct shared_map_name gateobj_names[SHARED_MAPS] = {
 	[MAP_DEVGRANTS] = { .name = CHECKED_NAME(dg_devgrants) },
 	[MAP_CGSTATE] = { .name = CHECKED_NAME(dg_cgstate) },
 	[MAP_GUARDED] = { .name = CHECKED_NAME(dg_guarded) },
+	[MAP_KNOWN] = { .name = CHECKED_NAME(dg_known) },
 };
 
 void gateobj_maps(const struct devgate *skel, struct bpf_map *ret[SHARED_MAPS])
@@ -53,6 +55,20 @@ void gateobj_maps(const struct devgate *skel, struct bpf_map *ret[SHARED_MAPS])
 	ret[MAP_DEVGRANTS] = skel->maps.DG_V(dg_devgrants);
 	ret[MAP_CGSTATE] = skel->maps.DG_V(dg_cgstate);
 	ret[MAP_GUARDED] = skel->maps.DG_V(dg_guarded);
+	ret[MAP_KNOWN] = skel->maps.DG_V(dg_known);
+}
+
+/*
+ * The tally's budget of denial events per cgroup and window: DG_CGROUP_EVENTS,
+ * or DEVGATE_TEST_CGROUP_EVENTS (0: no limit) for the tests that must fill
+ * the event ring from one container.
+ */
+static uint32_t cgroup_events(void)
+{
+	const char *v = getenv("DEVGATE_TEST_CGROUP_EVENTS");
+	uint32_t n;
+
+	return v && parse_u32(v, &n) == 0 ? n : DG_CGROUP_EVENTS;
 }
 
 /*
@@ -134,6 +150,7 @@ int gateobj_load_copy(const char *pin_root, const struct devgate *maps_owner, bo
 	if (r < 0)
 		return r;
 	skel->rodata->has_runtime = has_runtime;
+	skel->rodata->cgroup_events = cgroup_events();
 	bpf_program__set_expected_attach_type(skel->progs.devgate_gate, gate_eat);
 	r = reuse_shared(skel, maps_owner);
 	return r < 0 ? r : load(&skel, ret);
@@ -150,6 +167,7 @@ int gateobj_load_shared(const char *pin_root, const struct devgate *maps_owner, 
 		return r;
 	skel->rodata->shared = 1;
 	skel->rodata->gate_set = set;
+	skel->rodata->cgroup_events = cgroup_events();
 	bpf_program__set_autoload(skel->progs.devgate_gate, gate);
 	bpf_program__set_autoload(skel->progs.devgate_tally, tally);
 	bpf_program__set_expected_attach_type(skel->progs.devgate_gate, gate_eat);

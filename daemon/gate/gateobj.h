@@ -24,6 +24,7 @@ enum shared_map {
 	MAP_DEVGRANTS,
 	MAP_CGSTATE,
 	MAP_GUARDED,
+	MAP_KNOWN,
 	SHARED_MAPS
 };
 

@@ -2,9 +2,11 @@
 /*
  * Asks NVML for MIG profile names and MIG UUIDs (see nvml.h). devgated
  * itself never loads libnvidia-ml: the probe process it forks at start,
- * with no capabilities left, forks one child per question, and devgated
- * only parses the lines that come back. A hang or crash there costs one
- * answer.
+ * with no capabilities left and under its own seccomp allow-list, forks
+ * one child per question, and devgated only parses the lines that come
+ * back. A hang or crash there costs one answer; a probe that dies is
+ * reaped, logged and started again. This file must not load the library
+ * into devgated, nor give the probe anything beyond what the list allows.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -19,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <linux/seccomp.h>
+#include <seccomp.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -29,17 +33,125 @@
 #include "driver.h"
 #include "log.h"
 #include "nvml.h"
+#include "sys/confine.h"
 #include "util.h"
 
 #define NVML_TIMEOUT_S 5
 #define NVML_REPLY_MAX 16384
 /* NVML's GPU instance profiles are numbered from 0; 32 covers every chip so far. */
 #define NVML_PROFILE_SCAN 32
+/* A probe that died is started again at most this often. */
+#define NVML_RESTART_NS (10 * 1000000000ull)
 
 static struct {
 	pid_t pid;
 	int sock;
-} probe = { 0, -1 };
+	int mode;		  /* DG_SECCOMP_*: devgated's own --seccomp */
+	struct sock_fprog filter; /* the probe's allow-list; none when mode is off */
+	bool started;		  /* by nvml_start(), and not stopped since */
+	uint64_t restarted_ns;	  /* CLOCK_MONOTONIC of the last start after a loss, or 0 */
+} probe = { .sock = -1 };
+
+/*
+ * What the probe and the children it forks may call: its own loop (recv,
+ * fork, wait, send), the dynamic loader's dlopen of libnvidia-ml and its
+ * libraries (ld.so.cache, search paths, mappings), and what NVML needs to
+ * read the driver: /proc and /sys files, /dev/nvidiactl and the GPUs'
+ * nodes (open, ioctl, mmap), threads (clone3, futex), the clock and the
+ * CPU mask. From the fixture's library run under strace and from what
+ * glibc and NVML are documented to call; a call NVML makes beyond this
+ * fails with EPERM and costs at most its answer (--seccomp=log logs it
+ * instead, to find it). Left out on purpose: execve (NVML runs
+ * nvidia-modprobe as root: the probe must not), mknod, mount, socket,
+ * ptrace, bpf, setns and unshare.
+ */
+static const int probe_syscalls[] = {
+	/* the probe's loop */
+	SCMP_SYS(recvfrom),
+	SCMP_SYS(recvmsg),
+	SCMP_SYS(sendto),
+	SCMP_SYS(sendmsg),
+	SCMP_SYS(clone),
+	SCMP_SYS(clone3),
+	SCMP_SYS(fork),
+	SCMP_SYS(wait4),
+	SCMP_SYS(alarm),
+	SCMP_SYS(kill), /* the children's own abort(); confine_own_signals() bounds them */
+	SCMP_SYS(tgkill),
+	SCMP_SYS(tkill),
+	SCMP_SYS(seccomp), /* a child's confine_own_signals() */
+	SCMP_SYS(prctl),
+	SCMP_SYS(exit),
+	SCMP_SYS(exit_group),
+	/* dlopen, and the files NVML reads */
+	SCMP_SYS(open),
+	SCMP_SYS(openat),
+	SCMP_SYS(close),
+	SCMP_SYS(read),
+	SCMP_SYS(pread64),
+	SCMP_SYS(readv),
+	SCMP_SYS(write),
+	SCMP_SYS(writev),
+	SCMP_SYS(lseek),
+	SCMP_SYS(fstat),
+	SCMP_SYS(stat),
+	SCMP_SYS(lstat),
+	SCMP_SYS(newfstatat),
+	SCMP_SYS(statx),
+	SCMP_SYS(statfs),
+	SCMP_SYS(fstatfs),
+	SCMP_SYS(access),
+	SCMP_SYS(faccessat),
+	SCMP_SYS(faccessat2),
+	SCMP_SYS(readlink),
+	SCMP_SYS(readlinkat),
+	SCMP_SYS(getdents64),
+	SCMP_SYS(getcwd),
+	SCMP_SYS(fcntl),
+	SCMP_SYS(dup),
+	SCMP_SYS(ioctl),
+	SCMP_SYS(poll),
+	SCMP_SYS(ppoll),
+	/* memory and threads */
+	SCMP_SYS(brk),
+	SCMP_SYS(mmap),
+	SCMP_SYS(munmap),
+	SCMP_SYS(mprotect),
+	SCMP_SYS(mremap),
+	SCMP_SYS(madvise),
+	SCMP_SYS(futex),
+	SCMP_SYS(set_robust_list),
+	SCMP_SYS(set_tid_address),
+	SCMP_SYS(rseq),
+	SCMP_SYS(sched_yield),
+	SCMP_SYS(sched_getaffinity),
+	/* signals, time, identity */
+	SCMP_SYS(rt_sigaction),
+	SCMP_SYS(rt_sigprocmask),
+	SCMP_SYS(rt_sigreturn),
+	SCMP_SYS(sigaltstack),
+	SCMP_SYS(restart_syscall),
+	SCMP_SYS(clock_gettime),
+	SCMP_SYS(clock_getres),
+	SCMP_SYS(gettimeofday),
+	SCMP_SYS(time),
+	SCMP_SYS(nanosleep),
+	SCMP_SYS(clock_nanosleep),
+	SCMP_SYS(getpid),
+	SCMP_SYS(gettid),
+	SCMP_SYS(getppid),
+	SCMP_SYS(getuid),
+	SCMP_SYS(geteuid),
+	SCMP_SYS(getgid),
+	SCMP_SYS(getegid),
+	SCMP_SYS(getresuid),
+	SCMP_SYS(getresgid),
+	SCMP_SYS(uname),
+	SCMP_SYS(sysinfo),
+	SCMP_SYS(getrandom),
+	SCMP_SYS(getrlimit),
+	SCMP_SYS(prlimit64),
+};
 
 /*
  * NVML's ABI, as its documentation gives it: opaque handles, int results
@@ -253,6 +365,8 @@ static void serve_one(int sock, const char *lib)
 	pid_t c = fork();
 
 	if (c == 0) {
+		if (confine_own_signals(probe.mode) < 0)
+			_exit(1);
 		alarm(NVML_TIMEOUT_S);
 		probe_child(lib);
 		reply_text(sock, out_len ? out : "none\n");
@@ -286,6 +400,10 @@ static void server_main(int sock, pid_t parent)
 	(void)prctl(PR_SET_NAME, "devgated-nvml", 0, 0, 0);
 	if (drop_everything() < 0)
 		_exit(1);
+	/* no_new_privs is set: no capability is needed to confine ourselves. */
+	if (probe.filter.filter &&
+	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &probe.filter) < 0)
+		_exit(1);
 	for (;;) {
 		ssize_t n = recv(3, lib, sizeof(lib) - 1, 0);
 
@@ -299,7 +417,8 @@ static void server_main(int sock, pid_t parent)
 	}
 }
 
-int nvml_start(void)
+/* Forks the probe. Returns 0 or a negative errno. */
+static int spawn(void)
 {
 	int sv[2];
 	pid_t parent = getpid();
@@ -310,6 +429,7 @@ int nvml_start(void)
 	if (probe.pid < 0) {
 		int e = errno;
 
+		probe.pid = 0;
 		close(sv[0]);
 		close(sv[1]);
 		return -e;
@@ -323,6 +443,25 @@ int nvml_start(void)
 	return 0;
 }
 
+int nvml_start(int seccomp_mode)
+{
+	struct dg_error err = { 0 };
+	int r;
+
+	probe.mode = seccomp_mode;
+	if (seccomp_mode != DG_SECCOMP_OFF) {
+		r = confine_build(
+			seccomp_mode == DG_SECCOMP_LOG ? SCMP_ACT_LOG : SCMP_ACT_ERRNO(EPERM),
+			probe_syscalls, ARRAY_SIZE(probe_syscalls), NULL, 0, &probe.filter, &err);
+		if (r < 0) /* no probe rather than one without its filter */
+			return log_warning_errno(r, "the NVML probe is not started: %s",
+						 err.message);
+	}
+	r = spawn();
+	probe.started = r == 0;
+	return r;
+}
+
 void nvml_stop(void)
 {
 	probe.sock = safe_close(probe.sock);
@@ -331,6 +470,62 @@ void nvml_stop(void)
 		(void)waitpid(probe.pid, NULL, 0);
 		probe.pid = 0;
 	}
+	free(probe.filter.filter);
+	probe.filter = (struct sock_fprog){ 0 };
+	probe.started = false;
+}
+
+/* Says how a probe's wait status ended it, into buf. */
+static const char *ended(int status, char *buf, size_t len)
+{
+	if (WIFSIGNALED(status))
+		snprintf(buf, len, "died of signal %d (%s)", WTERMSIG(status),
+			 strsignal(WTERMSIG(status)));
+	else
+		snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+	return buf;
+}
+
+/*
+ * Ends the probe that stopped answering (how: why, or its wait status),
+ * reaped, so that it is no zombie, and logged.
+ */
+static void lost(const char *why, int status)
+{
+	char how[96];
+
+	if (!why) {
+		why = ended(status, how, sizeof(how));
+	} else if (probe.pid > 0) {
+		kill(probe.pid, SIGKILL);
+		(void)waitpid(probe.pid, NULL, 0);
+	}
+	log_warning("the NVML probe (pid %d) %s; it is started again", (int)probe.pid, why);
+	probe.pid = 0;
+	probe.sock = safe_close(probe.sock);
+}
+
+void nvml_check(void)
+{
+	uint64_t now = now_mono_ns();
+	int status = 0, r;
+	pid_t w;
+
+	if (probe.pid > 0) {
+		w = waitpid(probe.pid, &status, WNOHANG);
+		if (w == 0)
+			return; /* running */
+		lost(w < 0 ? "cannot be waited for" : NULL, status);
+	}
+	/* A probe that keeps dying is started again every NVML_RESTART_NS, not in a loop. */
+	if (!probe.started || (probe.restarted_ns && now - probe.restarted_ns < NVML_RESTART_NS))
+		return;
+	probe.restarted_ns = now;
+	r = spawn();
+	if (r < 0)
+		log_warning_errno(r, "cannot start the NVML probe again: %m");
+	else
+		log_info("the NVML probe runs again as pid %d", (int)probe.pid);
 }
 
 /* Returns inv's own entry for instance id of GPU uuid, or NULL when it has none. */
@@ -499,6 +694,8 @@ void nvml_fill(struct dg_inventory *inv, const struct dg_inventory *old)
 	inv->nvml_problem[0] = '\0';
 	if (!has_instances(inv) || reuse(inv, old) || find_library(inv, lib, sizeof(lib)) < 0)
 		return;
+	nvml_check();
+	p.fd = probe.sock;
 	reply = malloc(NVML_REPLY_MAX + 1);
 	if (probe.sock < 0 || !reply) {
 		snprintf(inv->nvml_problem, sizeof(inv->nvml_problem),
@@ -511,7 +708,9 @@ void nvml_fill(struct dg_inventory *inv, const struct dg_inventory *old)
 	    (n = recv(probe.sock, reply, NVML_REPLY_MAX, 0)) <= 0) {
 		snprintf(inv->nvml_problem, sizeof(inv->nvml_problem),
 			 "the NVML probe did not answer within %d s", NVML_TIMEOUT_S + 1);
-		log_warning("%s", inv->nvml_problem);
+		/* Its own child's alarm ends a hang in time: the probe itself is stuck or gone. */
+		lost("did not answer", 0);
+		nvml_check();
 		return;
 	}
 	reply[n] = '\0';

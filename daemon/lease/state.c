@@ -3,7 +3,8 @@
  * The state directory: lease records and journals as files under leases/,
  * each written whole (a temporary file renamed into place), and the lock
  * that keeps a second daemon out. This file moves bytes to and from those
- * files; what a record says is record.c's. It must not change the lease
+ * files (and makes the directory again if it is removed while devgated
+ * runs); what a record says is record.c's. It must not change the lease
  * table beyond adding what it loads, nor act on the kernel: reconcile.c
  * decides what a record or journal found at start means.
  */
@@ -31,6 +32,7 @@ struct state {
 	int lock_fd;
 	int leases_fd;
 	size_t broken;
+	const struct lease_table *table; /* state_load's: written again if leases/ goes */
 };
 
 void state_close(struct state *s)
@@ -260,6 +262,7 @@ int state_load(struct state *s, struct lease_table *out, struct dg_error *err)
 {
 	int r = drop_tmp(s);
 
+	s->table = out;
 	if (r == 0)
 		r = each_file(s, ".json", load_record, out);
 	if (r < 0)
@@ -316,8 +319,67 @@ int state_revoking_load(struct state *s, struct lease_table *out)
 	return each_file(s, ".revoking", load_revoking, out);
 }
 
+/* Returns whether s->leases_fd is still the directory at DIR/leases. */
+static bool leases_in_place(const struct state *s)
+{
+	struct stat open_st, path_st;
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/leases", s->dir);
+	return fstat(s->leases_fd, &open_st) == 0 && lstat(path, &path_st) == 0 &&
+	       S_ISDIR(path_st.st_mode) && open_st.st_dev == path_st.st_dev &&
+	       open_st.st_ino == path_st.st_ino;
+}
+
+static int write_record(struct state *s, const struct lease *l, const char *suffix);
+
+/*
+ * The state directory, or its leases/, was removed or moved away under the
+ * running daemon (an admin's rm -rf, a tmpfs cleaner): every write would
+ * fail, or land where nobody reads, until a restart. Makes both again,
+ * opens the new leases/ and writes the record of every lease in the table
+ * that state_load filled, so none is left to a rebuild from the grants map
+ * (which cannot know its devices, expiry or name). Journals of the
+ * transaction in flight, if any, are lost with the directory. Returns 0 or
+ * a negative errno.
+ */
+static int remake(struct state *s)
+{
+	char path[4096];
+	size_t saved = 0;
+	int fd, r = mkdir_p(s->dir, 0700);
+
+	snprintf(path, sizeof(path), "%s/leases", s->dir);
+	if (r < 0 || (mkdir(path, 0700) < 0 && errno != EEXIST)) {
+		r = r < 0 ? r : -errno;
+		log_error("state directory %s is gone and cannot be made again: %s", path,
+			  strerror(-r));
+		return r;
+	}
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		r = -errno;
+		log_error("cannot open the state directory %s made again: %s", path, strerror(-r));
+		return r;
+	}
+	safe_close(s->leases_fd);
+	s->leases_fd = fd;
+	for (size_t i = 0; s->table && i < s->table->n; i++)
+		saved += write_record(s, s->table->v[i], ".json") == 0;
+	log_warning("state directory %s was removed or replaced while devgated ran; made it "
+		    "again and wrote the records of %zu of %zu lease(s) again",
+		    path, saved, s->table ? s->table->n : 0);
+	return 0;
+}
+
+/* Returns 0 when leases/ is there to write in (made again if it was not), or a negative errno. */
+static int writable(struct state *s)
+{
+	return leases_in_place(s) ? 0 : remake(s);
+}
+
 /* Writes l's record as leases/CGID<suffix>, replacing the file before at once. */
-static int save_as(struct state *s, const struct lease *l, const char *suffix)
+static int write_record(struct state *s, const struct lease *l, const char *suffix)
 {
 	auto_json json_object *o = record_encode(l);
 	const char *text;
@@ -329,6 +391,13 @@ static int save_as(struct state *s, const struct lease *l, const char *suffix)
 	snprintf(name, sizeof(name), "%llu%s", (unsigned long long)l->cgid, suffix);
 	/* No fsync: the records die with a reboot, like what they describe. */
 	return write_file_atomic_at(s->leases_fd, name, text, strlen(text), 0600, false);
+}
+
+static int save_as(struct state *s, const struct lease *l, const char *suffix)
+{
+	int r = writable(s);
+
+	return r < 0 ? r : write_record(s, l, suffix);
 }
 
 /* Removes leases/CGID<suffix>; a file that is not there is fine. */
@@ -415,9 +484,13 @@ int state_moving_mark(struct state *s, const struct lease *gone, uint64_t to)
 	auto_json json_object *o = record_move_encode(gone, to);
 	const char *text;
 	char name[64];
+	int r;
 
 	if (!o)
 		return -ENOMEM;
+	r = writable(s);
+	if (r < 0)
+		return r;
 	text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED);
 	snprintf(name, sizeof(name), "%llu.moving", (unsigned long long)gone->cgid);
 	return write_file_atomic_at(s->leases_fd, name, text, strlen(text), 0600, false);

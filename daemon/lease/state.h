@@ -45,7 +45,10 @@ void state_close(struct state *s);
  * Adds the lease of every record in leases/ to out. A record that does not
  * load is moved to leases/broken/ (see state_broken) and the rest load.
  * Returns 0, or a negative errno with err set when leases/ cannot be read
- * or memory ran out.
+ * or memory ran out. s keeps a pointer to out, the table devgated serves
+ * from: when the directory is removed or moved away while devgated runs,
+ * the next write makes it again and writes the record of every lease in
+ * out again (logged as a warning).
  */
 int state_load(struct state *s, struct lease_table *out, struct dg_error *err);
 /* Returns how many records were moved to leases/broken/ since start. */

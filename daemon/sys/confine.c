@@ -187,6 +187,7 @@ static const int daemon_syscalls[] = {
 	SCMP_SYS(rt_sigreturn),
 	SCMP_SYS(sigaltstack),
 	SCMP_SYS(restart_syscall),
+	SCMP_SYS(alarm), /* the time limit of a question to an NVML probe started anew */
 	SCMP_SYS(clock_gettime),
 	SCMP_SYS(clock_getres),
 	SCMP_SYS(gettimeofday),
@@ -314,4 +315,26 @@ int confine_daemon(int mode, struct dg_error *err)
 bool confine_active(void)
 {
 	return active;
+}
+
+int confine_own_signals(int mode)
+{
+	static const int calls[] = { SCMP_SYS(kill), SCMP_SYS(tkill), SCMP_SYS(tgkill) };
+	scmp_filter_ctx ctx;
+	int r = 0;
+
+	if (mode == DG_SECCOMP_OFF)
+		return 0;
+	ctx = seccomp_init(SCMP_ACT_ALLOW);
+	if (!ctx)
+		return -ENOMEM;
+	/* Each names the process (tkill: the thread) first; a single thread's id is its pid. */
+	for (size_t i = 0; i < ARRAY_SIZE(calls) && r == 0; i++)
+		r = seccomp_rule_add(ctx,
+				     mode == DG_SECCOMP_LOG ? SCMP_ACT_LOG : SCMP_ACT_ERRNO(EPERM),
+				     calls[i], 1, SCMP_A0_32(SCMP_CMP_NE, (uint32_t)getpid()));
+	if (r == 0)
+		r = seccomp_load(ctx);
+	seccomp_release(ctx);
+	return r;
 }

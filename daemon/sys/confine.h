@@ -42,4 +42,13 @@ int confine_daemon(int mode, struct dg_error *err);
 /* Whether devgated runs under its filter: mount(2) is then fatal. */
 bool confine_active(void);
 
+/*
+ * In a single-threaded process: from now on kill, tkill and tgkill reach
+ * only the process itself (abort() and raise() still work); a signal to
+ * any other fails with EPERM (mode "log": is logged). For code that keeps
+ * the uid of root processes it must not signal (the NVML probe's
+ * children). Returns 0 or a negative errno.
+ */
+int confine_own_signals(int mode);
+
 #endif

@@ -177,8 +177,11 @@ static void dev_sort(struct dev_counters *dc, bool sum)
 	dc->n = out + 1;
 }
 
-/* The major and minor of the series that sums a container's unknown devices. */
-#define DEV_OTHER UINT32_MAX
+/*
+ * The major and minor of the series that sums a container's unknown devices:
+ * the key the gate and tally already fold them into (devgate.h).
+ */
+#define DEV_OTHER DG_DEV_OTHER
 
 /*
  * Whether the key is a GPU-class device (one the gate guards), which the

@@ -4,14 +4,24 @@
  * answered from the text file beside the library (mkfixture --nvml):
  *   mi GPU-UUID GI CI MIG-UUID PROFILE-ID PROFILE-NAME
  * A line "crash" makes nvmlInit abort, "hang" makes it sleep (tests of the
- * probe's isolation). Handles are row numbers plus one; GPUs come first.
+ * probe's isolation); "escape" makes it try calls a library running as
+ * root could abuse, and fail with the names of those that worked (tests of
+ * the probe's seccomp filter). Handles are row numbers plus one; GPUs come
+ * first.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define MAX_ROWS 64
@@ -19,6 +29,7 @@
 #define INVALID 2
 #define NOT_SUPPORTED 3
 #define NOT_FOUND 6
+#define ESCAPED 999
 
 struct row {
 	char gpu[80];
@@ -55,12 +66,43 @@ static void note_gpu(const char *uuid)
 		snprintf(gpus[n_gpus++], sizeof(gpus[0]), "%s", uuid);
 }
 
+/* The names of the calls "escape" made that were not refused with EPERM. */
+static char escaped[256];
+
+static void try_call(const char *name, long r)
+{
+	if (r >= 0 || errno != EPERM)
+		snprintf(escaped + strlen(escaped), sizeof(escaped) - strlen(escaped), " %s", name);
+	if (r >= 0 && strcmp(name, "socket") == 0)
+		close((int)r);
+}
+
+/*
+ * Each fails harmlessly even where it is allowed: a path that does not
+ * exist, signal 0, a namespace of the probe's child that ends with it.
+ */
+static void escape(void)
+{
+	char *argv[] = { "nvidia-modprobe", NULL };
+
+	try_call("execve", syscall(SYS_execve, "/nonexistent/nvidia-modprobe", argv, NULL));
+	try_call("mknod",
+		 syscall(SYS_mknodat, AT_FDCWD, "/nonexistent/nvidia0", S_IFCHR | 0666, 0));
+	try_call("socket", syscall(SYS_socket, AF_UNIX, SOCK_STREAM, 0));
+	try_call("unshare", syscall(SYS_unshare, CLONE_NEWUSER));
+	try_call("kill", syscall(SYS_kill, 1, 0));
+	try_call("tgkill", syscall(SYS_tgkill, 1, 1, 0));
+	try_call("ptrace", syscall(SYS_ptrace, 0x4206 /* PTRACE_SEIZE */, 1, 0, 0));
+}
+
 static void control(const char *line)
 {
 	if (strncmp(line, "crash", 5) == 0)
 		abort();
 	if (strncmp(line, "hang", 4) == 0)
 		sleep(60);
+	if (strncmp(line, "escape", 6) == 0)
+		escape();
 }
 
 int nvmlInit_v2(void)
@@ -86,7 +128,7 @@ int nvmlInit_v2(void)
 		}
 	}
 	fclose(f);
-	return OK;
+	return escaped[0] ? ESCAPED : OK;
 }
 
 int nvmlShutdown(void)
@@ -96,6 +138,12 @@ int nvmlShutdown(void)
 
 const char *nvmlErrorString(int r)
 {
+	static char buf[300];
+
+	if (r == ESCAPED) {
+		snprintf(buf, sizeof(buf), "not refused:%s", escaped);
+		return buf;
+	}
 	return r == NOT_FOUND ? "Not Found" : "fixture error";
 }
 

@@ -139,6 +139,28 @@ hold() {
 	[ "$(stat -c '%a %u' "$DG_SOCK")" = "600 0" ]
 }
 
+@test "a peer devgated does not serve hears why, also when devgated closes before it sends" {
+	start_daemon --socket-group 4242
+	# uid 65534 in no group of devgated's, past the socket's mode (as
+	# devgate-k8s with CAP_DAC_OVERRIDE alone): devgated refuses it itself.
+	refused_peer() {
+		setpriv --reuid 65534 --regid 65534 --clear-groups --inh-caps +dac_override \
+			--ambient-caps +dac_override "$@"
+	}
+	run -4 refused_peer "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" list
+	[[ "${lines[0]}" == "devgatectl: devgated does not serve uid 65534" ]]
+	# The request held back 300 ms after connect: devgated has written the
+	# reason and closed by then, so the send fails (EPIPE) and the reason
+	# must be read from what is left in the socket.
+	run -4 refused_peer strace -f -qq -o /dev/null -e trace=sendmsg \
+		-e inject=sendmsg:delay_enter=300000 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" status
+	[[ "${lines[0]}" == "devgatectl: devgated does not serve uid 65534" ]] || fail "$output"
+	[[ "${lines[1]}" == "hint: run devgatectl as root, or join devgated's socket-group"* ]]
+	# Its members are served as before.
+	run -0 setpriv --reuid 65534 --regid 65534 --groups 4242 "$DEVGATE_BUILD/devgatectl" \
+		-s "$DG_SOCK" status
+}
+
 @test "max-clients: idle connections are cut after client-timeout-ms, then others are served" {
 	start_daemon --max-clients 4 --client-timeout-ms 300 --recheck-ms 100
 	hold 4

@@ -95,6 +95,39 @@ hook_refuses() {
 	[[ "$output" == $1 ]] || fail "hook said: $output"
 }
 
+@test "socket: what a client supplies reaches the log escaped; over-long labels and sources are refused" {
+	plain_container esc
+	local long bidi=$'\xe2\x80\xae'
+	long=$(printf 'A%.0s' {1..5000})
+	# A 5,000-byte source with a right-to-left override, a 300-byte label.
+	refused '{"v":1,"op":"grant","args":{"pid":'"$CPID"',"gpus":"0","source":"'"$bidi$long"'"}}' \
+		"*'source' is longer than 64 bytes"
+	refused '{"v":1,"op":"grant","args":{"pid":'"$CPID"',"gpus":"0","container":"'"${long:0:300}"'"}}' \
+		"*'container' is longer than 256 bytes"
+	unchanged
+	# A source that is logged with a refusal: a newline that would forge a
+	# line, a bidirectional override that would reorder it, a bell.
+	refused '{"v":1,"op":"grant","args":{"pid":'"$CPID"',"gpus":"7","source":"cli\ndevgated: notice: forged'"$bidi"'\u0007"}}' \
+		"no GPU with index 7*"
+	grep -qF 'via cli\x0adevgated: notice: forged\u202e\x07: ' "$DG_TMP/daemon.log" ||
+		fail "$(grep refused "$DG_TMP/daemon.log")"
+	# A label that is logged with the grant: an override, bytes that are not
+	# UTF-8 (an OCI id is bytes, not text), a backslash.
+	send '{"v":1,"op":"grant","args":{"pid":'"$CPID"',"gpus":"0","container":"job'"$bidi"'gpj'$'\xff\xc0\x80''\\x"}}'
+	[ "$(echo "$output" | jq -r '.error.code // "none"')" = none ] || fail "$output"
+	grep -qF 'granted 1 GPU(s) to job\u202egpj\xff\xc0\x80\\x (cgroup' "$DG_TMP/daemon.log" ||
+		fail "$(grep granted "$DG_TMP/daemon.log")"
+	# No raw control, override or invalid byte anywhere in the log, no forged line.
+	run ! grep -q "^devgated: notice: forged" "$DG_TMP/daemon.log"
+	run ! grep -qaP '[\x00-\x08\x0b-\x1f\x7f]|\xe2\x80[\xaa-\xae]|\xff|\xc0' "$DG_TMP/daemon.log"
+	[ "$(grep -c "$long" "$DG_TMP/daemon.log")" = 0 ]
+	# The legitimate grant stands: the container opens its GPU.
+	run -0 dg status --json
+	[ "$(echo "$output" | jq '.leases | length')" = 1 ]
+	run -1 in_cgroup "$DG_CGROOT/$CID" "$CPID" /bin/probe /dev/nvidia0 /gpu1
+	[ "$output" = "$(printf '/dev/nvidia0 ENXIO\n/gpu1 EPERM')" ]
+}
+
 @test "hook: config.json with a key twice, \\u0000, deep nesting or over 4 MiB: refused" {
 	plain_container h
 	PID=$CPID

@@ -173,6 +173,57 @@ preferred() { # SIZE AVAILABLE [MUST]: the IDs picked, space separated
 	[ "$(events devices | jq -r '.devices[].health' | sort -u)" = Healthy ]
 }
 
+# refused CODE TEXT ARGS...: the stand-in's preferred call ARGS is refused
+# with gRPC status CODE, its details holding TEXT, and the plugin lives on.
+refused() {
+	local code=$1 text=$2
+	shift 2
+	run -1 standin preferred "$@"
+	[ "$(echo "$output" | jq -r .error)" = "StatusCode.$code" ] || fail "$*: $output"
+	[[ "$(echo "$output" | jq -r .details)" == *"$text"* ]] || fail "$*: $output"
+	kill -0 "$PLUGIN_PID"
+}
+
+@test "GetPreferredAllocation: lists past the bounds, a size near 2^31 refused at once; picks go on; SIGTERM stops it" {
+	u0=$(uuid 0)
+	u1=$(uuid 1)
+	start_standin
+	start_plugin
+	wait_until 10 registered 1 || fail "no Register: $(cat "$PLUGIN_LOG")"
+	wait_until 5 devices_are "$u0 Healthy $u1 Healthy" || fail "devices: $(last_devices)"
+	# Each refused within the stand-in's 5 s deadline, before any work.
+	refused INVALID_ARGUMENT "offers at most 64 devices" --many 3000 "$PLUGIN_SOCK" 3000 "$u0,$u1"
+	refused INVALID_ARGUMENT "allocation_size 2147483647 with 2 available IDs" \
+		"$PLUGIN_SOCK" 2147483647 "$u0,$u1"
+	refused INVALID_ARGUMENT "65 container requests" --containers 65 "$PLUGIN_SOCK" 1 "$u0,$u1"
+	refused RESOURCE_EXHAUSTED "" --many 100000 "$PLUGIN_SOCK" 1 "$u0,$u1"
+	# The bounds themselves are kubelet's own: 64 IDs, 64 picked, 64 containers.
+	run -0 standin preferred --many 62 --containers 64 "$PLUGIN_SOCK" 64 "$u1,$u0"
+	[ "$(echo "$output" | jq '.container_responses | length')" = 64 ]
+	[ "$(echo "$output" | jq -r '.container_responses[63].deviceIDs[:2] | join(" ")')" = "$u0 $u1" ]
+	[ "$(preferred 1 "$u1,$u0")" = "$u0" ]
+	grep -q "GetPreferredAllocation: allocation_size 2147483647" "$PLUGIN_LOG"
+	# Allocate takes no more IDs than that either.
+	run -1 standin allocate "$PLUGIN_SOCK" "$(seq -f "GPU-made-up-%g" 65 | paste -sd,)"
+	[ "$(echo "$output" | jq -r .error)" = StatusCode.INVALID_ARGUMENT ]
+	[ "$(echo "$output" | jq -r .details)" = "Allocate: 65 device IDs: devgate-k8s offers at most 64 devices" ]
+	run -0 standin allocate "$PLUGIN_SOCK" "$u1"
+
+	# SIGTERM with such calls arriving: the plugin stops at once, socket removed.
+	local callers=()
+	for _ in 1 2 3 4; do
+		standin preferred --many 3000 "$PLUGIN_SOCK" 3000 "$u0" >/dev/null 2>&1 3>&- &
+		callers+=($!)
+	done
+	kill -TERM "$PLUGIN_PID"
+	gone() { ! kill -0 "$PLUGIN_PID" 2>/dev/null; }
+	wait_until 5 gone || fail "devgate-k8s still runs 5 s after SIGTERM: $(tail -3 "$PLUGIN_LOG")"
+	wait "$PLUGIN_PID"
+	PLUGIN_PID=
+	[ ! -e "$PLUGIN_SOCK" ]
+	wait "${callers[@]}" || true
+}
+
 @test "kubelet restart (its socket removed and made anew): the plugin serves and registers again" {
 	start_standin
 	start_plugin

@@ -233,6 +233,54 @@ restart_keeps_lease() { # SIGNAL
 	run -0 dg revoke --cgroup "/${DG_CONTAINERS[0]}"
 }
 
+@test "a shared GPU whose records are all lost is rebuilt shared for every holder" {
+	start_daemon
+	container a
+	pa=$CPID ca=$CID
+	container b
+	cb=$CID
+	run -0 dg grant --pid "$pa" --gpu 0 --shared
+	run -0 dg grant --pid "$CPID" --gpu 0 --shared
+	container c
+	cc=$CID
+	run -0 dg grant --pid "$CPID" --gpu 0 --shared
+	# An exclusive neighbour whose record is lost too stays exclusive.
+	container x
+	cx=$CID
+	run -0 dg grant --pid "$CPID" --gpu 1
+	stop_daemon KILL
+	rm "$DG_TMP/state/leases/"*.json
+	start_daemon
+	for c in "$ca" "$cb" "$cc" "$cx"; do
+		grep -q "reconcile: rebuilt the lost record of $c (1 GPU(s)) from its grants" \
+			"$DG_TMP/daemon.log"
+		run -1 probe "$c" /dev/nvidia0 /dev/nvidia1
+		if [ "$c" = "$cx" ]; then
+			[ "$output" = "$(printf '/dev/nvidia0 ENOENT\n/dev/nvidia1 ENXIO')" ]
+		else
+			[ "$output" = "$(printf '/dev/nvidia0 ENXIO\n/dev/nvidia1 ENOENT')" ]
+		fi
+	done
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -r '.gpus[0].state')" = shared ]
+	[ "$(echo "$output" | jq '.gpus[0].holders | length')" = 3 ]
+	[ "$(echo "$output" | jq -r '.gpus[1].state')" != shared ]
+	run -0 dg status --json
+	[ "$(echo "$output" | jq '[.leases[] | select(.gpus[0].shared)] | length')" = 3 ]
+	# Shared means shared: one more may join, nobody may take it alone.
+	container d
+	run -8 dg grant --pid "$CPID" --gpu 0
+	[[ "$output" == "devgatectl: GPU 0 shared by container "* ]]
+	run -8 dg grant --pid "$CPID" --gpu 1 --shared
+	run -0 dg grant --pid "$CPID" --gpu 0 --shared
+	# Each rebuilt lease is revoked the usual way, the others keep the GPU.
+	run -0 dg revoke --cgroup "/$cb"
+	run -1 probe "$cb" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENOENT" ]
+	run -1 probe "$ca" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+}
+
 @test "a crash before the record commits rolls the grant back, its nodes too" {
 	start_daemon
 	container c
@@ -530,4 +578,45 @@ opens() {
 	[ "$output" = "/dev/nvidia0 ENXIO" ]
 	run -0 dg revoke --pid "$CPID"
 	[ "$(cg_progs "$DG_CGROOT/$CID")" = "$original" ]
+}
+
+# The record of container $1 as devgated wrote it, or nothing.
+record_of() {
+	cat "$DG_TMP/state/leases/$(stat -c %i "$DG_CGROOT/$1").json" 2>/dev/null
+}
+
+@test "a state directory removed or moved away under devgated is made again, with every record" {
+	start_daemon
+	container a
+	ca=$CID
+	run -0 dg grant --pid "$CPID" --gpu 0 --container job-a --ttl 1h
+	for how in rm-dir rm-leases mv-dir; do
+		case $how in
+		rm-dir) rm -rf "$DG_TMP/state" ;;
+		rm-leases) rm -rf "$DG_TMP/state/leases" ;;
+		mv-dir) mv "$DG_TMP/state" "$DG_TMP/state.old" ;;
+		esac
+		[ -z "$(record_of "$ca")" ]
+		# The next grant works, and a's record is written again with what
+		# the grants map could not tell (its name and expiry).
+		container "b-$how"
+		run -0 dg grant --pid "$CPID" --gpu 1 --shared
+		grep -q "state directory $DG_TMP/state/leases was removed or replaced while devgated ran; made it again" \
+			"$DG_TMP/daemon.log"
+		[ "$(record_of "$ca" | jq -r .container)" = job-a ]
+		[ "$(record_of "$ca" | jq 'has("expires")')" = true ]
+		[ "$(record_of "$CID" | jq -r '.gpus[0].shared')" = true ]
+		run -0 dg revoke --pid "$CPID"
+		[ -z "$(record_of "$CID")" ]
+		rm -rf "$DG_TMP/state.old"
+	done
+	# A restart adopts a's lease from its record; nothing is rebuilt.
+	stop_daemon KILL
+	start_daemon
+	run ! grep -q "rebuilt the lost record" "$DG_TMP/daemon.log"
+	run -0 dg status --json
+	[ "$(echo "$output" | jq -r '.leases[0].container')" = job-a ]
+	[ "$(echo "$output" | jq '.leases | length')" = 1 ]
+	run -1 probe "$ca" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
 }

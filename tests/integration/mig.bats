@@ -493,3 +493,61 @@ MIG2=MIG-a1900000-0102-4000-8000-000000000002
 	[ "$(echo "$output" | jq -c '[.gpus[0].instances[] | .gi]')" = '[1]' ]
 	run -0 dg status
 }
+
+# nvml_pid: the pid of devgated's NVML probe, or nothing.
+nvml_pid() {
+	ps -o pid=,comm= --ppid "$DG_DAEMON_PID" | awk '$2 == "devgated-nvml" { print $1 }'
+}
+
+# nvml_replaced OLD: a probe runs, and it is not OLD.
+nvml_replaced() {
+	local p
+	p=$(nvml_pid)
+	[ -n "$p" ] && [ "$p" != "$1" ]
+}
+
+# Zombies among devgated's children, one "pid comm" a line.
+zombies() {
+	ps -o pid=,stat=,comm= --ppid "$DG_DAEMON_PID" | awk '$2 ~ /^Z/ { print $1, $3 }'
+}
+
+@test "NVML: the probe runs under its own seccomp allow-list; what a library could abuse is refused" {
+	nvml_host escape
+	# The library tried execve, mknod, socket, unshare, ptrace and signals
+	# to PID 1: each was refused, so it answered as usual.
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -r '.nvml_problem // "none"')" = none ]
+	[ "$(echo "$output" | jq -c '[.gpus[0].instances[] | .profile]')" = '["1g.10gb","2g.20gb"]' ]
+	local nvml
+	nvml=$(nvml_pid)
+	[ -n "$nvml" ]
+	[ "$(awk '/^Seccomp:/ { print $2 }' "/proc/$nvml/status")" = 2 ]
+	# Its own abort() still reaches it (signals to itself pass).
+	sed -i 's/^escape$/crash/' "$NVML_DATA"
+	rm -r "$DG_HOST/proc/driver/nvidia/capabilities/gpu0/mig/gi2"
+	run -0 dg rescan
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -r .nvml_problem)" = "NVML: the NVML probe died of signal 6" ]
+}
+
+@test "NVML: a probe that is killed is reaped, logged and started again, still confined" {
+	nvml_host
+	local old
+	old=$(nvml_pid)
+	[ -n "$old" ]
+	kill -KILL "$old"
+	wait_until 10 nvml_replaced "$old"
+	[ -z "$(zombies)" ]
+	grep -q "the NVML probe (pid $old) died of signal 9 (Killed); it is started again" \
+		"$DG_TMP/daemon.log"
+	local new
+	new=$(nvml_pid)
+	[ "$(awk '/^Seccomp:/ { print $2 }' "/proc/$new/status")" = 2 ]
+	[ "$(awk '/^CapEff/ { print $2 }' "/proc/$new/status")" = 0000000000000000 ]
+	# The new probe answers: a new layout is asked about and named.
+	rm -r "$DG_HOST/proc/driver/nvidia/capabilities/gpu0/mig/gi2"
+	run -0 dg rescan
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -r '.nvml_problem // "none"')" = none ]
+	[ "$(echo "$output" | jq -c '[.gpus[0].instances[] | [.gi, .profile]]')" = '[[1,"1g.10gb"]]' ]
+}

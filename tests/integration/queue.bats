@@ -346,16 +346,60 @@ kill_and_serve() {
 	wait_until 5 queued 1
 	[ "$(dg queue --json | jq .waiters[0].timeout)" = 3600 ]
 	stop_daemon TERM
-	wait_until 5 test -s "$DG_TMP/w.rc" || fail "the waiter did not end"
+	grep -q "the waiting grant for w was cancelled: devgated stops" "$DG_TMP/daemon.log"
+	# The client asks the devgated that comes back what w holds: nothing new.
+	start_daemon
+	wait_until 15 test -s "$DG_TMP/w.rc" || fail "the waiter did not end"
 	[ "$(cat "$DG_TMP/w.rc")" = 3 ]
-	grep -q "devgated closed the connection while the grant waited; the request was not served" \
+	grep -q "devgated closed the connection while the grant waited; the request was not served (devgated is back, and the container holds nothing it did not hold before)" \
 		"$DG_TMP/w.err"
 	grep -q "hint: devgated may have restarted" "$DG_TMP/w.err"
-	grep -q "the waiting grant for w was cancelled: devgated stops" "$DG_TMP/daemon.log"
 	# Nothing of the waiter is kept: after a start the queue is empty.
-	start_daemon
 	queued 0
 	denied "$w_CID"
+}
+
+@test "a waiter whose grant devgated made before it died hears that it was served" {
+	# The third grant's commit is the waiter's: devgated dies right after it.
+	DEVGATE_FAULT=grant.record:3 start_daemon
+	gpu_container holder
+	run -0 dg grant --pid "$CPID" --gpu 0
+	gpu_container w
+	run -0 dg grant --pid "$CPID" --gpu 1
+	waiter w --gpu 0 --wait=1h
+	wait_until 5 queued 1
+	dg revoke --pid "$holder_PID" >/dev/null 2>&1 || true
+	wait_until 10 sh -c "! kill -0 $DG_DAEMON_PID 2>/dev/null" || fail "devgated did not die"
+	wait "$DG_DAEMON_PID" 2>/dev/null || true
+	DG_DAEMON_PID=
+	grep -q "fault point grant.record: SIGKILL" "$DG_TMP/daemon.log"
+	start_daemon
+	served w
+	# What w gained, not what it held before (GPU 1), and why there was no reply.
+	grep -q "^granted GPU 0 (GPU-[^)]*) to w (cgroup /$w_CID, PID $w_PID)$" "$DG_TMP/w.out" ||
+		fail "$(cat "$DG_TMP/w.out" "$DG_TMP/w.err")"
+	grep -q "warning: devgated stopped after it made this grant, before it answered; this reply is rebuilt from its status" \
+		"$DG_TMP/w.err"
+	opens "$w_CID"
+	denied "$holder_CID"
+}
+
+@test "a waiter whose devgated does not come back says that it cannot know" {
+	start_daemon
+	gpu_container holder
+	run -0 dg grant --pid "$CPID" --gpu 0
+	gpu_container w
+	dg -t 1 grant --pid "$CPID" --gpu 0 --wait >"$DG_TMP/w.out" 2>"$DG_TMP/w.err" &
+	local client=$!
+	DG_BG+=("$client")
+	wait_until 5 queued 1
+	stop_daemon KILL
+	local rc=0
+	wait "$client" || rc=$?
+	[ "$rc" = 3 ]
+	grep -q "devgated closed the connection while the grant waited and is not back within 1 s: whether the request was served is not known" \
+		"$DG_TMP/w.err"
+	grep -q "hint: 'devgatectl status' shows what the container holds" "$DG_TMP/w.err"
 }
 
 @test "a GPU that appears (rescan) serves a waiter" {

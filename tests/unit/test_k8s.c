@@ -151,6 +151,41 @@ static void test_pick(void **state)
 	assert_int_equal(k8s_pick(&d, all, 4, NULL, 0, 0, ret), 0);
 }
 
+/* Requests kubelet could not send are refused before any work: every list bounded. */
+static void test_pick_bounds(void **state)
+{
+	const char *many[K8S_MAX_DEVICES + 1], *twice[] = { U1, U1, U3 };
+	const char *ret[K8S_MAX_DEVICES];
+	struct k8s_devices d;
+	char why[K8S_WHY_MAX];
+
+	(void)state;
+	from_line(&d);
+	for (size_t i = 0; i < K8S_MAX_DEVICES + 1; i++)
+		many[i] = U0;
+	assert_int_equal(k8s_pick_check(4, 1, 2, why, sizeof(why)), 0);
+	assert_int_equal(k8s_pick_check(K8S_MAX_DEVICES, 0, K8S_MAX_DEVICES, why, sizeof(why)), 0);
+	assert_int_equal(k8s_pick_check(4, 0, 2147483647LL, why, sizeof(why)), -E2BIG);
+	assert_string_equal(why, "allocation_size 2147483647 with 4 available IDs: devgate-k8s "
+				 "offers at most 64 devices, so kubelet never asks for more");
+	assert_int_equal(k8s_pick_check(100000, 0, 1, why, sizeof(why)), -E2BIG);
+	assert_int_equal(k8s_pick_check(4, 0, -1, why, sizeof(why)), -EINVAL);
+	assert_string_equal(why, "negative allocation_size -1");
+	assert_int_equal(k8s_pick_check(4, 3, 2, why, sizeof(why)), -EINVAL);
+	assert_string_equal(why, "more must_include IDs (3) than allocation_size (2)");
+	/* k8s_pick itself takes no more than the bound either. */
+	assert_int_equal(k8s_pick(&d, many, K8S_MAX_DEVICES + 1, NULL, 0, 1, ret), -E2BIG);
+	assert_int_equal(k8s_pick(&d, many, 1, NULL, 0, K8S_MAX_DEVICES + 1, ret), -E2BIG);
+	/* An ID named twice is picked once. */
+	assert_int_equal(k8s_pick(&d, twice, 3, NULL, 0, 3, ret), 2);
+	assert_string_equal(ret[0], U1);
+	assert_string_equal(ret[1], U3);
+	/* Allocate: at most K8S_MAX_DEVICES IDs. */
+	assert_int_equal(k8s_allocate_check(&d, many, K8S_MAX_DEVICES + 1, why, sizeof(why)),
+			 -E2BIG);
+	assert_string_equal(why, "65 device IDs: devgate-k8s offers at most 64 devices");
+}
+
 static void test_allocate(void **state)
 {
 	const char *ok[] = { U1, U0 };
@@ -178,7 +213,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_list),	       cmocka_unit_test(test_list_edges),
 		cmocka_unit_test(test_health_changes), cmocka_unit_test(test_pick),
-		cmocka_unit_test(test_allocate),
+		cmocka_unit_test(test_pick_bounds),    cmocka_unit_test(test_allocate),
 	};
 
 	return cmocka_run_group_tests_name("k8s", tests, NULL, NULL);

@@ -165,6 +165,22 @@ static void test_request_rejects(void **state)
 	parse_fails(
 		"{\"v\":1,\"op\":\"list\",\"args\":{\"a\":[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]}}",
 		"malformed message: nested too deep");
+	/* What is logged is bounded: a label, a source, a cgroup path. */
+	{
+		char line[6000], big[5001];
+
+		memset(big, 'a', sizeof(big) - 1);
+		big[sizeof(big) - 1] = '\0';
+		snprintf(line, sizeof(line),
+			 "{\"v\":1,\"op\":\"grant\",\"args\":{\"source\":\"%.65s\"}}", big);
+		parse_fails(line, "operation 'grant': 'source' is longer than 64 bytes");
+		snprintf(line, sizeof(line),
+			 "{\"v\":1,\"op\":\"revoke\",\"args\":{\"container\":\"%.257s\"}}", big);
+		parse_fails(line, "operation 'revoke': 'container' is longer than 256 bytes");
+		snprintf(line, sizeof(line),
+			 "{\"v\":1,\"op\":\"grant\",\"args\":{\"cgroup\":\"/%s\"}}", big);
+		parse_fails(line, "operation 'grant': 'cgroup' is longer than 4095 bytes");
+	}
 }
 
 /* What the strict parse must still take: escapes that only look like its cases. */
