@@ -13,7 +13,13 @@ load helpers
 
 setup_file() { dg_setup_file; }
 teardown_file() { dg_teardown_file; }
-setup() { dg_setup; start_daemon; }
+# Some tests grant /dev/loop-control as a device that is not a GPU, which
+# takes device-allow since devgate grants only the safe devices without it.
+setup() {
+	dg_setup
+	DG_DAEMON_ARGS=(--device-allow /dev/loop-control)
+	start_daemon
+}
 teardown() {
 	# A shared mount of one test: off before the directory goes.
 	[ -n "${DG_TMP:-}" ] && umount -R -l "$DG_TMP/shared" 2>/dev/null
