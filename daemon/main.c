@@ -471,6 +471,41 @@ static void open_attach_watch(struct daemon *d)
 /* The locks on the pin root and the socket, held for devgated's life. */
 static int locks[2] = { -1, -1 };
 
+/* The event loop: its epoll set, the wait queue's runtime, signals, and every descriptor tagged. */
+static int setup_loop(struct daemon *d, struct dg_error *err)
+{
+	int r;
+
+	d->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (d->epfd < 0)
+		return dg_error_set(err, DG_E_INTERNAL, errno, "epoll: %m");
+	if (waiting_new(d->epfd, d->metrics, &server_waiting_ops, d, &d->waiting) < 0)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	r = setup_signals(d);
+	if (r == 0)
+		r = epoll_tag(d, d->listen_fd, TAG_LISTEN);
+	if (r == 0)
+		r = epoll_tag(d, d->signal_fd, TAG_SIGNAL);
+	if (r == 0)
+		r = epoll_tag(d, d->inotify_fd, TAG_INOTIFY);
+	if (r == 0)
+		r = epoll_tag(d, d->timer_fd, TAG_TIMER);
+	if (r == 0)
+		r = epoll_tag(d, events_fd(d->events), TAG_EVENTS);
+	if (r == 0 && d->attach)
+		r = epoll_tag(d, attach_watch_fd(d->attach), TAG_ATTACH);
+	if (r == 0)
+		r = epoll_tag(d, d->heal_fd, TAG_HEAL);
+	if (r == 0 && d->uevent_fd >= 0)
+		r = epoll_tag(d, d->uevent_fd, TAG_UEVENT);
+	if (r == 0)
+		r = epoll_tag(d, d->expiry_fd, TAG_EXPIRY);
+	if (r < 0)
+		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up the event loop: %s",
+				    strerror(-r));
+	return 0;
+}
+
 static int daemon_setup(struct daemon *d, struct dg_error *err)
 {
 	int r;
@@ -543,33 +578,9 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 	r = server_listen(d, err);
 	if (r < 0)
 		return r;
-	d->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (d->epfd < 0)
-		return dg_error_set(err, DG_E_INTERNAL, errno, "epoll: %m");
-	if (waiting_new(d->epfd, d->metrics, &server_waiting_ops, d, &d->waiting) < 0)
-		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
-	r = setup_signals(d);
-	if (r == 0)
-		r = epoll_tag(d, d->listen_fd, TAG_LISTEN);
-	if (r == 0)
-		r = epoll_tag(d, d->signal_fd, TAG_SIGNAL);
-	if (r == 0)
-		r = epoll_tag(d, d->inotify_fd, TAG_INOTIFY);
-	if (r == 0)
-		r = epoll_tag(d, d->timer_fd, TAG_TIMER);
-	if (r == 0)
-		r = epoll_tag(d, events_fd(d->events), TAG_EVENTS);
-	if (r == 0 && d->attach)
-		r = epoll_tag(d, attach_watch_fd(d->attach), TAG_ATTACH);
-	if (r == 0)
-		r = epoll_tag(d, d->heal_fd, TAG_HEAL);
-	if (r == 0 && d->uevent_fd >= 0)
-		r = epoll_tag(d, d->uevent_fd, TAG_UEVENT);
-	if (r == 0)
-		r = epoll_tag(d, d->expiry_fd, TAG_EXPIRY);
+	r = setup_loop(d, err);
 	if (r < 0)
-		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up the event loop: %s",
-				    strerror(-r));
+		return r;
 	r = setup_metrics_http(d, err);
 	if (r < 0)
 		return r;
