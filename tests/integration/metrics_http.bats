@@ -56,7 +56,8 @@ flood_open() {
 	run -0 dg -t 2 list
 	# What the burst cost devgated's one thread, in ticks of 10 ms.
 	[ $(($(cpu_ticks) - t0)) -le 50 ] || fail "the burst took $(($(cpu_ticks) - t0)) ticks"
-	run -0 grep -c "metrics endpoint" "$DG_TMP/daemon.log"
+	# grep -c says 0 (and exits 1) when libmicrohttpd said nothing at all.
+	run grep -c "metrics endpoint" "$DG_TMP/daemon.log"
 	[ "$output" -le 20 ] || fail "libmicrohttpd's messages were not rate-limited: $output lines"
 }
 
