@@ -106,7 +106,8 @@ K8S_PY := $(O)/k8s/py/api_pb2.py $(O)/k8s/py/api_pb2_grpc.py
 
 SKEL := $(O)/devgate.skel.h $(O)/attach_watch.skel.h
 BINS := $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/devgate-k8s $(O)/probe \
-	$(O)/displace $(O)/runtime_like.bpf.o $(K8S_PY) $(O)/dlprobe $(O)/cudaprobe $(O)/fakedrv.so $(O)/fakenvml.so
+	$(O)/displace $(O)/runtime_like.bpf.o $(K8S_PY) $(O)/dlprobe $(O)/cudaprobe $(O)/fakedrv.so $(O)/fakenvml.so \
+	$(O)/memlock_shim.so
 
 BENCH_BIN := $(O)/bench/dgload $(O)/bench/floor $(O)/bench/opencost
 
@@ -235,6 +236,12 @@ $(O)/fakenvml.so: tests/helpers/fakenvml.c
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -Wall -Wextra -Werror -shared -fPIC -o $@ $<
+
+# crun in the tests, on a host without CAP_SYS_RESOURCE (tests/lib/crun.sh).
+$(O)/memlock_shim.so: tests/helpers/memlock_shim.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -Wall -Wextra -Werror -shared -fPIC -o $@ $< -ldl
 
 # Static, so it runs inside a bare busybox rootfs.
 $(O)/probe: tests/helpers/probe.c

@@ -13,6 +13,8 @@ DEVGATE_BUILD=${DEVGATE_BUILD:-$DG_ROOT/build}
 . "$DG_ROOT/tests/lib/runc.sh"
 # shellcheck source=../lib/lxc.sh
 . "$DG_ROOT/tests/lib/lxc.sh"
+# shellcheck source=../lib/crun.sh
+. "$DG_ROOT/tests/lib/crun.sh"
 # shellcheck source=../lib/keeper.sh
 . "$DG_ROOT/tests/lib/keeper.sh"
 

@@ -1,0 +1,141 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+# The compatibility matrix: each runtime users run, on each host layout it
+# runs on here. For every row: the grant reaches the driver inside, the
+# neighbour GPU stays denied, the runtime's own device change while granted
+# works, and revoke leaves the runtime's policy exactly as before.
+#
+# Rows named "v2" run the runtime in a private mount namespace with cgroup2
+# on /sys/fs/cgroup (tests/lib/runc.sh), where it keeps its device policy in
+# a BPF program. What each runtime needed here is in README's table.
+
+load helpers
+
+setup_file() { dg_podman_setup_file; }
+teardown_file() { dg_podman_teardown_file; }
+setup() {
+	dg_setup
+	start_daemon
+	MX_RM=()
+}
+teardown() {
+	local c
+	for c in "${MX_RM[@]}"; do eval "$c"; done
+	dg_teardown
+}
+
+# mx_cgroup PID: the host path of PID's cgroup v2 cgroup.
+mx_cgroup() {
+	echo "$DG_CGROOT$(awk -F: '$1 == "0" { print $3 }' "/proc/$1/cgroup")"
+}
+
+# mx_check: the four columns, for a row that set CPID, CG and MX_PROBE (a
+# command that runs probe inside the container) and MX_UPDATE (the
+# runtime's own device change; it must leave /dev/null working).
+mx_check() {
+	local before
+	before=$(cg_progs "$CG")
+	[ -n "$before" ] || fail "the runtime attached no device program to $CG"
+	run -1 $MX_PROBE /gpu1
+	[ "$output" = "/gpu1 EPERM" ]
+
+	run -0 dg grant --pid "$CPID" --gpu 0
+	run -1 $MX_PROBE /dev/nvidia0 /gpu1 /mem
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	[ "${lines[2]}" = "/mem EPERM" ]
+	run -0 $MX_PROBE /dev/null
+
+	# The runtime's own change while granted; devgate's grant holds or heals.
+	run -0 eval "$MX_UPDATE"
+	wait_until 5 mx_granted
+	run -1 $MX_PROBE /gpu1 /mem
+	[ "${lines[0]}" = "/gpu1 EPERM" ]
+	[ "${lines[1]}" = "/mem EPERM" ]
+	run -0 $MX_PROBE /dev/null
+
+	before=$(cg_progs "$CG")
+	run -0 dg revoke --pid "$CPID"
+	run -1 $MX_PROBE /gpu1 /mem
+	[ "${lines[0]}" = "/gpu1 EPERM" ]
+	[ "${lines[1]}" = "/mem EPERM" ]
+	run -0 $MX_PROBE /dev/null
+	[ -z "$(gate_leftovers)" ]
+	MX_AFTER=$(cg_progs "$CG")
+}
+
+mx_granted() {
+	[ "$($MX_PROBE /dev/nvidia0)" = "/dev/nvidia0 ENXIO" ]
+}
+
+@test "runc, v2: grant, neighbour, runc update while granted, revoke" {
+	container c
+	CG=$(mx_cgroup "$CPID")
+	MX_PROBE="probe $CID"
+	echo "{}" >"$DG_TMP/res.json"
+	MX_UPDATE="dg_runc update -r $DG_TMP/res.json $CID"
+	mx_check
+	[ "$(echo "$MX_AFTER" | wc -w)" = 1 ]
+}
+
+@test "crun, v2 (memlock shim): grant, neighbour, crun update while granted, revoke" {
+	requires runc
+	command -v crun >/dev/null || missing "needs crun"
+	CID="$DG_ID-crun"
+	dg_bundle "$DG_TMP/crun" "$DEVGATE_BUILD/probe"
+	CPID=$(dg_crun_run "$CID" "$DG_TMP/crun")
+	MX_RM+=("dg_crun_rm $CID")
+	CG=$(mx_cgroup "$CPID")
+	DG_CGROUPS+=("$CG")
+	MX_PROBE="dg_crun exec $CID probe"
+	echo "{}" >"$DG_TMP/res.json"
+	MX_UPDATE="dg_crun update -r $DG_TMP/res.json $CID"
+	mx_check
+	[ "$(echo "$MX_AFTER" | wc -w)" = 1 ]
+}
+
+# mx_podman RUNTIME: a podman container with that OCI runtime (a path);
+# sets CID, CPID, CG, MX_PROBE.
+mx_podman() {
+	requires podman
+	CID="$DG_ID-pod"
+	# shellcheck disable=SC2086
+	dg_in_ns podman --root "$DG_NSDIR/storage" --runroot "$DG_NSDIR/runroot" \
+		--storage-driver vfs --cgroup-manager cgroupfs --runtime "$1" \
+		run -d --name "$CID" $DG_PODMAN_RUN localhost/devgate-test sleep 100000 >/dev/null
+	MX_RM+=("dg_podman rm -f $CID >/dev/null 2>&1")
+	CPID=$(dg_podman inspect -f '{{.State.Pid}}' "$CID")
+	CG=$(mx_cgroup "$CPID")
+	DG_CGROUPS+=("$CG")
+	MX_PROBE="dg_podman exec $CID probe"
+	MX_UPDATE="true"
+}
+
+@test "podman with runc, v2: grant, neighbour, revoke" {
+	mx_podman "$(command -v runc)"
+	mx_check
+	[ "$(echo "$MX_AFTER" | wc -w)" = 1 ]
+}
+
+@test "podman with crun, v2 (memlock shim): grant, neighbour, revoke" {
+	command -v crun >/dev/null || missing "needs crun"
+	mx_podman "$(dg_crun_wrapper)"
+	mx_check
+	[ "$(echo "$MX_AFTER" | wc -w)" = 1 ]
+}
+
+# LXC's own change is liblxc's add_device_node (lxc-device add): a new
+# program of LXC's own, which devgate's grant must survive.
+@test "LXC, v2: grant, neighbour, lxc-device add while granted, revoke" {
+	lxc_container c
+	X="/dev/devgate-test-$DG_ID-x"
+	mknod "${X}1" c 240 1
+	MX_RM+=("rm -f ${X}1")
+	MX_PROBE="lxc_probe $CID"
+	MX_UPDATE="dg_lxc_add $CID ${X}1"
+	mx_check
+	# LXC's added device stays allowed after devgate's revoke.
+	run -1 lxc_probe "$CID" /x1 /x2
+	[ "${lines[0]}" = "/x1 ENXIO" ]
+	[ "${lines[1]}" = "/x2 EPERM" ]
+}
