@@ -15,6 +15,10 @@ DEVGATE_BUILD=${DEVGATE_BUILD:-$DG_ROOT/build}
 . "$DG_ROOT/tests/lib/lxc.sh"
 # shellcheck source=../lib/crun.sh
 . "$DG_ROOT/tests/lib/crun.sh"
+# shellcheck source=../lib/docker.sh
+. "$DG_ROOT/tests/lib/docker.sh"
+# shellcheck source=../lib/lxd.sh
+. "$DG_ROOT/tests/lib/lxd.sh"
 # shellcheck source=../lib/keeper.sh
 . "$DG_ROOT/tests/lib/keeper.sh"
 

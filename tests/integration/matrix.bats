@@ -139,3 +139,52 @@ mx_podman() {
 	[ "${lines[0]}" = "/x1 ENXIO" ]
 	[ "${lines[1]}" = "/x2 EPERM" ]
 }
+
+# mx_rootfs: a busybox tree with the probe and the denied /gpu1 and /mem.
+mx_rootfs() {
+	dg_bundle "$DG_TMP/img" "$DEVGATE_BUILD/probe" >/dev/null
+	echo "$DG_TMP/img/rootfs"
+}
+
+# Docker 20.10 (Debian's docker.io), a private dockerd started here.
+@test "Docker, v2: grant, neighbour, docker update while granted, revoke" {
+	command -v dockerd >/dev/null || missing "needs dockerd"
+	export DG_DOCKER_NS="$DG_NSDIR/mnt"
+	local prefix="dgmx$$d"
+	MX_RM+=("dg_docker_stop $prefix")
+	dg_docker_start "$prefix"
+	dg_docker_image devgate-probe "$(mx_rootfs)"
+	CID=mx
+	dg_docker run -d --name "$CID" --network none devgate-probe sleep 100000 >/dev/null
+	CPID=$(dg_docker inspect -f '{{.State.Pid}}' "$CID")
+	CG=$(mx_cgroup "$CPID")
+	MX_PROBE="dg_docker exec $CID probe"
+	MX_UPDATE="dg_docker update --restart on-failure $CID"
+	mx_check
+	[ "$(echo "$MX_AFTER" | wc -w)" = 1 ]
+}
+
+# LXD 5.0 (Debian's lxd), a private LXD started here; a privileged
+# container, whose device policy is LXD's program (an unprivileged one has
+# none). Its own change: a unix-char device hot-plugged while granted.
+@test "LXD, v2: grant, neighbour, config device add while granted, revoke" {
+	command -v lxd >/dev/null || missing "needs lxd"
+	export DG_LXD_NS="$DG_NSDIR/mnt"
+	local prefix="dgmx$$l"
+	MX_RM+=("dg_lxd_stop $prefix")
+	dg_lxd_start "$prefix"
+	dg_lxd_image devgate-probe "$(mx_rootfs)"
+	CID="$prefix-c"
+	dg_lxd launch devgate-probe "$CID" -c security.privileged=true >/dev/null
+	CPID=$(dg_lxd info "$CID" | awk '$1 == "PID:" { print $2 }')
+	CG=$(mx_cgroup "$CPID")
+	X="/dev/devgate-test-$DG_ID-x"
+	mknod "${X}1" c 240 1
+	MX_RM+=("rm -f ${X}1")
+	MX_PROBE="dg_lxd exec $CID -- /bin/probe"
+	MX_UPDATE="dg_lxd config device add $CID x1 unix-char source=${X}1 path=/x1"
+	mx_check
+	# LXD's device stays after devgate's revoke.
+	run -1 $MX_PROBE /x1
+	[ "$output" = "/x1 ENXIO" ]
+}
