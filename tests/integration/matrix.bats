@@ -188,3 +188,116 @@ mx_rootfs() {
 	run -1 $MX_PROBE /x1
 	[ "$output" = "/x1 ENXIO" ]
 }
+
+# Hybrid rows: the runtime in the host's own view, where /sys/fs/cgroup has
+# the v1 controllers. There runc, podman (cgroupfs), Docker and privileged
+# LXD keep their device policy in the v1 devices controller, which the
+# kernel checks after any v2 program.
+
+# mx_v1_list PID: the devices.list of PID's v1 devices cgroup, sorted.
+mx_v1_list() {
+	local mnt path
+	mnt=$(awk '$9 == "cgroup" && $NF ~ /(^|,)devices(,|$)/ { print $5 }' /proc/self/mountinfo | tail -1)
+	path=$(awk -F: '$2 ~ /(^|,)devices(,|$)/ { print $3 }' "/proc/$1/cgroup")
+	[ -n "$mnt" ] && [ -n "$path" ] || fail "PID $1 has no v1 devices cgroup"
+	sort "$mnt$path/devices.list"
+}
+
+# mx_check_v1 [RULE]: the four columns for a hybrid row (CPID, MX_PROBE,
+# MX_UPDATE set); after the revoke, devices.list is what it was before the
+# grant, plus RULE when the runtime's own change added one.
+mx_check_v1() {
+	local before expect
+	before=$(mx_v1_list "$CPID")
+	[ -n "$before" ] || fail "empty devices.list"
+	[ "$before" != "a *:* rwm" ] || fail "the runtime restricts no device in v1"
+	run -1 $MX_PROBE /gpu1
+	[ "$output" = "/gpu1 EPERM" ]
+
+	run -0 dg grant --pid "$CPID" --gpu 0
+	run -1 $MX_PROBE /dev/nvidia0 /gpu1 /mem
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	[ "${lines[2]}" = "/mem EPERM" ]
+	run -0 $MX_PROBE /dev/null
+
+	run -0 eval "$MX_UPDATE"
+	wait_until 5 mx_granted
+	run -1 $MX_PROBE /gpu1 /mem
+	[ "${lines[0]}" = "/gpu1 EPERM" ]
+	[ "${lines[1]}" = "/mem EPERM" ]
+
+	run -0 dg revoke --pid "$CPID"
+	run -1 $MX_PROBE /gpu1 /mem
+	[ "${lines[0]}" = "/gpu1 EPERM" ]
+	[ "${lines[1]}" = "/mem EPERM" ]
+	run -0 $MX_PROBE /dev/null
+	expect=$(printf '%s\n%s' "$before" "${1:-}" | sed '/^$/d' | sort)
+	[ "$(mx_v1_list "$CPID")" = "$expect" ] || fail "devices.list changed: $(mx_v1_list "$CPID")"
+	[ -z "$(gate_leftovers)" ]
+}
+
+@test "runc, hybrid (v1 devices): grant, neighbour, runc update while granted, revoke" {
+	requires runc
+	CID="$DG_ID-h"
+	dg_bundle "$DG_TMP/h" "$DEVGATE_BUILD/probe"
+	runc --root "$DG_TMP/runc" run -d -b "$DG_TMP/h" "$CID" </dev/null >"$DG_TMP/h.log" 2>&1 ||
+		fail "runc run: $(cat "$DG_TMP/h.log")"
+	MX_RM+=("runc --root $DG_TMP/runc delete -f $CID")
+	CPID=$(runc --root "$DG_TMP/runc" state "$CID" | jq -r .pid)
+	MX_PROBE="runc --root $DG_TMP/runc exec $CID probe"
+	echo "{}" >"$DG_TMP/res.json"
+	MX_UPDATE="runc --root $DG_TMP/runc update -r $DG_TMP/res.json $CID"
+	mx_check_v1
+}
+
+@test "podman with runc, hybrid (v1 devices, cgroupfs): grant, neighbour, revoke" {
+	requires podman
+	local pm=(podman --root "$DG_TMP/storage" --runroot "$DG_TMP/runroot" --storage-driver vfs
+		--cgroup-manager cgroupfs --runtime runc)
+	tar -C "$(mx_rootfs)" -c . | "${pm[@]}" import - localhost/devgate-probe >/dev/null
+	CID="$DG_ID-pod"
+	# shellcheck disable=SC2086
+	"${pm[@]}" run -d --name "$CID" $DG_PODMAN_RUN localhost/devgate-probe sleep 100000 >/dev/null
+	MX_RM+=("${pm[*]} rm -f $CID >/dev/null 2>&1" "${pm[*]} rmi -af >/dev/null 2>&1"
+		"umount -R $DG_TMP/storage 2>/dev/null")
+	CPID=$("${pm[@]}" inspect -f '{{.State.Pid}}' "$CID")
+	MX_PROBE="${pm[*]} exec $CID probe"
+	MX_UPDATE="true"
+	mx_check_v1
+}
+
+@test "Docker, hybrid (v1 devices): grant, neighbour, docker update while granted, revoke" {
+	command -v dockerd >/dev/null || missing "needs dockerd"
+	export DG_DOCKER_NS=
+	local prefix="dgmx$$h"
+	MX_RM+=("dg_docker_stop $prefix")
+	dg_docker_start "$prefix"
+	dg_docker_image devgate-probe "$(mx_rootfs)"
+	CID=mx
+	dg_docker run -d --name "$CID" --network none devgate-probe sleep 100000 >/dev/null
+	CPID=$(dg_docker inspect -f '{{.State.Pid}}' "$CID")
+	MX_PROBE="dg_docker exec $CID probe"
+	MX_UPDATE="dg_docker update --cpu-shares 512 $CID"
+	mx_check_v1
+}
+
+@test "LXD, hybrid (v1 devices, privileged): grant, neighbour, config device add while granted, revoke" {
+	command -v lxd >/dev/null || missing "needs lxd"
+	export DG_LXD_NS=
+	local prefix="dgmx$$k"
+	MX_RM+=("dg_lxd_stop $prefix")
+	dg_lxd_start "$prefix"
+	dg_lxd_image devgate-probe "$(mx_rootfs)"
+	CID="$prefix-c"
+	dg_lxd launch devgate-probe "$CID" -c security.privileged=true >/dev/null
+	CPID=$(dg_lxd info "$CID" | awk '$1 == "PID:" { print $2 }')
+	X="/dev/devgate-test-$DG_ID-x"
+	mknod "${X}1" c 240 1
+	MX_RM+=("rm -f ${X}1")
+	MX_PROBE="dg_lxd exec $CID -- /bin/probe"
+	MX_UPDATE="dg_lxd config device add $CID x1 unix-char source=${X}1 path=/x1"
+	mx_check_v1 "c 240:1 rwm"
+	run -1 $MX_PROBE /x1
+	[ "$output" = "/x1 ENXIO" ]
+}
