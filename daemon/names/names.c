@@ -197,11 +197,9 @@ static int search_one(struct search *s, const struct names_conf *c, int rt, cons
 int names_resolve(const struct names_conf *c, const char *name, const char *runtime,
 		  struct name_match *ret, struct dg_error *err)
 {
-	auto_free struct search *s = calloc(1, sizeof(*s));
+	auto_free struct search *s = NULL;
 	int rt = -1, r;
 
-	if (!s)
-		return -ENOMEM;
 	if (runtime && !names_runtime_known(runtime)) {
 		dg_error_set(err, DG_E_INVALID, EINVAL, "unknown runtime '%.64s'", runtime);
 		dg_error_hint(err, "one of docker, podman, lxd, runc");
@@ -212,6 +210,9 @@ int names_resolve(const struct names_conf *c, const char *name, const char *runt
 		dg_error_hint(err, "names are letters, digits, '_', '.' and '-'");
 		return -ENOENT;
 	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
 	for (int i = 0; i < RT_N; i++) {
 		if (!runtime || strcmp(runtime, rt_names[i]) == 0)
 			search_one(s, c, i, name);

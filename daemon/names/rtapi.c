@@ -99,8 +99,8 @@ int rt_http_get(const char *sock, const char *path, int *status, json_object **r
 	if (write(fd, req, (size_t)n) != n)
 		return -EIO;
 	r = read_all(fd, &resp);
-	if (r < 0)
-		return r;
+	if (r < 0 || !resp)
+		return r < 0 ? r : -EPROTO;
 	if (sscanf(resp, "HTTP/1.%*d %d", status) != 1)
 		return -EPROTO;
 	body = strstr(resp, "\r\n\r\n");
