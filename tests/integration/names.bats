@@ -110,14 +110,16 @@ no_lease() { [ "$(dg status --json | jq '.leases | length')" = 0 ]; }
 	[ "${lines[0]}" = "/gpu1 EPERM" ]
 }
 
-@test "docker: grant by short ID labels the lease with the name; revoke by full ID" {
+@test "docker: grant by short ID labels the lease with the name; extend by short ID, revoke by full ID" {
 	needs_docker
 	names_daemon
 	docker_ct "$NM-short"
-	run -0 dg grant --container "${DID:0:12}" --gpu 1
+	run -0 dg grant --container "${DID:0:12}" --gpu 1 --ttl 1h
 	[[ "$output" == "granted GPU 1 ("*") to $NM-short (cgroup /$NM-docker/$DID,"* ]]
 	run -1 dg_docker exec "$NM-short" probe /dev/nvidia1 /gpu1
 	[ "${lines[0]}" = "/dev/nvidia1 ENXIO" ]
+	run -0 dg extend --container "${DID:0:12}" --ttl 2h
+	[ "$(dg status --json | jq '.leases[0].expires_in > 3700')" = true ]
 	run -0 dg revoke --container "$DID"
 	no_lease
 }
