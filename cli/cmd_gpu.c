@@ -38,7 +38,9 @@ static void holders_text(const struct dg_list_gpu *g, char *buf, size_t len)
 	for (size_t i = 0; i < g->n_holders && off < len; i++) {
 		const struct dg_holder_info *h = &g->holders[i];
 
-		off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? "," : "",
+		/* A runtime's name says whose: docker:web; a label stands alone. */
+		off += (size_t)snprintf(buf + off, len - off, "%s%s%s%s", i ? "," : "",
+					h->runtime ? h->runtime : "", h->runtime ? ":" : "",
 					h->container ? h->container : h->cgroup);
 	}
 }
@@ -209,6 +211,9 @@ static const char grant_help[] =
 	"TARGET (one of):\n"
 	"  -p, --pid PID          a process of the container (host PID)\n"
 	"  -c, --cgroup PATH      the container's cgroup, relative to the cgroup v2 root\n"
+	"  -n, --container NAME   its name or ID in Docker, podman, LXD or runc, looked\n"
+	"                         up by devgated in the runtimes' own state\n"
+	"      --runtime RT       with --container: only in RT (docker, podman, lxd, runc)\n"
 	"REQUEST (GPUs by --gpu, --gpus, --alias or --profile; --device with any, or\n"
 	"alone):\n"
 	"  -g, --gpu SEL[,SEL..]  index, UUID or unique UUID prefix, PCI bus id, or 'all';\n"
@@ -240,7 +245,7 @@ static const char grant_help[] =
 	"                         (utility, compute, video, graphics, all), read-only,\n"
 	"                         at the host's paths; they go with the last GPU\n"
 	"OPTIONS:\n"
-	"  -n, --container LABEL  name to show for the container (e.g. its runtime id)\n"
+	"  -n, --container LABEL  with --pid or --cgroup: a name to show for it\n"
 	"  -S, --shared           share the GPUs (time slicing) instead of holding them\n"
 	"      --card             AMD and Intel GPUs: their /dev/dri/cardN (display) too\n"
 	"      --root PATH        rootfs inside the container's mount namespace, for\n"
@@ -268,7 +273,8 @@ static const char revoke_help[] =
 	"TARGET (one of):\n"
 	"  -p, --pid PID          a process of the container (host PID)\n"
 	"  -c, --cgroup PATH      the container's cgroup, relative to the cgroup v2 root\n"
-	"  -n, --container LABEL  the label given at grant time\n"
+	"  -n, --container NAME   the label given at grant time, else a name or ID in\n"
+	"                         Docker, podman, LXD or runc (--runtime RT: only there)\n"
 	"  -g, --gpu SEL[,SEL..]  only these GPUs (or MIG instances, GPU:GI or MIG-<uuid>)\n"
 	"  -d, --device PATH      only this device, by container or host path (repeatable)\n"
 	"      --missing-ok       succeed when the container holds no GPU\n"
@@ -295,6 +301,7 @@ enum {
 	OPT_TTL, /* no short option: -t before the command is --timeout */
 	OPT_WAIT,
 	OPT_PRIORITY,
+	OPT_RUNTIME,
 };
 
 /* --ttl, --by: a usage error that says what a duration looks like. */
@@ -353,6 +360,9 @@ static int target_opt(struct cli *cli, const char *cmd, int o, struct dg_target_
 		return 0;
 	case 'n':
 		t->container = optarg;
+		return 0;
+	case OPT_RUNTIME:
+		t->runtime = optarg;
 		return 0;
 	case 'g':
 		*gpus = optarg;
@@ -497,6 +507,7 @@ int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, 
 		{ "pid", required_argument, NULL, 'p' },
 		{ "cgroup", required_argument, NULL, 'c' },
 		{ "container", required_argument, NULL, 'n' },
+		{ "runtime", required_argument, NULL, OPT_RUNTIME },
 		{ "gpu", required_argument, NULL, 'g' },
 		{ "gpus", required_argument, NULL, 'N' },
 		{ "device", required_argument, NULL, 'd' },
@@ -539,8 +550,9 @@ int grant_parse(struct cli *cli, int argc, char **argv, struct dg_request *req, 
 	if (r < 0 || *done)
 		return r;
 	r = cmd_no_more_args(cli, "grant", argc, argv);
-	if (r == 0 && !g->target.has_pid && !g->target.cgroup)
-		r = cli_usage(cli, "grant", "name the container with --pid or --cgroup");
+	if (r == 0 && !g->target.has_pid && !g->target.cgroup && !g->target.container)
+		r = cli_usage(cli, "grant",
+			      "name the container with --pid, --cgroup or --container");
 	if (r == 0 && !g->gpus && !g->has_count && !g->n_devices && !g->profile && !g->alias)
 		r = cli_usage(cli, "grant",
 			      "ask for GPUs with --gpu SEL, --gpus N, --alias NAME or --profile "
@@ -770,6 +782,7 @@ int revoke_parse(struct cli *cli, int argc, char **argv, struct dg_request *req,
 		{ "pid", required_argument, NULL, 'p' },
 		{ "cgroup", required_argument, NULL, 'c' },
 		{ "container", required_argument, NULL, 'n' },
+		{ "runtime", required_argument, NULL, OPT_RUNTIME },
 		{ "gpu", required_argument, NULL, 'g' },
 		{ "device", required_argument, NULL, 'd' },
 		{ "missing-ok", no_argument, NULL, OPT_MISSING_OK },
@@ -854,7 +867,8 @@ static const char extend_help[] =
 	"TARGET (one of):\n"
 	"  -p, --pid PID          a process of the container (host PID)\n"
 	"  -c, --cgroup PATH      the container's cgroup, relative to the cgroup v2 root\n"
-	"  -n, --container LABEL  the label given at grant time\n"
+	"  -n, --container NAME   the label given at grant time, else a name or ID in\n"
+	"                         Docker, podman, LXD or runc (--runtime RT: only there)\n"
 	"HOW LONG (one of):\n"
 	"  -b, --by DURATION      this much more time\n"
 	"      --ttl DURATION     expire this long from now\n";
@@ -876,6 +890,7 @@ int extend_parse(struct cli *cli, int argc, char **argv, struct dg_request *req,
 		{ "pid", required_argument, NULL, 'p' },
 		{ "cgroup", required_argument, NULL, 'c' },
 		{ "container", required_argument, NULL, 'n' },
+		{ "runtime", required_argument, NULL, OPT_RUNTIME },
 		{ "by", required_argument, NULL, 'b' },
 		{ "ttl", required_argument, NULL, OPT_TTL },
 		{ "json", no_argument, NULL, 'j' },
@@ -1072,8 +1087,9 @@ static const char *lease_mode(const struct dg_lease_info *l)
 
 static void render_status(const struct cli *cli, const union dg_reply *reply)
 {
-	static const char *const head[] = { "CONTAINER", "CGROUP", "PID",  "SINCE",
-					    "EXPIRES",	 "LEFT",   "MODE", "GPUS/DEVICES" };
+	static const char *const head[] = { "CONTAINER", "RUNTIME", "CGROUP",
+					    "PID",	 "SINCE",   "EXPIRES",
+					    "LEFT",	 "MODE",    "GPUS/DEVICES" };
 	const struct dg_status_reply *r = &reply->status;
 	struct table *t = table_new(ARRAY_SIZE(head), head);
 
@@ -1091,13 +1107,14 @@ static void render_status(const struct cli *cli, const union dg_reply *reply)
 		describe_gpus(l, NULL, 0, list, sizeof(list));
 		describe_devices(l, NULL, 0, list, sizeof(list));
 		cells[0] = l->container;
-		cells[1] = l->cgroup;
-		cells[2] = pid;
-		cells[3] = l->since;
-		cells[4] = l->expires ? l->expires : "-";
-		cells[5] = left;
-		cells[6] = lease_mode(l);
-		cells[7] = list;
+		cells[1] = l->runtime ? l->runtime : "-";
+		cells[2] = l->cgroup;
+		cells[3] = pid;
+		cells[4] = l->since;
+		cells[5] = l->expires ? l->expires : "-";
+		cells[6] = left;
+		cells[7] = lease_mode(l);
+		cells[8] = list;
 		table_add(t, cells);
 	}
 	if (r->n_leases)

@@ -19,6 +19,7 @@ static const struct dg_field target_fields[] = {
 	/* Bounded: each is logged, and a label or source has no use for more. */
 	DG_STR_MAX("cgroup", struct dg_target_args, cgroup, 4095),
 	DG_STR_MAX("container", struct dg_target_args, container, DG_LABEL_MAX),
+	DG_STR_MAX("runtime", struct dg_target_args, runtime, 16),
 	DG_STR_MAX("source", struct dg_target_args, source, DG_SOURCE_MAX),
 };
 static const struct dg_schema target_schema =
@@ -132,6 +133,7 @@ static const struct dg_schema gpu_schema = DG_SCHEMA("GPU", struct dg_gpu_info, 
 
 static const struct dg_field holder_fields[] = {
 	DG_STR_OPT("container", struct dg_holder_info, container),
+	DG_STR_OPT("runtime", struct dg_holder_info, runtime),
 	DG_STR("cgroup", struct dg_holder_info, cgroup),
 	DG_INT("pid", struct dg_holder_info, pid),
 	DG_BOOL("shared", struct dg_holder_info, shared),
@@ -219,6 +221,7 @@ static const struct dg_field lease_fields[] = {
 	DG_ID("cgroup_id", struct dg_lease_info, cgroup_id),
 	DG_STR("cgroup", struct dg_lease_info, cgroup),
 	DG_STR_OPT("container", struct dg_lease_info, container),
+	DG_STR_OPT("runtime", struct dg_lease_info, runtime),
 	DG_INT("pid", struct dg_lease_info, pid),
 	DG_STR("since", struct dg_lease_info, since),
 	DG_OBJS("gpus", struct dg_lease_info, gpus, n_gpus, &lease_gpu_schema),

@@ -24,13 +24,18 @@
 #define DG_LABEL_MAX 256
 #define DG_SOURCE_MAX 64
 
-/* Which container: exactly one of pid, cgroup or container (the label). */
+/*
+ * Which container: exactly one of pid, cgroup or container. With pid or
+ * cgroup, container is a label; alone, it is a lease's label or a name a
+ * runtime knows (devgated resolves it, in runtime alone when given).
+ */
 struct dg_target_args {
 	int64_t pid;
 	bool has_pid;
 	const char *cgroup;
 	const char *container;
-	const char *source; /* who asks: "cli", "hook/createRuntime", ... */
+	const char *runtime; /* with container alone: the runtime whose name it is */
+	const char *source;  /* who asks: "cli", "hook/createRuntime", ... */
 };
 
 struct dg_list_req {
@@ -154,6 +159,7 @@ struct dg_gpu_info {
 
 struct dg_holder_info {
 	const char *container;
+	const char *runtime; /* whose name container is; NULL: a label */
 	const char *cgroup;
 	int64_t pid;
 	bool shared;
@@ -240,6 +246,7 @@ struct dg_lease_info {
 	uint64_t cgroup_id;
 	const char *cgroup;
 	const char *container;
+	const char *runtime; /* whose name container is; NULL: a label */
 	int64_t pid;
 	const char *since;
 	struct dg_lease_gpu *gpus;

@@ -90,6 +90,9 @@ static void usage(FILE *f)
 		"                          (default 5000; streams are exempt)\n"
 		"      --metrics-listen ADDR:PORT  serve Prometheus metrics at /metrics (off by\n"
 		"                          default; numeric address, e.g. 127.0.0.1:9400)\n"
+		"      --docker-socket PATH, --podman-storage DIR, --lxd-socket PATH,\n"
+		"      --runc-root DIR     where grant --container NAME looks names up (empty:\n"
+		"                          not there); see devgate.conf(5)\n"
 		"      --seccomp MODE      devgated's own syscall filter: on (default; other\n"
 		"                          calls fail with EPERM), log (allowed, logged by\n"
 		"                          the kernel) or off; --no-seccomp is 'off'\n"
@@ -165,6 +168,10 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "reserved-clients", required_argument, NULL, OPT_SET },
 		{ "client-timeout-ms", required_argument, NULL, OPT_SET },
 		{ "metrics-listen", required_argument, NULL, OPT_SET },
+		{ "docker-socket", required_argument, NULL, OPT_SET },
+		{ "podman-storage", required_argument, NULL, OPT_SET },
+		{ "lxd-socket", required_argument, NULL, OPT_SET },
+		{ "runc-root", required_argument, NULL, OPT_SET },
 		{ "hook-allow-env", no_argument, NULL, OPT_SET },
 		{ "no-attach-events", no_argument, NULL, OPT_UNSET },
 		{ "seccomp", required_argument, NULL, OPT_SET },

@@ -68,6 +68,10 @@ static const struct key keys[] = {
 	KEY("pin-root", K_ABSPATH, pin_root),
 	KEY("host-root", K_PATH, host_root),
 	KEY("cgroup-root", K_OPTPATH, cgroup_root),
+	KEY("docker-socket", K_OPTPATH, docker_socket),
+	KEY("podman-storage", K_OPTPATH, podman_storage),
+	KEY("lxd-socket", K_OPTPATH, lxd_socket),
+	KEY("runc-root", K_OPTPATH, runc_root),
 	KEY("node-mode", K_MODE, node_mode),
 	KEY("node-owner", K_OWNER, node_uid),
 	KEY("recheck-ms", K_MS, recheck_ms),
@@ -181,7 +185,11 @@ int config_init(struct dg_config *c)
 	c->log_level = LOG_INFO;
 	if (set_str(&c->socket_path, DG_DEFAULT_SOCKET) < 0 ||
 	    set_str(&c->state_dir, DG_DEFAULT_STATE_DIR) < 0 ||
-	    set_str(&c->pin_root, DG_DEFAULT_PIN_ROOT) < 0 || set_str(&c->host_root, "/") < 0) {
+	    set_str(&c->pin_root, DG_DEFAULT_PIN_ROOT) < 0 || set_str(&c->host_root, "/") < 0 ||
+	    set_str(&c->docker_socket, "/var/run/docker.sock") < 0 ||
+	    set_str(&c->podman_storage, "/var/lib/containers/storage") < 0 ||
+	    set_str(&c->lxd_socket, "/var/lib/lxd/unix.socket") < 0 ||
+	    set_str(&c->runc_root, "/run/runc") < 0) {
 		config_free(c);
 		return -ENOMEM;
 	}
@@ -196,6 +204,11 @@ void config_free(struct dg_config *c)
 	free(c->pin_root);
 	free(c->host_root);
 	free(c->metrics_listen);
+	free(c->docker_socket);
+	free(c->podman_storage);
+	free(c->lxd_socket);
+	free(c->runc_root);
+	c->docker_socket = c->podman_storage = c->lxd_socket = c->runc_root = NULL;
 	policy_free(&c->policy);
 	c->socket_path = c->state_dir = c->pin_root = c->host_root = c->metrics_listen = NULL;
 	c->cgroup_root = NULL;

@@ -29,6 +29,11 @@ struct dg_config {
 	char *host_root;
 	char *metrics_listen; /* ADDR:PORT or NULL */
 	char *cgroup_root;    /* the cgroup v2 mount; NULL: from mountinfo */
+	/* Where runtimes keep the state names are resolved from; NULL: not searched. */
+	char *docker_socket;
+	char *podman_storage;
+	char *lxd_socket;
+	char *runc_root;
 	mode_t node_mode;
 	uid_t node_uid;
 	gid_t node_gid;

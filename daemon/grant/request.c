@@ -417,7 +417,12 @@ int grant_request(struct daemon *d, const struct dg_grant_req *g_in, struct dg_g
 				    d->inv->ctl_problem);
 	old = lease_table_find(&d->leases, t.cgid);
 	next = txn_next_lease(old, &t, g->target.container);
-	if (!next)
+	/* A new label says anew whose name it is (server/byname.c sets runtime). */
+	if (next && g->target.container) {
+		free(next->runtime);
+		next->runtime = g->target.runtime ? strdup(g->target.runtime) : NULL;
+	}
+	if (!next || (g->target.runtime && !next->runtime))
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	/* alloc_usage() counted an instance the container holds: its GPU was not picked. */
 	r = mig ? instance_add(d->inv, &d->leases, next, g->gpus, req.shared, out, a, err)

@@ -41,6 +41,7 @@ void lease_free(struct lease *l)
 	free(l->devices);
 	free(l->cgroup);
 	free(l->container);
+	free(l->runtime);
 	free(l->driver_files);
 	free(l->driver_dirs);
 	free(l->root);
@@ -120,7 +121,7 @@ struct lease *lease_copy(const struct lease *l)
 		      (void **)&c->driver_dirs) < 0 ||
 	    dup_array(l->kept, l->n_kept, sizeof(*l->kept), (void **)&c->kept) < 0 ||
 	    dup_str(l->cgroup, &c->cgroup) < 0 || dup_str(l->container, &c->container) < 0 ||
-	    dup_str(l->root, &c->root) < 0) {
+	    dup_str(l->runtime, &c->runtime) < 0 || dup_str(l->root, &c->root) < 0) {
 		lease_free(c);
 		return NULL;
 	}

@@ -71,6 +71,7 @@ struct lease {
 	uint64_t cgid;
 	char *cgroup;	 /* v2 path, for display */
 	char *container; /* caller's label (OCI id, name); may be NULL */
+	char *runtime;	 /* the runtime whose name container is; NULL: a label */
 	pid_t pid;
 	int64_t since;
 	struct lease_gpu *gpus; /* n_gpus of them; a lease holds few, a host has many leases */

@@ -126,6 +126,8 @@ static const struct dg_field lease_fields[] = {
 	/* null when the caller gave no label. */
 	DG_FIELD("container", DG_F_STR, struct lease, container, .required = true,
 		 .flags = DG_NULL),
+	/* Absent when container is a label, not a runtime's name. */
+	DG_FIELD("runtime", DG_F_STR, struct lease, runtime),
 	DG_FIELD("pid", DG_F_INT, struct lease, pid, .required = true, .min = INT32_MIN,
 		 .max = INT32_MAX),
 	/* CLOCK_REALTIME seconds; in milliseconds too it must fit (record_check). */
@@ -197,7 +199,7 @@ static const struct dg_schema move_schema =
  * 64-bit Linux; elsewhere the check is skipped.
  */
 #define RECORD_LP64 (sizeof(void *) == 8 && sizeof(long) == 8)
-_Static_assert(!RECORD_LP64 || sizeof(struct lease) == 224, "struct lease changed: see above");
+_Static_assert(!RECORD_LP64 || sizeof(struct lease) == 232, "struct lease changed: see above");
 _Static_assert(!RECORD_LP64 || sizeof(struct lease_gpu) == 168,
 	       "struct lease_gpu changed: see above");
 _Static_assert(!RECORD_LP64 || sizeof(struct lease_spent) == 88,

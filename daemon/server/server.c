@@ -27,6 +27,7 @@
 
 #include "core/config.h"
 #include "admit.h"
+#include "byname.h"
 #include "array.h"
 #include "cleanup.h"
 #include "grant/grant.h"
@@ -687,7 +688,12 @@ static int handle_line(struct daemon *d, struct client *c, const char *line)
 		msg = dg_reply_error(&err);
 		return client_send(c, msg);
 	}
-	r = ops_dispatch(d, &peer, &req, &reply, &arena, &err);
+	/* Runtimes are asked only for those who may change leases. */
+	r = peer.admin ? byname_rewrite(d, &req, &err) : 0;
+	if (r < 0)
+		metrics_request_failed(d->metrics, req.op, err.code);
+	else
+		r = ops_dispatch(d, &peer, &req, &reply, &arena, &err);
 	if (ops_may_wait(&req, r, &err)) {
 		struct dg_error busy = err;
 

@@ -259,12 +259,16 @@ struct dev_text {
 };
 
 enum {
-	DEV_LABELS = 7
+	DEV_LABELS = 8
 };
 
-/* Fills the DEV_LABELS labels of series s; their strings live in t and the lease. */
-static void dev_labels(const struct daemon *d, const struct dev_series *s, struct dev_text *t,
-		       struct promtext_label *labels)
+/*
+ * Fills the labels of series s (their strings live in t and the lease) and
+ * returns how many: a lease named by a runtime adds runtime="docker" at the
+ * end; a label's has none (to Prometheus, the same as an empty value).
+ */
+static size_t dev_labels(const struct daemon *d, const struct dev_series *s, struct dev_text *t,
+			 struct promtext_label *labels)
 {
 	const struct dg_gpu *gpu = NULL;
 
@@ -284,6 +288,8 @@ static void dev_labels(const struct daemon *d, const struct dev_series *s, struc
 	labels[4] = (struct promtext_label){ "node", t->node };
 	labels[5] = (struct promtext_label){ "gpu", t->gpu };
 	labels[6] = (struct promtext_label){ "access", t->access };
+	labels[7] = (struct promtext_label){ "runtime", s->lease->runtime };
+	return s->lease->runtime ? DEV_LABELS : DEV_LABELS - 1;
 }
 
 /* The four device families, each one field of struct dg_count_val. */
@@ -317,12 +323,13 @@ static void write_devices(FILE *f, const struct daemon *d, const struct dev_coun
 			struct promtext_label labels[DEV_LABELS];
 			struct dev_text t = { 0 };
 			uint64_t v;
+			size_t n;
 
 			if (dev_families[k].gpu_only && !gpu_class(d->inv, &s->key))
 				continue;
-			dev_labels(d, s, &t, labels);
+			n = dev_labels(d, s, &t, labels);
 			memcpy(&v, (const char *)&s->val + dev_families[k].offset, sizeof(v));
-			promtext_sample(f, dev_families[k].name, labels, DEV_LABELS, v);
+			promtext_sample(f, dev_families[k].name, labels, n, v);
 		}
 	}
 	promtext_family(f, "devgate_bpf_counters_map_entries", "gauge",
@@ -363,13 +370,14 @@ static void write_state(FILE *f, struct daemon *d, const struct metrics_snapshot
 /* One devgate_gpu_seconds_total sample: the GPU time of lease l on GPU uuid. */
 static void gpu_time_sample(FILE *f, const struct lease *l, const char *uuid, int64_t now_ms)
 {
-	struct promtext_label labels[3] = {
+	struct promtext_label labels[4] = {
 		{ "container", l->container ? l->container : "" },
 		{ "cgroup", l->cgroup },
 		{ "gpu", uuid },
+		{ "runtime", l->runtime },
 	};
 
-	promtext_sample_milli(f, "devgate_gpu_seconds_total", labels, 3,
+	promtext_sample_milli(f, "devgate_gpu_seconds_total", labels, l->runtime ? 4 : 3,
 			      (uint64_t)lease_gpu_ms(l, uuid, now_ms));
 }
 

@@ -153,13 +153,14 @@ int view_lease(const struct dg_inventory *inv, const struct lease *l, struct dg_
 		.cgroup_id = l->cgid,
 		.cgroup = dg_arena_strdup(a, l->cgroup ? l->cgroup : ""),
 		.container = l->container ? dg_arena_strdup(a, l->container) : NULL,
+		.runtime = l->runtime ? dg_arena_strdup(a, l->runtime) : NULL,
 		.pid = l->pid,
 		.since = dg_arena_strdup(a, since),
 		.n_gpus = l->n_gpus,
 	};
 	out->gpus = l->n_gpus ? dg_arena_alloc(a, l->n_gpus * sizeof(*out->gpus)) : NULL;
 	if (!out->since || !out->cgroup || (l->container && !out->container) ||
-	    (l->n_gpus && !out->gpus))
+	    (l->runtime && !out->runtime) || (l->n_gpus && !out->gpus))
 		return -ENOMEM;
 	if (l->expires > 0) {
 		char expires[64];
@@ -232,6 +233,7 @@ static int holders(const struct lease_table *t, const struct dg_gpu *gpu, struct
 			continue;
 		out->holders[out->n_holders++] = (struct dg_holder_info){
 			.container = l->container,
+			.runtime = l->runtime,
 			.cgroup = l->cgroup,
 			.pid = l->pid,
 			.shared = g->shared,
@@ -255,6 +257,7 @@ static void instance_holder(const struct lease_table *t, const struct dg_gpu *gp
 		return;
 	out->holder = (struct dg_holder_info){
 		.container = l->container,
+		.runtime = l->runtime,
 		.cgroup = l->cgroup,
 		.pid = l->pid,
 	};

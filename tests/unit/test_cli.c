@@ -85,7 +85,8 @@ static void test_grant_rejects(void **state)
 	(void)state;
 	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "--gpu", "0", NULL),
 			 -EINVAL);
-	assert_string_equal(cli.err.message, "grant: name the container with --pid or --cgroup");
+	assert_string_equal(cli.err.message,
+			    "grant: name the container with --pid, --cgroup or --container");
 	assert_string_equal(cli.err.hint, "see 'devgatectl grant --help'");
 	assert_int_equal(parse(grant_parse, &cli, &req, &done, "grant", "--pid", "1", NULL),
 			 -EINVAL);

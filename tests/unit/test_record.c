@@ -99,13 +99,14 @@ static void same_majors(const struct dg_majors *a, const struct dg_majors *b)
  * tables) until it has a table entry; add it here and to
  * record_lease_full() as well, and update this size.
  */
-_Static_assert(sizeof(void *) != 8 || sizeof(struct lease) == 224,
+_Static_assert(sizeof(void *) != 8 || sizeof(struct lease) == 232,
 	       "struct lease changed: compare the new member in same_lease()");
 static void same_lease(const struct lease *a, const struct lease *b)
 {
 	same_int("cgid", (long long)a->cgid, (long long)b->cgid);
 	same_str("cgroup", a->cgroup, b->cgroup);
 	same_str("container", a->container, b->container);
+	same_str("runtime", a->runtime, b->runtime);
 	same_int("pid", a->pid, b->pid);
 	same_int("since", a->since, b->since);
 	same_int("n_gpus", (long long)a->n_gpus, (long long)b->n_gpus);
@@ -201,6 +202,22 @@ static const struct golden goldens[] = {
 	{ "full", record_lease_full, golden_full },
 	{ "edges", record_lease_edges, golden_edges },
 };
+
+/* A runtime's name comes back with its runtime; older records have none. */
+static void test_runtime(void **state)
+{
+	struct lease *l = record_lease_plain(), *back;
+	auto_free char *text = NULL;
+
+	(void)state;
+	l->runtime = strdup("docker");
+	text = record_text(l);
+	assert_non_null(strstr(text, "\"runtime\": \"docker\""));
+	back = decode_text(text);
+	same_lease(l, back);
+	lease_free(l);
+	lease_free(back);
+}
 
 /* The exact JSON of older versions, and it reads back as the lease it came from. */
 static void test_golden(void **state)
@@ -424,10 +441,10 @@ static void test_vendor_names(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_every_field),   cmocka_unit_test(test_golden),
-		cmocka_unit_test(test_move_journal),  cmocka_unit_test(test_old_records),
-		cmocka_unit_test(test_newer_records), cmocka_unit_test(test_refused),
-		cmocka_unit_test(test_vendor_names),
+		cmocka_unit_test(test_every_field), cmocka_unit_test(test_golden),
+		cmocka_unit_test(test_runtime),	    cmocka_unit_test(test_move_journal),
+		cmocka_unit_test(test_old_records), cmocka_unit_test(test_newer_records),
+		cmocka_unit_test(test_refused),	    cmocka_unit_test(test_vendor_names),
 	};
 
 	return cmocka_run_group_tests_name("record", tests, NULL, NULL);

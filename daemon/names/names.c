@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Resolves a container name users know by asking each runtime devgated is
+ * configured for (rtapi.c, rtstate.c), then proves the answer from the
+ * kernel: the PID the runtime's state gives must run now, be the process
+ * that state describes (its start time, where the state records it) and sit
+ * in the cgroup the state names. A name is never guessed from cgroup paths.
+ * It reads; it changes no container and no lease.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "names.h"
+#include "rt.h"
+#include "sys/cgroup.h"
+#include "sys/target.h"
+
+enum {
+	RT_DOCKER,
+	RT_PODMAN,
+	RT_LXD,
+	RT_RUNC,
+	RT_N
+};
+
+static const char *const rt_names[RT_N] = { "docker", "podman", "lxd", "runc" };
+
+int names_runtime_known(const char *runtime)
+{
+	for (int i = 0; i < RT_N; i++) {
+		if (strcmp(rt_names[i], runtime) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+void name_match_done(struct name_match *m)
+{
+	free(m->cgroup);
+	m->cgroup = NULL;
+}
+
+/* Names runtimes accept: Docker's, podman's and LXD's rules, all within these. */
+static bool name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 253 || s[0] == '.' || s[0] == '-')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '.' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+static const char *where_of(const struct names_conf *c, int rt)
+{
+	switch (rt) {
+	case RT_DOCKER:
+		return c->docker_socket;
+	case RT_PODMAN:
+		return c->podman_storage;
+	case RT_LXD:
+		return c->lxd_socket;
+	default:
+		return c->runc_root;
+	}
+}
+
+static int ask(const struct names_conf *c, int rt, const char *name, struct rt_found *f, char *why,
+	       size_t n)
+{
+	switch (rt) {
+	case RT_DOCKER:
+		return rt_docker(c->docker_socket, name, f, why, n);
+	case RT_PODMAN:
+		return rt_podman(c->podman_storage, c->runc_root, name, f, why, n);
+	case RT_LXD:
+		return rt_lxd(c->lxd_socket, name, f, why, n);
+	default:
+		return rt_runc(c->runc_root, name, f, why, n);
+	}
+}
+
+/*
+ * The kernel's side of a runtime's answer: its PID runs, started when the
+ * state says, in a cgroup whose last component the state names (Docker's
+ * systemd driver wraps the ID: docker-ID.scope). 0 and the cgroup, or
+ * negative errno and why.
+ */
+static int prove(int rt, const struct rt_found *f, char **ret, char *why, size_t n)
+{
+	auto_close int pidfd = -1;
+	auto_free char *cg = NULL;
+	uint64_t start = 0;
+	char stat[64];
+	const char *tail;
+	bool same;
+
+	pidfd = f->pid > 0 && f->pid <= INT32_MAX ? pidfd_open_pid((pid_t)f->pid) : -ESRCH;
+	if (pidfd < 0 || cgroup_of_pid((pid_t)f->pid, &cg) < 0) {
+		snprintf(why, n, "its PID %lld is gone", f->pid);
+		return -ESRCH;
+	}
+	snprintf(stat, sizeof(stat), "/proc/%lld/stat", f->pid);
+	if (f->start && (proc_stat(AT_FDCWD, stat, NULL, &start) < 0 || start != f->start)) {
+		snprintf(why, n, "PID %lld is another process than the one the state names",
+			 f->pid);
+		return -ESRCH;
+	}
+	tail = strrchr(cg, '/') ? strrchr(cg, '/') + 1 : cg;
+	same = strcmp(tail, f->cgroup_want) == 0 ||
+	       (rt == RT_DOCKER && strstr(tail, f->cgroup_want) != NULL);
+	if (!same) {
+		snprintf(why, n,
+			 "PID %lld is in cgroup %.200s, not in the one the state names (%.100s)",
+			 f->pid, cg, f->cgroup_want);
+		return -ESTALE;
+	}
+	if (pidfd_alive(pidfd) < 0) {
+		snprintf(why, n, "its PID %lld is gone", f->pid);
+		return -ESRCH;
+	}
+	*ret = TAKE_PTR(cg);
+	return 0;
+}
+
+__attribute__((format(printf, 3, 4))) static void append(char *buf, size_t n, const char *fmt, ...)
+{
+	size_t len = strlen(buf);
+	va_list ap;
+
+	if (len >= n)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf + len, n - len, fmt, ap);
+	va_end(ap);
+}
+
+struct search {
+	struct name_match m[RT_N];
+	struct rt_found f[RT_N];
+	int n;
+	char searched[DG_HINT_MAX / 2];
+	char found[DG_ERRMSG_MAX / 2];
+	char why[512];
+};
+
+/* Asks one runtime; a match that is the same process as an earlier one is dropped. */
+static int search_one(struct search *s, const struct names_conf *c, int rt, const char *name)
+{
+	struct rt_found *f = &s->f[s->n];
+	const char *where = where_of(c, rt);
+	int r;
+
+	if (!where || !*where)
+		return 0;
+	*f = (struct rt_found){ 0 };
+	s->why[0] = '\0';
+	r = ask(c, rt, name, f, s->why, sizeof(s->why));
+	append(s->searched, sizeof(s->searched), "%s%s %s", s->searched[0] ? ", " : "",
+	       rt_names[rt], where);
+	if (r < 0) {
+		/* A runtime that is not there is not an error: it has no such name. */
+		append(s->searched, sizeof(s->searched), " (%s)",
+		       r == -ENOENT || r == -ECONNREFUSED ? "not running" : s->why);
+		return 0;
+	}
+	if (r == 0)
+		return 0;
+	for (int i = 0; i < s->n; i++) {
+		if (f->pid && s->f[i].pid == f->pid)
+			return 0;
+	}
+	s->m[s->n] = (struct name_match){ .runtime = rt_names[rt], .pid = (pid_t)f->pid };
+	/* Both fit: the runtimes' readers keep them shorter than NAMES_*_MAX. */
+	rt_copy(s->m[s->n].id, sizeof(s->m[s->n].id), f->id);
+	rt_copy(s->m[s->n].name, sizeof(s->m[s->n].name), f->name);
+	/* Long hex IDs shortened as their runtimes print them; short ones whole. */
+	append(s->found, sizeof(s->found), "%s%s (ID %.*s)", s->n ? ", " : "", rt_names[rt],
+	       strlen(f->id) > 32 ? 12 : 32, f->id);
+	s->n++;
+	return 0;
+}
+
+int names_resolve(const struct names_conf *c, const char *name, const char *runtime,
+		  struct name_match *ret, struct dg_error *err)
+{
+	auto_free struct search *s = NULL;
+	int rt = -1, r;
+
+	if (runtime && !names_runtime_known(runtime)) {
+		dg_error_set(err, DG_E_INVALID, EINVAL, "unknown runtime '%.64s'", runtime);
+		dg_error_hint(err, "one of docker, podman, lxd, runc");
+		return -EINVAL;
+	}
+	if (!name_ok(name)) {
+		dg_error_set(err, DG_E_NO_TARGET, ENOENT, "'%.256s' is not a container name", name);
+		dg_error_hint(err, "names are letters, digits, '_', '.' and '-'");
+		return -ENOENT;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	for (int i = 0; i < RT_N; i++) {
+		if (!runtime || strcmp(runtime, rt_names[i]) == 0)
+			search_one(s, c, i, name);
+	}
+	if (s->n == 0) {
+		dg_error_set(err, DG_E_NO_TARGET, ENOENT, "no container is named '%s'", name);
+		dg_error_hint(err, "searched %s", s->searched[0] ? s->searched : "no runtime");
+		return -ENOENT;
+	}
+	if (s->n > 1) {
+		dg_error_set(err, DG_E_INVALID, EEXIST, "'%s' names %d containers: %s", name, s->n,
+			     s->found);
+		dg_error_hint(err, "say which: --runtime %s (or name it by --pid)",
+			      s->m[0].runtime);
+		return -EEXIST;
+	}
+	rt = 0;
+	while (strcmp(rt_names[rt], s->m[0].runtime) != 0)
+		rt++;
+	r = prove(rt, &s->f[0], &s->m[0].cgroup, s->why, sizeof(s->why));
+	if (r < 0) {
+		dg_error_set(err, DG_E_NO_TARGET, -r,
+			     "%s container '%s' (ID %.12s) is not running: %s", s->m[0].runtime,
+			     name, s->m[0].id, s->why);
+		dg_error_hint(err, "start it, then grant again");
+		return -ESRCH;
+	}
+	*ret = s->m[0];
+	return 0;
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A container name users know (a Docker name or ID, a podman name or ID, an
+ * LXD name, a runc id) resolved from each runtime's own state into the
+ * process and cgroup the runtime names for it.
+ */
+#ifndef DEVGATE_NAMES_H
+#define DEVGATE_NAMES_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "errors.h"
+
+/* Where each runtime keeps its state; NULL or "" leaves that runtime out. */
+struct names_conf {
+	const char *docker_socket;  /* dockerd's API */
+	const char *lxd_socket;	    /* LXD's REST API */
+	const char *podman_storage; /* containers-storage's root */
+	const char *runc_root;	    /* runc's --root (podman's containers too) */
+};
+
+#define NAMES_ID_MAX 128
+#define NAMES_NAME_MAX 256
+
+struct name_match {
+	const char *runtime; /* "docker", "podman", "lxd", "runc" */
+	char id[NAMES_ID_MAX];
+	char name[NAMES_NAME_MAX]; /* the runtime's name for it, for labels */
+	pid_t pid;		   /* its init, as the runtime's state says */
+	char *cgroup;		   /* the init's v2 cgroup, checked against the state */
+};
+
+void name_match_done(struct name_match *m);
+
+/* True when runtime is one names_resolve knows. */
+int names_runtime_known(const char *runtime);
+
+/*
+ * Finds name in every runtime (or in runtime alone when not NULL). Exactly
+ * one running match: 0 and *ret. None: -ENOENT (DG_E_NO_TARGET, naming what
+ * was searched); several: -EEXIST (DG_E_INVALID, naming them, with a hint);
+ * a match that is not running: -ESRCH (DG_E_NO_TARGET).
+ */
+int names_resolve(const struct names_conf *c, const char *name, const char *runtime,
+		  struct name_match *ret, struct dg_error *err);
+
+#endif

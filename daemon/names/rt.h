@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The runtimes' readers of daemon/names (rtapi.c, rtstate.c): what one
+ * runtime's state says of a name. Private to this folder.
+ */
+#ifndef DEVGATE_NAMES_RT_H
+#define DEVGATE_NAMES_RT_H
+
+#include <json-c/json.h>
+#include <stddef.h>
+
+/*
+ * One runtime's answer for a name: 1 and *ret (pid, id, name, and what
+ * its cgroup must be) when it knows the name, 0 when it does not, negative
+ * errno when its state cannot be read (why says how).
+ */
+struct rt_found {
+	char id[128];
+	char name[256];
+	long long pid;		  /* 0: known but not running */
+	unsigned long long start; /* its start time in ticks; 0: not known */
+	char cgroup_want[512];	  /* the cgroup path must end with this */
+};
+
+int rt_docker(const char *sock, const char *name, struct rt_found *ret, char *why, size_t n);
+int rt_lxd(const char *sock, const char *name, struct rt_found *ret, char *why, size_t n);
+int rt_runc(const char *root, const char *name, struct rt_found *ret, char *why, size_t n);
+int rt_podman(const char *storage, const char *runc_root, const char *name, struct rt_found *ret,
+	      char *why, size_t n);
+
+/*
+ * GET path from an HTTP API on a unix socket (HTTP/1.0, the server closes):
+ * the status code and the body parsed as a JSON object (*ret, NULL when the
+ * body is not one). Negative errno when the socket does not answer.
+ */
+int rt_http_get(const char *sock, const char *path, int *status, json_object **ret);
+
+/* A file read whole (at most 4 MiB) as JSON of any type; NULL on failure. */
+json_object *rt_json_file(const char *path);
+
+/* Copies s (NULL reads as "") into a buffer of n bytes; -ENAMETOOLONG if longer. */
+int rt_copy(char *buf, size_t n, const char *s);
+
+#endif

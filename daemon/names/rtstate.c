@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The runtimes devgated reads from their state files: runc (ROOT/ID/
+ * state.json: the init's PID, its start time and its cgroup) and podman
+ * (containers-storage's DRIVER-containers/containers.json maps names to
+ * IDs; the running
+ * container's state is runc's, under the same root). It only reads files
+ * root owns; it never runs a runtime's binary and never writes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "jsonutil.h"
+#include "rt.h"
+#include "util.h"
+
+#define STATE_MAX ((size_t)4 << 20)
+
+json_object *rt_json_file(const char *path)
+{
+	auto_free char *text = NULL;
+	size_t len = 0;
+
+	if (read_file_at(AT_FDCWD, path, STATE_MAX, &text, &len) < 0)
+		return NULL;
+	return json_tokener_parse(text);
+}
+
+/* The last component of a cgroup path; "" for "/". */
+static const char *tail_of(const char *path)
+{
+	const char *s = strrchr(path, '/');
+
+	return s ? s + 1 : path;
+}
+
+/* runc's state for id: 1 (pid 0 when its file is gone), or negative errno. */
+static int runc_state(const char *root, const char *id, struct rt_found *ret, char *why, size_t n)
+{
+	auto_free char *path = NULL;
+	auto_json json_object *o = NULL;
+	json_object *paths;
+	int64_t pid = 0, start = 0;
+
+	ret->pid = 0;
+	ret->start = 0;
+	ret->cgroup_want[0] = '\0';
+	if (asprintf(&path, "%s/%s/state.json", root, id) < 0)
+		return -ENOMEM;
+	o = rt_json_file(path);
+	if (!o)
+		return 1;
+	json_get_int(o, "init_process_pid", &pid);
+	json_get_int(o, "init_process_start", &start);
+	if (!json_object_object_get_ex(o, "cgroup_paths", &paths) ||
+	    !json_object_is_type(paths, json_type_object)) {
+		snprintf(why, n, "runc state %s names no cgroup", path);
+		return -EPROTO;
+	}
+	/* Every controller's path ends with the container's cgroup. */
+	json_object_object_foreach (paths, k, v) {
+		(void)k;
+		if (json_object_is_type(v, json_type_string) &&
+		    rt_copy(ret->cgroup_want, sizeof(ret->cgroup_want),
+			    tail_of(json_object_get_string(v))) < 0)
+			return -ENAMETOOLONG;
+	}
+	if (!ret->cgroup_want[0]) {
+		snprintf(why, n, "runc state %s names no cgroup", path);
+		return -EPROTO;
+	}
+	ret->pid = pid;
+	ret->start = (unsigned long long)start;
+	return 1;
+}
+
+int rt_runc(const char *root, const char *name, struct rt_found *ret, char *why, size_t n)
+{
+	auto_free char *dir = NULL;
+	int r;
+
+	if (asprintf(&dir, "%s/%s/state.json", root, name) < 0)
+		return -ENOMEM;
+	if (access(dir, F_OK) < 0)
+		return 0;
+	r = runc_state(root, name, ret, why, n);
+	if (r < 0)
+		return r;
+	if (rt_copy(ret->id, sizeof(ret->id), name) < 0 ||
+	    rt_copy(ret->name, sizeof(ret->name), name) < 0)
+		return -ENAMETOOLONG;
+	return 1;
+}
+
+/*
+ * containers.json's entry c when it is called name (one of its names, or
+ * its ID): 1 and its ID and first name in ret.
+ */
+static int storage_match(json_object *c, const char *name, struct rt_found *ret)
+{
+	const char *id = json_get_str(c, "id"), *first = NULL;
+	json_object *names;
+	bool hit = id && strcmp(id, name) == 0;
+
+	if (json_object_object_get_ex(c, "names", &names) &&
+	    json_object_is_type(names, json_type_array)) {
+		for (size_t i = 0; i < json_object_array_length(names); i++) {
+			const char *s = json_object_get_string(json_object_array_get_idx(names, i));
+
+			if (!first)
+				first = s;
+			hit = hit || (s && strcmp(s, name) == 0);
+		}
+	}
+	if (!hit || !id)
+		return 0;
+	if (rt_copy(ret->id, sizeof(ret->id), id) < 0 ||
+	    rt_copy(ret->name, sizeof(ret->name), first ? first : id) < 0)
+		return -ENAMETOOLONG;
+	return 1;
+}
+
+int rt_podman(const char *storage, const char *runc_root, const char *name, struct rt_found *ret,
+	      char *why, size_t n)
+{
+	auto_free char *pattern = NULL;
+	glob_t g;
+	int r = 0;
+
+	if (asprintf(&pattern, "%s/*-containers/containers.json", storage) < 0)
+		return -ENOMEM;
+	if (glob(pattern, 0, NULL, &g) != 0)
+		return 0;
+	for (size_t i = 0; i < g.gl_pathc && r == 0; i++) {
+		auto_json json_object *list = rt_json_file(g.gl_pathv[i]);
+		size_t len = list && json_object_is_type(list, json_type_array)
+				     ? json_object_array_length(list)
+				     : 0;
+
+		for (size_t j = 0; j < len && r == 0; j++)
+			r = storage_match(json_object_array_get_idx(list, j), name, ret);
+	}
+	globfree(&g);
+	if (r <= 0)
+		return r;
+	r = runc_state(runc_root, ret->id, ret, why, n);
+	return r < 0 ? r : 1;
+}

@@ -1,0 +1,227 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+# grant/revoke --container NAME: devgated finds the container in Docker's,
+# podman's, LXD's and runc's own state (a private dockerd and LXD started
+# here), proves the PID and cgroup from the kernel, and labels the lease
+# with the runtime's name. All runtimes run in the file's private mount
+# namespace (cgroup2 on /sys/fs/cgroup), where their device policy is a
+# cgroup v2 BPF program.
+
+load helpers
+# shellcheck source=../lib/docker.sh
+. "$DG_ROOT/tests/lib/docker.sh"
+# shellcheck source=../lib/lxd.sh
+. "$DG_ROOT/tests/lib/lxd.sh"
+
+# Names of this run: containers' cgroups (LXD's lxc.payload.NAME) are
+# global. setup_file exports it to the tests (each runs in its own process).
+NM=${NM:-${DEVGATE_TEST_PREFIX:-dgnm}$$}
+
+setup_file() {
+	export NM
+	dg_podman_setup_file
+	[ "$(id -u)" = 0 ] && [ -d "$DG_NSDIR" ] || return 0
+	export DG_DOCKER_NS="$DG_NSDIR/mnt" DG_LXD_NS="$DG_NSDIR/mnt"
+	local root
+	root=$(mktemp -d)
+	dg_bundle "$root" "$DEVGATE_BUILD/probe" >/dev/null
+	if command -v dockerd >/dev/null; then
+		dg_docker_start "$NM" && dg_docker_image "$NM-img" "$root/rootfs"
+	fi
+	if command -v lxd >/dev/null; then
+		dg_lxd_start "$NM" && dg_lxd_image "$NM-img" "$root/rootfs"
+	fi
+	rm -rf "$root"
+}
+
+teardown_file() {
+	dg_docker_stop "$NM"
+	dg_lxd_stop "$NM"
+	dg_podman_teardown_file
+}
+
+setup() {
+	dg_setup
+	dg_docker_paths "$NM"
+	dg_lxd_paths "$NM"
+	DG_DOCKERS=()
+	DG_RUNCS=()
+}
+
+teardown() {
+	local c
+	for c in "${DG_DOCKERS[@]}"; do dg_docker rm -f "$c" >/dev/null 2>&1 || true; done
+	for c in "${DG_RUNCS[@]}"; do dg_in_ns runc delete -f "$c" >/dev/null 2>&1 || true; done
+	dg_teardown
+}
+
+# names_daemon: devgated that looks names up in this file's runtimes only.
+names_daemon() {
+	start_daemon --docker-socket "$DG_DOCKER_SOCK" --lxd-socket "$DG_LXD_SOCK" \
+		--podman-storage "$DG_NSDIR/storage" --runc-root /run/runc
+}
+
+needs_docker() {
+	command -v dockerd >/dev/null || missing "needs dockerd (docker.io)"
+	dg_docker version >/dev/null 2>&1 || fail "the file's dockerd is not running"
+}
+
+# docker_ct NAME: a running Docker container; sets DPID (its init) and DID.
+docker_ct() {
+	DG_DOCKERS+=("$1")
+	DID=$(dg_docker run -d --name "$1" --network none "$NM-img" sleep 100000)
+	DPID=$(dg_docker inspect -f '{{.State.Pid}}' "$1")
+	[ "$DPID" -gt 0 ]
+}
+
+# runc_ct ID: a runc container in runc's default root (/run/runc, podman's too).
+runc_ct() {
+	requires runc
+	DG_RUNCS+=("$1")
+	dg_bundle "$DG_TMP/$1" "$DEVGATE_BUILD/probe"
+	dg_in_ns runc run -d -b "$DG_TMP/$1" "$1" </dev/null >"$DG_TMP/$1.log" 2>&1 ||
+		fail "runc run: $(cat "$DG_TMP/$1.log")"
+}
+
+no_lease() { [ "$(dg status --json | jq '.leases | length')" = 0 ]; }
+
+@test "docker: grant by name reaches the driver, the neighbour stays denied; status, list and metrics say docker; revoke by name" {
+	needs_docker
+	names_daemon
+	docker_ct "$NM-web"
+	run -0 dg grant --container "$NM-web" --gpu 0
+	[[ "$output" == "granted GPU 0 ("*") to $NM-web (cgroup /$NM-docker/$DID, PID $DPID)"* ]]
+	run -1 dg_docker exec "$NM-web" probe /dev/nvidia0 /gpu1 /mem
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	[ "${lines[2]}" = "/mem EPERM" ]
+	run -0 dg status
+	[[ "${lines[1]}" == "$NM-web"*"docker"*"/$NM-docker/$DID"*"GPU 0"* ]]
+	[ "$(dg status --json | jq -r '.leases[0].runtime')" = docker ]
+	run -0 dg list --json
+	[ "$(echo "$output" | jq -r '.gpus[0].holders[0].runtime')" = docker ]
+	run -0 dg list
+	[[ "$output" == *"docker:$NM-web"* ]]
+	run -0 dg metrics
+	[[ "$output" == *"devgate_gpu_seconds_total{container=\"$NM-web\",cgroup=\"/$NM-docker/$DID\",gpu=\"GPU-"*"\",runtime=\"docker\"}"* ]]
+	run -0 dg revoke --container "$NM-web"
+	no_lease
+	run -1 dg_docker exec "$NM-web" probe /gpu1
+	[ "${lines[0]}" = "/gpu1 EPERM" ]
+}
+
+@test "docker: grant by short ID labels the lease with the name; extend by short ID, revoke by full ID" {
+	needs_docker
+	names_daemon
+	docker_ct "$NM-short"
+	run -0 dg grant --container "${DID:0:12}" --gpu 1 --ttl 1h
+	[[ "$output" == "granted GPU 1 ("*") to $NM-short (cgroup /$NM-docker/$DID,"* ]]
+	run -1 dg_docker exec "$NM-short" probe /dev/nvidia1 /gpu1
+	[ "${lines[0]}" = "/dev/nvidia1 ENXIO" ]
+	run -0 dg extend --container "${DID:0:12}" --ttl 2h
+	[ "$(dg status --json | jq '.leases[0].expires_in > 3700')" = true ]
+	run -0 dg revoke --container "$DID"
+	no_lease
+}
+
+@test "docker: a renamed container is found by its new name; the lease keeps the name it was granted by" {
+	needs_docker
+	names_daemon
+	docker_ct "$NM-old"
+	run -0 dg grant --container "$NM-old" --gpu 0
+	dg_docker rename "$NM-old" "$NM-new"
+	DG_DOCKERS+=("$NM-new")
+	run -0 dg revoke --container "$NM-new" --gpu 0
+	no_lease
+	run -1 dg_docker exec "$NM-new" probe /gpu1
+	run -0 dg grant --container "$NM-new" --gpu 0
+	[ "$(dg status --json | jq -r '.leases[0].container')" = "$NM-new" ]
+	run -5 dg grant --container "$NM-old" --gpu 1
+	[ "${lines[0]}" = "devgatectl: no container is named '$NM-old'" ]
+}
+
+@test "docker: a stopped container is refused and nothing changes" {
+	needs_docker
+	names_daemon
+	docker_ct "$NM-stop"
+	dg_docker stop -t 0 "$NM-stop" >/dev/null
+	run -5 dg grant --container "$NM-stop" --gpu 0
+	[[ "${lines[0]}" == "devgatectl: docker container '$NM-stop' (ID ${DID:0:12}) is not running"* ]]
+	no_lease
+	[ -z "$(ls "$DG_TMP/state/leases" 2>/dev/null)" ]
+}
+
+@test "an unknown name: the error lists what was searched; nothing changes" {
+	needs_docker
+	names_daemon
+	run -5 dg grant --container "$NM-nosuch" --gpu 0
+	[ "${lines[0]}" = "devgatectl: no container is named '$NM-nosuch'" ]
+	[[ "${lines[1]}" == "hint: searched docker $DG_DOCKER_SOCK, podman $DG_NSDIR/storage, lxd $DG_LXD_SOCK, runc /run/runc"* ]]
+	run -5 dg revoke --container "$NM-nosuch"
+	[ "${lines[0]}" = "devgatectl: no container is labelled '$NM-nosuch'" ]
+	[[ "${lines[1]}" == *"no runtime has that name either: searched docker $DG_DOCKER_SOCK"* ]]
+	run -0 dg revoke --container "$NM-nosuch" --missing-ok
+	no_lease
+	run -2 dg grant --container "$NM-nosuch" --runtime nosuch --gpu 0
+	[ "${lines[0]}" = "devgatectl: unknown runtime 'nosuch'" ]
+}
+
+@test "the same name in Docker and runc is ambiguous until --runtime says which" {
+	needs_docker
+	names_daemon
+	docker_ct "$NM-twin"
+	runc_ct "$NM-twin"
+	run -2 dg grant --container "$NM-twin" --gpu 0
+	[ "${lines[0]}" = "devgatectl: '$NM-twin' names 2 containers: docker (ID ${DID:0:12}), runc (ID $NM-twin)" ]
+	[ "${lines[1]}" = "hint: say which: --runtime docker (or name it by --pid)" ]
+	no_lease
+	run -0 dg grant --container "$NM-twin" --runtime runc --gpu 0
+	[[ "$output" == *"to $NM-twin (cgroup /$NM-twin,"* ]]
+	run -1 dg_in_ns runc exec "$NM-twin" probe /dev/nvidia0 /gpu1
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	[ "$(dg status --json | jq -r '.leases[0].runtime')" = runc ]
+	run -0 dg revoke --container "$NM-twin" --runtime runc
+	no_lease
+}
+
+@test "podman: grant and revoke by name and by ID" {
+	requires podman
+	names_daemon
+	id=$(dg_podman run -d ${DG_PODMAN_RUN/--rm/} --name "$NM-pod" localhost/devgate-test sleep 100000)
+	run -0 dg grant --container "$NM-pod" --gpu 0
+	[[ "$output" == *"to $NM-pod (cgroup "*"$id"* ]]
+	run -1 dg_podman exec "$NM-pod" probe /dev/nvidia0 /gpu1
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	[ "$(dg status --json | jq -r '.leases[0].runtime')" = podman ]
+	run -0 dg revoke --container "$id"
+	no_lease
+	dg_podman rm -f "$NM-pod" >/dev/null
+}
+
+@test "LXD: grant and revoke by name" {
+	command -v lxd >/dev/null || missing "needs lxd"
+	names_daemon
+	dg_lxd init "$NM-img" "$NM-lxd" -c security.privileged=true >/dev/null 2>&1
+	dg_lxd start "$NM-lxd"
+	run -0 dg grant --container "$NM-lxd" --gpu 0
+	[[ "$output" == *"to $NM-lxd (cgroup /lxc.payload.$NM-lxd,"* ]]
+	run -1 dg_lxd exec "$NM-lxd" -- probe /dev/nvidia0 /gpu1
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	[ "$(dg status --json | jq -r '.leases[0].runtime')" = lxd ]
+	run -0 dg revoke --container "$NM-lxd"
+	no_lease
+	dg_lxd delete -f "$NM-lxd"
+}
+
+@test "a label given with --pid works as before, and is not looked up in runtimes" {
+	container c
+	names_daemon
+	run -0 dg grant --pid "$CPID" --container my-label --gpu 0
+	[ "$(dg status --json | jq -r '.leases[0].runtime')" = null ]
+	run -0 dg revoke --container my-label
+	no_lease
+	run -2 dg grant --pid "$CPID" --runtime docker --gpu 0
+}
