@@ -17,6 +17,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "cgv1.h"
 #include "cleanup.h"
 #include "devgate.h"
 #include "devlist.h"
@@ -24,77 +25,8 @@
 
 /* Deep enough for nested containers; a deeper tree is refused, not walked. */
 #define DEVLIST_DEPTH 16
-#define ANY UINT32_MAX
 
-struct rule {
-	char type;	       /* 'a', 'b' or 'c' */
-	uint32_t major, minor; /* ANY: '*' */
-	uint32_t acc;
-};
-
-static int parse_num(const char *s, size_t len, uint32_t *ret)
-{
-	char buf[16];
-
-	if (len == 1 && *s == '*') {
-		*ret = ANY;
-		return 0;
-	}
-	if (len == 0 || len >= sizeof(buf))
-		return -EINVAL;
-	memcpy(buf, s, len);
-	buf[len] = '\0';
-	return parse_u32(buf, ret);
-}
-
-/* "c 195:0 rw" (the kernel's devices.list line); -EINVAL otherwise. */
-static int rule_parse(const char *s, size_t len, struct rule *r)
-{
-	const char *colon, *sp;
-
-	if (len < 7 || !strchr("abc", s[0]) || s[1] != ' ')
-		return -EINVAL;
-	r->type = s[0];
-	colon = memchr(s + 2, ':', len - 2);
-	sp = colon ? memchr(colon, ' ', len - (size_t)(colon - s)) : NULL;
-	if (!sp || parse_num(s + 2, (size_t)(colon - s - 2), &r->major) < 0 ||
-	    parse_num(colon + 1, (size_t)(sp - colon - 1), &r->minor) < 0)
-		return -EINVAL;
-	r->acc = 0;
-	for (const char *p = sp + 1; p < s + len; p++) {
-		if (*p == 'r')
-			r->acc |= DG_ACC_READ;
-		else if (*p == 'w')
-			r->acc |= DG_ACC_WRITE;
-		else if (*p == 'm')
-			r->acc |= DG_ACC_MKNOD;
-		else
-			return -EINVAL;
-	}
-	return r->acc ? 0 : -EINVAL;
-}
-
-/* The access bits list grants to the device (type, major, minor); -EINVAL on a bad line. */
-static int list_access(const char *list, char type, uint32_t major, uint32_t minor)
-{
-	uint32_t acc = 0;
-
-	for (const char *line = list; line && *line;) {
-		const char *eol = strchr(line, '\n');
-		size_t len = eol ? (size_t)(eol - line) : strlen(line);
-		struct rule r;
-
-		if (len && rule_parse(line, len, &r) < 0)
-			return -EINVAL;
-		if (len && (r.type == 'a' || r.type == type) &&
-		    (r.major == ANY || r.major == major) && (r.minor == ANY || r.minor == minor))
-			acc |= r.acc;
-		line = eol ? eol + 1 : NULL;
-	}
-	return (int)acc;
-}
-
-static void rule_format(const struct rule *r, char out[DEVLIST_RULE_MAX])
+static void rule_format(const struct cgv1_rule *r, char out[DEVLIST_RULE_MAX])
 {
 	char acc[4];
 	size_t n = 0;
@@ -112,8 +44,8 @@ static void rule_format(const struct rule *r, char out[DEVLIST_RULE_MAX])
 int devlist_missing(const char *list, bool block, uint32_t major, uint32_t minor, uint32_t acc,
 		    char out[DEVLIST_RULE_MAX])
 {
-	struct rule r = { .type = block ? 'b' : 'c', .major = major, .minor = minor };
-	int have = list_access(list, r.type, major, minor);
+	struct cgv1_rule r = { .type = block ? 'b' : 'c', .major = major, .minor = minor };
+	int have = cgv1_list_access(list, r.type, major, minor);
 
 	if (have < 0)
 		return have;
@@ -126,12 +58,13 @@ int devlist_missing(const char *list, bool block, uint32_t major, uint32_t minor
 
 int devlist_allows(const char *list, const char *rule)
 {
-	struct rule r;
+	struct cgv1_rule r;
 	int have;
 
-	if (rule_parse(rule, strlen(rule), &r) < 0 || r.major == ANY || r.minor == ANY)
+	if (cgv1_rule_parse(rule, strlen(rule), &r) < 0 || r.major == CGV1_ANY ||
+	    r.minor == CGV1_ANY)
 		return -EINVAL;
-	have = list_access(list, r.type, r.major, r.minor);
+	have = cgv1_list_access(list, r.type, r.major, r.minor);
 	if (have < 0)
 		return have;
 	return (r.acc & ~(uint32_t)have) == 0;

@@ -12,10 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cleanup.h"
 #include "gate/devlist.h"
 #include "log.h"
+#include "sys/cgroup.h"
 #include "sys/cgroup1.h"
 #include "v1dev.h"
 
@@ -56,6 +58,7 @@ static int add_rule(struct lease *l, const char *rule)
 /* The v1 devices cgroup of t's process: 0 with *ret, 1 when it has none to mind. */
 static int v1_path(struct daemon *d, const struct target *t, char **ret, struct dg_error *err)
 {
+	auto_free char *self = NULL;
 	int r;
 
 	if (d->cg1.fd < 0)
@@ -67,8 +70,13 @@ static int v1_path(struct daemon *d, const struct target *t, char **ret, struct 
 		return dg_error_set(err, DG_E_KERNEL, -r,
 				    "cannot read the v1 devices cgroup of PID %d: %s", (int)t->pid,
 				    strerror(-r));
-	/* The root cgroup cannot be restricted: nothing to add there. */
-	if (strcmp(*ret, "/") == 0) {
+	/*
+	 * The root cannot be restricted; and a process in devgated's own v1
+	 * cgroup or above (a runtime that uses v2 alone) is not a container
+	 * whose v1 list devgate may widen.
+	 */
+	if (strcmp(*ret, "/") == 0 ||
+	    (cgroup1_devices_of_pid(getpid(), &self) == 0 && cgroup_path_is_ancestor(*ret, self))) {
 		free(*ret);
 		*ret = NULL;
 		return 1;

@@ -15,79 +15,30 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "cgroup1.h"
+#include "cgv1.h"
 #include "cleanup.h"
 #include "mountinfo.h"
 #include "util.h"
 
-/* True when the comma-separated list has the exact word. */
-static int list_has(const char *list, size_t len, const char *word)
+int cgroup1_mountinfo_find(const char *text, bool (*usable)(const char *path), char **ret)
 {
-	size_t wlen = strlen(word);
-	const char *p = list, *end = list + len;
+	int r = mountinfo_find_cgroup1(text, "devices", usable, ret);
 
-	while (p < end) {
-		const char *comma = memchr(p, ',', (size_t)(end - p));
-		size_t n = comma ? (size_t)(comma - p) : (size_t)(end - p);
-
-		if (n == wlen && memcmp(p, word, n) == 0)
-			return 1;
-		p = comma ? comma + 1 : end;
-	}
-	return 0;
-}
-
-/* 1 when the mountinfo line is a v1 devices hierarchy at its root; fills mnt. */
-static int devices_line(const char *line, char mnt[PATH_MAX])
-{
-	char root[PATH_MAX], fstype[64], opts[1024];
-	const char *sep = strstr(line, " - ");
-
-	if (!sep || sscanf(sep, " - %63s %*s %1023s", fstype, opts) != 2)
-		return 0;
-	if (strcmp(fstype, "cgroup") != 0 || !list_has(opts, strlen(opts), "devices"))
-		return 0;
-	if (sscanf(line, "%*s %*s %*s %4095s %4095s", root, mnt) != 2 || strcmp(root, "/") != 0)
-		return 0;
-	mountinfo_unescape(mnt);
-	return 1;
-}
-
-int cgroup1_mountinfo_find(const char *text, int (*usable)(const char *path), char **ret)
-{
-	auto_free char *copy = strdup(text);
-	auto_free char *found = NULL;
-	char *save = NULL;
-
-	if (!copy)
-		return -ENOMEM;
-	for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char mnt[PATH_MAX];
-
-		/* A later mount may hide an earlier one: the last usable wins. */
-		if (!devices_line(line, mnt) || (usable && !usable(mnt)))
-			continue;
-		free(found);
-		found = strdup(mnt);
-		if (!found)
-			return -ENOMEM;
-	}
-	if (!found)
-		return -ENOMEDIUM;
-	*ret = TAKE_PTR(found);
-	return 0;
+	return r == -ENOENT ? -ENOMEDIUM : r;
 }
 
 /* The path reaches a v1 hierarchy with the devices files, not something on top. */
-static int reachable(const char *path)
+static bool reachable(const char *path)
 {
 	struct statfs st;
 	char list[PATH_MAX];
 
 	if (statfs(path, &st) < 0 || st.f_type != CGROUP_SUPER_MAGIC)
-		return 0;
+		return false;
 	if (snprintf(list, sizeof(list), "%s/devices.list", path) >= (int)sizeof(list))
-		return 0;
+		return false;
 	return access(list, F_OK) == 0;
 }
 
@@ -119,39 +70,13 @@ void cg1root_close(struct cg1root *r)
 
 int cgroup1_devices_parse(const char *text, char **ret)
 {
-	const char *line = text;
-
-	while (line && *line) {
-		const char *eol = strchr(line, '\n');
-		size_t len = eol ? (size_t)(eol - line) : strlen(line);
-		const char *c1 = memchr(line, ':', len);
-		const char *c2 = c1 ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - line)) : NULL;
-
-		/* "ID:CONTROLLERS:PATH"; v2's "0::PATH" has no controllers. */
-		if (c2 && list_has(c1 + 1, (size_t)(c2 - c1 - 1), "devices")) {
-			size_t plen = len - (size_t)(c2 + 1 - line);
-
-			if (plen == 0 || c2[1] != '/')
-				return -EINVAL;
-			*ret = strndup(c2 + 1, plen);
-			return *ret ? 0 : -ENOMEM;
-		}
-		line = eol ? eol + 1 : NULL;
-	}
-	return -ENOMEDIUM;
+	return cgv1_devices_parse(text, ret);
 }
 
 int cgroup1_devices_of_pid(pid_t pid, char **ret)
 {
 	auto_free char *text = NULL;
-	char path[64];
-	int r;
+	int r = proc_cgroup_read(pid, &text);
 
-	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-	r = read_file_at(AT_FDCWD, path, (size_t)64 * 1024, &text, NULL);
-	if (r == -ENOENT)
-		return -ESRCH;
-	if (r < 0)
-		return r;
-	return cgroup1_devices_parse(text, ret);
+	return r < 0 ? r : cgroup1_devices_parse(text, ret);
 }

@@ -8,6 +8,7 @@
 #ifndef DEVGATE_CGROUP1_H
 #define DEVGATE_CGROUP1_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 struct cg1root {
@@ -20,7 +21,7 @@ struct cg1root {
  * (root "/") whose super options name "devices" and that usable() accepts
  * (NULL: any). -ENOMEDIUM if none.
  */
-int cgroup1_mountinfo_find(const char *text, int (*usable)(const char *path), char **ret);
+int cgroup1_mountinfo_find(const char *text, bool (*usable)(const char *path), char **ret);
 /* The v1 devices hierarchy this namespace reaches; -ENOMEDIUM on a pure v2 host. */
 int cg1root_open(struct cg1root *ret);
 void cg1root_close(struct cg1root *r);

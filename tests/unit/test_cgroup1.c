@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* cgroup v1 devices: the mountinfo and /proc/PID/cgroup parsers. */
+/* cgroup v1 devices: the mountinfo, /proc/PID/cgroup and devices.list parsers. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cgv1.h"
+#include "devgate.h"
 #include "sys/cgroup1.h"
 #include "cleanup.h"
 
@@ -24,7 +26,7 @@ static const char comounted[] =
 	"2 0 0:1 / /a\\040b rw - cgroup cg rw,devices,memory\n";
 
 /* The later mount hides the earlier one: only the earlier is usable. */
-static int not_last(const char *path)
+static bool not_last(const char *path)
 {
 	return strcmp(path, "/a b") != 0;
 }
@@ -78,6 +80,32 @@ static void test_proc_cgroup(void **state)
 	assert_null(p);
 }
 
+static void test_list(void **state)
+{
+	static const char runc[] = "b *:* m\nc *:* m\nc 1:3 rwm\nc 136:* rwm\nc 195:0 rw\n";
+	struct cgv1_rule r;
+
+	(void)state;
+	assert_int_equal(cgv1_list_access(runc, 'c', 1, 3),
+			 DG_ACC_READ | DG_ACC_WRITE | DG_ACC_MKNOD);
+	assert_int_equal(cgv1_list_access(runc, 'c', 136, 7),
+			 DG_ACC_READ | DG_ACC_WRITE | DG_ACC_MKNOD);
+	assert_int_equal(cgv1_list_access(runc, 'c', 195, 0),
+			 DG_ACC_READ | DG_ACC_WRITE | DG_ACC_MKNOD);
+	assert_int_equal(cgv1_list_access(runc, 'c', 195, 1), DG_ACC_MKNOD);
+	assert_int_equal(cgv1_list_access(runc, 'b', 8, 0), DG_ACC_MKNOD);
+	assert_int_equal(cgv1_list_access("a *:* rwm\n", 'c', 195, 1),
+			 DG_ACC_READ | DG_ACC_WRITE | DG_ACC_MKNOD);
+	assert_int_equal(cgv1_list_access("", 'c', 195, 1), 0);
+	assert_int_equal(cgv1_list_access("c 195:0 rx\n", 'c', 195, 0), -EINVAL);
+	assert_int_equal(cgv1_list_access("c 195 rw\n", 'c', 195, 0), -EINVAL);
+	assert_int_equal(cgv1_rule_parse("c 195:255 w", 11, &r), 0);
+	assert_true(r.type == 'c' && r.major == 195 && r.minor == 255 && r.acc == DG_ACC_WRITE);
+	assert_int_equal(cgv1_rule_parse("c 1:* ", 6, &r), -EINVAL);
+	assert_int_equal(cgv1_rule_parse("x 1:1 r", 7, &r), -EINVAL);
+	assert_int_equal(cgv1_rule_parse("c 99999999999:1 r", 17, &r), -EINVAL);
+}
+
 static void test_self(void **state)
 {
 	struct cg1root r = { .fd = -1 };
@@ -102,6 +130,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mountinfo),
 		cmocka_unit_test(test_proc_cgroup),
+		cmocka_unit_test(test_list),
 		cmocka_unit_test(test_self),
 	};
 
