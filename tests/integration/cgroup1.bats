@@ -7,6 +7,8 @@
 # without the private cgroup2 namespace of tests/lib/runc.sh.
 
 load helpers
+# shellcheck source=../lib/docker.sh
+. "$DG_ROOT/tests/lib/docker.sh"
 
 setup_file() {
 	export DG_V1RUN="/run/dg27v1-test.$$"
@@ -30,6 +32,7 @@ setup() {
 	V1_RUNCS=()
 	V1_PODS=()
 	V1_DIRS=()
+	V1_DOCKER=
 	start_daemon
 }
 
@@ -37,6 +40,7 @@ teardown() {
 	local c d
 	for c in "${V1_RUNCS[@]}"; do v1_runc delete -f "$c" >/dev/null 2>&1 || true; done
 	for c in "${V1_PODS[@]}"; do v1_podman rm -f -t 0 "$c" >/dev/null 2>&1 || true; done
+	[ -z "$V1_DOCKER" ] || dg_docker_stop "$V1_DOCKER"
 	for d in "${V1_DIRS[@]}"; do
 		for c in /sys/fs/cgroup/*/"$d"; do
 			[ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null
@@ -149,6 +153,20 @@ v1_grant_revoke() {
 	v1_where "$CPID"
 	[[ "$V1DIR" == "$DG_V1/$DG_ID-pod/libpod-"* ]]
 	v1_grant_revoke v1_podman exec "$CID" probe
+}
+
+@test "Docker 20.10 (cgroupfs) in the host's view: grant and revoke through v1 devices" {
+	command -v dockerd >/dev/null || missing "needs dockerd (Debian's docker.io)"
+	V1_DOCKER="dg27v1-$BATS_TEST_NUMBER-${DG_TMP##*.}"
+	dg_docker_start "$V1_DOCKER"
+	dg_bundle "$DG_TMP/dimg" "$DEVGATE_BUILD/probe" >/dev/null
+	mknod -m 666 "$DG_TMP/dimg/rootfs/gpu0" c 195 0
+	dg_docker_image dg27v1-probe "$DG_TMP/dimg/rootfs"
+	CID=$(dg_docker run -d --network none dg27v1-probe sleep 100000)
+	CPID=$(dg_docker inspect -f '{{.State.Pid}}' "$CID")
+	v1_where "$CPID"
+	[ "$V1DIR" = "$DG_V1$DG_DOCKER_CGPARENT/$CID" ]
+	v1_grant_revoke dg_docker exec "$CID" probe
 }
 
 @test "a container the runtime allows everything (a *:* rwm) keeps it after the revoke" {
@@ -276,4 +294,25 @@ v1_gpu0_open() {
 	run -1 v1_runc exec "$CID" test -e /dev/nvidia0
 	run -1 v1_probe "$CID" /gpu0
 	[ "${lines[0]}" = "/gpu0 EPERM" ]
+}
+
+@test "doctor tells which mechanism each leased container gets, and whether v1 allows its GPUs" {
+	stop_daemon TERM
+	# No heal: the list stays short until doctor has looked.
+	start_daemon --heal-ms 0 --recheck-ms 3600000
+	plain_container v2only
+	run -0 dg grant --pid "$CPID" --gpu 1
+	v1_container doc
+	run -0 dg grant --pid "$CPID" --gpu 0
+	mech() { echo "$output" | jq -r '.checks[] | select(.name == "mechanism") | .'"$1"; }
+	run -0 dg doctor --host-root "$DG_HOST" --pin-root "$DG_PINS" --json
+	[ "$(mech status)" = ok ]
+	[[ "$(mech message)" == *"/$DG_ID-v2only ($DG_ID-v2only): v2 BPF gate"* ]]
+	[[ "$(mech message)" == *"/$CID ($CID): v2 BPF gate and v1 devices /$CID, which allows its GPUs"* ]]
+	echo 'c 195:0 rw' >"$V1DIR/devices.deny"
+	run -1 dg doctor --host-root "$DG_HOST" --pin-root "$DG_PINS" --json
+	[ "$(mech status)" = fail ]
+	[[ "$(mech message)" == *"v1 devices /$CID, whose list does not allow /dev/nvidia0 (c 195:0)"* ]]
+	[[ "$(mech message)" != *"$DG_ID-v2only ($DG_ID-v2only): v2 BPF gate and"* ]]
+	[[ "$(mech hint)" == *"heal check"* ]]
 }
