@@ -42,11 +42,22 @@ teardown() {
 	for c in "${V1_PODS[@]}"; do v1_podman rm -f -t 0 "$c" >/dev/null 2>&1 || true; done
 	[ -z "$V1_DOCKER" ] || dg_docker_stop "$V1_DOCKER"
 	for d in "${V1_DIRS[@]}"; do
-		for c in /sys/fs/cgroup/*/"$d"; do
-			[ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null
-		done
+		# conmon's cgroup goes a moment after podman rm returns.
+		wait_until 10 v1_rmdirs "$d" || echo "teardown: cgroups $d are still there" >&2
 	done
 	dg_teardown
+}
+
+# v1_rmdirs NAME: removes cgroup NAME from every controller, deepest first;
+# fails while one is left.
+v1_rmdirs() {
+	local c left=0
+	for c in /sys/fs/cgroup/*/"$1"; do
+		[ -d "$c" ] || continue
+		find "$c" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+		[ ! -d "$c" ] || left=1
+	done
+	return "$left"
 }
 
 # The v1 hierarchy with the devices controller, as this shell sees it.
