@@ -15,12 +15,15 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "cgv1.h"
 #include "cleanup.h"
 #include "client.h"
 #include "commands.h"
+#include "devgate.h"
 #include "driver.h"
 #include "gpu.h"
 #include "jsonutil.h"
@@ -627,6 +630,95 @@ static void check_foreign(struct doctor *d, struct result *r)
 		    checked == 1 ? "" : "s");
 }
 
+/* The v1 devices hierarchy as doctor reaches it: mountinfo's last one with devices.list. */
+static bool v1_usable(const char *path)
+{
+	char list[PATH_MAX];
+
+	return snprintf(list, sizeof(list), "%s/devices.list", path) < (int)sizeof(list) &&
+	       access(list, F_OK) == 0;
+}
+
+/*
+ * One lease: which layers decide its devices (v2 BPF always; v1 devices
+ * where its process has a restricted v1 devices cgroup), and whether the
+ * v1 list allows each of its GPUs' nodes.
+ */
+static void mechanism_of(struct doctor *d, const char *v1mnt, const struct dg_lease_info *l,
+			 struct result *r)
+{
+	auto_free char *text = NULL, *path = NULL, *list = NULL;
+	char file[PATH_MAX], who[512];
+	size_t missing = 0;
+
+	snprintf(who, sizeof(who), "%s%s%s%s", l->cgroup, l->container ? " (" : "",
+		 l->container ? l->container : "", l->container ? ")" : "");
+	snprintf(file, sizeof(file), "/proc/%lld/cgroup", (long long)l->pid);
+	if (!v1mnt || l->pid <= 0 || read_file_at(AT_FDCWD, file, 65536, &text, NULL) < 0 ||
+	    cgv1_devices_parse(text, &path) < 0 || strcmp(path, "/") == 0) {
+		add(r, ST_OK, "%s: v2 BPF gate", who);
+		return;
+	}
+	snprintf(file, sizeof(file), "%s%s/devices.list", v1mnt, path);
+	if (read_file_at(AT_FDCWD, file, (size_t)1024 * 1024, &list, NULL) < 0) {
+		add(r, ST_WARN, "%s: cannot read %s", who, file);
+		return;
+	}
+	for (size_t i = 0; d->inv && i < l->n_gpus; i++) {
+		const struct dg_gpu *gpu = inventory_find_uuid(d->inv, l->gpus[i].gpu.uuid);
+		struct dg_node node;
+		int acc;
+
+		if (!gpu)
+			continue;
+		gpu_node(d->inv, gpu, &node);
+		acc = cgv1_list_access(list, 'c', node.major, node.minor);
+		if (acc < 0 ||
+		    (acc & (DG_ACC_READ | DG_ACC_WRITE)) != (DG_ACC_READ | DG_ACC_WRITE)) {
+			add(r, ST_FAIL,
+			    "%s: v2 BPF gate and v1 devices %s, whose list does not allow "
+			    "/dev/%s (c %u:%u)",
+			    who, path, node.name, node.major, node.minor);
+			missing++;
+		}
+	}
+	if (!missing)
+		add(r, ST_OK, "%s: v2 BPF gate and v1 devices %s, which allows its GPUs", who,
+		    path);
+}
+
+/* Which mechanism devgate uses for each leased container, and whether it holds. */
+static void check_mechanism(struct doctor *d, struct result *r)
+{
+	struct dg_request req = { .op = DG_OP_STATUS };
+	struct dg_arena arena = { 0 };
+	struct dg_error err = { 0 };
+	auto_free char *mi = NULL, *v1mnt = NULL;
+	union dg_reply reply;
+
+	if (read_file_at(AT_FDCWD, "/proc/self/mountinfo", (size_t)4 * 1024 * 1024, &mi, NULL) == 0)
+		(void)mountinfo_find_cgroup1(mi, "devices", v1_usable, &v1mnt);
+	if (!d->daemon_up) {
+		say(r, ST_SKIP, "needs devgated; cgroup v1 devices %s",
+		    v1mnt ? v1mnt : "not mounted");
+		return;
+	}
+	if (client_request(d->socket, d->timeout_s, &req, &reply, &arena, &err) < 0) {
+		say(r, ST_FAIL, "%s", err.message);
+		return;
+	}
+	for (size_t i = 0; i < reply.status.n_leases; i++)
+		mechanism_of(d, v1mnt, &reply.status.leases[i], r);
+	dg_arena_free(&arena);
+	if (r->status == ST_FAIL)
+		hint(r, "devgated puts its v1 rules back at its next heal check (heal-ms); if the "
+			"list stays short, see devgated's log");
+	else if (!r->message[0])
+		say(r, ST_OK, "no lease; containers get the v2 BPF gate%s%s",
+		    v1mnt ? ", and v1 devices rules where in a v1 devices cgroup under " : "",
+		    v1mnt ? v1mnt : "");
+}
+
 struct check {
 	const char *name;
 	void (*run)(struct doctor *d, struct result *r);
@@ -646,6 +738,7 @@ static const struct check checks[] = {
 	{ "dev-char", check_dev_char },
 	{ "daemon", check_daemon },
 	{ "foreign-progs", check_foreign },
+	{ "mechanism", check_mechanism },
 };
 
 static void inspect_nodes(struct doctor *d)

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * Finds the cgroup v2 mount in /proc/PID/mountinfo text (the last one the
- * caller can use, its octal escapes undone) and tells whether a path is
- * one. Parsing only.
+ * Finds the cgroup v2 mount, or a v1 hierarchy by its controller, in
+ * /proc/PID/mountinfo text (the last one the caller can use, its octal
+ * escapes undone) and tells whether a path is v2. Parsing only.
  */
 #include <errno.h>
 #include <limits.h>
@@ -32,7 +32,45 @@ static void unescape_octal(char *s)
 	*out = '\0';
 }
 
-int mountinfo_find_cgroup2(const char *text, bool (*usable)(const char *path), char **ret)
+bool mountinfo_list_has(const char *list, size_t len, const char *word)
+{
+	size_t wlen = strlen(word);
+	const char *p = list, *end = list + len;
+
+	while (p < end) {
+		const char *comma = memchr(p, ',', (size_t)(end - p));
+		size_t n = comma ? (size_t)(comma - p) : (size_t)(end - p);
+
+		if (n == wlen && memcmp(p, word, n) == 0)
+			return true;
+		p = comma ? comma + 1 : end;
+	}
+	return false;
+}
+
+/*
+ * The mount point, in mnt, of a line that mounts a whole hierarchy (root
+ * "/") of fstype whose super options have word (NULL: any); false for any
+ * other line.
+ */
+static bool hierarchy_line(const char *line, const char *fstype, const char *word,
+			   char mnt[PATH_MAX])
+{
+	char root[PATH_MAX], fs[64], opts[1024] = "";
+	const char *sep = strstr(line, " - ");
+
+	if (!sep || sscanf(sep, " - %63s %*s %1023s", fs, opts) < 1 || strcmp(fs, fstype) != 0)
+		return false;
+	if (word && !mountinfo_list_has(opts, strlen(opts), word))
+		return false;
+	if (sscanf(line, "%*s %*s %*s %4095s %4095s", root, mnt) != 2 || strcmp(root, "/") != 0)
+		return false;
+	unescape_octal(mnt);
+	return true;
+}
+
+static int find_last(const char *text, const char *fstype, const char *word,
+		     bool (*usable)(const char *path), char **ret)
 {
 	auto_free char *copy = strdup(text);
 	auto_free char *found = NULL;
@@ -41,19 +79,10 @@ int mountinfo_find_cgroup2(const char *text, bool (*usable)(const char *path), c
 	if (!copy)
 		return -ENOMEM;
 	for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char root[PATH_MAX], mnt[PATH_MAX];
-		const char *sep = strstr(line, " - ");
-		char fstype[64];
+		char mnt[PATH_MAX];
 
-		if (!sep || sscanf(sep, " - %63s", fstype) != 1 || strcmp(fstype, "cgroup2") != 0)
-			continue;
-		if (sscanf(line, "%*s %*s %*s %4095s %4095s", root, mnt) != 2)
-			continue;
-		if (strcmp(root, "/") != 0)
-			continue;
-		unescape_octal(mnt);
 		/* Later lines were mounted later: the last usable one wins. */
-		if (usable && !usable(mnt))
+		if (!hierarchy_line(line, fstype, word, mnt) || (usable && !usable(mnt)))
 			continue;
 		free(found);
 		found = strdup(mnt);
@@ -64,6 +93,17 @@ int mountinfo_find_cgroup2(const char *text, bool (*usable)(const char *path), c
 		return -ENOENT;
 	*ret = TAKE_PTR(found);
 	return 0;
+}
+
+int mountinfo_find_cgroup2(const char *text, bool (*usable)(const char *path), char **ret)
+{
+	return find_last(text, "cgroup2", NULL, usable, ret);
+}
+
+int mountinfo_find_cgroup1(const char *text, const char *controller,
+			   bool (*usable)(const char *path), char **ret)
+{
+	return find_last(text, "cgroup", controller, usable, ret);
 }
 
 bool mountinfo_is_cgroup2(const char *path)

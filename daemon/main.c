@@ -529,6 +529,9 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 		r = cgroot_open(&d->cg, d->cfg->cgroup_root, err);
 	if (r < 0)
 		return r;
+	r = cg1root_open(&d->cg1);
+	if (r < 0 && r != -ENOMEDIUM)
+		log_warning_errno(r, "cannot open the cgroup v1 devices hierarchy: %m");
 	nvml_fill(d->inv, NULL);
 	policy_apply(&d->cfg->policy, d->inv);
 	r = cgroup_of_pid(getpid(), &d->self_cgroup);
@@ -617,6 +620,7 @@ static void daemon_teardown(struct daemon *d)
 	state_close(d->state);
 	nodes_fini();
 	cgroot_close(&d->cg);
+	cg1root_close(&d->cg1);
 	inventory_free(d->inv);
 	free(d->self_cgroup);
 	safe_close(d->signal_fd);
@@ -744,6 +748,7 @@ int main(int argc, char **argv)
 	struct daemon d = {
 		.cfg = &cfg,
 		.cg = { .fd = -1 },
+		.cg1 = { .fd = -1 },
 		.epfd = -1,
 		.listen_fd = -1,
 		.signal_fd = -1,

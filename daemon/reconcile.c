@@ -23,6 +23,7 @@
 #include "metrics/metrics.h"
 #include "reconcile.h"
 #include "grant/refresh.h"
+#include "watch/heal.h"
 #include "watch/watch.h"
 
 static void adopt_path(struct daemon *d, struct lease *l, int cgfd, unsigned int *fixes)
@@ -214,6 +215,7 @@ static void reconcile_leases(struct daemon *d, unsigned int *fixes)
 		if (refresh_due(d, l) || !l->has_majors)
 			*fixes += refresh_lease(d, l) > 0;
 		adopt_grants(d, l, cgfd, fixes);
+		heal_cgroup1(d, l, true);
 		grant_sweep_driver(d, l);
 		watch_add(d, l);
 		log_info("reconcile: adopted lease of %s (%zu GPU(s)%s)", lease_label(l), l->n_gpus,
@@ -324,6 +326,7 @@ static void reconcile_rebuild(struct daemon *d, unsigned int *fixes)
 		log_notice("reconcile: rebuilt the lost record of %s (%zu GPU(s)) from its grants",
 			   lease_label(l), l->n_gpus);
 		adopt_grants(d, l, cgfd, fixes);
+		heal_cgroup1(d, l, true);
 		grant_sweep_driver(d, l);
 		watch_add(d, l);
 		(*fixes)++;

@@ -13,6 +13,7 @@
 #include "gpu.h"
 #include "lease/lease.h"
 #include "sys/cgroup.h"
+#include "sys/cgroup1.h"
 
 /* Each module includes the header of what it uses; here they are only named. */
 struct admit;
@@ -63,6 +64,7 @@ struct daemon {
 	struct dg_config *cfg; /* the settings in force (main.c owns them) */
 	struct dg_inventory *inv;
 	struct cgroot cg;
+	struct cg1root cg1; /* fd -1: no cgroup v1 devices hierarchy (a pure v2 host) */
 	char *self_cgroup;
 	struct bpfgate *bg;
 	struct state *state;

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "sys/fault.h"
 #include "txn.h"
+#include "v1dev.h"
 #include "view/view.h"
 #include "watch/watch.h"
 
@@ -169,6 +170,9 @@ static void move_undo(struct daemon *d, const struct lease *src, const struct ta
 
 	if (txn_grants_put(d->bg, src->cgid, p->gone_nodes, p->n_gone, &err) < 0)
 		log_error("cannot give %s its grants back: %s", lease_label(src), err.message);
+	if (v1dev_apply(d, src, &err) < 0)
+		log_error("cannot give %s its v1 device rules back: %s", lease_label(src),
+			  err.message);
 	txn_restore_nodes(d, src, st, p->gone_nodes, p->n_gone);
 	(void)state_moving_clear(d->state, src->cgid);
 }
@@ -260,6 +264,7 @@ int grant_move(struct daemon *d, const struct dg_move_req *req, struct dg_move_r
 		return txn_record_error(d->cfg->state_dir, r, "move", err);
 	fault_point("move.journal");
 	txn_grants_del(d->bg, src->cgid, p.gone_nodes, p.n_gone);
+	v1dev_revoke(d, src, p.src_next, p.gone_nodes, p.n_gone);
 	fault_point("move.grants");
 	txn_remove_nodes(d, src, &st, p.gone_nodes, p.n_gone, res, false);
 	fault_point("move.nodes");

@@ -15,6 +15,7 @@
 #include "grant.h"
 #include "log.h"
 #include "txn.h"
+#include "v1dev.h"
 
 /*
  * Takes out the driver's files and directories the pending grant may have
@@ -66,6 +67,7 @@ void grant_rollback(struct daemon *d, const struct lease *pending)
 	size_t n_x = txn_node_diff(p_nodes, n_p, c_nodes, n_c, extra);
 
 	txn_grants_del(d->bg, pending->cgid, extra, n_x);
+	v1dev_undo(d, committed, pending);
 	txn_remove_nodes(d, pending, NULL, extra, n_x, res, false);
 	rollback_driver(d, pending, committed);
 	if (!committed)

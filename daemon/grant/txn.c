@@ -29,6 +29,7 @@
 #include "sys/target.h"
 #include "txn.h"
 #include "util.h"
+#include "v1dev.h"
 
 /* ---- node lists ---- */
 
@@ -343,6 +344,7 @@ static void grant_undo(struct daemon *d, const struct target *t, const struct le
 	size_t n = 0;
 
 	txn_grants_del(d->bg, next->cgid, x->added, x->n_added);
+	v1dev_undo(d, old, next);
 	if (x->driver_done)
 		driverfs_remove(t, next, x->driver_from);
 	if (!old)
@@ -378,6 +380,9 @@ int txn_grant_apply(struct daemon *d, const struct target *t, const struct lease
 	}
 	x->n_nodes = lease_nodes(next, d->inv, x->nodes, DG_MAX_NODES);
 	x->n_added = txn_node_diff(x->nodes, x->n_nodes, old_nodes, n_old, x->added);
+	r = v1dev_plan(d, t, next, x->nodes, x->n_nodes, err);
+	if (r < 0)
+		return r;
 	r = state_pending_save(d->state, next);
 	if (r < 0)
 		return txn_record_error(d->cfg->state_dir, r, "grant in flight", err);
@@ -403,6 +408,8 @@ int txn_grant_apply(struct daemon *d, const struct target *t, const struct lease
 	fault_point("grant.grants");
 	if (r == 0)
 		r = guard_apply(d->bg, next->cgid, t->cgfd, &x->guard, err);
+	if (r == 0)
+		r = v1dev_apply(d, next, err);
 	x->t_bpf = now_mono_ns() - t0 - x->t_nodes;
 	fault_point("grant.guard");
 	if (r == 0 && x->driver_add) {
@@ -550,7 +557,7 @@ void txn_unguard_cgroup(struct daemon *d, uint64_t cgid, const char *who)
  * then the record, the nodes and the gate. The driver's files go with the
  * last GPU.
  */
-void txn_revoke_steps(struct daemon *d, const struct lease *old, const struct lease *next,
+void txn_revoke_steps(struct daemon *d, const struct lease *old, struct lease *next,
 		      const struct target *t, struct node_result *res, struct dg_node *gone,
 		      size_t *n_gone)
 {
@@ -561,6 +568,7 @@ void txn_revoke_steps(struct daemon *d, const struct lease *old, const struct le
 
 	*n_gone = txn_node_diff(old_nodes, n_old, new_nodes, n_new, gone);
 	txn_grants_del(d->bg, old->cgid, gone, *n_gone);
+	v1dev_revoke(d, old, next, gone, *n_gone);
 	fault_point("revoke.grants");
 	r = lease_holds(next) ? state_save(d->state, next) : state_remove(d->state, next->cgid);
 	if (r < 0)

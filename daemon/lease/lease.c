@@ -46,6 +46,8 @@ void lease_free(struct lease *l)
 	free(l->driver_dirs);
 	free(l->root);
 	free(l->kept);
+	free(l->cg1_path);
+	free(l->cg1_added);
 	free(l);
 }
 
@@ -113,6 +115,7 @@ struct lease *lease_copy(const struct lease *l)
 	c->n_driver_files = l->n_driver_files;
 	c->n_driver_dirs = l->n_driver_dirs;
 	c->n_kept = l->n_kept;
+	c->n_cg1_added = l->n_cg1_added;
 	c->root_dev = l->root_dev;
 	c->root_ino = l->root_ino;
 	if (dup_array(l->driver_files, l->n_driver_files, sizeof(*l->driver_files),
@@ -120,8 +123,11 @@ struct lease *lease_copy(const struct lease *l)
 	    dup_array(l->driver_dirs, l->n_driver_dirs, sizeof(*l->driver_dirs),
 		      (void **)&c->driver_dirs) < 0 ||
 	    dup_array(l->kept, l->n_kept, sizeof(*l->kept), (void **)&c->kept) < 0 ||
-	    dup_str(l->cgroup, &c->cgroup) < 0 || dup_str(l->container, &c->container) < 0 ||
-	    dup_str(l->runtime, &c->runtime) < 0 || dup_str(l->root, &c->root) < 0) {
+	    dup_array(l->cg1_added, l->n_cg1_added, sizeof(*l->cg1_added), (void **)&c->cg1_added) <
+		    0 ||
+	    dup_str(l->cg1_path, &c->cg1_path) < 0 || dup_str(l->cgroup, &c->cgroup) < 0 ||
+	    dup_str(l->container, &c->container) < 0 || dup_str(l->runtime, &c->runtime) < 0 ||
+	    dup_str(l->root, &c->root) < 0) {
 		lease_free(c);
 		return NULL;
 	}

@@ -67,6 +67,12 @@ struct lease_dir {
 	uint64_t ino;
 };
 
+/* A rule devgate added to a cgroup v1 devices list: "c 195:0 rw" (what was not allowed before). */
+#define LEASE_CG1_RULE_MAX 32
+struct lease_cg1_rule {
+	char rule[LEASE_CG1_RULE_MAX];
+};
+
 struct lease {
 	uint64_t cgid;
 	char *cgroup;	 /* v2 path, for display */
@@ -116,6 +122,14 @@ struct lease {
 	 */
 	struct lease_kept *kept;
 	size_t n_kept;
+	/*
+	 * cgroup v1 (hybrid and v1 hosts): the container's devices cgroup and
+	 * the rules devgate added to its list, which a revoke denies again.
+	 * NULL and none where the container has no v1 devices cgroup.
+	 */
+	char *cg1_path;
+	struct lease_cg1_rule *cg1_added;
+	size_t n_cg1_added;
 	/* Runtime only, never in the record. No fd: a host may have thousands of leases. */
 	int watch; /* the cgroup's inotify watch (watch.c); -1: none */
 	/* The cgroup's device programs when last found settled; 0: not known. */

@@ -173,6 +173,13 @@ static const struct dg_field lease_fields[] = {
 	 */
 	DG_FIELD_N("kept", DG_F_STRS, struct lease, kept, n_kept, .elem = sizeof(struct lease_kept),
 		   .max = DG_MAX_NODES),
+	/*
+	 * cgroup v1: the devices cgroup and the rules devgate added there.
+	 * Older records lack them (devgate then knew only v2).
+	 */
+	DG_FIELD("cgroup1", DG_F_STR, struct lease, cg1_path),
+	DG_FIELD_N("cgroup1_added", DG_F_STRS, struct lease, cg1_added, n_cg1_added,
+		   .with = "cgroup1", .elem = sizeof(struct lease_cg1_rule), .max = DG_MAX_NODES),
 };
 static const struct dg_schema lease_schema =
 	DG_RECORD_SCHEMA("lease record", struct lease, lease_fields);
@@ -199,7 +206,7 @@ static const struct dg_schema move_schema =
  * 64-bit Linux; elsewhere the check is skipped.
  */
 #define RECORD_LP64 (sizeof(void *) == 8 && sizeof(long) == 8)
-_Static_assert(!RECORD_LP64 || sizeof(struct lease) == 232, "struct lease changed: see above");
+_Static_assert(!RECORD_LP64 || sizeof(struct lease) == 256, "struct lease changed: see above");
 _Static_assert(!RECORD_LP64 || sizeof(struct lease_gpu) == 168,
 	       "struct lease_gpu changed: see above");
 _Static_assert(!RECORD_LP64 || sizeof(struct lease_spent) == 88,

@@ -165,19 +165,22 @@ int cgroup_populated(int cgfd)
 	return p[10] == '1';
 }
 
-int cgroup_of_pid(pid_t pid, char **ret)
+int proc_cgroup_read(pid_t pid, char **ret)
 {
-	auto_free char *text = NULL;
 	char path[64];
 	int r;
 
 	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-	r = read_file_at(AT_FDCWD, path, (size_t)64 * 1024, &text, NULL);
-	if (r == -ENOENT)
-		return -ESRCH;
-	if (r < 0)
-		return r;
-	return proc_cgroup_parse(text, ret);
+	r = read_file_at(AT_FDCWD, path, (size_t)64 * 1024, ret, NULL);
+	return r == -ENOENT ? -ESRCH : r;
+}
+
+int cgroup_of_pid(pid_t pid, char **ret)
+{
+	auto_free char *text = NULL;
+	int r = proc_cgroup_read(pid, &text);
+
+	return r < 0 ? r : proc_cgroup_parse(text, ret);
 }
 
 int cgroup_path_is_ancestor(const char *path, const char *other)

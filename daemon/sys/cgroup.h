@@ -33,6 +33,8 @@ int cgroup_id_of(int cgfd, uint64_t *ret);
 int cgroup_path_of(const struct cgroot *root, int cgfd, char **ret);
 /* 1 if the cgroup or a descendant has a process, 0 if not. */
 int cgroup_populated(int cgfd);
+/* The text of /proc/PID/cgroup; -ESRCH when the process is gone. */
+int proc_cgroup_read(pid_t pid, char **ret);
 /* The v2 path of a process; -ESRCH when gone, -ENOMEDIUM without v2. */
 int cgroup_of_pid(pid_t pid, char **ret);
 /* True when 'path' equals 'other' or is one of its ancestors. */

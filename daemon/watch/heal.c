@@ -13,6 +13,7 @@
 
 #include "core/config.h"
 #include "cleanup.h"
+#include "gate/devlist.h"
 #include "gate/guard.h"
 #include "heal.h"
 #include "log.h"
@@ -111,6 +112,38 @@ static bool recheck_guard(struct daemon *d, struct lease *l)
 	return recheck_guard_at(d, l, cgfd);
 }
 
+/*
+ * A runtime that rewrites its devices list (runc update, docker update)
+ * drops devgate's rules. full walks the sub-cgroups even when the list has
+ * them all: a new sub-cgroup lacks them (v1 does not pass an allow down).
+ */
+void heal_cgroup1(struct daemon *d, struct lease *l, bool full)
+{
+	auto_free char *list = NULL;
+	struct dg_error err = { 0 };
+	size_t lost = 0;
+
+	if (!l->cg1_path || !l->n_cg1_added || d->cg1.fd < 0 ||
+	    devlist_read(&d->cg1, l->cg1_path, &list) < 0)
+		return; /* a vanished cgroup is for watch.c */
+	for (size_t i = 0; i < l->n_cg1_added; i++) {
+		const char *rule = l->cg1_added[i].rule;
+		bool lacks = devlist_allows(list, rule) == 0;
+
+		lost += lacks;
+		if ((lacks || full) && devlist_allow(&d->cg1, l->cg1_path, rule, &err) < 0) {
+			log_error("cannot put devgate's v1 device rules back in %s: %s",
+				  lease_label(l), err.message);
+			return;
+		}
+	}
+	if (!lost)
+		return;
+	metrics_inc(d->metrics, METRIC_RECONCILE_FIXES, 1);
+	log_notice("the v1 devices list of %s (%s) lost %zu of devgate's rules; put back",
+		   lease_label(l), l->cg1_path, lost);
+}
+
 /* Compares l's device programs with the last found settled; re-checks on a difference. */
 static void heal_check(struct daemon *d, struct lease *l)
 {
@@ -118,6 +151,7 @@ static void heal_check(struct daemon *d, struct lease *l)
 	uint64_t digest = 0, t0;
 	int r = cgroup_open_id(&d->cg, l->cgid, &cgfd);
 
+	heal_cgroup1(d, l, false);
 	if (r == 0)
 		r = guard_digest(cgfd, &digest);
 	if (r < 0 || digest == l->progs_digest)
@@ -168,6 +202,7 @@ void heal_recheck(struct daemon *d)
 	for (size_t i = 0; i < batch; i++) {
 		struct lease *l = d->leases.v[(d->recheck_next + i) % n];
 
+		heal_cgroup1(d, l, true);
 		if (recheck_guard(d, l))
 			log_notice("the device programs of %s changed; gates re-applied at the "
 				   "periodic check",

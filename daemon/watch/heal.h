@@ -9,6 +9,7 @@
 #ifndef DEVGATE_HEAL_H
 #define DEVGATE_HEAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/daemon.h"
@@ -25,6 +26,12 @@ void heal_tick(struct daemon *d);
  * re-checks the gates of a batch of leases.
  */
 void heal_recheck(struct daemon *d);
+/*
+ * cgroup v1: puts back the rules of lease l that its devices list lost (a
+ * runtime rewrote it); full: into every sub-cgroup too. reconcile.c calls
+ * it at start, the heal check and the periodic re-check after.
+ */
+void heal_cgroup1(struct daemon *d, struct lease *l, bool full);
 /* attach_watch_fn: someone else (pid) changed cgroup_id's device programs at ts_ns. */
 void heal_attach_changed(void *ctx, uint64_t cgroup_id, uint32_t pid, uint64_t ts_ns);
 /* attach_watch_replace_fn: someone asked to replace program old_id by new_id on cgroup_id. */

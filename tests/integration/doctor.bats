@@ -26,7 +26,7 @@ check_of() {
 	[ "$(echo "$output" | jq -r .status)" = ok ]
 	[ "$(echo "$output" | jq -r '[.checks[].status] | unique | join(",")')" = ok ]
 	[ "$(echo "$output" | jq -r '[.checks[].name] | join(" ")')" = \
-		"cgroup2 bpffs bpf-device driver driver-files gpus mig drm-gpus nodes dev-char daemon foreign-progs" ]
+		"cgroup2 bpffs bpf-device driver driver-files gpus mig drm-gpus nodes dev-char daemon foreign-progs mechanism" ]
 	[ "$(check_of cgroup2 message)" = "cgroup v2 is mounted at $DG_CGROOT" ]
 	[ "$(check_of nodes message)" = "5 device nodes in /dev with the right numbers" ]
 	[[ "$(check_of daemon message)" == "devgated 0.1.0 (PID $DG_DAEMON_PID) answers on"* ]]
@@ -35,7 +35,7 @@ check_of() {
 	[ "$(check_of driver-files message)" = \
 		"driver 550.54.14, files found: utility 3, compute 2, video 2, graphics 2" ]
 	run -0 doctor
-	[ "${lines[-1]}" = "12 ok, 0 warnings, 0 failed, 0 skipped" ]
+	[ "${lines[-1]}" = "13 ok, 0 warnings, 0 failed, 0 skipped" ]
 	[[ "${lines[0]}" == "ok    cgroup2        cgroup v2 is mounted at "* ]]
 }
 

@@ -43,6 +43,8 @@ requires() {
 		case $r in
 		root) [ "$(id -u)" = 0 ] || missing "needs root" ;;
 		cgroup2) [ -n "$(dg_cgroot)" ] || missing "needs a cgroup v2 mount" ;;
+		cgroup1) grep -q ' - cgroup cgroup [^ ]*devices' /proc/self/mountinfo ||
+			missing "needs a cgroup v1 devices hierarchy (a hybrid or v1 host)" ;;
 		bpf) [ -d /sys/fs/bpf ] || missing "needs /sys/fs/bpf" ;;
 		runc) command -v runc >/dev/null || missing "needs runc" ;;
 		podman) command -v podman >/dev/null || missing "needs podman" ;;

@@ -4,8 +4,10 @@
 #include <string.h>
 
 #include "gate/bpfgate.h"
+#include "gate/devlist.h"
 #include "gate/guard.h"
 #include "sys/cgroup.h"
+#include "sys/cgroup1.h"
 #include "sys/holders.h"
 #include "kernel_fakes.h"
 #include "metrics/metrics.h"
@@ -444,4 +446,45 @@ void metrics_inc(struct metrics *m, enum metrics_counter c, uint64_t n)
 	(void)m;
 	(void)c;
 	(void)n;
+}
+
+/* cgroup v1: a pure v2 host, where no process has a v1 devices cgroup. */
+int cgroup1_devices_of_pid(pid_t pid, char **ret)
+{
+	(void)pid;
+	(void)ret;
+	return -ENOMEDIUM;
+}
+
+int cgroup_path_is_ancestor(const char *path, const char *other)
+{
+	return strncmp(path, other, strlen(path)) == 0;
+}
+
+int devlist_read(const struct cg1root *root, const char *path, char **ret)
+{
+	(void)root;
+	(void)path;
+	(void)ret;
+	return -ENOENT;
+}
+
+int devlist_missing(const char *list, bool block, uint32_t major, uint32_t minor, uint32_t acc,
+		    char out[DEVLIST_RULE_MAX])
+{
+	(void)list, (void)block, (void)major, (void)minor, (void)acc, (void)out;
+	return 0;
+}
+
+int devlist_allow(const struct cg1root *root, const char *path, const char *rule,
+		  struct dg_error *err)
+{
+	(void)root, (void)path, (void)rule, (void)err;
+	return 0;
+}
+
+int devlist_deny(const struct cg1root *root, const char *path, const char *rule)
+{
+	(void)root, (void)path, (void)rule;
+	return 0;
 }
