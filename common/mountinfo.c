@@ -32,6 +32,11 @@ static void unescape_octal(char *s)
 	*out = '\0';
 }
 
+void mountinfo_unescape(char *s)
+{
+	unescape_octal(s);
+}
+
 int mountinfo_find_cgroup2(const char *text, bool (*usable)(const char *path), char **ret)
 {
 	auto_free char *copy = strdup(text);

@@ -12,6 +12,8 @@
  * -ENOENT if none.
  */
 int mountinfo_find_cgroup2(const char *text, bool (*usable)(const char *path), char **ret);
+/* Undoes mountinfo's octal escapes in place (\040 for a space). */
+void mountinfo_unescape(char *s);
 /* path reaches a cgroup2 filesystem from here (statfs), not something on top. */
 bool mountinfo_is_cgroup2(const char *path);
 

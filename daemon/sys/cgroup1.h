@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cgroup v1 "devices": where the hierarchy that has the devices controller
+ * is mounted, and which of its cgroups a process is in. Hybrid hosts put a
+ * process in a v1 devices cgroup and a v2 cgroup at once; the kernel checks
+ * both, v1 after any v2 program.
+ */
+#ifndef DEVGATE_CGROUP1_H
+#define DEVGATE_CGROUP1_H
+
+#include <sys/types.h>
+
+struct cg1root {
+	char *mount; /* e.g. /sys/fs/cgroup/devices */
+	int fd;	     /* O_PATH | O_DIRECTORY */
+};
+
+/*
+ * Finds, in mountinfo text, the last cgroup v1 mount of the whole hierarchy
+ * (root "/") whose super options name "devices" and that usable() accepts
+ * (NULL: any). -ENOMEDIUM if none.
+ */
+int cgroup1_mountinfo_find(const char *text, int (*usable)(const char *path), char **ret);
+/* The v1 devices hierarchy this namespace reaches; -ENOMEDIUM on a pure v2 host. */
+int cg1root_open(struct cg1root *ret);
+void cg1root_close(struct cg1root *r);
+
+/* The path of the /proc/PID/cgroup line whose controllers include devices. */
+int cgroup1_devices_parse(const char *text, char **ret);
+/* The v1 devices cgroup of a process; -ESRCH when gone, -ENOMEDIUM without one. */
+int cgroup1_devices_of_pid(pid_t pid, char **ret);
+
+#endif
