@@ -245,6 +245,12 @@ static int unproven(const struct cgwhere *w, const struct v1dev *v1, const struc
 		return dg_error_set(err, DG_E_UNPROVEN, p->join_v2,
 				    "cannot prove the grant: no process can join cgroup %s: %s",
 				    w->path, strerror(p->join_v2));
+	if (p->no_answer)
+		return dg_error_set(
+			err, DG_E_UNPROVEN, ECHILD,
+			"cannot prove the grant: the prober in cgroup %s was killed before "
+			"it answered (is the container stopping?)",
+			w->path);
 	if (p->join_v1)
 		return dg_error_set(
 			err, DG_E_UNPROVEN, p->join_v1,
@@ -261,7 +267,26 @@ static int unproven(const struct cgwhere *w, const struct v1dev *v1, const struc
 			    w->path, PROOF_TIMEOUT_MS);
 }
 
-/* Turns the prober's answers into an error naming the layer, or 0 when all is as granted. */
+/* True when devgate's grants map holds node for cgroup cgid (or the map cannot be read). */
+static bool widened(struct daemon *d, uint64_t cgid, const struct dg_node *node)
+{
+	auto_free struct dg_grant_key *keys = NULL;
+	size_t n = 0;
+
+	if (bpfgate_grants_list(d->bg, &keys, &n) < 0)
+		return true;
+	for (size_t i = 0; i < n; i++) {
+		if (keys[i].cgroup_id == cgid && keys[i].major == node->major &&
+		    keys[i].minor == node->minor)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Turns the prober's answers into an error naming the layer; 0 when all is
+ * as granted, 1 when the neighbour opens by its runtime's leave.
+ */
 static int judge(struct daemon *d, const struct cgwhere *w, const struct lease *next,
 		 const struct v1dev *v1, const struct dg_node *probe, size_t n, bool has_nb,
 		 const struct prober_result *p, struct dg_error *err)
@@ -285,17 +310,17 @@ static int judge(struct daemon *d, const struct cgwhere *w, const struct lease *
 		return -EPERM;
 	}
 	if (has_nb && p->err[n - 1] != EPERM) {
-		dg_error_set(
-			err, DG_E_UNPROVEN, EEXIST,
-			"not granted: /dev/%s (c %u:%u), which %s was not granted, is not denied "
-			"inside it (%s): devgate's gate is not in effect on cgroup %s; the grant "
-			"was rolled back",
-			probe[n - 1].name, probe[n - 1].major, probe[n - 1].minor,
-			lease_label(next), p->err[n - 1] ? strerror(p->err[n - 1]) : "it opened",
-			w->path);
-		dg_error_hint(err,
-			      "'devgatectl doctor' checks the gate; 'bpftool cgroup tree' shows "
-			      "what is attached");
+		/* Not granted, the gate asks the runtime's program: open, that allows it. */
+		if (!widened(d, next->cgid, &probe[n - 1]))
+			return 1;
+		dg_error_set(err, DG_E_UNPROVEN, EEXIST,
+			     "not granted: /dev/%s (c %u:%u), which %s was not granted, opens "
+			     "inside it by an entry of devgate's grants map; the grant was rolled "
+			     "back",
+			     probe[n - 1].name, probe[n - 1].major, probe[n - 1].minor,
+			     lease_label(next));
+		dg_error_hint(err, "restart devgated: its start reconciles the grants map with the "
+				   "records");
 		return -EEXIST;
 	}
 	return 0;
@@ -359,14 +384,16 @@ int proof_check(struct daemon *d, const struct target *t, struct lease *next,
 		       err);
 	if (r < 0)
 		return r;
-	if (res.join_v2 || res.join_v1 || res.timed_out)
+	if (res.join_v2 || res.join_v1 || res.timed_out || res.no_answer)
 		return unproven(&w, &v1, &res, err);
 	r = judge(d, &w, next, &v1, probe, k + has_nb, has_nb, &res, err);
 	if (r < 0)
 		return r;
 	next->proof_fp = fp;
 	log_debug("proof: %s: %zu node(s) reach the driver%s (%llu us)", lease_label(next), k,
-		  has_nb ? ", the neighbour stays denied" : "",
+		  !has_nb ? ""
+		  : r	  ? ", the neighbour opens (its runtime allows it)"
+			  : ", the neighbour stays denied",
 		  (unsigned long long)(now_mono_ns() - t0) / 1000);
 	return 0;
 }

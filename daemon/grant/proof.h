@@ -2,8 +2,9 @@
 /*
  * The proof before "granted": from inside the container's cgroups, each
  * granted GPU-class node must reach its driver and a GPU-class node it was
- * not granted must stay denied. Private to daemon/grant/ (txn.c calls it
- * before a grant's record is saved, so a failure is rolled back whole).
+ * not granted must not be opened by devgate's grants. Private to
+ * daemon/grant/ (txn.c calls it before a grant's record is saved, so a
+ * failure is rolled back whole).
  */
 #ifndef DEVGATE_PROOF_H
 #define DEVGATE_PROOF_H

@@ -126,8 +126,7 @@ static void collect(int pidfd, int in, int timeout_ms, struct prober_msg *m,
 		(void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
 	while (waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED) < 0 && errno == EINTR)
 		;
-	if (got < sizeof(*m) && !ret->timed_out)
-		ret->join_v1 = EIO; /* it ended without a word */
+	ret->no_answer = got < sizeof(*m) && !ret->timed_out;
 }
 
 int prober_run(int cgfd, int v1_procs_fd, const char *comm, const struct dg_node *nodes, size_t n,
@@ -174,7 +173,7 @@ int prober_run(int cgfd, int v1_procs_fd, const char *comm, const struct dg_node
 		collect(pidfd, pipefd[0], timeout_ms, &m, ret);
 	close(pipefd[0]);
 	remove_nodes(dir, paths, n);
-	if (pid < 0 || ret->timed_out)
+	if (pid < 0 || ret->timed_out || ret->no_answer)
 		return 0;
 	if (!ret->join_v1)
 		ret->join_v1 = m.join_v1;

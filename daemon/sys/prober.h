@@ -17,6 +17,7 @@ struct prober_result {
 	int join_v2; /* errno of clone3(CLONE_INTO_CGROUP), 0: joined */
 	int join_v1; /* errno of the write to the v1 devices cgroup.procs, 0: joined or none */
 	bool timed_out;
+	bool no_answer; /* it ended before it answered (killed by someone else) */
 	int err[DG_MAX_NODES];
 };
 
