@@ -35,6 +35,8 @@ static const struct dg_code_info code_table[DG_CODE_MAX] = {
 	[DG_E_HOOK] = { "hook", 15, "the OCI hook could not serve the container" },
 	/* Shares 1 with internal: doctor exited 1 on a failed check before codes existed. */
 	[DG_E_CHECK] = { "check_failed", 1, "doctor: at least one check failed" },
+	[DG_E_UNPROVEN] = { "not_delivered", 16,
+			    "the grant did not reach the device inside the container: rolled back" },
 };
 
 const struct dg_code_info *dg_code_info(enum dg_code code)
@@ -106,6 +108,7 @@ static const char *const default_hints[DG_CODE_MAX] = {
 	[DG_E_HOOK] = "the runtime's log shows the hook's message; devgate-hook(8) says what "
 		      "it reads",
 	[DG_E_CHECK] = "each failed check above carries its own hint",
+	[DG_E_UNPROVEN] = "the message names the layer that still denies the device",
 };
 
 const char *dg_error_hint_text(const struct dg_error *err)

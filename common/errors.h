@@ -30,6 +30,7 @@ enum dg_code {
 	DG_E_CONFIG,
 	DG_E_HOOK,
 	DG_E_CHECK,
+	DG_E_UNPROVEN,
 	DG_CODE_MAX,
 };
 

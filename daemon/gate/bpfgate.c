@@ -53,6 +53,11 @@ static int libbpf_print(enum libbpf_print_level lvl, const char *fmt, va_list ap
 	return 0;
 }
 
+const char *bpfgate_proof_comm(void)
+{
+	return gateobj_proof_comm();
+}
+
 void bpfgate_route_libbpf_log(void)
 {
 	libbpf_set_print(libbpf_print);

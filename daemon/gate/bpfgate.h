@@ -83,6 +83,9 @@ bool bpfgate_sweep_due(struct bpfgate *bg, uint64_t now_ns);
 int bpfgate_counters_sweep(struct bpfgate *bg, bool (*keep)(uint64_t cgid, const void *data),
 			   const void *data);
 
+/* The comm of the proof's prober, whose opens devgate's programs do not count; NULL: none. */
+const char *bpfgate_proof_comm(void);
+
 /* Route libbpf's messages into devgate's log (debug only with -v). */
 void bpfgate_route_libbpf_log(void);
 

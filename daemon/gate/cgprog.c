@@ -64,3 +64,14 @@ uint64_t cgprog_digest(const struct attached *a)
 		h = (h ^ a->ids[i]) * 1099511628211ull;
 	return ((h ^ a->flags) * 1099511628211ull) | 1; /* never 0 */
 }
+
+int cgprog_digest_of(int cgfd, bool effective, uint64_t *ret)
+{
+	struct attached a = { 0 };
+	int r = cgprog_query(cgfd, effective, &a);
+
+	if (r < 0)
+		return r;
+	*ret = cgprog_digest(&a);
+	return 0;
+}

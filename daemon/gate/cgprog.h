@@ -28,5 +28,7 @@ int cgprog_attach(int prog_fd, int cgfd, uint32_t flags, int replace_fd);
 int cgprog_detach(uint32_t prog_id, int cgfd);
 /* The ids in order and the flags in one number, never 0: cheap to compare often. */
 uint64_t cgprog_digest(const struct attached *a);
+/* cgprog_digest() of what cgprog_query() finds on cgfd. */
+int cgprog_digest_of(int cgfd, bool effective, uint64_t *ret);
 
 #endif

@@ -11,6 +11,8 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -69,6 +71,34 @@ static uint32_t cgroup_events(void)
 	uint32_t n;
 
 	return v && parse_u32(v, &n) == 0 ? n : DG_CGROUP_EVENTS;
+}
+
+const char *gateobj_proof_comm(void)
+{
+	static const char digits[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	static union {
+		char comm[16];
+		uint64_t q[2];
+	} tag;
+	unsigned char rnd[12];
+
+	if (tag.comm[0])
+		return tag.comm;
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return NULL; /* no prober tag: its opens are counted */
+	memcpy(tag.comm, "dgp", 3);
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		tag.comm[3 + i] = digits[rnd[i] % (sizeof(digits) - 1)];
+	return tag.comm;
+}
+
+/* Gives skel's programs the prober's tag (see proof_comm in devgate.bpf.c). */
+static void set_proof_comm(struct devgate *skel)
+{
+	const char *tag = gateobj_proof_comm();
+
+	if (tag)
+		memcpy((void *)skel->rodata->proof_comm, tag, sizeof(skel->rodata->proof_comm));
 }
 
 /*
@@ -151,6 +181,7 @@ int gateobj_load_copy(const char *pin_root, const struct devgate *maps_owner, bo
 		return r;
 	skel->rodata->has_runtime = has_runtime;
 	skel->rodata->cgroup_events = cgroup_events();
+	set_proof_comm(skel);
 	bpf_program__set_expected_attach_type(skel->progs.devgate_gate, gate_eat);
 	r = reuse_shared(skel, maps_owner);
 	return r < 0 ? r : load(&skel, ret);
@@ -168,6 +199,7 @@ int gateobj_load_shared(const char *pin_root, const struct devgate *maps_owner, 
 	skel->rodata->shared = 1;
 	skel->rodata->gate_set = set;
 	skel->rodata->cgroup_events = cgroup_events();
+	set_proof_comm(skel);
 	bpf_program__set_autoload(skel->progs.devgate_gate, gate);
 	bpf_program__set_autoload(skel->progs.devgate_tally, tally);
 	bpf_program__set_expected_attach_type(skel->progs.devgate_gate, gate_eat);

@@ -41,6 +41,13 @@ static inline void devgate_destroyp(struct devgate **s)
 	devgate__destroy(*s);
 }
 
+/*
+ * The comm the proof's prober takes, random per run (15 characters), which
+ * the programs loaded from now on neither count nor report; NULL without
+ * one.
+ */
+const char *gateobj_proof_comm(void);
+
 /* The skeleton's shared maps, by enum shared_map. */
 void gateobj_maps(const struct devgate *skel, struct bpf_map *ret[SHARED_MAPS]);
 

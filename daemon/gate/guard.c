@@ -532,13 +532,7 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 
 int guard_digest(int cgfd, uint64_t *ret)
 {
-	struct attached now = { 0 };
-	int r = cgprog_query(cgfd, false, &now);
-
-	if (r < 0)
-		return r;
-	*ret = cgprog_digest(&now);
-	return 0;
+	return cgprog_digest_of(cgfd, false, ret);
 }
 
 int guard_needed(struct bpfgate *bg, uint64_t cgid, int cgfd, uint64_t *digest)

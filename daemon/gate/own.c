@@ -10,7 +10,9 @@
  * program they wrapped, for the current gate to wrap again.
  *
  * It repairs only: it never wraps a runtime program nor removes a guard
- * (guard.c does both).
+ * (guard.c does both). With the same proof it lists the programs on a
+ * cgroup and its ancestors that are not devgate's (foreign.h), and only
+ * reads there.
  */
 #include <errno.h>
 #include <limits.h>
@@ -20,9 +22,11 @@
 #include <bpf/bpf.h>
 
 #include "cleanup.h"
+#include "foreign.h"
 #include "log.h"
 #include "onegate.h"
 #include "own.h"
+#include "sys/cgroup.h"
 #include "util.h"
 
 /* What a program attached to a cgroup is, proven from the kernel. */
@@ -258,4 +262,73 @@ void own_refill(const struct bpfgate *bg, uint64_t cgid, const char *dir, const 
 			log_error_errno(errno, "cgroup %llu: gate slot lost runtime program %u: %m",
 					(unsigned long long)cgid, pins[i].orig_id);
 	}
+}
+
+/* ---- foreign.h: the programs that are not devgate's ---- */
+
+/* True when the attached program id is provably devgate's (a gate or tally, ours or an orphan). */
+static bool own_is_devgate(const struct bpfgate *bg, uint32_t id)
+{
+	struct own_prog o;
+
+	return own_prog(bg, id, &o) == 0 && o.kind != OWN_NONE;
+}
+
+/* Adds the programs attached at cgroup path that are not ours to ret. */
+static int foreign_at(struct bpfgate *bg, const struct cgroot *root, const char *path,
+		      struct foreign_prog *ret, size_t max, size_t *n)
+{
+	struct attached a = { 0 };
+	auto_close int fd = -1;
+	int r = cgroup_open_path(root, path, &fd);
+
+	if (r == 0)
+		r = cgprog_query(fd, false, &a);
+	if (r < 0)
+		return r;
+	for (uint32_t i = 0; i < a.n && *n < max; i++) {
+		struct bpf_prog_info info = { 0 };
+		uint32_t len = sizeof(info);
+		auto_close int pfd = -1;
+
+		if (own_is_devgate(bg, a.ids[i]))
+			continue;
+		ret[*n] = (struct foreign_prog){ .id = a.ids[i] };
+		pfd = bpf_prog_get_fd_by_id(a.ids[i]);
+		if (pfd >= 0 && bpf_obj_get_info_by_fd(pfd, &info, &len) == 0)
+			snprintf(ret[*n].name, sizeof(ret[*n].name), "%s", info.name);
+		snprintf(ret[*n].cgroup, sizeof(ret[*n].cgroup), "%.250s", path);
+		(*n)++;
+	}
+	return 0;
+}
+
+int foreign_progs(struct bpfgate *bg, const struct cgroot *root, const char *path,
+		  struct foreign_prog *ret, size_t max, size_t *ret_n)
+{
+	char p[PATH_MAX];
+	size_t n = 0;
+
+	if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p) || p[0] != '/')
+		return -EINVAL;
+	for (;;) {
+		char *slash = strrchr(p, '/');
+		int r = foreign_at(bg, root, p, ret, max, &n);
+
+		if (r < 0 && r != -ENOENT)
+			return r;
+		if (strcmp(p, "/") == 0)
+			break;
+		if (slash == p)
+			slash[1] = '\0';
+		else
+			*slash = '\0';
+	}
+	*ret_n = n;
+	return 0;
+}
+
+int foreign_effective_digest(int cgfd, uint64_t *ret)
+{
+	return cgprog_digest_of(cgfd, true, ret);
 }

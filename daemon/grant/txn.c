@@ -23,6 +23,7 @@
 #include "instance.h"
 #include "log.h"
 #include "node/nodes.h"
+#include "proof.h"
 #include "select.h"
 #include "sys/fault.h"
 #include "sys/holders.h"
@@ -412,6 +413,8 @@ int txn_grant_apply(struct daemon *d, const struct target *t, const struct lease
 		r = v1dev_apply(d, next, err);
 	x->t_bpf = now_mono_ns() - t0 - x->t_nodes;
 	fault_point("grant.guard");
+	if (r == 0) /* "granted" only once the container gets it: before the commit */
+		r = proof_check(d, t, next, x->nodes, x->n_nodes, err);
 	if (r == 0 && x->driver_add) {
 		x->driver_from = next->n_driver_files;
 		r = driverfs_add(d->inv->host_root, d->state, t, &nopts, next, x->driver_add, err);

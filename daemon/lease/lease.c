@@ -118,6 +118,7 @@ struct lease *lease_copy(const struct lease *l)
 	c->n_cg1_added = l->n_cg1_added;
 	c->root_dev = l->root_dev;
 	c->root_ino = l->root_ino;
+	c->proof_fp = l->proof_fp;
 	if (dup_array(l->driver_files, l->n_driver_files, sizeof(*l->driver_files),
 		      (void **)&c->driver_files) < 0 ||
 	    dup_array(l->driver_dirs, l->n_driver_dirs, sizeof(*l->driver_dirs),

@@ -134,6 +134,8 @@ struct lease {
 	int watch; /* the cgroup's inotify watch (watch.c); -1: none */
 	/* The cgroup's device programs when last found settled; 0: not known. */
 	uint64_t progs_digest;
+	/* Its device layers when a grant was last proven inside (grant/proof.c); 0: never. */
+	uint64_t proof_fp;
 };
 
 /*

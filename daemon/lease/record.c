@@ -206,7 +206,7 @@ static const struct dg_schema move_schema =
  * 64-bit Linux; elsewhere the check is skipped.
  */
 #define RECORD_LP64 (sizeof(void *) == 8 && sizeof(long) == 8)
-_Static_assert(!RECORD_LP64 || sizeof(struct lease) == 256, "struct lease changed: see above");
+_Static_assert(!RECORD_LP64 || sizeof(struct lease) == 264, "struct lease changed: see above");
 _Static_assert(!RECORD_LP64 || sizeof(struct lease_gpu) == 168,
 	       "struct lease_gpu changed: see above");
 _Static_assert(!RECORD_LP64 || sizeof(struct lease_spent) == 88,

@@ -93,7 +93,7 @@ print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))' "$DG_ROOT/packag
 		in_man devgatectl.8 ":  $text"
 		n=$((n + 1))
 	done < <(echo "$help" | sed -n '/^Exit status:/,$p' | tail -n +2)
-	[ "$n" = 16 ]
+	[ "$n" = 17 ]
 }
 
 @test "man pages build with scdoc" {

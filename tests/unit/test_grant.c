@@ -164,6 +164,8 @@ static void test_first_grant_undo(void **state)
 	first_grant_fails_at("bpfgate_grant_put", 1, DG_E_KERNEL);
 	first_grant_fails_at("bpfgate_grant_put", 3, DG_E_KERNEL);
 	first_grant_fails_at("guard_apply", 1, DG_E_KERNEL);
+	/* The proof from inside finds the GPU still denied: rolled back whole. */
+	first_grant_fails_at("prober_run", 1, DG_E_UNPROVEN);
 	first_grant_fails_at("state_save", 1, DG_E_STATE);
 }
 

@@ -99,7 +99,7 @@ static void same_majors(const struct dg_majors *a, const struct dg_majors *b)
  * tables) until it has a table entry; add it here and to
  * record_lease_full() as well, and update this size.
  */
-_Static_assert(sizeof(void *) != 8 || sizeof(struct lease) == 256,
+_Static_assert(sizeof(void *) != 8 || sizeof(struct lease) == 264,
 	       "struct lease changed: compare the new member in same_lease()");
 static void same_lease(const struct lease *a, const struct lease *b)
 {

@@ -5,10 +5,12 @@
 
 #include "gate/bpfgate.h"
 #include "gate/devlist.h"
+#include "gate/foreign.h"
 #include "gate/guard.h"
 #include "sys/cgroup.h"
 #include "sys/cgroup1.h"
 #include "sys/holders.h"
+#include "sys/prober.h"
 #include "kernel_fakes.h"
 #include "metrics/metrics.h"
 #include "node/nodes.h"
@@ -268,6 +270,99 @@ int nodes_remove(const struct target *t, const struct node_opts *opts, const str
 			break;
 		}
 	}
+	return 0;
+}
+
+/* the proof: no v1 hierarchy; a node opens when the grants map has it (fail: all denied) */
+
+int bpfgate_grants_list(struct bpfgate *bg, struct dg_grant_key **ret, size_t *ret_n)
+{
+	(void)bg;
+	*ret = NULL;
+	*ret_n = 0;
+	return 0;
+}
+
+const char *bpfgate_proof_comm(void)
+{
+	return NULL;
+}
+
+int foreign_effective_digest(int cgfd, uint64_t *ret)
+{
+	(void)cgfd;
+	*ret = 1 + fake.n_guarded;
+	return 0;
+}
+
+int foreign_progs(struct bpfgate *bg, const struct cgroot *root, const char *path,
+		  struct foreign_prog *ret, size_t max, size_t *ret_n)
+{
+	(void)bg;
+	(void)root;
+	(void)path;
+	(void)ret;
+	(void)max;
+	*ret_n = 0;
+	return 0;
+}
+
+int cgroup_of_pid(pid_t pid, char **ret)
+{
+	(void)pid;
+	(void)ret;
+	return -ESRCH;
+}
+
+int cgroup_path_is_ancestor(const char *path, const char *other)
+{
+	(void)path;
+	(void)other;
+	return 0;
+}
+
+int cgroup_open_path(const struct cgroot *root, const char *path, int *ret_fd)
+{
+	(void)root;
+	(void)path;
+	(void)ret_fd;
+	return -ENOENT;
+}
+
+int cg1root_open(struct cg1root *ret)
+{
+	(void)ret;
+	return -ENOMEDIUM;
+}
+
+void cg1root_close(struct cg1root *r)
+{
+	(void)r;
+}
+
+int cgroup1_devices_of_pid(pid_t pid, char **ret)
+{
+	(void)pid;
+	(void)ret;
+	return -ENOMEDIUM;
+}
+
+int prober_run(int cgfd, int v1_procs_fd, const char *comm, const struct dg_node *nodes, size_t n,
+	       int timeout_ms, struct prober_result *ret, struct dg_error *err)
+{
+	bool deny = injected("prober_run") < 0;
+
+	(void)cgfd;
+	(void)v1_procs_fd;
+	(void)comm;
+	(void)timeout_ms;
+	(void)err;
+	*ret = (struct prober_result){ 0 };
+	for (size_t i = 0; i < n; i++)
+		ret->err[i] =
+			!deny && fake_has_grant(fake.target_cgid, nodes[i].major, nodes[i].minor)
+				? ENXIO
+				: EPERM;
 	return 0;
 }
 

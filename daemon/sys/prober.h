@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The prober: a short-lived process that joins a container's cgroups and
+ * opens device nodes there, so the kernel says what the container gets.
+ * grant/proof.c runs it.
+ */
+#ifndef DEVGATE_PROBER_H
+#define DEVGATE_PROBER_H
+
+#include <stddef.h>
+
+#include "errors.h"
+#include "gpu.h"
+
+/* How one run went: where it stopped, and each node's errno (0: it opened). */
+struct prober_result {
+	int join_v2; /* errno of clone3(CLONE_INTO_CGROUP), 0: joined */
+	int join_v1; /* errno of the write to the v1 devices cgroup.procs, 0: joined or none */
+	bool timed_out;
+	bool no_answer; /* it ended before it answered (killed by someone else) */
+	int err[DG_MAX_NODES];
+};
+
+/*
+ * Opens each of nodes (n of them, by their numbers and access) from a
+ * process in cgroup v2 cgfd and, with v1_procs_fd not -1, in that v1
+ * devices cgroup (its cgroup.procs, open for writing). The nodes live in a
+ * root-only directory of devgated's own, made and removed here. comm
+ * (may be NULL) is the name the prober takes, which devgate's programs do
+ * not count (bpfgate_proof_comm()). Waits at
+ * most timeout_ms, then kills the prober; it is always reaped before this
+ * returns. Fails with err set only when it could not run at all.
+ */
+int prober_run(int cgfd, int v1_procs_fd, const char *comm, const struct dg_node *nodes, size_t n,
+	       int timeout_ms, struct prober_result *ret, struct dg_error *err);
+
+#endif

@@ -1,0 +1,182 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+# The proof before "granted": devgated opens the granted nodes, and a
+# neighbour GPU's, from a process in the container's cgroups, and rolls the
+# grant back naming the layer that still denies.
+
+load helpers
+
+setup_file() {
+	export DG_NSDIR="/run/dg27pf-test.$$"
+	if [ "$(id -u)" = 0 ] && command -v runc >/dev/null; then dg_ns_setup; fi
+}
+teardown_file() { dg_teardown_file; }
+setup() {
+	dg_setup
+	DG_ID="dg27pf$BATS_TEST_NUMBER-${DG_TMP##*.}"
+	DG_PINS="/sys/fs/bpf/dg27pf-test-$DG_ID"
+	DG_V1=
+	start_daemon -v
+}
+teardown() {
+	local st=0
+	if [ -n "$DG_V1" ]; then
+		runc --root "$DG_TMP/runc1" delete -f "$CID" >/dev/null 2>&1 || true
+		wait_until 10 rmdir "$DG_V1/$CID" 2>/dev/null || true
+		rmdir "$DG_V1" || st=1
+	fi
+	dg_teardown || st=1
+	return "$st"
+}
+
+# nested_container NAME: a runc container (cgroup v2, as helpers.bash's)
+# whose cgroup is PARENT/CID, PARENT being this test's own cgroup, so a test
+# may attach to an ancestor; sets CID, CPID and PARENT (host path).
+nested_container() {
+	requires runc
+	CID="$DG_ID-$1"
+	PARENT="$DG_CGROOT/$DG_ID"
+	dg_bundle "$DG_TMP/$1" "$DEVGATE_BUILD/probe"
+	jq --arg p "/$DG_ID/$CID" '.linux.cgroupsPath = $p' "$DG_TMP/$1/config.json" \
+		>"$DG_TMP/$1/config.new"
+	mv "$DG_TMP/$1/config.new" "$DG_TMP/$1/config.json"
+	DG_CONTAINERS+=("$CID")
+	DG_CGROUPS+=("$PARENT")
+	CPID=$(dg_run "$CID" "$DG_TMP/$1")
+	[ -n "$CPID" ] && [ "$CPID" != null ]
+}
+
+# deny_on CGROUP: attaches runtime_like (denies every 195:*) there, not
+# devgate's; prints its id.
+deny_on() {
+	bpftool prog load "$DEVGATE_BUILD/runtime_like.bpf.o" "$DG_PINS-rt" type cgroup/dev
+	bpftool cgroup attach "$1" device pinned "$DG_PINS-rt" multi
+	rm -f "$DG_PINS-rt"
+	bpftool -j cgroup show "$1" | jq '.[] | select(.name == "runtime_like") | .id'
+}
+
+proofs() { grep -c "proof: $CID: .* reach the driver" "$DG_TMP/daemon.log" || true; }
+cached() { grep -c "proof: $CID: device layers unchanged" "$DG_TMP/daemon.log" || true; }
+
+# Nothing of a failed grant is left: no lease, no grant entry, no node, the
+# runtime's own program alone on the cgroup, no prober among its processes.
+nothing_left() {
+	local cg=$1 progs=$2
+	[ "$(dg status --json | jq '.leases | length')" = 0 ]
+	[ "$(grants_of "$cg")" = 0 ]
+	run -1 dg_runc exec "$CID" test -e /dev/nvidia0
+	[ "$(cg_progs "$cg")" = "$progs" ]
+	[ "$(wc -l <"$cg/cgroup.procs")" = 1 ]
+}
+
+@test "a first grant is proven from inside; an unchanged container is not proven again; a layer change is" {
+	nested_container c
+	run -0 dg grant --pid "$CPID" --gpu 0
+	[ "$(proofs)" = 1 ]
+	grep -q "proof: $CID: 4 node(s) reach the driver, the neighbour stays denied" \
+		"$DG_TMP/daemon.log"
+	run -1 probe "$CID" /dev/nvidia0 /gpu1
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+
+	# Same layers: the second grant is not proven again.
+	run -0 dg grant --pid "$CPID" --gpu 0
+	[ "$(proofs)" = 1 ]
+	[ "$(cached)" = 1 ]
+
+	# A program on an ancestor changes the layers: proven again (and refused).
+	id=$(deny_on "$PARENT")
+	run -16 dg grant --pid "$CPID" --gpu 0
+	[ "$(proofs)" = 1 ]
+	[ "$(cached)" = 1 ]
+	[[ "$output" == *"BPF program ID $id (runtime_like, attached at cgroup /$DG_ID) that is not devgate's"* ]]
+	# That failed grant changed nothing: GPU 0, held before, is still held.
+	[ "$(dg status --json | jq -r '.leases[0].gpus | length')" = 1 ]
+	# Detached, the layers are those proven last: no proof needed again.
+	bpftool cgroup detach "$PARENT" device id "$id"
+	run -0 dg grant --pid "$CPID" --gpu 0
+	[ "$(proofs)" = 1 ]
+	[ "$(cached)" = 2 ]
+}
+
+@test "a program that is not devgate's denies the GPU on an ancestor: refused by its id, nothing left" {
+	nested_container c
+	progs=$(cg_progs "$PARENT/$CID")
+	id=$(deny_on "$PARENT")
+	run -16 dg grant --pid "$CPID" --gpu 0
+	[[ "$output" == *"/dev/nvidia0 (c 195:0) stays denied inside $CID by BPF program ID $id (runtime_like, attached at cgroup /$DG_ID) that is not devgate's; the grant was rolled back"* ]]
+	[[ "$output" == *"bpftool cgroup tree"* ]]
+	nothing_left "$PARENT/$CID" "$progs"
+	run -16 dg --json grant --pid "$CPID" --gpu 0
+	[ "$(echo "$output" | jq -r .error.code)" = not_delivered ]
+
+	# Without it the same grant reaches the driver, and the neighbour stays denied.
+	bpftool cgroup detach "$PARENT" device id "$id"
+	run -0 dg grant --pid "$CPID" --gpu 0
+	run -1 probe "$CID" /dev/nvidia0 /gpu1
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+}
+
+@test "the proof's own opens are neither counted nor reported as denials" {
+	nested_container c
+	run -0 dg grant --pid "$CPID" --gpu 0
+	[ "$(proofs)" = 1 ]
+	run -0 dg metrics
+	[ "$(grep -c "^devgate_device_accesses_[a-z]*_total{container=\"$CID\"" <<<"$output")" = 0 ]
+	# The container's own opens are.
+	run -1 probe "$CID" /gpu1
+	run -0 dg metrics
+	grep -q "^devgate_device_accesses_denied_total{container=\"$CID\".*device=\"195:1\".* 1$" <<<"$output"
+}
+
+@test "a frozen container: the prober is killed after its time, the grant refused, nothing left" {
+	nested_container c
+	progs=$(cg_progs "$PARENT/$CID")
+	echo 1 >"$PARENT/$CID/cgroup.freeze"
+	wait_until 10 grep -qx "frozen 1" "$PARENT/$CID/cgroup.events"
+	run -16 dg grant --pid "$CPID" --gpu 0
+	[[ "$output" == *"cgroup /$DG_ID/$CID is frozen (the prober was killed)"* ]]
+	[ "$(dg status --json | jq '.leases | length')" = 0 ]
+	[ "$(grants_of "$PARENT/$CID")" = 0 ]
+	[ "$(cg_progs "$PARENT/$CID")" = "$progs" ]
+	[ "$(wc -l <"$PARENT/$CID/cgroup.procs")" = 1 ]
+	echo 0 >"$PARENT/$CID/cgroup.freeze"
+	nothing_left "$PARENT/$CID" "$progs"
+	run -0 dg grant --pid "$CPID" --gpu 0
+}
+
+@test "hybrid: a v1 devices cgroup that denies the GPU is named, and the grant rolled back" {
+	requires runc
+	local v1
+	v1=$(awk '$9 == "cgroup" && $4 == "/" && $NF ~ /(^|,)devices(,|$)/ { print $5; exit }' \
+		/proc/self/mountinfo)
+	[ -n "$v1" ] || missing "needs a cgroup v1 devices hierarchy (a hybrid host)"
+	CID="$DG_ID-v1"
+	DG_V1="$v1/$DG_ID"
+	# The parent denies: no child can allow, whoever writes its devices.allow.
+	# (A list, not a deny exception: a cgroup that allows all lists "a *:* rwm".)
+	mkdir "$DG_V1"
+	echo a >"$DG_V1/devices.deny"
+	for rule in 'c *:* m' 'b *:* m' 'c 1:* rwm' 'c 5:* rwm' 'c 136:* rwm' 'c 10:200 rwm'; do
+		echo "$rule" >"$DG_V1/devices.allow"
+	done
+	dg_bundle "$DG_TMP/v1" "$DEVGATE_BUILD/probe"
+	jq --arg p "/$DG_ID/$CID" '.linux.cgroupsPath = $p' "$DG_TMP/v1/config.json" \
+		>"$DG_TMP/v1/config.new"
+	mv "$DG_TMP/v1/config.new" "$DG_TMP/v1/config.json"
+	runc --root "$DG_TMP/runc1" run -d -b "$DG_TMP/v1" "$CID" </dev/null >"$DG_TMP/v1.log" 2>&1 ||
+		fail "runc: $(cat "$DG_TMP/v1.log")"
+	CPID=$(runc --root "$DG_TMP/runc1" state "$CID" | jq -r .pid)
+	DG_CGROUPS+=("$DG_CGROOT/$DG_ID")
+	v2=$(awk -F: '$1 == 0 { print $3 }' "/proc/$CPID/cgroup")
+	progs=$(cg_progs "$DG_CGROOT$v2")
+
+	run -16 dg grant --pid "$CPID" --gpu 0
+	[[ "$output" == *"stays denied inside "*" by the v1 devices cgroup at $DG_V1;"* ]]
+	[ "$(dg status --json | jq '.leases | length')" = 0 ]
+	[ "$(grants_of "$DG_CGROOT$v2")" = 0 ]
+	[ "$(cg_progs "$DG_CGROOT$v2")" = "$progs" ]
+	run -1 runc --root "$DG_TMP/runc1" exec "$CID" test -e /dev/nvidia0
+	[ "$(wc -l <"$DG_V1/$CID/cgroup.procs")" = 1 ]
+}
