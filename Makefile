@@ -9,7 +9,7 @@
 # make demo         live grant/revoke in a runc container on a demo fixture
 # make man          man pages from man/*.scd (scdoc) into $(O)/man
 # make install      DESTDIR=, PREFIX= (/usr/local); config and unit go to /etc and /lib
-# make deb          $(O)/devgate_VERSION_ARCH.deb, built with dpkg-deb
+# make deb          $(O)/devgate_VERSION_ARCH.deb, built with dpkg-buildpackage (debian/)
 #
 # V=1 shows the commands; O=DIR builds elsewhere.
 
@@ -356,7 +356,7 @@ MAX_DEPTH ?= 12
 LINT_SRC := $(COMMON_SRC) $(DAEMON_SRC) $(CLI_SRC) cli/hook_main.c daemon/helper/node_main.c $(K8S_C_SRC)
 LINT_SH := .ci/run $(wildcard scripts/*.sh bench/*.sh tests/lib/*.sh tests/hardware/*.sh tests/integration/*.bash \
 	tests/integration/*.bats) tests/helpers/mkfixture packaging/mkdeb.sh \
-	packaging/debian/postinst packaging/debian/postrm packaging/debian/prerm \
+	debian/devgate.postrm debian/devgate.prerm \
 	packaging/bash-completion/devgatectl
 FORMAT_SRC := $(sort $(wildcard common/*.[ch] daemon/*.[ch] daemon/*/*.[ch] cli/*.[ch] bpf/*.[ch] k8s/*.[ch] k8s/*.cc \
 	tests/unit/*.c tests/unit/fakes/*.[ch] tests/fuzz/*.[ch] tests/helpers/*.c bench/*.c))
@@ -450,9 +450,10 @@ uninstall:
 		$(DESTDIR)$(unitdir)/devgated.service \
 		$(DESTDIR)$(datadir)/containers/oci/hooks.d/devgate.json
 
-deb: $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/devgate-k8s $(MAN)
+# debian/ and dpkg-buildpackage, in a copy of the tree (packaging/mkdeb.sh).
+deb:
 	$(call msg,DEB,$(O))
-	$(Q)sh packaging/mkdeb.sh $(O) $(VERSION)
+	$(Q)mkdir -p $(O) && sh packaging/mkdeb.sh $(O)
 
 clean:
 	$(call msg,CLEAN,$(O))
