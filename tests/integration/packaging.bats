@@ -151,8 +151,9 @@ print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))' "$DG_ROOT/packag
 	grep -qx 'Type=notify' "$unit"
 	grep -qx 'Restart=on-failure' "$unit"
 	# Each of these would put a device program on devgated's own cgroup, or
-	# make /sys (and so the pins) read-only.
-	run -1 grep -E '^(DeviceAllow|DevicePolicy|PrivateDevices|ProtectClock|ProtectKernelTunables)=' \
+	# make /sys (and so the pins) read-only, or (RestrictSUIDSGID) make
+	# openat2() fail with ENOSYS: devgated would not start (tests/systemd/).
+	run -1 grep -E '^(DeviceAllow|DevicePolicy|PrivateDevices|ProtectClock|ProtectKernelTunables|RestrictSUIDSGID)=' \
 		"$unit"
 	# The bounding set is the set devgated keeps (daemon/main.c).
 	for cap in SYS_ADMIN BPF PERFMON NET_ADMIN MKNOD SYS_PTRACE DAC_OVERRIDE DAC_READ_SEARCH \
