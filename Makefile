@@ -9,7 +9,8 @@
 # make demo         live grant/revoke in a runc container on a demo fixture
 # make man          man pages from man/*.scd (scdoc) into $(O)/man
 # make install      DESTDIR=, PREFIX= (/usr/local); config and unit go to /etc and /lib
-# make deb          $(O)/devgate_VERSION_ARCH.deb, built with dpkg-deb
+# make deb          $(O)/devgate_VERSION_ARCH.deb, built with dpkg-buildpackage (debian/)
+# make systemd-host the .deb installed and run on Debian 12 booted with systemd (nspawn)
 #
 # V=1 shows the commands; O=DIR builds elsewhere.
 
@@ -95,8 +96,10 @@ PROTOC ?= protoc
 GRPC_CPP_PLUGIN ?= /usr/bin/grpc_cpp_plugin
 GRPC_PYTHON_PLUGIN ?= /usr/bin/grpc_python_plugin
 K8S_PKGS := grpc++ protobuf
+# dpkg-buildflags gives C++ its own flags (trixie's CFLAGS hold C-only ones).
+CXXFLAGS ?= $(CFLAGS)
 K8S_CXXFLAGS := -std=c++17 -Wall -Wextra -Werror -D_GNU_SOURCE -DDEVGATE_VERSION='"$(VERSION)"' \
-	-fstack-protector-strong -MMD -MP $(CFLAGS) \
+	-fstack-protector-strong -MMD -MP $(CXXFLAGS) \
 	$(shell $(PKG_CONFIG) --cflags $(K8S_PKGS) 2>/dev/null)
 K8S_LIBS := $(shell $(PKG_CONFIG) --libs $(K8S_PKGS) json-c libcap 2>/dev/null)
 K8S_C_SRC := $(wildcard k8s/*.c)
@@ -362,8 +365,8 @@ MAX_DEPTH ?= 12
 
 LINT_SRC := $(COMMON_SRC) $(DAEMON_SRC) $(CLI_SRC) cli/hook_main.c daemon/helper/node_main.c $(K8S_C_SRC)
 LINT_SH := .ci/run $(wildcard scripts/*.sh bench/*.sh tests/lib/*.sh tests/hardware/*.sh tests/integration/*.bash \
-	tests/integration/*.bats) tests/helpers/mkfixture packaging/mkdeb.sh \
-	packaging/debian/postinst packaging/debian/postrm packaging/debian/prerm \
+	tests/integration/*.bats tests/systemd/*.sh) tests/helpers/mkfixture packaging/mkdeb.sh \
+	debian/devgate.postrm debian/devgate.prerm \
 	packaging/bash-completion/devgatectl
 FORMAT_SRC := $(sort $(wildcard common/*.[ch] daemon/*.[ch] daemon/*/*.[ch] cli/*.[ch] bpf/*.[ch] k8s/*.[ch] k8s/*.cc \
 	tests/unit/*.c tests/unit/fakes/*.[ch] tests/fuzz/*.[ch] tests/helpers/*.c bench/*.c))
@@ -417,10 +420,12 @@ HOOK_JSON := $(wildcard packaging/hooks.d/devgate.json)
 .PHONY: man install uninstall deb
 man: $(MAN)
 
+# '\" t on the first line: man runs tbl for scdoc's tables (lintian's
+# groff-message where it does not).
 $(O)/man/%: man/%.scd
 	$(call msg,SCDOC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(SCDOC) < $< > $@
+	$(Q){ echo "'\\\" t"; $(SCDOC) < $<; } > $@
 
 # The shipped config is installed only where none is: never over an admin's.
 install: $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/devgate-k8s $(MAN)
@@ -457,9 +462,18 @@ uninstall:
 		$(DESTDIR)$(unitdir)/devgated.service \
 		$(DESTDIR)$(datadir)/containers/oci/hooks.d/devgate.json
 
-deb: $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/devgate-k8s $(MAN)
+# debian/ and dpkg-buildpackage, in a copy of the tree (packaging/mkdeb.sh).
+deb:
 	$(call msg,DEB,$(O))
-	$(Q)sh packaging/mkdeb.sh $(O) $(VERSION)
+	$(Q)mkdir -p $(O) && sh packaging/mkdeb.sh $(O)
+
+# The .deb on Debian 12 booted with systemd as PID 1 in systemd-nspawn
+# (tests/systemd/). Uses the .deb 'make deb' left in $(O), else builds it.
+DEB_FILE = $(O)/devgate_$(VERSION)_$(shell dpkg --print-architecture).deb
+.PHONY: systemd-host
+systemd-host: $(O)/probe
+	$(Q)[ -f $(DEB_FILE) ] || $(MAKE) --no-print-directory deb
+	$(Q)DEVGATE_BUILD=$(O) sh tests/systemd/run.sh $(DEB_FILE) bookworm
 
 clean:
 	$(call msg,CLEAN,$(O))

@@ -1,18 +1,21 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# The .deb end to end, as CI runs it from scripts/test.sh: build it, install
-# it with dpkg -i, smoke-test the installed binaries against a fixture host,
-# remove it with dpkg -r and check that nothing but the conffile is left,
-# then purge. Leaves devgate uninstalled, also when a step fails; a devgate
+# The .deb end to end, as CI runs it from scripts/test.sh: build it (make
+# deb: dpkg-buildpackage), check it with lintian, install it with dpkg -i,
+# smoke-test the installed binaries against a fixture host, remove it with
+# dpkg -r and check that nothing but the conffile is left, then purge. Leaves devgate uninstalled, also when a step fails; a devgate
 # package left by an earlier run is purged first.
 #
-# usage: sh scripts/deb-smoke.sh     (as root, Debian)
+# usage: sh scripts/deb-smoke.sh [DEB]    (as root, Debian; DEB: a .deb
+#                                          'make deb' built, else it runs it)
 set -eu
 cd "$(dirname "$0")/.."
 top=$(pwd)
 
 [ "$(id -u)" = 0 ] || { echo "deb-smoke: run as root" >&2; exit 1; }
-command -v dpkg-deb >/dev/null || { echo "deb-smoke: needs dpkg-deb" >&2; exit 1; }
+for c in dpkg-buildpackage dh lintian; do
+	command -v $c >/dev/null || { echo "deb-smoke: needs $c (scripts/install-deps.sh)" >&2; exit 1; }
+done
 
 work=$(mktemp -d /tmp/devgate-deb.XXXXXX)
 pins=/sys/fs/bpf/devgate-deb-$$
@@ -43,8 +46,14 @@ if installed; then
 	dpkg --purge devgate >/dev/null
 fi
 
-deb=$(make --no-print-directory -s deb | tail -n 1)
+if [ $# -gt 0 ]; then deb=$1; else deb=$(make --no-print-directory -s deb | tail -n 1); fi
 [ -f "$deb" ] || die "make deb made no package"
+# No error or warning; debian/devgate.lintian-overrides says why for each
+# tag it overrides.
+lintian --fail-on error,warning "$deb" >"$work/lintian" 2>&1 || {
+	cat "$work/lintian" >&2
+	die "lintian"
+}
 say "installing $deb"
 dpkg -i "$deb" >/dev/null
 dpkg -L devgate >"$work/files"

@@ -151,8 +151,9 @@ print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))' "$DG_ROOT/packag
 	grep -qx 'Type=notify' "$unit"
 	grep -qx 'Restart=on-failure' "$unit"
 	# Each of these would put a device program on devgated's own cgroup, or
-	# make /sys (and so the pins) read-only.
-	run -1 grep -E '^(DeviceAllow|DevicePolicy|PrivateDevices|ProtectClock|ProtectKernelTunables)=' \
+	# make /sys (and so the pins) read-only, or (RestrictSUIDSGID) make
+	# openat2() fail with ENOSYS: devgated would not start (tests/systemd/).
+	run -1 grep -E '^(DeviceAllow|DevicePolicy|PrivateDevices|ProtectClock|ProtectKernelTunables|RestrictSUIDSGID)=' \
 		"$unit"
 	# The bounding set is the set devgated keeps (daemon/main.c).
 	for cap in SYS_ADMIN BPF PERFMON NET_ADMIN MKNOD SYS_PTRACE DAC_OVERRIDE DAC_READ_SEARCH \
@@ -226,4 +227,29 @@ complete_words() {
 	[ "$(cat "$dest/etc/devgate/devgate.conf")" = "node-mode = 0600" ]
 	run -0 make -s -C "$DG_ROOT" O="$DEVGATE_BUILD" DESTDIR="$dest" PREFIX=/usr uninstall
 	[ "$(cd "$dest" && find . -type f)" = "./etc/devgate/devgate.conf" ]
+}
+
+@test "debian/: one version, a real maintainer, build deps installed, no systemctl in maintainer scripts" {
+	command -v dpkg-checkbuilddeps >/dev/null || missing "needs dpkg-dev"
+	cd "$DG_ROOT"
+	version=$(dpkg-parsechangelog -S Version)
+	run -0 "$DEVGATE_BUILD/devgated" --version
+	[ "$output" = "devgated $version" ]
+	grep -qx "VERSION := $version" Makefile
+	# lintian's bogus-mail-host: no .invalid, .localdomain or localhost.
+	for who in "$(sed -n 's/^Maintainer: //p' debian/control)" \
+		"$(dpkg-parsechangelog -S Maintainer)"; do
+		[[ "$who" =~ ^[^\<]+\ \<[^@\>]+@[a-z0-9.-]+\.[a-z]{2,}\>$ ]] || fail "maintainer '$who'"
+		[[ "$who" != *.invalid\> && "$who" != *localhost* && "$who" != *.localdomain\> ]]
+	done
+	grep -q '^Build-Depends: debhelper-compat (= 13)' debian/control
+	# What scripts/install-deps.sh installs is enough to build the package.
+	run -0 dpkg-checkbuilddeps
+	# The unit is dh_installsystemd's: maintainer scripts only add to it.
+	for s in debian/*.postinst debian/*.prerm debian/*.postrm debian/*.preinst; do
+		[ -e "$s" ] || continue
+		grep -qx '#DEBHELPER#' "$s" || fail "$s has no #DEBHELPER#"
+		run -1 grep -n systemctl "$s"
+	done
+	grep -q 'dh_installsystemd --no-enable --no-start' debian/rules
 }

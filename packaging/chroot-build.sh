@@ -1,0 +1,69 @@
+#!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
+# Builds the .deb for another Debian release (trixie: Debian 13) in a
+# debootstrapped chroot holding that release's build dependencies, and runs
+# that release's lintian on it. The chroot is cached as a tarball under
+# CACHE (default /var/cache/devgate-ci), named by suite and by debian/control's
+# Build-Depends: a later run reuses it and downloads nothing. Prints the
+# .deb's path (under BUILD_DIR/SUITE).
+#
+# usage: sh packaging/chroot-build.sh SUITE BUILD_DIR     (as root, from the source tree)
+set -eu
+
+suite=$1
+out=$2/$suite
+cache=${DEVGATE_CI_CACHE:-/var/cache/devgate-ci}
+mirror=${DEVGATE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+version=$(dpkg-parsechangelog -S Version)
+
+key=$( (echo "$suite lintian" && sed -n '/^Build-Depends:/,/^[A-Z]/p' debian/control) |
+	sha256sum | cut -c1-12)
+tarball=$cache/$suite-build-$key.tar
+work=$(mktemp -d /var/tmp/devgate-chroot.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+root=$work/root
+
+# sources LIST: the checkout's files (what git tracks or would), as a tar stream.
+sources() {
+	git ls-files -z --cached --others --exclude-standard |
+		xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh |
+		tar --null -T - -cf -
+}
+# in_root CMD: runs CMD in the chroot, with its own /proc, as a login shell would.
+in_root() {
+	unshare -m sh -c 'mount -t proc proc "$0/proc" && exec chroot "$0" \
+		env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C.UTF-8 \
+		DEBIAN_FRONTEND=noninteractive sh -c "$1"' "$root" "$1"
+}
+
+mkdir -p "$cache" "$root/build/devgate-$version"
+sources | tar -xf - -C "$root/build/devgate-$version"
+exec 9>"$tarball.lock"
+flock 9
+if [ ! -s "$tarball" ]; then
+	echo "chroot-build: debootstrap $suite and its build dependencies" >&2
+	debootstrap --variant=minbase "$suite" "$work/new" "$mirror" >"$work/log" 2>&1 ||
+		{ tail -n 20 "$work/log" >&2; exit 1; }
+	mv "$root/build" "$work/new/build"
+	rm -rf "$root"
+	mv "$work/new" "$root"
+	in_root "apt-get update -qq && apt-get install -y -qq --no-install-recommends \
+		build-essential lintian && apt-get build-dep -y -qq /build/devgate-$version && \
+		apt-get clean && rm -rf /var/lib/apt/lists/*" >"$work/log" 2>&1 ||
+		{ tail -n 20 "$work/log" >&2; exit 1; }
+	tar -C "$root" --exclude=./build -cf "$work/root.tar" .
+	mv "$work/root.tar" "$tarball"
+else
+	tar -C "$root" -xf "$tarball"
+fi
+flock -u 9
+
+in_root "cd /build/devgate-$version && dpkg-buildpackage -us -uc -b -j$(nproc)" >"$work/log" 2>&1 ||
+	{ tail -n 40 "$work/log" >&2; echo "chroot-build: dpkg-buildpackage failed in $suite" >&2; exit 1; }
+deb=$(cd "$root/build" && ls devgate_"$version"_*.deb)
+in_root "lintian --fail-on error,warning --info /build/$deb" >"$work/lintian" 2>&1 ||
+	{ cat "$work/lintian" >&2; echo "chroot-build: lintian ($suite) failed" >&2; exit 1; }
+mkdir -p "$out"
+cp "$root/build/$deb" "$out/"
+sed "s/^/chroot-build: lintian ($suite): /" "$work/lintian" >&2
+echo "$out/$deb"
