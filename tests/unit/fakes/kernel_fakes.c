@@ -314,13 +314,6 @@ int cgroup_of_pid(pid_t pid, char **ret)
 	return -ESRCH;
 }
 
-int cgroup_path_is_ancestor(const char *path, const char *other)
-{
-	(void)path;
-	(void)other;
-	return 0;
-}
-
 int cgroup_open_path(const struct cgroot *root, const char *path, int *ret_fd)
 {
 	(void)root;
@@ -329,6 +322,7 @@ int cgroup_open_path(const struct cgroot *root, const char *path, int *ret_fd)
 	return -ENOENT;
 }
 
+/* cgroup v1: a pure v2 host, where no process has a v1 devices cgroup. */
 int cg1root_open(struct cg1root *ret)
 {
 	(void)ret;
@@ -541,14 +535,6 @@ void metrics_inc(struct metrics *m, enum metrics_counter c, uint64_t n)
 	(void)m;
 	(void)c;
 	(void)n;
-}
-
-/* cgroup v1: a pure v2 host, where no process has a v1 devices cgroup. */
-int cgroup1_devices_of_pid(pid_t pid, char **ret)
-{
-	(void)pid;
-	(void)ret;
-	return -ENOMEDIUM;
 }
 
 int cgroup_path_is_ancestor(const char *path, const char *other)
