@@ -9,7 +9,7 @@ libbpf-dev libcap-dev libseccomp-dev libjson-c-dev libmicrohttpd-dev libcmocka-d
 bats jq socat runc podman lxc python3-lxc busybox-static util-linux procps strace cppcheck clang-tidy shellcheck curl prometheus
 scdoc dpkg-dev systemd hyperfine gnuplot-nox linux-perf
 g++ libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-python3-grpcio python3-protobuf python3-yaml"
+python3-grpcio python3-protobuf python3-yaml lxd"
 
 missing=""
 for p in $PKGS; do
