@@ -9,6 +9,11 @@
  *        default: GPU-class majors denied unless granted, all else allowed.
  *        Other devices are looked up only while dg_devgrants_v1 says that
  *        some grant --device exists on the host.
+ * beside: the gate's other form (DEVGATE_GATE_BESIDE=1, experimental): attached after
+ *        the runtime's programs, which stay in place, so the runtime can
+ *        still replace them. A grant clears the verdict they reached
+ *        (bpf_set_retval) and allows; anything else keeps their verdict.
+ *        It runs before the ancestors' programs, which keep theirs.
  * tally: attached after the gates; never denies. It reads the verdict the
  *        programs before it reached (bpf_get_retval) and counts GPU-class
  *        accesses allowed and denied, emitting rate-limited denial events.
@@ -263,22 +268,30 @@ static __always_inline int is_gpu(struct bpf_cgroup_dev_ctx *ctx)
 	return (g->minors[minor >> 6] >> (minor & 63)) & 1;
 }
 
-SEC("cgroup/dev")
-int devgate_gate(struct bpf_cgroup_dev_ctx *ctx)
+/* Whether cgroup cgid holds a grant of this GPU node that covers the access. */
+static __always_inline int gpu_granted(struct bpf_cgroup_dev_ctx *ctx, __u64 cgid)
 {
-	__u32 access = ctx->access_type >> 16;
 	struct dg_grant_key key = {
+		.cgroup_id = cgid,
 		.type = DG_DEV_CHAR,
 		.major = ctx->major,
 		.minor = ctx->minor,
 	};
-	struct dg_grant_val *grant;
+	struct dg_grant_val *grant = bpf_map_lookup_elem(&DG_V(dg_grants), &key);
+
+	return grant && ((ctx->access_type >> 16) & ~grant->access) == 0;
+}
+
+SEC("cgroup/dev")
+int devgate_gate(struct bpf_cgroup_dev_ctx *ctx)
+{
 	struct dg_count_val *cnt;
+	__u64 cgid;
 	int slot;
 
 	/* Not a GPU: a device grant, if the host has any; else the runtime decides. */
 	if (!is_gpu(ctx)) {
-		if (device_granted(ctx, access))
+		if (device_granted(ctx, ctx->access_type >> 16))
 			return 1;
 		slot = runtime_slot();
 		if (slot < 0)
@@ -286,17 +299,16 @@ int devgate_gate(struct bpf_cgroup_dev_ctx *ctx)
 		bpf_tail_call(ctx, &runtime_prog, slot);
 		return 0;
 	}
-	key.cgroup_id = my_cgroup();
-	grant = bpf_map_lookup_elem(&DG_V(dg_grants), &key);
-	if (grant && (access & ~grant->access) == 0) {
-		cnt = counter(ctx, key.cgroup_id);
+	cgid = my_cgroup();
+	if (gpu_granted(ctx, cgid)) {
+		cnt = counter(ctx, cgid);
 		if (cnt)
 			__sync_fetch_and_add(&cnt->granted, 1);
 		return 1;
 	}
 	slot = runtime_slot();
 	if (slot >= 0) {
-		cnt = counter(ctx, key.cgroup_id);
+		cnt = counter(ctx, cgid);
 		if (cnt)
 			__sync_fetch_and_add(&cnt->passed, 1);
 		bpf_tail_call(ctx, &runtime_prog, slot);
@@ -304,6 +316,31 @@ int devgate_gate(struct bpf_cgroup_dev_ctx *ctx)
 		return 0;
 	}
 	return 0; /* the default policy: GPU-class devices only when granted */
+}
+
+/* Clears the denial of the programs before it on a grant; keeps their verdict otherwise. */
+SEC("cgroup/dev")
+int devgate_beside(struct bpf_cgroup_dev_ctx *ctx)
+{
+	struct dg_count_val *cnt;
+	__u64 cgid;
+
+	if (!is_gpu(ctx)) {
+		if (device_granted(ctx, ctx->access_type >> 16))
+			bpf_set_retval(0);
+		return 1;
+	}
+	cgid = my_cgroup();
+	cnt = counter(ctx, cgid);
+	if (gpu_granted(ctx, cgid)) {
+		if (cnt)
+			__sync_fetch_and_add(&cnt->granted, 1);
+		bpf_set_retval(0);
+		return 1;
+	}
+	if (cnt)
+		__sync_fetch_and_add(&cnt->passed, 1);
+	return 1;
 }
 
 /*

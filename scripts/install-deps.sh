@@ -10,7 +10,7 @@ bats jq socat runc podman lxc python3-lxc docker.io lxd busybox-static util-linu
 scdoc dpkg-dev systemd hyperfine gnuplot-nox linux-perf
 debhelper lintian debootstrap systemd-container
 g++ libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-python3-grpcio python3-protobuf python3-yaml"
+python3-grpcio python3-protobuf python3-yaml lxd"
 
 missing=""
 for p in $PKGS; do

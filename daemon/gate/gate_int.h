@@ -32,6 +32,9 @@ struct bpfgate {
 	uint32_t gate_id[DG_GATE_SETS];
 	int tally_fd;
 	uint32_t tally_id;
+	int beside_fd; /* the beside gate: after the runtime's programs; -1: none */
+	uint32_t beside_id;
+	bool beside_on; /* new guards put the beside gate after the runtime's programs */
 	int slots_fd[DG_GATE_SETS]; /* dg_slots<SET>_v1 */
 	uint32_t slots_id[DG_GATE_SETS];
 	uint64_t *slot_cg[DG_GATE_SETS]; /* [slot]: the cgroup using it, 0: free */

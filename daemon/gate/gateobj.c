@@ -165,6 +165,7 @@ int gateobj_load_maps(const char *pin_root, const int *adopt, struct devgate **r
 		return r;
 	bpf_program__set_autoload(skel->progs.devgate_gate, false);
 	bpf_program__set_autoload(skel->progs.devgate_tally, false);
+	bpf_program__set_autoload(skel->progs.devgate_beside, false);
 	bpf_map__set_autocreate(skel->maps.runtime_prog, false);
 	bpf_map__set_autocreate(skel->maps.self, false);
 	r = adopt ? adopt_shared(skel, adopt) : 0;
@@ -183,8 +184,26 @@ int gateobj_load_copy(const char *pin_root, const struct devgate *maps_owner, bo
 	skel->rodata->cgroup_events = cgroup_events();
 	set_proof_comm(skel);
 	bpf_program__set_expected_attach_type(skel->progs.devgate_gate, gate_eat);
+	bpf_program__set_autoload(skel->progs.devgate_beside, false);
 	r = reuse_shared(skel, maps_owner);
 	return r < 0 ? r : load(&skel, ret);
+}
+
+/* Opens the object for shared programs: those of gate, tally and beside are loaded. */
+static int open_shared(const char *pin_root, bool gate, bool tally, bool beside,
+		       struct devgate **ret)
+{
+	int r = open_object(pin_root, ret);
+
+	if (r < 0)
+		return r;
+	(*ret)->rodata->shared = 1;
+	(*ret)->rodata->cgroup_events = cgroup_events();
+	set_proof_comm(*ret);
+	bpf_program__set_autoload((*ret)->progs.devgate_gate, gate);
+	bpf_program__set_autoload((*ret)->progs.devgate_tally, tally);
+	bpf_program__set_autoload((*ret)->progs.devgate_beside, beside);
+	return 0;
 }
 
 int gateobj_load_shared(const char *pin_root, const struct devgate *maps_owner, int slots_fd,
@@ -192,20 +211,30 @@ int gateobj_load_shared(const char *pin_root, const struct devgate *maps_owner, 
 			struct devgate **ret)
 {
 	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
-	int r = open_object(pin_root, &skel);
+	int r = open_shared(pin_root, gate, tally, false, &skel);
 
 	if (r < 0)
 		return r;
-	skel->rodata->shared = 1;
 	skel->rodata->gate_set = set;
-	skel->rodata->cgroup_events = cgroup_events();
-	set_proof_comm(skel);
-	bpf_program__set_autoload(skel->progs.devgate_gate, gate);
-	bpf_program__set_autoload(skel->progs.devgate_tally, tally);
 	bpf_program__set_expected_attach_type(skel->progs.devgate_gate, gate_eat);
 	r = reuse_shared(skel, maps_owner);
 	if (r == 0)
 		r = bpf_map__reuse_fd(skel->maps.runtime_prog, slots_fd);
+	return r < 0 ? r : load(&skel, ret);
+}
+
+int gateobj_load_beside(const char *pin_root, const struct devgate *maps_owner,
+			struct devgate **ret)
+{
+	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
+	int r = open_shared(pin_root, false, false, true, &skel);
+
+	if (r < 0)
+		return r;
+	/* bpf_set_retval is not offered to a program loaded with 0. */
+	bpf_program__set_expected_attach_type(skel->progs.devgate_beside, BPF_CGROUP_DEVICE);
+	bpf_map__set_autocreate(skel->maps.runtime_prog, false);
+	r = reuse_shared(skel, maps_owner);
 	return r < 0 ? r : load(&skel, ret);
 }
 

@@ -69,6 +69,9 @@ int gateobj_load_copy(const char *pin_root, const struct devgate *maps_owner, bo
 int gateobj_load_shared(const char *pin_root, const struct devgate *maps_owner, int slots_fd,
 			uint32_t set, enum bpf_attach_type gate_eat, bool gate, bool tally,
 			struct devgate **ret);
+/* Loads the shared beside gate (bpf/devgate.bpf.c), which needs no prog array. */
+int gateobj_load_beside(const char *pin_root, const struct devgate *maps_owner,
+			struct devgate **ret);
 /* Tells a copy which container it serves, and for which runtime program. */
 int gateobj_set_self(struct devgate *skel, uint64_t cgid, uint32_t orig_id);
 /* Puts runtime program orig_fd in a copy's slot; -EINVAL: not of the gate's attach type. */

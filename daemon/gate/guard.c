@@ -399,25 +399,52 @@ static int drop_superseded(struct bpfgate *bg, uint64_t cgid, const char *dir, i
 	return 0;
 }
 
+/* Where program id is in now, or -1. */
+static int position(const struct attached *now, uint32_t id)
+{
+	for (uint32_t i = 0; i < now->n; i++) {
+		if (now->ids[i] == id)
+			return (int)i;
+	}
+	return -1;
+}
+
+static const struct pinned *find_kind(const struct pinned *pins, size_t n_pins, enum pin_kind kind)
+{
+	for (size_t i = 0; i < n_pins; i++) {
+		if (pins[i].kind == kind)
+			return &pins[i];
+	}
+	return NULL;
+}
+
 /*
- * Whether there is nothing to do: every program on the cgroup is ours, all
- * of ours are attached, and the tally is last.
+ * Whether there is nothing to do: all of ours are attached, the tally is
+ * last, and every program on the cgroup is ours; or, beside the runtime's
+ * programs, every program not ours runs before the beside gate (and there
+ * is one: without it the default gate is due).
  */
 static bool settled(const struct pinned *pins, size_t n_pins, const struct attached *now)
 {
-	const struct pinned *tally = NULL;
+	const struct pinned *tally = find_kind(pins, n_pins, PIN_TALLY);
+	const struct pinned *beside = find_kind(pins, n_pins, PIN_BESIDE);
+	int at = beside ? position(now, beside->id) : -1;
+	bool foreign = false;
 
 	if (now->n == 0)
 		return false;
 	for (uint32_t i = 0; i < now->n; i++) {
-		if (!pinned_find(pins, n_pins, now->ids[i]))
+		if (pinned_find(pins, n_pins, now->ids[i]))
+			continue;
+		if (at < 0 || (int)i > at)
 			return false;
+		foreign = true;
 	}
+	if (beside && !foreign)
+		return false;
 	for (size_t i = 0; i < n_pins; i++) {
 		if (!cgprog_has(now, pins[i].id))
 			return false;
-		if (pins[i].kind == PIN_TALLY)
-			tally = &pins[i];
 	}
 	if (!(now->flags & BPF_F_ALLOW_MULTI))
 		return true;
@@ -468,6 +495,125 @@ static int inspect(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
 	return r;
 }
 
+/* What every guard does last: the tally placed, and what is on the cgroup told. */
+static int finish(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
+		  struct devgate **tally_src, struct guard_info *gi, struct guard_info *info,
+		  struct dg_error *err)
+{
+	struct pinned pins[MAX_PROGS];
+	size_t n_pins = 0;
+	int r = read_pins(bg, cgid, dir, cgfd, pins, ARRAY_SIZE(pins), &n_pins);
+
+	if (r == 0)
+		r = place_tally(bg, cgid, dir, cgfd, pins, n_pins, tally_src, err);
+	if (r < 0)
+		return r;
+	r = read_pins(bg, cgid, dir, cgfd, pins, ARRAY_SIZE(pins), &n_pins);
+	if (r == 0)
+		guard_summary(cgfd, pins, n_pins, gi);
+	if (info)
+		*info = *gi;
+	return 0;
+}
+
+/*
+ * Whether cgfd is to be guarded by the beside gate: it is already, or new
+ * guards are, the cgroup is not wrapped yet, it takes several programs and
+ * has a runtime's, and no ancestor's program runs before its own (one
+ * attached with BPF_F_PREORDER: the beside gate would clear its denial).
+ */
+static bool beside_wanted(const struct bpfgate *bg, int cgfd, const struct pinned *pins,
+			  size_t n_pins, const struct attached *now)
+{
+	struct attached eff = { 0 };
+	bool foreign = false;
+
+	for (uint32_t i = 0; i < now->n; i++)
+		foreign |= !pinned_find(pins, n_pins, now->ids[i]);
+	if (!foreign || bg->beside_fd < 0 || bg->tally_fd < 0 || !(now->flags & BPF_F_ALLOW_MULTI))
+		return false;
+	if (find_kind(pins, n_pins, PIN_BESIDE))
+		return true;
+	if (!bg->beside_on || find_kind(pins, n_pins, PIN_GATE) ||
+	    find_kind(pins, n_pins, PIN_DEFAULT))
+		return false;
+	return cgprog_query(cgfd, true, &eff) == 0 && eff.n > 0 && cgprog_has(now, eff.ids[0]);
+}
+
+/*
+ * Puts the beside gate after every program on cgfd that is not ours:
+ * attached last, or detached and attached last again (the granted devices
+ * are denied in between: fail closed). Its storage is named before the
+ * tally is placed, so that it finds its grants from the tally's first run.
+ */
+static int place_beside(struct bpfgate *bg, uint64_t cgid, int cgfd, const struct pinned *pins,
+			size_t n_pins, struct dg_error *err)
+{
+	struct attached now = { 0 };
+	int r = cgprog_query(cgfd, false, &now), at;
+
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r, "cannot query device programs: %s",
+				    strerror(-r));
+	at = position(&now, bg->beside_id);
+	for (uint32_t i = at < 0 ? now.n : (uint32_t)at + 1; i < now.n; i++) {
+		if (!pinned_find(pins, n_pins, now.ids[i])) {
+			r = cgprog_detach(bg->beside_id, cgfd);
+			at = -1;
+			break;
+		}
+	}
+	if (r == 0 && at < 0)
+		r = cgprog_attach(bg->beside_fd, cgfd, BPF_F_ALLOW_MULTI, -1);
+	if (r == 0)
+		r = name_cgroup(bg, cgid);
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r, "cannot attach devgate's beside gate: %s",
+				    strerror(-r));
+	return 0;
+}
+
+/*
+ * Guards cgfd with the beside gate: the runtime's programs stay where they
+ * are, so the runtime can still replace or detach them; the gate after
+ * them, the tally last.
+ */
+static int guard_beside(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
+			struct guard_info *info, struct dg_error *err)
+{
+	auto_cleanup(devgate_destroyp) struct devgate *tally_src = NULL;
+	struct pinned pins[MAX_PROGS];
+	size_t n_pins = 0;
+	struct guard_info gi = { 0 };
+	int r = read_pins(bg, cgid, dir, cgfd, pins, ARRAY_SIZE(pins), &n_pins);
+
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r, "cannot read pins of cgroup %llu: %s",
+				    (unsigned long long)cgid, strerror(-r));
+	r = place_beside(bg, cgid, cgfd, pins, n_pins, err);
+	return r < 0 ? r : finish(bg, cgid, dir, cgfd, &tally_src, &gi, info, err);
+}
+
+/*
+ * The runtime took its last program off a cgroup the beside gate guards:
+ * the default gate goes on before the beside gate comes off, so a granted
+ * device stays open and the others fall under the default policy.
+ */
+static int beside_to_default(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
+			     const struct pinned *beside, struct devgate **tally_src,
+			     struct dg_error *err)
+{
+	int r = attach_default(bg, cgid, dir, cgfd, tally_src, err);
+
+	if (r < 0)
+		return r;
+	r = cgprog_detach(beside->id, cgfd);
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r, "cannot detach the beside gate: %s",
+				    strerror(-r));
+	return 0;
+}
+
 int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *info,
 		struct dg_error *err)
 {
@@ -501,6 +647,14 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 		if (!cgprog_has(&now, pins[i].id))
 			pinned_unpin(dir, &pins[i]);
 	}
+	if (beside_wanted(bg, cgfd, pins, n_pins, &now))
+		return guard_beside(bg, cgid, dir, cgfd, info, err);
+	if (find_kind(pins, n_pins, PIN_BESIDE) && cgprog_has(&now, bg->beside_id)) {
+		r = beside_to_default(bg, cgid, dir, cgfd, find_kind(pins, n_pins, PIN_BESIDE),
+				      &tally_src, err);
+		if (r < 0)
+			return r;
+	}
 	for (uint32_t i = 0; i < now.n; i++) {
 		if (pinned_find(pins, n_pins, now.ids[i]))
 			continue;
@@ -517,17 +671,7 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 		if (r < 0)
 			return r;
 	}
-	r = read_pins(bg, cgid, dir, cgfd, pins, ARRAY_SIZE(pins), &n_pins);
-	if (r == 0)
-		r = place_tally(bg, cgid, dir, cgfd, pins, n_pins, &tally_src, err);
-	if (r < 0)
-		return r;
-	r = read_pins(bg, cgid, dir, cgfd, pins, ARRAY_SIZE(pins), &n_pins);
-	if (r == 0)
-		guard_summary(cgfd, pins, n_pins, &gi);
-	if (info)
-		*info = gi;
-	return 0;
+	return finish(bg, cgid, dir, cgfd, &tally_src, &gi, info, err);
 }
 
 int guard_digest(int cgfd, uint64_t *ret)
@@ -601,7 +745,9 @@ static int unguard_attached(int cgfd, const struct pinned *pins, size_t n_pins, 
 					    strerror(-r));
 	}
 	for (size_t i = 0; i < n_pins; i++) {
-		const char *name = pins[i].kind == PIN_TALLY ? "tally" : "gate-default";
+		const char *name = pins[i].kind == PIN_TALLY	? "tally"
+				   : pins[i].kind == PIN_BESIDE ? "beside gate"
+								: "gate-default";
 
 		if (pins[i].kind == PIN_GATE || !cgprog_has(&now, pins[i].id))
 			continue;
@@ -737,7 +883,11 @@ void guard_note_replace(struct bpfgate *bg, uint64_t cgid, uint32_t old_id, uint
 
 void guard_init(struct bpfgate *bg, const int *leased_cgfds, size_t n_leased)
 {
+	const char *beside = getenv("DEVGATE_GATE_BESIDE");
 	int r = supersede_new(&bg->sup);
+
+	/* Experimental: see ARCHITECTURE.md, "The runtime's own updates". */
+	bg->beside_on = beside && strcmp(beside, "1") == 0;
 
 	/* Without it a runtime's replaced program is never proven replaced: its gate stays. */
 	if (r < 0)

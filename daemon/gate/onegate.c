@@ -294,6 +294,19 @@ static void adopt_gate(const struct bpfgate *bg, uint32_t id, int *gates, int *s
 	safe_close(slots_fd);
 }
 
+/* If program id is a beside gate of ours, takes it into *beside where that is still -1. */
+static void adopt_beside(const struct bpfgate *bg, uint32_t id, int *beside)
+{
+	struct bpf_prog_info info = { 0 };
+	uint32_t len = sizeof(info);
+	auto_close int fd = bpf_prog_get_fd_by_id(id);
+
+	if (*beside >= 0 || fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) < 0 ||
+	    strcmp(info.name, "devgate_beside") != 0 || !prog_uses(fd, bg->counters_id, 0))
+		return;
+	*beside = TAKE_FD(fd);
+}
+
 /*
  * Takes the shared gates of ours attached to the leased cgroups cgfds,
  * with their prog arrays, into gates and slots (by set). With the pins
@@ -301,26 +314,67 @@ static void adopt_gate(const struct bpfgate *bg, uint32_t id, int *gates, int *s
  * arrays that the cgroups' storage points into, never a second one.
  */
 static void find_live_gates(const struct bpfgate *bg, const int *cgfds, size_t n, int *gates,
-			    int *slots)
+			    int *slots, int *beside)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct attached now = { 0 };
 
 		if (cgfds[i] < 0 || cgprog_query(cgfds[i], false, &now) < 0)
 			continue;
-		for (uint32_t k = 0; k < now.n; k++)
+		for (uint32_t k = 0; k < now.n; k++) {
 			adopt_gate(bg, now.ids[k], gates, slots);
+			adopt_beside(bg, now.ids[k], beside);
+		}
 	}
+}
+
+/*
+ * The beside gate: pinned, else found on a leased cgroup, else loaded. It
+ * is there whether or not new guards use it, so that cgroups guarded by it
+ * are known as such. A kernel without bpf_set_retval cannot load it.
+ */
+static void beside_open(struct bpfgate *bg, int live)
+{
+	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
+	char path[PATH_MAX];
+	int fd = -1, r;
+
+	bg->beside_fd = -1;
+	if (pin_at(bg, path, sizeof(path), "dg_beside" DG_VSUFFIX) < 0)
+		return;
+	fd = bpf_obj_get(path);
+	if (fd >= 0 && !prog_uses(fd, bg->counters_id, 0)) {
+		fd = safe_close(fd);
+		(void)unlink(path); /* a program of maps no longer ours */
+	}
+	if (fd < 0 && live >= 0)
+		fd = dup_cloexec(live);
+	if (fd < 0) {
+		r = gateobj_load_beside(bg->pin_root, bg->maps, &skel);
+		if (r < 0) {
+			log_debug("cannot load the beside gate: %s", strerror(-r));
+			return;
+		}
+		fd = dup_cloexec(bpf_program__fd(skel->progs.devgate_beside));
+		if (fd < 0)
+			return;
+	}
+	bg->beside_fd = fd;
+	bg->beside_id = id_of(fd, true);
+	if (access(path, F_OK) < 0 && bpf_obj_pin(fd, path) < 0)
+		log_warning_errno(errno, "cannot pin %s: %m (a restart loads it again)", path);
 }
 
 int onegate_open(struct bpfgate *bg, const int *leased_cgfds, size_t n_leased)
 {
 	int live_gate[DG_GATE_SETS] = { -1, -1 }, live_slots[DG_GATE_SETS] = { -1, -1 };
+	auto_close int live_beside = -1;
 	bool fresh[DG_GATE_SETS];
 	int r;
 
 	bg->map_fd[MAP_CGSTATE] = bpf_map__fd(bg->maps->maps.dg_cgstate_v1);
-	find_live_gates(bg, leased_cgfds, n_leased, live_gate, live_slots);
+	bg->beside_fd = -1;
+	find_live_gates(bg, leased_cgfds, n_leased, live_gate, live_slots, &live_beside);
 	for (uint32_t e = 0; e < DG_GATE_SETS; e++) {
 		bg->gate_fd[e] = -1;
 		bg->slot_cg[e] = calloc(DG_MAX_SLOTS, sizeof(uint64_t));
@@ -356,6 +410,7 @@ int onegate_open(struct bpfgate *bg, const int *leased_cgfds, size_t n_leased)
 	for (uint32_t e = 0; e < DG_GATE_SETS; e++)
 		bg->gate_id[e] = id_of(bg->gate_fd[e], true);
 	bg->tally_id = id_of(bg->tally_fd, true);
+	beside_open(bg, live_beside);
 	scan_slots(bg);
 	for (uint32_t e = 0; e < DG_GATE_SETS; e++) {
 		if (!fresh[e])
@@ -382,6 +437,9 @@ void onegate_repin(const struct bpfgate *bg)
 	prog_pin_name(name, sizeof(name), true, 0);
 	if (pin_at(bg, path, sizeof(path), name) == 0 && access(path, F_OK) < 0)
 		(void)pin_prog(bg, bg->tally_fd, true, 0);
+	if (bg->beside_fd >= 0 && pin_at(bg, path, sizeof(path), "dg_beside" DG_VSUFFIX) == 0 &&
+	    access(path, F_OK) < 0)
+		(void)bpf_obj_pin(bg->beside_fd, path);
 }
 
 void onegate_close(struct bpfgate *bg)
@@ -393,6 +451,8 @@ void onegate_close(struct bpfgate *bg)
 		bg->slot_cg[e] = NULL;
 	}
 	bg->tally_fd = safe_close(bg->tally_fd);
+	bg->beside_fd = safe_close(bg->beside_fd);
+	bg->beside_id = 0;
 }
 
 int onegate_set_of(const struct bpfgate *bg, uint32_t prog_id)
@@ -560,6 +620,8 @@ int onegate_read(const struct bpfgate *bg, uint64_t cgid, int cgfd, struct pinne
 
 		if (now.ids[i] == bg->tally_id) {
 			p.kind = PIN_TALLY;
+		} else if (bg->beside_id && now.ids[i] == bg->beside_id) {
+			p.kind = PIN_BESIDE;
 		} else if (set >= 0) {
 			if (!have_st && onegate_state_get(bg, cgid, &st) < 0)
 				st = (struct dg_cgstate){ 0 };

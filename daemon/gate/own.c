@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * Whose program is this? Names prove nothing: a program on a cgroup is
- * devgate's when it is named devgate_gate or devgate_tally and counts in
- * devgated's counters map. A devgate program that counts in another map is
+ * devgate's when it is named devgate_gate, devgate_tally or devgate_beside
+ * and counts in devgated's counters map. A devgate program that counts in another map is
  * an orphan of maps that were lost. With that proof, programs whose pins
  * were lost (pins removed, bpffs remounted, devgated restarted) are pinned
  * again and their emptied slots refilled from the keeper; orphans, and
@@ -35,6 +35,7 @@ enum own_kind {
 	OWN_GATE,   /* our gate: named devgate_gate, counting in our counters map */
 	OWN_TALLY,  /* our tally */
 	OWN_ORPHAN, /* a devgate program counting in another counters map */
+	OWN_BESIDE, /* a beside gate, ours or not, that is not the one loaded now */
 };
 
 struct own_prog {
@@ -84,11 +85,14 @@ static int own_prog(const struct bpfgate *bg, uint32_t id, struct own_prog *o)
 	info.map_ids = (uint64_t)(uintptr_t)map_ids;
 	if (bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
 		return -errno;
-	if (strcmp(info.name, "devgate_gate") != 0 && strcmp(info.name, "devgate_tally") != 0)
+	if (strcmp(info.name, "devgate_gate") != 0 && strcmp(info.name, "devgate_tally") != 0 &&
+	    strcmp(info.name, "devgate_beside") != 0)
 		return 0;
 	for (uint32_t i = 0; i < info.nr_map_ids && i < ARRAY_SIZE(map_ids); i++)
 		own_map((int)map_ids[i], bg->counters_id, o, &ours, &theirs);
-	if (ours)
+	if ((ours || theirs) && strcmp(info.name, "devgate_beside") == 0)
+		o->kind = id == bg->beside_id ? OWN_NONE : OWN_BESIDE;
+	else if (ours)
 		o->kind = strcmp(info.name, "devgate_gate") == 0 ? OWN_GATE : OWN_TALLY;
 	else if (theirs)
 		o->kind = OWN_ORPHAN;
@@ -194,6 +198,16 @@ int own_recover(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
 		if (pinned_find(pins, n_pins, now->ids[i]) || own_prog(bg, now->ids[i], &o) < 0 ||
 		    o.kind == OWN_NONE)
 			continue;
+		if (o.kind == OWN_BESIDE) {
+			/* It holds nothing of the runtime's: off it comes (fail closed). */
+			r = cgprog_detach(now->ids[i], cgfd);
+			if (r < 0)
+				return r;
+			log_notice("cgroup %llu: detached an earlier beside gate (program %u)",
+				   (unsigned long long)cgid, now->ids[i]);
+			fixed++;
+			continue;
+		}
 		if (o.shared_set >= 0) {
 			r = o.kind == OWN_GATE ? unwrap_old_shared(bg, cgid, cgfd, now, i, &o) : 0;
 			if (r < 0)

@@ -146,5 +146,7 @@ void pinned_unpin(const char *dir, const struct pinned *p)
 		snprintf(name, sizeof(name), "slot-%u", p->orig_id);
 		pinned_unpin_name(dir, name);
 		break;
+	case PIN_BESIDE: /* shared only: no pin per cgroup */
+		break;
 	}
 }

@@ -14,7 +14,8 @@
 enum pin_kind {
 	PIN_GATE,    /* a gate standing in for a runtime program */
 	PIN_DEFAULT, /* a gate on a cgroup that had no program: the default policy */
-	PIN_TALLY
+	PIN_TALLY,
+	PIN_BESIDE, /* the shared beside gate, after the runtime's programs */
 };
 
 /*
