@@ -33,6 +33,7 @@
 
 /* What the prober writes to the pipe. */
 struct prober_msg {
+	int join_v2; /* the fallback's write to the v2 cgroup.procs */
 	int join_v1;
 	int err[DG_MAX_NODES];
 };
@@ -46,7 +47,7 @@ static int open_flags(uint32_t access)
 }
 
 /* The prober itself: only calls that are safe after a fork of a threaded process. */
-static _Noreturn void prober_child(int v1_procs_fd, const char *comm, char (*paths)[64],
+static _Noreturn void prober_child(const int procs_fd[2], const char *comm, char (*paths)[64],
 				   const int *flags, size_t n, int out)
 {
 	struct prober_msg m = { 0 };
@@ -54,9 +55,11 @@ static _Noreturn void prober_child(int v1_procs_fd, const char *comm, char (*pat
 	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (comm)
 		(void)prctl(PR_SET_NAME, comm);
-	if (v1_procs_fd >= 0 && write(v1_procs_fd, "0", 1) != 1)
+	if (procs_fd[0] >= 0 && write(procs_fd[0], "0", 1) != 1)
+		m.join_v2 = errno ? errno : EIO;
+	if (!m.join_v2 && procs_fd[1] >= 0 && write(procs_fd[1], "0", 1) != 1)
 		m.join_v1 = errno ? errno : EIO;
-	for (size_t i = 0; i < n && !m.join_v1; i++) {
+	for (size_t i = 0; i < n && !m.join_v1 && !m.join_v2; i++) {
 		int fd = open(paths[i], flags[i]);
 
 		m.err[i] = fd < 0 ? errno : 0;
@@ -129,6 +132,33 @@ static void collect(int pidfd, int in, int timeout_ms, struct prober_msg *m,
 	ret->no_answer = got < sizeof(*m) && !ret->timed_out;
 }
 
+/*
+ * Starts the prober: clone3(CLONE_INTO_CGROUP), which puts it in the cgroup
+ * from its first instruction. Where a seccomp filter answers clone3 with
+ * ENOSYS (systemd's RestrictNamespaces= does, since it cannot read clone3's
+ * flags), a plain clone whose child joins through *procs_fd, the cgroup's
+ * cgroup.procs opened here. The child returns 0; the parent its PID, or
+ * -errno.
+ */
+static long spawn(int cgfd, int *pidfd, int *procs_fd)
+{
+	struct clone_args ca = {
+		.flags = CLONE_INTO_CGROUP | CLONE_PIDFD,
+		.pidfd = (uint64_t)(uintptr_t)pidfd,
+		.exit_signal = SIGCHLD,
+		.cgroup = (uint64_t)cgfd,
+	};
+	long pid = syscall(SYS_clone3, &ca, sizeof(ca));
+
+	if (pid >= 0 || errno != ENOSYS)
+		return pid < 0 ? -errno : pid;
+	*procs_fd = openat(cgfd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+	if (*procs_fd < 0)
+		return -errno;
+	pid = syscall(SYS_clone, CLONE_PIDFD | SIGCHLD, NULL, pidfd, NULL, NULL);
+	return pid < 0 ? -errno : pid;
+}
+
 int prober_run(int cgfd, int v1_procs_fd, const char *comm, const struct dg_node *nodes, size_t n,
 	       int timeout_ms, struct prober_result *ret, struct dg_error *err)
 {
@@ -155,26 +185,24 @@ int prober_run(int cgfd, int v1_procs_fd, const char *comm, const struct dg_node
 		remove_nodes(dir, paths, n);
 		return dg_error_set(err, DG_E_INTERNAL, errno, "cannot make a pipe: %m");
 	}
-	struct clone_args ca = {
-		.flags = CLONE_INTO_CGROUP | CLONE_PIDFD,
-		.pidfd = (uint64_t)(uintptr_t)&pidfd,
-		.exit_signal = SIGCHLD,
-		.cgroup = (uint64_t)cgfd,
-	};
-	pid = syscall(SYS_clone3, &ca, sizeof(ca));
+	int procs_fd[2] = { -1, v1_procs_fd };
+	pid = spawn(cgfd, &pidfd, &procs_fd[0]);
 	if (pid == 0) {
 		close(pipefd[0]);
-		prober_child(v1_procs_fd, comm, paths, flags, n, pipefd[1]);
+		prober_child(procs_fd, comm, paths, flags, n, pipefd[1]);
 	}
+	if (procs_fd[0] >= 0)
+		close(procs_fd[0]);
 	close(pipefd[1]);
 	if (pid < 0)
-		ret->join_v2 = errno;
+		ret->join_v2 = -(int)pid;
 	else
 		collect(pidfd, pipefd[0], timeout_ms, &m, ret);
 	close(pipefd[0]);
 	remove_nodes(dir, paths, n);
 	if (pid < 0 || ret->timed_out || ret->no_answer)
 		return 0;
+	ret->join_v2 = m.join_v2;
 	if (!ret->join_v1)
 		ret->join_v1 = m.join_v1;
 	memcpy(ret->err, m.err, sizeof(ret->err));

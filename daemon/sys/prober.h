@@ -14,7 +14,8 @@
 
 /* How one run went: where it stopped, and each node's errno (0: it opened). */
 struct prober_result {
-	int join_v2; /* errno of clone3(CLONE_INTO_CGROUP), 0: joined */
+	int join_v2; /* errno of joining the v2 cgroup (clone3, or the fallback's cgroup.procs), 0:
+			joined */
 	int join_v1; /* errno of the write to the v1 devices cgroup.procs, 0: joined or none */
 	bool timed_out;
 	bool no_answer; /* it ended before it answered (killed by someone else) */
