@@ -29,38 +29,38 @@ mx_cgroup() {
 	echo "$DG_CGROOT$(awk -F: '$1 == "0" { print $3 }' "/proc/$1/cgroup")"
 }
 
-# mx_check: the four columns, for a row that set CPID, CG and MX_PROBE (a
-# command that runs probe inside the container) and MX_UPDATE (the
-# runtime's own device change; it must leave /dev/null working).
-mx_check() {
-	local before
-	before=$(cg_progs "$CG")
-	[ -n "$before" ] || fail "the runtime attached no device program to $CG"
+# mx_denied: the neighbour GPU and /dev/mem stay denied, /dev/null works.
+mx_denied() {
+	run -1 $MX_PROBE /gpu1 /mem
+	[ "${lines[0]}" = "/gpu1 EPERM" ]
+	[ "${lines[1]}" = "/mem EPERM" ]
+	run -0 $MX_PROBE /dev/null
+}
+
+# mx_columns: grant, the runtime's own change (MX_UPDATE; it must leave
+# /dev/null working) while granted, revoke; for a row that set CPID and
+# MX_PROBE (a command that runs probe inside the container).
+mx_columns() {
 	run -1 $MX_PROBE /gpu1
 	[ "$output" = "/gpu1 EPERM" ]
-
 	run -0 dg grant --pid "$CPID" --gpu 0
-	run -1 $MX_PROBE /dev/nvidia0 /gpu1 /mem
-	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
-	[ "${lines[1]}" = "/gpu1 EPERM" ]
-	[ "${lines[2]}" = "/mem EPERM" ]
-	run -0 $MX_PROBE /dev/null
-
-	# The runtime's own change while granted; devgate's grant holds or heals.
+	run -1 $MX_PROBE /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+	mx_denied
+	# devgate's grant holds or heals.
 	run -0 eval "$MX_UPDATE"
 	wait_until 5 mx_granted
-	run -1 $MX_PROBE /gpu1 /mem
-	[ "${lines[0]}" = "/gpu1 EPERM" ]
-	[ "${lines[1]}" = "/mem EPERM" ]
-	run -0 $MX_PROBE /dev/null
-
-	before=$(cg_progs "$CG")
+	mx_denied
 	run -0 dg revoke --pid "$CPID"
-	run -1 $MX_PROBE /gpu1 /mem
-	[ "${lines[0]}" = "/gpu1 EPERM" ]
-	[ "${lines[1]}" = "/mem EPERM" ]
-	run -0 $MX_PROBE /dev/null
+	mx_denied
 	[ -z "$(gate_leftovers)" ]
+}
+
+# mx_check: the four columns for a v2 row (CG set too); MX_AFTER is the
+# cgroup's programs after the revoke.
+mx_check() {
+	[ -n "$(cg_progs "$CG")" ] || fail "the runtime attached no device program to $CG"
+	mx_columns
 	MX_AFTER=$(cg_progs "$CG")
 }
 
@@ -211,30 +211,9 @@ mx_check_v1() {
 	before=$(mx_v1_list "$CPID")
 	[ -n "$before" ] || fail "empty devices.list"
 	[ "$before" != "a *:* rwm" ] || fail "the runtime restricts no device in v1"
-	run -1 $MX_PROBE /gpu1
-	[ "$output" = "/gpu1 EPERM" ]
-
-	run -0 dg grant --pid "$CPID" --gpu 0
-	run -1 $MX_PROBE /dev/nvidia0 /gpu1 /mem
-	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
-	[ "${lines[1]}" = "/gpu1 EPERM" ]
-	[ "${lines[2]}" = "/mem EPERM" ]
-	run -0 $MX_PROBE /dev/null
-
-	run -0 eval "$MX_UPDATE"
-	wait_until 5 mx_granted
-	run -1 $MX_PROBE /gpu1 /mem
-	[ "${lines[0]}" = "/gpu1 EPERM" ]
-	[ "${lines[1]}" = "/mem EPERM" ]
-
-	run -0 dg revoke --pid "$CPID"
-	run -1 $MX_PROBE /gpu1 /mem
-	[ "${lines[0]}" = "/gpu1 EPERM" ]
-	[ "${lines[1]}" = "/mem EPERM" ]
-	run -0 $MX_PROBE /dev/null
+	mx_columns
 	expect=$(printf '%s\n%s' "$before" "${1:-}" | sed '/^$/d' | sort)
 	[ "$(mx_v1_list "$CPID")" = "$expect" ] || fail "devices.list changed: $(mx_v1_list "$CPID")"
-	[ -z "$(gate_leftovers)" ]
 }
 
 @test "runc, hybrid (v1 devices): grant, neighbour, runc update while granted, revoke" {
