@@ -7,8 +7,6 @@
 # without the private cgroup2 namespace of tests/lib/runc.sh.
 
 load helpers
-# shellcheck source=../lib/docker.sh
-. "$DG_ROOT/tests/lib/docker.sh"
 
 setup_file() {
 	export DG_V1RUN="/run/dg27v1-test.$$"

@@ -11,8 +11,6 @@
 # updates"). With today's gate in their place the LXC and LXD tests fail.
 
 load helpers
-# shellcheck source=../lib/lxd.sh
-. "$DG_ROOT/tests/lib/lxd.sh"
 
 # One private LXD for the file, in the file's cgroup2 namespace (so it uses a
 # BPF device program), with an image that has the probe and the nodes of

@@ -146,19 +146,44 @@ mx_rootfs() {
 	echo "$DG_TMP/img/rootfs"
 }
 
-# Docker 20.10 (Debian's docker.io), a private dockerd started here.
-@test "Docker, v2: grant, neighbour, docker update while granted, revoke" {
+# mx_docker NSFILE PREFIX: a private dockerd (in NSFILE's mount namespace;
+# empty: the host's view) and a container of the probe image; sets CID,
+# CPID and MX_PROBE.
+mx_docker() {
 	command -v dockerd >/dev/null || missing "needs dockerd"
-	export DG_DOCKER_NS="$DG_NSDIR/mnt"
-	local prefix="dgmx$$d"
-	MX_RM+=("dg_docker_stop $prefix")
-	dg_docker_start "$prefix"
+	export DG_DOCKER_NS=$1
+	MX_RM+=("dg_docker_stop $2")
+	dg_docker_start "$2"
 	dg_docker_image devgate-probe "$(mx_rootfs)"
 	CID=mx
 	dg_docker run -d --name "$CID" --network none devgate-probe sleep 100000 >/dev/null
 	CPID=$(dg_docker inspect -f '{{.State.Pid}}' "$CID")
-	CG=$(mx_cgroup "$CPID")
 	MX_PROBE="dg_docker exec $CID probe"
+}
+
+# mx_lxd NSFILE PREFIX: a private LXD and a privileged container of the
+# probe image (an unprivileged one has no device policy); sets CID, CPID,
+# MX_PROBE, and MX_UPDATE to hot-plug /x1 (240:1) while granted.
+mx_lxd() {
+	command -v lxd >/dev/null || missing "needs lxd"
+	export DG_LXD_NS=$1
+	MX_RM+=("dg_lxd_stop $2")
+	dg_lxd_start "$2"
+	dg_lxd_image devgate-probe "$(mx_rootfs)"
+	CID="$2-c"
+	dg_lxd launch devgate-probe "$CID" -c security.privileged=true >/dev/null
+	CPID=$(dg_lxd info "$CID" | awk '$1 == "PID:" { print $2 }')
+	X="/dev/devgate-test-$DG_ID-x"
+	mknod "${X}1" c 240 1
+	MX_RM+=("rm -f ${X}1")
+	MX_PROBE="dg_lxd exec $CID -- /bin/probe"
+	MX_UPDATE="dg_lxd config device add $CID x1 unix-char source=${X}1 path=/x1"
+}
+
+# Docker 20.10 (Debian's docker.io), a private dockerd started here.
+@test "Docker, v2: grant, neighbour, docker update while granted, revoke" {
+	mx_docker "$DG_NSDIR/mnt" "dgmx$$d"
+	CG=$(mx_cgroup "$CPID")
 	MX_UPDATE="dg_docker update --restart on-failure $CID"
 	mx_check
 	[ "$(echo "$MX_AFTER" | wc -w)" = 1 ]
@@ -168,21 +193,8 @@ mx_rootfs() {
 # container, whose device policy is LXD's program (an unprivileged one has
 # none). Its own change: a unix-char device hot-plugged while granted.
 @test "LXD, v2: grant, neighbour, config device add while granted, revoke" {
-	command -v lxd >/dev/null || missing "needs lxd"
-	export DG_LXD_NS="$DG_NSDIR/mnt"
-	local prefix="dgmx$$l"
-	MX_RM+=("dg_lxd_stop $prefix")
-	dg_lxd_start "$prefix"
-	dg_lxd_image devgate-probe "$(mx_rootfs)"
-	CID="$prefix-c"
-	dg_lxd launch devgate-probe "$CID" -c security.privileged=true >/dev/null
-	CPID=$(dg_lxd info "$CID" | awk '$1 == "PID:" { print $2 }')
+	mx_lxd "$DG_NSDIR/mnt" "dgmx$$l"
 	CG=$(mx_cgroup "$CPID")
-	X="/dev/devgate-test-$DG_ID-x"
-	mknod "${X}1" c 240 1
-	MX_RM+=("rm -f ${X}1")
-	MX_PROBE="dg_lxd exec $CID -- /bin/probe"
-	MX_UPDATE="dg_lxd config device add $CID x1 unix-char source=${X}1 path=/x1"
 	mx_check
 	# LXD's device stays after devgate's revoke.
 	run -1 $MX_PROBE /x1
@@ -247,35 +259,13 @@ mx_check_v1() {
 }
 
 @test "Docker, hybrid (v1 devices): grant, neighbour, docker update while granted, revoke" {
-	command -v dockerd >/dev/null || missing "needs dockerd"
-	export DG_DOCKER_NS=
-	local prefix="dgmx$$h"
-	MX_RM+=("dg_docker_stop $prefix")
-	dg_docker_start "$prefix"
-	dg_docker_image devgate-probe "$(mx_rootfs)"
-	CID=mx
-	dg_docker run -d --name "$CID" --network none devgate-probe sleep 100000 >/dev/null
-	CPID=$(dg_docker inspect -f '{{.State.Pid}}' "$CID")
-	MX_PROBE="dg_docker exec $CID probe"
+	mx_docker "" "dgmx$$h"
 	MX_UPDATE="dg_docker update --cpu-shares 512 $CID"
 	mx_check_v1
 }
 
 @test "LXD, hybrid (v1 devices, privileged): grant, neighbour, config device add while granted, revoke" {
-	command -v lxd >/dev/null || missing "needs lxd"
-	export DG_LXD_NS=
-	local prefix="dgmx$$k"
-	MX_RM+=("dg_lxd_stop $prefix")
-	dg_lxd_start "$prefix"
-	dg_lxd_image devgate-probe "$(mx_rootfs)"
-	CID="$prefix-c"
-	dg_lxd launch devgate-probe "$CID" -c security.privileged=true >/dev/null
-	CPID=$(dg_lxd info "$CID" | awk '$1 == "PID:" { print $2 }')
-	X="/dev/devgate-test-$DG_ID-x"
-	mknod "${X}1" c 240 1
-	MX_RM+=("rm -f ${X}1")
-	MX_PROBE="dg_lxd exec $CID -- /bin/probe"
-	MX_UPDATE="dg_lxd config device add $CID x1 unix-char source=${X}1 path=/x1"
+	mx_lxd "" "dgmx$$k"
 	mx_check_v1 "c 240:1 rwm"
 	run -1 $MX_PROBE /x1
 	[ "$output" = "/x1 ENXIO" ]

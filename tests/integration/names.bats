@@ -8,10 +8,6 @@
 # cgroup v2 BPF program.
 
 load helpers
-# shellcheck source=../lib/docker.sh
-. "$DG_ROOT/tests/lib/docker.sh"
-# shellcheck source=../lib/lxd.sh
-. "$DG_ROOT/tests/lib/lxd.sh"
 
 # Names of this run: containers' cgroups (LXD's lxc.payload.NAME) are
 # global. setup_file exports it to the tests (each runs in its own process).

@@ -22,7 +22,7 @@
 #   dg_docker_image NAME ROOT  imports directory ROOT as image NAME
 #   dg_docker_stop PREFIX      removes its containers, stops it, cleans up
 #
-# Needs: dockerd and docker (Debian's docker.io), tar.
+# Needs: dockerd and docker (Debian's docker.io), tar, and runc.sh sourced first.
 
 # dg_docker_paths PREFIX: sets the paths (short: containerd's socket lives
 # under the exec root and a unix socket path has at most 107 bytes).
@@ -35,11 +35,7 @@ dg_docker_paths() {
 
 # dg_docker_wrap CMD...: CMD in the daemon's mount namespace, if it has one.
 dg_docker_wrap() {
-	if [ -n "${DG_DOCKER_NS:-}" ]; then
-		nsenter --mount="$DG_DOCKER_NS" "$@"
-	else
-		"$@"
-	fi
+	dg_in_ns_opt "${DG_DOCKER_NS:-}" "$@"
 }
 
 dg_docker() {

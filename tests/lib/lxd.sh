@@ -20,7 +20,7 @@
 #   dg_lxd_image ALIAS ROOT    imports directory ROOT as image ALIAS
 #   dg_lxd_stop PREFIX         deletes its instances, stops it, cleans up
 #
-# Needs: lxd (Debian's lxd: lxd and its client lxc), tar.
+# Needs: lxd (Debian's lxd: lxd and its client lxc), tar, and runc.sh sourced first.
 
 dg_lxd_paths() {
 	DG_LXD_TOP="/var/lib/$1-lxd"
@@ -31,11 +31,7 @@ dg_lxd_paths() {
 }
 
 dg_lxd_wrap() {
-	if [ -n "${DG_LXD_NS:-}" ]; then
-		nsenter --mount="$DG_LXD_NS" "$@"
-	else
-		"$@"
-	fi
+	dg_in_ns_opt "${DG_LXD_NS:-}" "$@"
 }
 
 # Debian's lxd package puts lxd in /usr/sbin and lxc in /usr/bin; LXC's

@@ -39,6 +39,18 @@ dg_in_ns() {
 	nsenter --mount="$DG_NSDIR/mnt" "$@"
 }
 
+# dg_in_ns_opt FILE CMD...: CMD in the mount namespace bound to FILE, or in
+# this one when FILE is empty (a daemon started in the host's view).
+dg_in_ns_opt() {
+	local ns=$1
+	shift
+	if [ -n "$ns" ]; then
+		nsenter --mount="$ns" "$@"
+	else
+		"$@"
+	fi
+}
+
 dg_runc() {
 	dg_in_ns runc --root "$DG_NSDIR/runc" "$@"
 }
