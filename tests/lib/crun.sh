@@ -27,12 +27,7 @@ dg_crun() {
 
 # dg_crun_run ID BUNDLE: starts a detached container; prints its init's host PID.
 dg_crun_run() {
-	local id=$1 bundle=$2
-	dg_crun run -d -b "$bundle" "$id" </dev/null >"$bundle/run.log" 2>&1 || {
-		cat "$bundle/run.log" >&2
-		return 1
-	}
-	dg_crun state "$id" | jq -r .pid
+	dg_oci_run dg_crun "$@"
 }
 
 dg_crun_rm() {

@@ -86,14 +86,20 @@ dg_glibc() {
 	done
 }
 
-# dg_run ID BUNDLE: starts a detached container; prints its init's host PID.
-dg_run() {
-	local id=$1 bundle=$2
-	dg_runc run -d -b "$bundle" "$id" </dev/null >"$bundle/run.log" 2>&1 || {
+# dg_oci_run TOOL ID BUNDLE: starts a detached container with TOOL (dg_runc,
+# dg_crun); prints its init's host PID.
+dg_oci_run() {
+	local tool=$1 id=$2 bundle=$3
+	"$tool" run -d -b "$bundle" "$id" </dev/null >"$bundle/run.log" 2>&1 || {
 		cat "$bundle/run.log" >&2
 		return 1
 	}
-	dg_runc state "$id" | jq -r .pid
+	"$tool" state "$id" | jq -r .pid
+}
+
+# dg_run ID BUNDLE: dg_oci_run with runc.
+dg_run() {
+	dg_oci_run dg_runc "$@"
 }
 
 dg_rm() {
