@@ -73,6 +73,7 @@ refused() {
 @test "first process moved into another runc container's v1 cgroup: refused, the other's list untouched" {
 	v1_container b
 	cb=$CID pb=$CPID vb=$V1DIR
+	V1_DIRS+=("$cb") # runc cannot remove it while a's init is there
 	v1_container a
 	ca=$CID pa=$CPID va=$V1DIR
 	# What a privileged container that writes cgroupfs does to its own init.
@@ -144,6 +145,7 @@ v1_gpu0_back() {
 @test "first process moved after the grant: heal, a second grant and a restart follow it nowhere" {
 	v1_container b
 	cb=$CID vb=$V1DIR
+	V1_DIRS+=("$cb") # runc cannot remove it while a's init is there
 	v1_container a
 	ca=$CID pa=$CPID va=$V1DIR
 	before_b=$(cat "$vb/devices.list") before_a=$(cat "$va/devices.list")
