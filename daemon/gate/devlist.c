@@ -10,11 +10,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cgv1.h"
@@ -70,29 +68,9 @@ int devlist_allows(const char *list, const char *rule)
 	return (r.acc & ~(uint32_t)have) == 0;
 }
 
-/* Opens FILE of the cgroup at path below root, never leaving the mount. */
-static int open_in(const struct cg1root *root, const char *path, const char *file, int flags)
-{
-	struct open_how how = {
-		.flags = (uint64_t)flags | O_CLOEXEC,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-			   RESOLVE_NO_XDEV,
-	};
-	char rel[4096];
-	long fd;
-
-	while (*path == '/')
-		path++;
-	if (snprintf(rel, sizeof(rel), "%s%s%s", *path ? path : ".", file ? "/" : "",
-		     file ? file : "") >= (int)sizeof(rel))
-		return -ENAMETOOLONG;
-	fd = syscall(SYS_openat2, root->fd, rel, &how, sizeof(how));
-	return fd < 0 ? -errno : (int)fd;
-}
-
 int devlist_read(const struct cg1root *root, const char *path, char **ret)
 {
-	auto_close int fd = open_in(root, path, "devices.list", O_RDONLY);
+	auto_close int fd = cgroup1_open_in(root, path, "devices.list", O_RDONLY);
 
 	if (fd < 0)
 		return fd;
@@ -102,7 +80,7 @@ int devlist_read(const struct cg1root *root, const char *path, char **ret)
 static int write_rule(const struct cg1root *root, const char *path, const char *file,
 		      const char *rule)
 {
-	auto_close int fd = open_in(root, path, file, O_WRONLY);
+	auto_close int fd = cgroup1_open_in(root, path, file, O_WRONLY);
 	size_t len = strlen(rule);
 
 	if (fd < 0)
@@ -121,7 +99,7 @@ int devlist_deny(const struct cg1root *root, const char *path, const char *rule)
 static int allow_below(const struct cg1root *root, const char *path, const char *rule, int depth,
 		       struct dg_error *err)
 {
-	int fd = open_in(root, path, NULL, O_RDONLY | O_DIRECTORY);
+	int fd = cgroup1_open_in(root, path, NULL, O_RDONLY | O_DIRECTORY);
 	DIR *dir;
 	struct dirent *e;
 	int r = 0;

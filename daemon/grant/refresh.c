@@ -18,6 +18,7 @@
 #include "refresh.h"
 #include "sys/target.h"
 #include "txn.h"
+#include "v1dev.h"
 
 /* One major of the record against the inventory's: only where both know it. */
 static bool major_moved(bool had, uint32_t was, bool has, uint32_t is)
@@ -200,6 +201,18 @@ static void tell(struct daemon *d, const struct lease *l)
 		d->hooks.lease_changed(d, "refreshed", l, uuids, n);
 }
 
+/* The v1 rules of next into l; next takes l's, freed with it. */
+static void swap_cg1(struct lease *l, struct lease *next)
+{
+	struct lease_cg1_rule *v = l->cg1_added;
+	size_t n = l->n_cg1_added;
+
+	l->cg1_added = next->cg1_added;
+	l->n_cg1_added = next->n_cg1_added;
+	next->cg1_added = v;
+	next->n_cg1_added = n;
+}
+
 int refresh_lease(struct daemon *d, struct lease *l)
 {
 	struct dg_node was[DG_MAX_NODES], now[DG_MAX_NODES];
@@ -225,10 +238,12 @@ int refresh_lease(struct daemon *d, struct lease *l)
 	n_gone = nodes_minus(was, n_was, now, n_now, gone);
 	n_add = nodes_minus(now, n_now, was, n_was, add);
 	grants_move(d, l->cgid, add, n_add, true);
+	v1dev_refresh_add(d, next, gone, n_gone, add, n_add);
 	fault_point("refresh.grants");
 	r = replace_nodes(d, l, gone, n_gone, add, n_add);
 	fault_point("refresh.nodes");
 	grants_move(d, l->cgid, gone, n_gone, false);
+	v1dev_refresh_drop(d, next, gone, n_gone);
 	(void)bpfgate_counters_drop(d->bg, l->cgid, gone, n_gone);
 	fault_point("refresh.old");
 	if (r == 0) {
@@ -243,6 +258,7 @@ int refresh_lease(struct daemon *d, struct lease *l)
 		memcpy(l->gpus, next->gpus, l->n_gpus * sizeof(*l->gpus));
 		l->majors = next->majors;
 		l->has_majors = true;
+		swap_cg1(l, next);
 	}
 	lease_free(next);
 	if (r < 0)

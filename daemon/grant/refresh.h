@@ -6,9 +6,11 @@
  * (lease.majors) and each GPU's minor; a refresh moves a lease from those
  * numbers to the inventory's, in this order:
  *
- *   1. grants map += the new numbers      (refresh.grants)
+ *   1. grants map += the new numbers, and v1 devices.allow where the
+ *      lease has a v1 cgroup             (refresh.grants)
  *   2. the container's stale nodes out, the new ones in (refresh.nodes)
- *   3. grants map -= the old numbers      (refresh.old)
+ *   3. grants map -= the old numbers, and v1 devices.deny of devgate's
+ *      rules under them                  (refresh.old)
  *   4. the record rewritten (rename)      <- the commit (refresh.record)
  *
  * Every step is idempotent, so a crash before the commit is finished at the

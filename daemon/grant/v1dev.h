@@ -32,5 +32,16 @@ void v1dev_undo(struct daemon *d, const struct lease *old, const struct lease *n
  */
 void v1dev_revoke(struct daemon *d, const struct lease *old, struct lease *next,
 		  const struct dg_node *gone, size_t n_gone);
+/*
+ * A driver reload renumbered nodes (refresh.h): allows in next's v1 cgroup
+ * each node of add that its list lacks, and records it; a node whose old
+ * numbers were devgate's rule gets the same rule under the new ones.
+ * Best effort: a refusal is logged and the rule left out.
+ */
+void v1dev_refresh_add(struct daemon *d, struct lease *next, const struct dg_node *gone,
+		       size_t n_gone, const struct dg_node *add, size_t n_add);
+/* Denies next's rules of the nodes gone (their numbers may be another driver's now). */
+void v1dev_refresh_drop(struct daemon *d, struct lease *next, const struct dg_node *gone,
+			size_t n_gone);
 
 #endif

@@ -4,16 +4,20 @@
  * configured for (rtapi.c, rtstate.c), then proves the answer from the
  * kernel: the PID the runtime's state gives must run now, be the process
  * that state describes (its start time, where the state records it) and sit
- * in the cgroup the state names. A name is never guessed from cgroup paths.
- * It reads; it changes no container and no lease.
+ * in the cgroup the state names. A name is never guessed from cgroup paths,
+ * and a state tree only root can change is read at all (a symlinked or
+ * foreign one could name any process). It reads; it changes no container and
+ * no lease.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -78,18 +82,87 @@ static const char *where_of(const struct names_conf *c, int rt)
 	}
 }
 
+__attribute__((format(printf, 3, 4))) static void append(char *buf, size_t n, const char *fmt, ...)
+{
+	size_t len = strlen(buf);
+	va_list ap;
+
+	if (len >= n)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf + len, n - len, fmt, ap);
+	va_end(ap);
+}
+
+/* path is a directory that root alone can change: no symlink, root's, not g/o-writable. */
+static int dir_rootonly(const char *path, bool last, char *why, size_t n)
+{
+	struct stat st;
+
+	if ((last ? lstat(path, &st) : stat(path, &st)) < 0)
+		return -errno;
+	if (S_ISLNK(st.st_mode))
+		snprintf(why, n, "refused: %s is a symlink", path);
+	else if (!S_ISDIR(st.st_mode))
+		snprintf(why, n, "refused: %s is not a directory", path);
+	else if (st.st_uid != 0)
+		snprintf(why, n, "refused: %s belongs to uid %u, not root", path,
+			 (unsigned)st.st_uid);
+	/* A sticky directory (/tmp) lets no one else move root's entries. */
+	else if ((st.st_mode & (S_IWGRP | S_IWOTH)) && (last || !(st.st_mode & S_ISVTX)))
+		snprintf(why, n, "refused: %s is writable by others than root", path);
+	else
+		return 0;
+	return -EPERM;
+}
+
+/* A state root (runc's, containers-storage's) and each directory above it are root's alone. */
+static int root_trusted(const char *root, char *why, size_t n)
+{
+	char up[PATH_MAX];
+	size_t len = strlen(root);
+	int r;
+
+	while (len > 1 && root[len - 1] == '/')
+		len--;
+	if (root[0] != '/' || len >= sizeof(up)) {
+		snprintf(why, n, "refused: %.200s is not an absolute path", root);
+		return -EINVAL;
+	}
+	memcpy(up, root, len);
+	up[len] = '\0';
+	r = dir_rootonly(up, true, why, n);
+	while (r == 0 && strcmp(up, "/") != 0) {
+		char *s = strrchr(up, '/');
+
+		s[s == up] = '\0'; /* "/run" goes to "/" */
+		r = dir_rootonly(up, false, why, n);
+	}
+	if (r == -EPERM)
+		append(why, n, "; a state root and the directories above it must be root's alone");
+	else if (r < 0 && r != -ENOENT)
+		snprintf(why, n, "cannot check %.200s: %s", up, strerror(-r));
+	return r;
+}
+
 static int ask(const struct names_conf *c, int rt, const char *name, struct rt_found *f, char *why,
 	       size_t n)
 {
+	int r;
+
 	switch (rt) {
 	case RT_DOCKER:
 		return rt_docker(c->docker_socket, name, f, why, n);
 	case RT_PODMAN:
-		return rt_podman(c->podman_storage, c->runc_root, name, f, why, n);
+		r = root_trusted(c->podman_storage, why, n);
+		if (r == 0 && c->runc_root && *c->runc_root)
+			r = root_trusted(c->runc_root, why, n);
+		return r < 0 ? r : rt_podman(c->podman_storage, c->runc_root, name, f, why, n);
 	case RT_LXD:
 		return rt_lxd(c->lxd_socket, name, f, why, n);
 	default:
-		return rt_runc(c->runc_root, name, f, why, n);
+		r = root_trusted(c->runc_root, why, n);
+		return r < 0 ? r : rt_runc(c->runc_root, name, f, why, n);
 	}
 }
 
@@ -134,18 +207,6 @@ static int prove(int rt, const struct rt_found *f, char **ret, char *why, size_t
 	}
 	*ret = TAKE_PTR(cg);
 	return 0;
-}
-
-__attribute__((format(printf, 3, 4))) static void append(char *buf, size_t n, const char *fmt, ...)
-{
-	size_t len = strlen(buf);
-	va_list ap;
-
-	if (len >= n)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf + len, n - len, fmt, ap);
-	va_end(ap);
 }
 
 struct search {
@@ -207,7 +268,8 @@ int names_resolve(const struct names_conf *c, const char *name, const char *runt
 	}
 	if (!name_ok(name)) {
 		dg_error_set(err, DG_E_NO_TARGET, ENOENT, "'%.256s' is not a container name", name);
-		dg_error_hint(err, "names are letters, digits, '_', '.' and '-'");
+		dg_error_hint(err, "names are 1 to 253 letters, digits, '_', '.' and '-', "
+				   "not starting with '.' or '-'");
 		return -ENOENT;
 	}
 	s = calloc(1, sizeof(*s));

@@ -2,16 +2,20 @@
 /*
  * The cgroup v1 devices hierarchy as devgated reaches it: its mount (found
  * by the super options in mountinfo, the last one this namespace can reach)
- * and a process's cgroup in it. It reads the kernel's view only: it never
- * writes a devices list; the v1 layer of gate/ does.
+ * and a process's cgroup in it, and who is in a subtree of it. It reads the
+ * kernel's view only: it never writes a devices list; the v1 layer of gate/
+ * does.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/magic.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -79,4 +83,89 @@ int cgroup1_devices_of_pid(pid_t pid, char **ret)
 	int r = proc_cgroup_read(pid, &text);
 
 	return r < 0 ? r : cgroup1_devices_parse(text, ret);
+}
+
+int cgroup1_open_in(const struct cg1root *root, const char *path, const char *file, int flags)
+{
+	struct open_how how = {
+		.flags = (uint64_t)flags | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+			   RESOLVE_NO_XDEV,
+	};
+	char rel[4096];
+	long fd;
+
+	while (*path == '/')
+		path++;
+	if (snprintf(rel, sizeof(rel), "%s%s%s", *path ? path : ".", file ? "/" : "",
+		     file ? file : "") >= (int)sizeof(rel))
+		return -ENAMETOOLONG;
+	fd = syscall(SYS_openat2, root->fd, rel, &how, sizeof(how));
+	return fd < 0 ? -errno : (int)fd;
+}
+
+/* Calls each on every PID in the cgroup.procs at path; stops at its first non-zero. */
+static int procs_each(const struct cg1root *root, const char *path,
+		      int (*each)(pid_t pid, void *ctx), void *ctx)
+{
+	auto_close int fd = cgroup1_open_in(root, path, "cgroup.procs", O_RDONLY);
+	auto_free char *text = NULL;
+	int r;
+
+	if (fd == -ENOENT)
+		return 0; /* removed meanwhile */
+	if (fd < 0)
+		return fd;
+	r = read_fd_full(fd, (size_t)4 * 1024 * 1024, &text, NULL);
+	if (r < 0)
+		return r;
+	for (char *line = text, *eol; line && *line; line = eol ? eol + 1 : NULL) {
+		uint32_t pid;
+
+		eol = strchr(line, '\n');
+		if (eol)
+			*eol = '\0';
+		if (parse_u32(line, &pid) < 0 || pid == 0 || pid > INT32_MAX)
+			return -EBADMSG;
+		r = each((pid_t)pid, ctx);
+		if (r != 0)
+			return r;
+	}
+	return 0;
+}
+
+int cgroup1_procs_walk(const struct cg1root *root, const char *path, int depth,
+		       int (*each)(pid_t pid, void *ctx), void *ctx)
+{
+	int fd, r = procs_each(root, path, each, ctx);
+	struct dirent *e;
+	DIR *dir;
+
+	if (r != 0)
+		return r;
+	if (depth > CGROUP1_DEPTH)
+		return -ELOOP;
+	fd = cgroup1_open_in(root, path, NULL, O_RDONLY | O_DIRECTORY);
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	dir = fdopendir(fd);
+	if (!dir) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	while (r == 0 && (e = readdir(dir))) {
+		auto_free char *sub = NULL;
+
+		if (e->d_type != DT_DIR || e->d_name[0] == '.')
+			continue;
+		if (asprintf(&sub, "%s/%s", strcmp(path, "/") ? path : "", e->d_name) < 0)
+			r = -ENOMEM;
+		else
+			r = cgroup1_procs_walk(root, sub, depth + 1, each, ctx);
+	}
+	closedir(dir);
+	return r;
 }

@@ -26,6 +26,22 @@ int cgroup1_mountinfo_find(const char *text, bool (*usable)(const char *path), c
 int cg1root_open(struct cg1root *ret);
 void cg1root_close(struct cg1root *r);
 
+/* Deep enough for nested containers; a deeper tree is refused, not walked. */
+#define CGROUP1_DEPTH 16
+
+/*
+ * Opens file (NULL: the directory) of the cgroup at path below root,
+ * never leaving the mount: no symlink, no other mount, nothing above it.
+ */
+int cgroup1_open_in(const struct cg1root *root, const char *path, const char *file, int flags);
+/*
+ * Calls each on every process in the cgroup at path and the cgroups below
+ * it (from depth, CGROUP1_DEPTH at most: -ELOOP beyond); returns the first
+ * non-zero answer of each, or -errno. A cgroup removed meanwhile is skipped.
+ */
+int cgroup1_procs_walk(const struct cg1root *root, const char *path, int depth,
+		       int (*each)(pid_t pid, void *ctx), void *ctx);
+
 /* The path of the /proc/PID/cgroup line whose controllers include devices. */
 int cgroup1_devices_parse(const char *text, char **ret);
 /* The v1 devices cgroup of a process; -ESRCH when gone, -ENOMEDIUM without one. */

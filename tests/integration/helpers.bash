@@ -21,6 +21,10 @@ DEVGATE_BUILD=${DEVGATE_BUILD:-$DG_ROOT/build}
 . "$DG_ROOT/tests/lib/lxd.sh"
 # shellcheck source=../lib/keeper.sh
 . "$DG_ROOT/tests/lib/keeper.sh"
+# shellcheck source=../lib/cgroup1.sh
+. "$DG_ROOT/tests/lib/cgroup1.sh"
+# shellcheck source=../lib/reload.sh
+. "$DG_ROOT/tests/lib/reload.sh"
 
 fail() {
 	echo "FAIL: $*" >&2

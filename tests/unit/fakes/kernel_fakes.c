@@ -341,6 +341,13 @@ int cgroup1_devices_of_pid(pid_t pid, char **ret)
 	return -ENOMEDIUM;
 }
 
+int cgroup1_procs_walk(const struct cg1root *root, const char *path, int depth,
+		       int (*each)(pid_t pid, void *ctx), void *ctx)
+{
+	(void)root, (void)path, (void)depth, (void)each, (void)ctx;
+	return 0;
+}
+
 int prober_run(int cgfd, int v1_procs_fd, const char *comm, const struct dg_node *nodes, size_t n,
 	       int timeout_ms, struct prober_result *ret, struct dg_error *err)
 {

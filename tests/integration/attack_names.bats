@@ -1,0 +1,129 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+# Attacks on --container NAME: devgated reads runtimes' state, and a state
+# file names a PID and a cgroup. A name must not be made to point at
+# another process: a recycled PID, a PID in another cgroup, a name that
+# walks out of the state root, a state root that someone other than root
+# can change. runc's state only (cheap): copies of a live container's
+# state.json, edited, in a root of this test's own. The same name in two
+# runtimes (exit 2, hint --runtime) is names.bats's.
+
+load helpers
+
+setup_file() { dg_setup_file; }
+teardown_file() { dg_teardown_file; }
+
+setup() {
+	dg_setup
+	DG_ID="dg28at-$DG_ID"
+	DG_PINS="/sys/fs/bpf/$DG_ID"
+	RT="$DG_TMP/rt"
+	mkdir -m 700 "$RT"
+	container a
+	REAL="$DG_NSDIR/runc/$CID/state.json"
+	[ -f "$REAL" ]
+}
+
+teardown() { dg_teardown; }
+
+# names_daemon ROOT: devgated that looks names up in runc's state at ROOT alone.
+names_daemon() {
+	start_daemon --docker-socket "" --lxd-socket "" --podman-storage "" --runc-root "$1"
+}
+
+# state NAME [JQ-FILTER]: ROOT/NAME/state.json, container a's state edited.
+state() {
+	mkdir -p "$RT/$1"
+	jq "${2:-.}" "$REAL" >"$RT/$1/state.json"
+}
+
+# nothing_granted: no lease, no grant in the map, a's GPU still denied.
+nothing_granted() {
+	no_leases
+	[ "$(grant_entries)" = 0 ]
+	run -1 probe "$CID" /gpu1
+	[ "$output" = "/gpu1 EPERM" ]
+}
+
+@test "a state whose PID was recycled, is gone, or sits in another cgroup: refused, nothing granted" {
+	names_daemon "$RT"
+	state ok
+	state recycled '.init_process_start += 1'
+	state moved '.cgroup_paths |= map_values(sub("[^/]*$"; "elsewhere"))'
+	gone=$(sh -c 'echo $$')
+	state gone ".init_process_pid = $gone"
+
+	run -5 dg grant --container recycled --gpu 1
+	[[ "$output" == *"runc container 'recycled' (ID recycled) is not running: PID $CPID is another process than the one the state names"* ]]
+	nothing_granted
+	run -5 dg grant --container moved --gpu 1
+	[[ "$output" == *"PID $CPID is in cgroup /$CID, not in the one the state names (elsewhere)"* ]]
+	nothing_granted
+	run -5 dg grant --container gone --gpu 1
+	[[ "$output" == *"its PID $gone is gone"* ]]
+	nothing_granted
+
+	# The unedited copy is a itself: the refusals above are the edits'.
+	run -0 dg grant --container ok --gpu 1
+	run -1 probe "$CID" /gpu1 /mem
+	[ "$output" = "$(printf '/gpu1 ENXIO\n/mem EPERM')" ]
+	[ "$(dg status --json | jq -r '.leases[0].cgroup')" = "/$CID" ]
+	run -0 dg revoke --container ok
+	no_leases
+}
+
+@test "names with path characters, a leading dot or dash, or over 253 long: refused before any lookup" {
+	names_daemon "$RT"
+	# A state that a walk out of the root would find.
+	mkdir -p "$DG_TMP/esc"
+	cp "$REAL" "$DG_TMP/esc/state.json"
+	state ok
+	long=$(printf 'x%.0s' $(seq 254))
+	for name in ../esc ok/../ok ./ok ok/ /ok .ok -ok "$long" 'ok;x' 'ok x' ''; do
+		run -5 dg grant --container "$name" --gpu 1
+		[ "${lines[0]}" = "devgatectl: '$name' is not a container name" ] ||
+			[ "$name" = '' ] || fail "name '$name': $output"
+		nothing_granted
+	done
+	grep -q "hint: names are 1 to 253 letters" <<<"$(dg grant --container ../esc --gpu 1 2>&1)"
+	# 253 is a name: looked up, and not found.
+	run -5 dg grant --container "${long:1}" --gpu 1
+	[[ "${lines[0]}" == *"no container is named"* ]]
+	nothing_granted
+	run -0 dg grant --container ok --gpu 1
+	run -0 dg revoke --container ok
+}
+
+@test "a runc state root that is a symlink, not root's, or writable by others: refused with a hint" {
+	state ok
+	ln -s "$RT" "$DG_TMP/link"
+	names_daemon "$DG_TMP/link"
+	run -5 dg grant --container ok --gpu 1
+	[ "${lines[0]}" = "devgatectl: no container is named 'ok'" ]
+	[[ "${lines[1]}" == *"runc $DG_TMP/link (refused: $DG_TMP/link is a symlink; a state root and the directories above it must be root's alone)"* ]]
+	nothing_granted
+	stop_daemon TERM
+
+	names_daemon "$RT"
+	chown 65534 "$RT"
+	run -5 dg grant --container ok --gpu 1
+	[[ "${lines[1]}" == *"refused: $RT belongs to uid 65534, not root"* ]]
+	nothing_granted
+	chown 0 "$RT"
+	chmod 777 "$RT"
+	run -5 dg grant --container ok --gpu 1
+	[[ "${lines[1]}" == *"refused: $RT is writable by others than root"* ]]
+	nothing_granted
+	# A directory above it that others can change counts too.
+	chmod 700 "$RT"
+	chmod 777 "$DG_TMP"
+	run -5 dg grant --container ok --gpu 1
+	[[ "${lines[1]}" == *"refused: $DG_TMP is writable by others than root"* ]]
+	nothing_granted
+	chmod 700 "$DG_TMP"
+
+	run -0 dg grant --container ok --gpu 1
+	run -1 probe "$CID" /gpu1
+	[ "$output" = "/gpu1 ENXIO" ]
+	run -0 dg revoke --container ok
+}
