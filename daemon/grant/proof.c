@@ -27,6 +27,15 @@
 #include "util.h"
 
 #define PROOF_TIMEOUT_MS 5000
+
+/* The prober's time: PROOF_TIMEOUT_MS, or DEVGATE_TEST_PROOF_TIMEOUT_MS for the tests. */
+static int proof_timeout_ms(void)
+{
+	const char *v = getenv("DEVGATE_TEST_PROOF_TIMEOUT_MS");
+	uint32_t ms;
+
+	return v && parse_u32(v, &ms) == 0 && ms > 0 && ms <= INT_MAX ? (int)ms : PROOF_TIMEOUT_MS;
+}
 #define V1_LIST_MAX ((size_t)256 * 1024)
 
 /* The v2 cgroup the prober joins: the one that holds the target process. */
@@ -74,23 +83,25 @@ static void v1dev_done(struct v1dev *v)
 	free(v->list);
 }
 
-/* Finds pid's v1 devices cgroup and reads its devices.list; v->dir stays NULL without one. */
-static int v1dev_of(pid_t pid, struct v1dev *v)
+/*
+ * Finds pid's v1 devices cgroup under root (devgated's, fd -1: none) and
+ * reads its devices.list; v->dir stays NULL without one.
+ */
+static int v1dev_of(const struct cg1root *root, pid_t pid, struct v1dev *v)
 {
-	struct cg1root root = { .mount = NULL, .fd = -1 };
 	auto_free char *path = NULL;
 	char list[PATH_MAX];
-	int r = cg1root_open(&root);
+	int r;
 
-	if (r == 0)
-		r = cgroup1_devices_of_pid(pid, &path);
-	if (r == 0 && asprintf(&v->dir, "%s%s", root.mount, strcmp(path, "/") ? path : "") < 0) {
-		v->dir = NULL;
-		r = -ENOMEM;
-	}
-	cg1root_close(&root);
+	if (root->fd < 0)
+		return 0;
+	r = cgroup1_devices_of_pid(pid, &path);
 	if (r < 0)
 		return r == -ENOMEDIUM ? 0 : r;
+	if (asprintf(&v->dir, "%s%s", root->mount, strcmp(path, "/") ? path : "") < 0) {
+		v->dir = NULL;
+		return -ENOMEM;
+	}
 	snprintf(list, sizeof(list), "%s/devices.list", v->dir);
 	return read_file_at(AT_FDCWD, list, V1_LIST_MAX, &v->list, NULL);
 }
@@ -237,6 +248,11 @@ static int unproven(const struct cgwhere *w, const struct v1dev *v1, const struc
 {
 	auto_free char *ev = NULL;
 
+	if (p->frozen)
+		return dg_error_set(err, DG_E_UNPROVEN, EBUSY,
+				    "cannot prove the grant: cgroup %s is frozen (the prober was "
+				    "killed)",
+				    w->path);
 	if (p->join_v2 == EAGAIN)
 		return dg_error_set(err, DG_E_UNPROVEN, EAGAIN,
 				    "cannot prove the grant: cgroup %s is at its pids.max",
@@ -264,7 +280,7 @@ static int unproven(const struct cgwhere *w, const struct v1dev *v1, const struc
 	return dg_error_set(err, DG_E_UNPROVEN, ETIMEDOUT,
 			    "cannot prove the grant: the prober in cgroup %s did not answer within "
 			    "%d ms (it was killed)",
-			    w->path, PROOF_TIMEOUT_MS);
+			    w->path, proof_timeout_ms());
 }
 
 /* True when devgate's grants map holds node for cgroup cgid (or the map cannot be read). */
@@ -357,7 +373,7 @@ int proof_check(struct daemon *d, const struct target *t, struct lease *next,
 	cgwhere_of(d, t, &w);
 	r = foreign_effective_digest(w.fd, &progs);
 	if (r == 0)
-		r = v1dev_of(t->pid, &v1);
+		r = v1dev_of(&d->cg1, t->pid, &v1);
 	if (r < 0)
 		return dg_error_set(
 			err, DG_E_UNPROVEN, -r,
@@ -380,11 +396,11 @@ int proof_check(struct daemon *d, const struct target *t, struct lease *next,
 			return dg_error_set(err, DG_E_UNPROVEN, errno,
 					    "cannot prove the grant: cannot open %s: %m", f);
 	}
-	r = prober_run(w.fd, procs, bpfgate_proof_comm(), probe, k + has_nb, PROOF_TIMEOUT_MS, &res,
-		       err);
+	r = prober_run(w.fd, procs, bpfgate_proof_comm(), probe, k + has_nb, proof_timeout_ms(),
+		       &res, err);
 	if (r < 0)
 		return r;
-	if (res.join_v2 || res.join_v1 || res.timed_out || res.no_answer)
+	if (res.join_v2 || res.join_v1 || res.timed_out || res.no_answer || res.frozen)
 		return unproven(&w, &v1, &res, err);
 	r = judge(d, &w, next, &v1, probe, k + has_nb, has_nb, &res, err);
 	if (r < 0)
