@@ -78,6 +78,8 @@ phase() {
 		sed -n 's/.*proof: .* not proven again (\([0-9]*\) us)$/\1/p' >"$work/$1.spared"
 	[ "$(grep -c . "$work/$1.proven")" = "$N" ] && [ "$(grep -c . "$work/$1.spared")" = "$N" ] ||
 		{ echo "proof.sh: expected $N proofs and $N spared in the log" >&2; exit 1; }
+	tail -n +"$from" "$work/daemon.log" | sed -n 's/.*(prober: clone \([0-9]*\) us, to its first step \([0-9]*\) us, joins \([0-9]*\) us, opens \([0-9]*\) us, to reaped \([0-9]*\) us).*/\1 \2 \3 \4 \5/p' >"$work/$1.steps"
+	for c in 1 2 3 4 5; do cut -d' ' -f"$c" "$work/$1.steps" >"$work/$1.step$c"; done
 	cut -d' ' -f1 /proc/loadavg >"$work/$1.load"
 }
 row() { echo "| $1 | $(pct 50 <"$work/$2") | $(pct 99 <"$work/$2") |"; }
@@ -95,6 +97,11 @@ $p ($N containers, load average $(cat "$work/$p.load") after, $([ $p = loaded ] 
 | step | p50 us | p99 us |
 |---|---|---|
 $(row "the proof (prober cloned into the cgroup, 4 granted nodes + 1 neighbour opened)" $p.proven)
+$(row "- of which the clone system call" $p.step1)
+$(row "- the clone to the prober's first step (waiting for a CPU)" $p.step2)
+$(row "- the prober's join of the v1 devices cgroup (hybrid hosts)" $p.step3)
+$(row "- the prober's opens" $p.step4)
+$(row "- its last step to devgated's reaping it" $p.step5)
 $(row "the fingerprint check that spares it (layers unchanged)" $p.spared)
 $(row "first grant, end to end (devgatectl, with the proof)" $p.first)
 $(row "second grant, end to end (devgatectl, proof spared)" $p.second)

@@ -406,10 +406,13 @@ int proof_check(struct daemon *d, const struct target *t, struct lease *next,
 	if (r < 0)
 		return r;
 	next->proof_fp = fp;
-	log_debug("proof: %s: %zu node(s) reach the driver%s (%llu us)", lease_label(next), k,
+	log_debug("proof: %s: %zu node(s) reach the driver%s (prober: clone %u us, to its first "
+		  "step %u us, joins %u us, opens %u us, to reaped %u us) (%llu us)",
+		  lease_label(next), k,
 		  !has_nb ? ""
 		  : r	  ? ", the neighbour opens (its runtime allows it)"
 			  : ", the neighbour stays denied",
-		  (unsigned long long)(now_mono_ns() - t0) / 1000);
+		  res.times.clone_us, res.times.to_run_us, res.times.joins_us, res.times.opens_us,
+		  res.times.reaped_us, (unsigned long long)(now_mono_ns() - t0) / 1000);
 	return 0;
 }

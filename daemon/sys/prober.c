@@ -26,6 +26,7 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -42,6 +43,7 @@ struct prober_msg {
 	int join_v1;
 	int err[DG_MAX_NODES];
 	int done; /* written last: a prober killed before it has not answered */
+	uint64_t ns_start, ns_joined, ns_end; /* CLOCK_MONOTONIC: first step, joined, last step */
 };
 
 /* What the prober does, set up by devgated before the clone. */
@@ -96,8 +98,11 @@ __attribute__((no_sanitize("address"))) static int prober_child(void *arg)
 {
 	struct prober_job *j = arg;
 	struct prober_msg *m = j->msg;
+	struct timespec ts;
 	long r;
 
+	(void)sys3(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&ts, 0);
+	m->ns_start = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 	(void)sys3(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0);
 	if (j->comm)
 		(void)sys3(SYS_prctl, PR_SET_NAME, (long)j->comm, 0);
@@ -110,6 +115,8 @@ __attribute__((no_sanitize("address"))) static int prober_child(void *arg)
 			return 1;
 		}
 	}
+	(void)sys3(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&ts, 0);
+	m->ns_joined = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 	if (j->hold) {
 		r = sys3(SYS_openat, AT_FDCWD, (long)j->hold, O_RDONLY | O_CLOEXEC);
 		if (r >= 0)
@@ -121,6 +128,8 @@ __attribute__((no_sanitize("address"))) static int prober_child(void *arg)
 		if (r >= 0)
 			(void)sys3(SYS_close, r, 0, 0);
 	}
+	(void)sys3(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&ts, 0);
+	m->ns_end = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 	__atomic_store_n(&m->done, 1, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -331,6 +340,19 @@ static void await(int pidfd, int evfd, int timeout_ms, struct prober_result *ret
 		;
 }
 
+/* Where a run's time went, in us: t0, t1 around the clone, t2 once reaped. */
+static void times_of(const struct prober_msg *m, uint64_t t0, uint64_t t1, uint64_t t2,
+		     struct prober_times *ret)
+{
+	ret->clone_us = (uint32_t)((t1 - t0) / 1000);
+	ret->to_run_us = m->ns_start > t0 ? (uint32_t)((m->ns_start - t0) / 1000) : 0;
+	ret->joins_us = m->ns_joined > m->ns_start ? (uint32_t)((m->ns_joined - m->ns_start) / 1000)
+						   : 0;
+	ret->opens_us = m->ns_end > m->ns_joined ? (uint32_t)((m->ns_end - m->ns_joined) / 1000)
+						 : 0;
+	ret->reaped_us = t2 > m->ns_end ? (uint32_t)((t2 - m->ns_end) / 1000) : 0;
+}
+
 /* The stack and the answer, in one shared mapping made once. */
 static int shared_open(struct dg_error *err)
 {
@@ -372,6 +394,7 @@ int prober_run(int cgfd, int v1_procs_fd, const char *comm, const struct dg_node
 	struct prober_job j = { .procs_fd = { -1, v1_procs_fd }, .comm = comm };
 	auto_close int pidfd = -1, evfd = -1;
 	siginfo_t si = { 0 };
+	uint64_t t0, t1;
 	long pid;
 	int r;
 
@@ -388,7 +411,9 @@ int prober_run(int cgfd, int v1_procs_fd, const char *comm, const struct dg_node
 		ret->frozen = true;
 		return 0;
 	}
+	t0 = now_mono_ns();
 	pid = spawn(cgfd, &pidfd, &j);
+	t1 = now_mono_ns();
 	if (j.procs_fd[0] >= 0)
 		close(j.procs_fd[0]);
 	if (pid < 0) {
@@ -406,5 +431,6 @@ int prober_run(int cgfd, int v1_procs_fd, const char *comm, const struct dg_node
 		return 0;
 	}
 	memcpy(ret->err, j.msg->err, sizeof(ret->err));
+	times_of(j.msg, t0, t1, now_mono_ns(), &ret->times);
 	return 0;
 }

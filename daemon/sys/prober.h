@@ -8,9 +8,19 @@
 #define DEVGATE_PROBER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "errors.h"
 #include "gpu.h"
+
+/* Where one run's time went, in microseconds. */
+struct prober_times {
+	uint32_t clone_us;  /* the clone system call */
+	uint32_t to_run_us; /* from the clone to the prober's first step: waiting for a CPU */
+	uint32_t joins_us;  /* its write to the v1 devices cgroup.procs (and the fallback's) */
+	uint32_t opens_us;  /* its opens */
+	uint32_t reaped_us; /* from its last step to devgated's reaping it */
+};
 
 /* How one run went: where it stopped, and each node's errno (0: it opened). */
 struct prober_result {
@@ -21,6 +31,7 @@ struct prober_result {
 	bool no_answer; /* it ended before it answered (killed by someone else) */
 	bool frozen;	/* the cgroup was or became frozen: the prober was killed at once */
 	int err[DG_MAX_NODES];
+	struct prober_times times; /* set when it answered */
 };
 
 /*

@@ -130,7 +130,7 @@ nothing_left() {
 	grep -q "^devgate_device_accesses_denied_total{container=\"$CID\".*device=\"195:1\".* 1$" <<<"$output"
 }
 
-@test "a frozen container: the prober is killed after its time, the grant refused, nothing left" {
+@test "a frozen container: refused as frozen before any prober is cloned, nothing left" {
 	nested_container c
 	progs=$(cg_progs "$PARENT/$CID")
 	echo 1 >"$PARENT/$CID/cgroup.freeze"
