@@ -93,16 +93,23 @@ static int open_flags(uint32_t access)
 	return (rd && wr ? O_RDWR : wr ? O_WRONLY : O_RDONLY) | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
 }
 
+/* CLOCK_MONOTONIC in ns, by a raw system call (0 when it fails). */
+__attribute__((no_sanitize("address"))) static uint64_t raw_now_ns(void)
+{
+	struct timespec ts = { 0 };
+
+	(void)sys3(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&ts, 0);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
 /* The prober itself: raw system calls only, on its own stack. */
 __attribute__((no_sanitize("address"))) static int prober_child(void *arg)
 {
 	struct prober_job *j = arg;
 	struct prober_msg *m = j->msg;
-	struct timespec ts;
 	long r;
 
-	(void)sys3(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&ts, 0);
-	m->ns_start = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	m->ns_start = raw_now_ns();
 	(void)sys3(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0);
 	if (j->comm)
 		(void)sys3(SYS_prctl, PR_SET_NAME, (long)j->comm, 0);
@@ -115,8 +122,7 @@ __attribute__((no_sanitize("address"))) static int prober_child(void *arg)
 			return 1;
 		}
 	}
-	(void)sys3(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&ts, 0);
-	m->ns_joined = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	m->ns_joined = raw_now_ns();
 	if (j->hold) {
 		r = sys3(SYS_openat, AT_FDCWD, (long)j->hold, O_RDONLY | O_CLOEXEC);
 		if (r >= 0)
@@ -128,8 +134,7 @@ __attribute__((no_sanitize("address"))) static int prober_child(void *arg)
 		if (r >= 0)
 			(void)sys3(SYS_close, r, 0, 0);
 	}
-	(void)sys3(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&ts, 0);
-	m->ns_end = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	m->ns_end = raw_now_ns();
 	__atomic_store_n(&m->done, 1, __ATOMIC_RELEASE);
 	return 0;
 }
