@@ -53,18 +53,20 @@ static void cgwhere_done(struct cgwhere *w)
 }
 
 /*
- * The cgroup of t's process when it is t's cgroup or below it (a container
+ * The cgroup of t's process (proc_cg: its /proc/PID/cgroup, NULL when
+ * unread) when it is t's cgroup or below it (a container
  * named by its top cgroup, whose processes sit in a child: the top may take
  * none), else t's own.
  */
-static void cgwhere_of(const struct daemon *d, const struct target *t, struct cgwhere *ret)
+static void cgwhere_of(const struct daemon *d, const struct target *t, const char *proc_cg,
+		       struct cgwhere *ret)
 {
 	auto_free char *path = NULL;
 	int fd = -1;
 
 	ret->path = t->cgroup;
 	ret->fd = t->cgfd;
-	if (cgroup_of_pid(t->pid, &path) == 0 && strcmp(path, t->cgroup) != 0 &&
+	if (proc_cg && proc_cgroup_parse(proc_cg, &path) == 0 && strcmp(path, t->cgroup) != 0 &&
 	    cgroup_path_is_ancestor(t->cgroup, path) && cgroup_open_path(&d->cg, path, &fd) == 0) {
 		ret->path = ret->own_path = TAKE_PTR(path);
 		ret->fd = ret->own_fd = fd;
@@ -84,10 +86,11 @@ static void v1dev_done(struct v1dev *v)
 }
 
 /*
- * Finds pid's v1 devices cgroup under root (devgated's, fd -1: none) and
- * reads its devices.list; v->dir stays NULL without one.
+ * Finds the v1 devices cgroup in proc_cg (a process's /proc/PID/cgroup, or
+ * NULL and r_read, why it is unread) under root (devgated's, fd -1: none)
+ * and reads its devices.list; v->dir stays NULL without one.
  */
-static int v1dev_of(const struct cg1root *root, pid_t pid, struct v1dev *v)
+static int v1dev_of(const struct cg1root *root, const char *proc_cg, int r_read, struct v1dev *v)
 {
 	auto_free char *path = NULL;
 	char list[PATH_MAX];
@@ -95,7 +98,7 @@ static int v1dev_of(const struct cg1root *root, pid_t pid, struct v1dev *v)
 
 	if (root->fd < 0)
 		return 0;
-	r = cgroup1_devices_of_pid(pid, &path);
+	r = proc_cg ? cgroup1_devices_parse(proc_cg, &path) : r_read < 0 ? r_read : -EIO;
 	if (r < 0)
 		return r == -ENOMEDIUM ? 0 : r;
 	if (asprintf(&v->dir, "%s%s", root->mount, strcmp(path, "/") ? path : "") < 0) {
@@ -362,6 +365,7 @@ int proof_check(struct daemon *d, const struct target *t, struct lease *next,
 	auto_cleanup(cgwhere_done) struct cgwhere w = { .fd = -1, .own_fd = -1 };
 	struct dg_node probe[DG_MAX_NODES + 1];
 	struct prober_result res;
+	auto_free char *proc_cg = NULL;
 	auto_close int procs = -1;
 	uint64_t progs = 0, fp, t0 = now_mono_ns();
 	size_t k = proof_nodes(d, nodes, n, probe);
@@ -370,10 +374,12 @@ int proof_check(struct daemon *d, const struct target *t, struct lease *next,
 
 	if (k == 0)
 		return 0;
-	cgwhere_of(d, t, &w);
-	r = foreign_effective_digest(w.fd, &progs);
+	/* One read of /proc/PID/cgroup for both hierarchies. */
+	r = proc_cgroup_read(t->pid, &proc_cg);
+	cgwhere_of(d, t, r == 0 ? proc_cg : NULL, &w);
+	r = v1dev_of(&d->cg1, r == 0 ? proc_cg : NULL, r, &v1);
 	if (r == 0)
-		r = v1dev_of(&d->cg1, t->pid, &v1);
+		r = foreign_effective_digest(w.fd, &progs);
 	if (r < 0)
 		return dg_error_set(
 			err, DG_E_UNPROVEN, -r,
