@@ -30,6 +30,7 @@
 #include "watch/expiry.h"
 #include "watch/heal.h"
 #include "sys/fault.h"
+#include "sys/prober.h"
 #include "grant/grant.h"
 #include "grant/refresh.h"
 #include "gate/guard.h"
@@ -619,6 +620,7 @@ static void daemon_teardown(struct daemon *d)
 	bpfgate_free(d->bg);
 	state_close(d->state);
 	nodes_fini();
+	prober_release();
 	cgroot_close(&d->cg);
 	cg1root_close(&d->cg1);
 	inventory_free(d->inv);

@@ -27,6 +27,15 @@
 #include "util.h"
 
 #define PROOF_TIMEOUT_MS 5000
+
+/* The prober's time: PROOF_TIMEOUT_MS, or DEVGATE_TEST_PROOF_TIMEOUT_MS for the tests. */
+static int proof_timeout_ms(void)
+{
+	const char *v = getenv("DEVGATE_TEST_PROOF_TIMEOUT_MS");
+	uint32_t ms;
+
+	return v && parse_u32(v, &ms) == 0 && ms > 0 && ms <= INT_MAX ? (int)ms : PROOF_TIMEOUT_MS;
+}
 #define V1_LIST_MAX ((size_t)256 * 1024)
 
 /* The v2 cgroup the prober joins: the one that holds the target process. */
@@ -44,18 +53,20 @@ static void cgwhere_done(struct cgwhere *w)
 }
 
 /*
- * The cgroup of t's process when it is t's cgroup or below it (a container
+ * The cgroup of t's process (proc_cg: its /proc/PID/cgroup, NULL when
+ * unread) when it is t's cgroup or below it (a container
  * named by its top cgroup, whose processes sit in a child: the top may take
  * none), else t's own.
  */
-static void cgwhere_of(const struct daemon *d, const struct target *t, struct cgwhere *ret)
+static void cgwhere_of(const struct daemon *d, const struct target *t, const char *proc_cg,
+		       struct cgwhere *ret)
 {
 	auto_free char *path = NULL;
 	int fd = -1;
 
 	ret->path = t->cgroup;
 	ret->fd = t->cgfd;
-	if (cgroup_of_pid(t->pid, &path) == 0 && strcmp(path, t->cgroup) != 0 &&
+	if (proc_cg && proc_cgroup_parse(proc_cg, &path) == 0 && strcmp(path, t->cgroup) != 0 &&
 	    cgroup_path_is_ancestor(t->cgroup, path) && cgroup_open_path(&d->cg, path, &fd) == 0) {
 		ret->path = ret->own_path = TAKE_PTR(path);
 		ret->fd = ret->own_fd = fd;
@@ -74,23 +85,26 @@ static void v1dev_done(struct v1dev *v)
 	free(v->list);
 }
 
-/* Finds pid's v1 devices cgroup and reads its devices.list; v->dir stays NULL without one. */
-static int v1dev_of(pid_t pid, struct v1dev *v)
+/*
+ * Finds the v1 devices cgroup in proc_cg (a process's /proc/PID/cgroup, or
+ * NULL and r_read, why it is unread) under root (devgated's, fd -1: none)
+ * and reads its devices.list; v->dir stays NULL without one.
+ */
+static int v1dev_of(const struct cg1root *root, const char *proc_cg, int r_read, struct v1dev *v)
 {
-	struct cg1root root = { .mount = NULL, .fd = -1 };
 	auto_free char *path = NULL;
 	char list[PATH_MAX];
-	int r = cg1root_open(&root);
+	int r;
 
-	if (r == 0)
-		r = cgroup1_devices_of_pid(pid, &path);
-	if (r == 0 && asprintf(&v->dir, "%s%s", root.mount, strcmp(path, "/") ? path : "") < 0) {
-		v->dir = NULL;
-		r = -ENOMEM;
-	}
-	cg1root_close(&root);
+	if (root->fd < 0)
+		return 0;
+	r = proc_cg ? cgroup1_devices_parse(proc_cg, &path) : r_read < 0 ? r_read : -EIO;
 	if (r < 0)
 		return r == -ENOMEDIUM ? 0 : r;
+	if (asprintf(&v->dir, "%s%s", root->mount, strcmp(path, "/") ? path : "") < 0) {
+		v->dir = NULL;
+		return -ENOMEM;
+	}
 	snprintf(list, sizeof(list), "%s/devices.list", v->dir);
 	return read_file_at(AT_FDCWD, list, V1_LIST_MAX, &v->list, NULL);
 }
@@ -237,6 +251,11 @@ static int unproven(const struct cgwhere *w, const struct v1dev *v1, const struc
 {
 	auto_free char *ev = NULL;
 
+	if (p->frozen)
+		return dg_error_set(err, DG_E_UNPROVEN, EBUSY,
+				    "cannot prove the grant: cgroup %s is frozen (the prober was "
+				    "killed)",
+				    w->path);
 	if (p->join_v2 == EAGAIN)
 		return dg_error_set(err, DG_E_UNPROVEN, EAGAIN,
 				    "cannot prove the grant: cgroup %s is at its pids.max",
@@ -264,7 +283,7 @@ static int unproven(const struct cgwhere *w, const struct v1dev *v1, const struc
 	return dg_error_set(err, DG_E_UNPROVEN, ETIMEDOUT,
 			    "cannot prove the grant: the prober in cgroup %s did not answer within "
 			    "%d ms (it was killed)",
-			    w->path, PROOF_TIMEOUT_MS);
+			    w->path, proof_timeout_ms());
 }
 
 /* True when devgate's grants map holds node for cgroup cgid (or the map cannot be read). */
@@ -346,6 +365,7 @@ int proof_check(struct daemon *d, const struct target *t, struct lease *next,
 	auto_cleanup(cgwhere_done) struct cgwhere w = { .fd = -1, .own_fd = -1 };
 	struct dg_node probe[DG_MAX_NODES + 1];
 	struct prober_result res;
+	auto_free char *proc_cg = NULL;
 	auto_close int procs = -1;
 	uint64_t progs = 0, fp, t0 = now_mono_ns();
 	size_t k = proof_nodes(d, nodes, n, probe);
@@ -354,10 +374,12 @@ int proof_check(struct daemon *d, const struct target *t, struct lease *next,
 
 	if (k == 0)
 		return 0;
-	cgwhere_of(d, t, &w);
-	r = foreign_effective_digest(w.fd, &progs);
+	/* One read of /proc/PID/cgroup for both hierarchies. */
+	r = proc_cgroup_read(t->pid, &proc_cg);
+	cgwhere_of(d, t, r == 0 ? proc_cg : NULL, &w);
+	r = v1dev_of(&d->cg1, r == 0 ? proc_cg : NULL, r, &v1);
 	if (r == 0)
-		r = v1dev_of(t->pid, &v1);
+		r = foreign_effective_digest(w.fd, &progs);
 	if (r < 0)
 		return dg_error_set(
 			err, DG_E_UNPROVEN, -r,
@@ -380,20 +402,23 @@ int proof_check(struct daemon *d, const struct target *t, struct lease *next,
 			return dg_error_set(err, DG_E_UNPROVEN, errno,
 					    "cannot prove the grant: cannot open %s: %m", f);
 	}
-	r = prober_run(w.fd, procs, bpfgate_proof_comm(), probe, k + has_nb, PROOF_TIMEOUT_MS, &res,
-		       err);
+	r = prober_run(w.fd, procs, bpfgate_proof_comm(), probe, k + has_nb, proof_timeout_ms(),
+		       &res, err);
 	if (r < 0)
 		return r;
-	if (res.join_v2 || res.join_v1 || res.timed_out || res.no_answer)
+	if (res.join_v2 || res.join_v1 || res.timed_out || res.no_answer || res.frozen)
 		return unproven(&w, &v1, &res, err);
 	r = judge(d, &w, next, &v1, probe, k + has_nb, has_nb, &res, err);
 	if (r < 0)
 		return r;
 	next->proof_fp = fp;
-	log_debug("proof: %s: %zu node(s) reach the driver%s (%llu us)", lease_label(next), k,
+	log_debug("proof: %s: %zu node(s) reach the driver%s (prober: clone %u us, to its first "
+		  "step %u us, joins %u us, opens %u us, to reaped %u us) (%llu us)",
+		  lease_label(next), k,
 		  !has_nb ? ""
 		  : r	  ? ", the neighbour opens (its runtime allows it)"
 			  : ", the neighbour stays denied",
-		  (unsigned long long)(now_mono_ns() - t0) / 1000);
+		  res.times.clone_us, res.times.to_run_us, res.times.joins_us, res.times.opens_us,
+		  res.times.reaped_us, (unsigned long long)(now_mono_ns() - t0) / 1000);
 	return 0;
 }

@@ -7,14 +7,14 @@
 load helpers
 
 setup_file() {
-	export DG_NSDIR="/run/dg27pf-test.$$"
+	export DG_NSDIR="/run/dg28pf-test.$$"
 	if [ "$(id -u)" = 0 ] && command -v runc >/dev/null; then dg_ns_setup; fi
 }
 teardown_file() { dg_teardown_file; }
 setup() {
 	dg_setup
-	DG_ID="dg27pf$BATS_TEST_NUMBER-${DG_TMP##*.}"
-	DG_PINS="/sys/fs/bpf/dg27pf-test-$DG_ID"
+	DG_ID="dg28pf$BATS_TEST_NUMBER-${DG_TMP##*.}"
+	DG_PINS="/sys/fs/bpf/dg28pf-test-$DG_ID"
 	DG_V1=
 	start_daemon -v
 }
@@ -130,7 +130,7 @@ nothing_left() {
 	grep -q "^devgate_device_accesses_denied_total{container=\"$CID\".*device=\"195:1\".* 1$" <<<"$output"
 }
 
-@test "a frozen container: the prober is killed after its time, the grant refused, nothing left" {
+@test "a frozen container: refused as frozen before any prober is cloned, nothing left" {
 	nested_container c
 	progs=$(cg_progs "$PARENT/$CID")
 	echo 1 >"$PARENT/$CID/cgroup.freeze"
@@ -144,6 +144,90 @@ nothing_left() {
 	echo 0 >"$PARENT/$CID/cgroup.freeze"
 	nothing_left "$PARENT/$CID" "$progs"
 	run -0 dg grant --pid "$CPID" --gpu 0
+}
+
+# hold_prober: restarts devgated so that its prober waits on a FIFO
+# (DEVGATE_TEST_PROBER_HOLD) after joining the container's cgroups and
+# before its opens, with a proof time of 10 minutes: an attack then meets
+# a running prober, and only what devgated notices ends the wait.
+hold_prober() {
+	HOLD="$DG_TMP/hold"
+	mkfifo "$HOLD"
+	stop_daemon
+	DEVGATE_TEST_PROBER_HOLD=$HOLD DEVGATE_TEST_PROOF_TIMEOUT_MS=600000 start_daemon -v
+}
+# release_prober: lets a held prober go on (an O_RDWR open of a FIFO never blocks).
+release_prober() {
+	local fd
+	exec {fd}<>"$HOLD"
+	exec {fd}>&-
+}
+# The held prober, the one process of cgroup $1 that is not the container's.
+prober_of() { grep -vx "$CPID" "$1/cgroup.procs"; }
+prober_held() { [ -n "$(prober_of "$1")" ]; }
+# grant_bg: the grant, in the background, bounded (exit 124 when it hangs); sets GRANT.
+grant_bg() {
+	timeout 120 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" grant --pid "$CPID" --gpu 0 \
+		>"$DG_TMP/grant.out" 2>&1 &
+	GRANT=$!
+}
+# grant_wait: the background grant's exit status, in GST.
+grant_wait() {
+	GST=0
+	wait "$GRANT" || GST=$?
+}
+
+@test "attack: the container freezes its cgroup while the prober runs: refused at once as frozen, nothing left" {
+	nested_container c
+	progs=$(cg_progs "$PARENT/$CID")
+	hold_prober
+	grant_bg
+	wait_until 60 prober_held "$PARENT/$CID"
+	echo 1 >"$PARENT/$CID/cgroup.freeze"
+	# devgated sees cgroup.events change and kills the prober: no 10-minute wait.
+	grant_wait
+	[ "$GST" = 16 ]
+	grep -q "cgroup /$DG_ID/$CID is frozen (the prober was killed)" "$DG_TMP/grant.out"
+	[ "$(wc -l <"$PARENT/$CID/cgroup.procs")" = 1 ]
+	echo 0 >"$PARENT/$CID/cgroup.freeze"
+	release_prober
+	nothing_left "$PARENT/$CID" "$progs"
+	# Thawed, the same grant is proven and holds; the neighbour stays denied.
+	grant_bg
+	wait_until 60 prober_held "$PARENT/$CID"
+	release_prober
+	grant_wait
+	[ "$GST" = 0 ]
+	run -1 probe "$CID" /dev/nvidia0 /gpu1
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+}
+
+@test "attack: the prober is killed before it answers: never taken as a pass, the grant rolled back" {
+	nested_container c
+	progs=$(cg_progs "$PARENT/$CID")
+	hold_prober
+	grant_bg
+	wait_until 60 prober_held "$PARENT/$CID"
+	kill -KILL "$(prober_of "$PARENT/$CID")"
+	grant_wait
+	[ "$GST" = 16 ]
+	grep -q "the prober in cgroup /$DG_ID/$CID was killed before it answered" "$DG_TMP/grant.out"
+	nothing_left "$PARENT/$CID" "$progs"
+}
+
+@test "attack: cgroup.kill during the proof kills the container and the prober: refused, nothing left" {
+	nested_container c
+	hold_prober
+	grant_bg
+	wait_until 60 prober_held "$PARENT/$CID"
+	echo 1 >"$PARENT/$CID/cgroup.kill"
+	grant_wait
+	[ "$GST" = 16 ]
+	grep -q "killed before it answered" "$DG_TMP/grant.out"
+	[ "$(dg status --json | jq '.leases | length')" = 0 ]
+	[ "$(grants_of "$PARENT/$CID")" = 0 ]
+	wait_until 30 test ! -s "$PARENT/$CID/cgroup.procs"
 }
 
 @test "hybrid: a v1 devices cgroup whose parent denies the GPU is named, and the grant rolled back" {

@@ -169,6 +169,28 @@ static void test_first_grant_undo(void **state)
 	first_grant_fails_at("state_save", 1, DG_E_STATE);
 }
 
+/* A prober that cannot answer (pids.max, frozen, killed) is never a pass: rolled back, named. */
+static void prober_fails(int r, const char *why)
+{
+	struct dg_error err = { 0 };
+
+	setup(NULL);
+	fake_fail("prober_run", 1, r);
+	assert_true(grant("0", &err) < 0);
+	assert_int_equal(err.code, DG_E_UNPROVEN);
+	assert_non_null(strstr(err.message, why));
+	assert_untouched();
+	teardown(NULL);
+}
+
+static void test_proof_unanswered(void **state)
+{
+	(void)state;
+	prober_fails(-EAGAIN, "is at its pids.max");
+	prober_fails(-EBUSY, "is frozen (the prober was killed)");
+	prober_fails(-ECHILD, "was killed before it answered");
+}
+
 /* A second grant that fails keeps the first whole, and adds nothing. */
 static void second_grant_fails_at(const char *fn, int nth)
 {
@@ -411,6 +433,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_grant_applies_every_step, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_first_grant_undo, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_proof_unanswered, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_second_grant_undo, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_revoke_journal_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_revoke_partial_then_all, setup, teardown),

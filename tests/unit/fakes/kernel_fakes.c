@@ -351,14 +351,18 @@ int cgroup1_procs_walk(const struct cg1root *root, const char *path, int depth,
 int prober_run(int cgfd, int v1_procs_fd, const char *comm, const struct dg_node *nodes, size_t n,
 	       int timeout_ms, struct prober_result *ret, struct dg_error *err)
 {
-	bool deny = injected("prober_run") < 0;
+	/* EAGAIN: the clone met pids.max; EBUSY: frozen; ECHILD: killed; else: denied. */
+	int inj = injected("prober_run");
+	bool deny = inj < 0 && inj != -EAGAIN && inj != -EBUSY && inj != -ECHILD;
 
 	(void)cgfd;
 	(void)v1_procs_fd;
 	(void)comm;
 	(void)timeout_ms;
 	(void)err;
-	*ret = (struct prober_result){ 0 };
+	*ret = (struct prober_result){ .join_v2 = inj == -EAGAIN ? EAGAIN : 0,
+				       .frozen = inj == -EBUSY,
+				       .no_answer = inj == -ECHILD };
 	for (size_t i = 0; i < n; i++)
 		ret->err[i] =
 			!deny && fake_has_grant(fake.target_cgid, nodes[i].major, nodes[i].minor)
