@@ -13,13 +13,14 @@ awk 'FNR == NR { a[$1] = $2; next }
 	bad = 0
 	printf "%-16s %12s %12s %8s\n", "figure", "A", "B", "spread"
 	for (k in a) {
-		if (!(k in b)) { printf "%-16s %12s %12s\n", k, a[k], "-"; continue }
+		if (!(k in b)) { printf "%-16s %12s %12s\n", k, a[k], "-" | "sort"; continue }
 		lo = a[k] < b[k] ? a[k] : b[k]
 		hi = a[k] < b[k] ? b[k] : a[k]
 		s = lo > 0 ? (hi / lo - 1) * 100 : 0
-		printf "%-16s %12s %12s %7.1f%%%s\n", k, a[k], b[k], s, s > 20 ? " over 20%" : ""
+		printf "%-16s %12s %12s %7.1f%%%s\n", k, a[k], b[k], s, (s > 20) ? " over 20%" : "" | "sort"
 		if (s > 20) bad = 1
 	}
-	for (k in b) if (!(k in a)) printf "%-16s %12s %12s\n", k, "-", b[k]
+	for (k in b) if (!(k in a)) printf "%-16s %12s %12s\n", k, "-", b[k] | "sort"
+	close("sort")
 	exit bad
      }' "$1" "$2"
