@@ -12,7 +12,8 @@
  * request, as container starts are spaced in life (devgated prepares its
  * spares when idle). Prints one line per request to stdout:
  *   grant <ns>     or     revoke <ns>
- * and on stderr the wall time and request rate of all jobs together.
+ * and on stderr the wall time and request rate of all jobs together (no
+ * rate where a request failed).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -178,8 +179,14 @@ int main(int argc, char **argv)
 	{
 		double s = (double)(now_mono_ns() - t0) / 1e9;
 
-		fprintf(stderr, "dgload: %u jobs, %u cycles each, %.3f s, %.1f requests/s\n",
-			o.jobs, o.cycles, s, 2.0 * o.jobs * o.cycles / s);
+		/* A rate counts every cycle: none where one failed. */
+		if (failed)
+			fprintf(stderr, "dgload: %u jobs, a request failed after %.3f s\n", o.jobs,
+				s);
+		else
+			fprintf(stderr,
+				"dgload: %u jobs, %u cycles each, %.3f s, %.1f requests/s\n",
+				o.jobs, o.cycles, s, 2.0 * o.jobs * o.cycles / s);
 	}
 	return failed;
 }

@@ -3,6 +3,7 @@
 """lxcload: LXC's device hot-plug, timed in one process.
 
     lxcload.py -P LXCPATH -n N NAME NODE
+    lxcload.py -P LXCPATH --once NAME NODE add|del
 
 Runs N cycles of liblxc's add_device_node(NODE) then
 remove_device_node(NODE) on the running container NAME, the calls that
@@ -12,7 +13,9 @@ container (liblxc checks it). Prints one line per call:
     add <ns>     or     del <ns>
 Exits 1 at the first call that fails. Needs the python3 that has the lxc
 module (Debian's python3-lxc), run where the container's lxc-* commands
-run (the same mount namespace).
+run (the same mount namespace). With --once, one add or del and no output:
+a command line's way to make liblxc's call (lxc-device fails here before
+it; bench/NOTES.md), timed from outside.
 """
 import argparse
 import sys
@@ -25,14 +28,22 @@ def main():
     p = argparse.ArgumentParser(prog="lxcload.py")
     p.add_argument("-P", dest="lxcpath", required=True)
     p.add_argument("-n", dest="cycles", type=int, default=200)
+    p.add_argument("--once", action="store_true")
     p.add_argument("name")
     p.add_argument("node")
+    p.add_argument("kind", nargs="?", choices=("add", "del"))
     a = p.parse_args()
 
     c = lxc.Container(a.name, a.lxcpath)
     if not c.running:
         print(f"lxcload: container '{a.name}' is not running", file=sys.stderr)
         return 1
+    if a.once:
+        call = c.add_device_node if a.kind == "add" else c.remove_device_node
+        if not call(a.node):
+            print(f"lxcload: {a.kind} of '{a.node}' failed", file=sys.stderr)
+            return 1
+        return 0
     clock = time.perf_counter_ns
     lines = []
     for _ in range(a.cycles):

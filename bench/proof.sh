@@ -10,18 +10,20 @@
 # is, once with two CPU hogs added, in the same run. Prints Markdown
 # tables; asserts no time.
 #
-# Knobs: BENCH_PROOF_N (containers, default 30). Run as root from the tree,
-# after make.
+# Knobs: BENCH_PROOF_N (containers, default 30), BENCH_PREFIX (names of
+# its cgroup, pins and temporary directory; default dg28pf-bench-PID). Run
+# as root from the tree, after make.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=${DEVGATE_BUILD:-$top/build}
 N=${BENCH_PROOF_N:-30}
 [ "$(id -u)" = 0 ] || { echo "proof.sh: run as root" >&2; exit 1; }
-work=$(mktemp -d /tmp/dg28pf-bench.XXXXXX)
-PINS=/sys/fs/bpf/dg28pf-bench-$$
+PFX=${BENCH_PREFIX:-dg28pf-bench-$$}
+work=$(mktemp -d "/tmp/$PFX.XXXXXX")
+PINS=/sys/fs/bpf/$PFX-proof
 CGROOT=$(awk '$9 == "cgroup2" && $4 == "/" { print $5; exit }' /proc/self/mountinfo)
-CG=$CGROOT/dg28pf-bench-$$
+CG=$CGROOT/$PFX-proof
 DAEMON=
 # shellcheck source=../tests/lib/runc.sh
 . "$top/tests/lib/runc.sh"

@@ -102,3 +102,29 @@ progs_named() { [ "$(cg_prog_names "$CG")" = "$1" ]; }
 	[ "${lines[3]}" = "/gpu0 EPERM" ]
 	[ "${lines[4]}" = "/mem EPERM" ]
 }
+
+# As LXC's users run it (tests/lib/lxc.sh, and the bench's peer): LXC's
+# default log level (at TRACE liblxc loads every device program with the
+# verifier's full log) and LXC's default device list (common.conf's), where
+# /dev/full (1:7) is allowed and 1:1 is not. devgate's grant adds the GPU.
+@test "LXC at its defaults: no trace log, LXC's own device list, the GPU added" {
+	requires lxc
+	CID="$DG_ID-d"
+	DG_LXCS+=("$CID")
+	DG_CGROUPS+=("$DG_CGROOT/lxc.payload.$CID" "$DG_CGROOT/lxc.monitor.$CID")
+	dg_lxc_create "$CID" "$DEVGATE_BUILD/probe" defaults
+	mknod -m 666 "$DG_TMP/lxc/$CID/rootfs/full" c 1 7
+	CPID=$(dg_lxc_start "$CID")
+	run -0 lxc_probe "$CID" /full /dev/null
+	run -1 lxc_probe "$CID" /mem
+	[ "$output" = "/mem EPERM" ]
+	run -0 dg grant --pid "$CPID" --gpu 0
+	run -1 lxc_probe "$CID" /gpu0 /gpu1 /full /mem
+	[ "${lines[0]}" = "/gpu0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	[ "${lines[2]}" = "/full ok" ]
+	[ "${lines[3]}" = "/mem EPERM" ]
+	# The log exists and has nothing below LXC's default level.
+	[ -f "$DG_TMP/lxc/$CID.log" ]
+	run ! grep -E ' (TRACE|DEBUG|INFO|NOTICE) ' "$DG_TMP/lxc/$CID.log"
+}

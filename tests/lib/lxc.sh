@@ -9,6 +9,11 @@
 # refuses; the check then answers no and the add goes on.
 #
 # Needs: DG_NSDIR, DG_TMP (the containers live under DG_TMP/lxc).
+#
+# Containers start at LXC's default log level, as users run them: at TRACE
+# liblxc loads every device program with the verifier's full log, which
+# costs more than the load itself. DG_LXC_LOGLEVEL=TRACE (or any lxc-start
+# -l level) asks for more, for debugging; the log is DG_TMP/lxc/NAME.log.
 
 # The Python that has the lxc module (a pyenv shim may shadow it).
 DG_LXC_PY=/usr/bin/python3
@@ -19,13 +24,22 @@ dg_lxc() {
 	dg_in_ns "$cmd" -P "$DG_TMP/lxc" "$@"
 }
 
-# dg_lxc_create NAME PROBE: a busybox container whose device program denies
-# all but the usual few, with the probe in /bin and nodes made before start:
-# /gpu0 and /gpu1 (195:0, 195:1), /mem (1:1), /x1 /x2 /x3 (240:1..3).
+# dg_lxc_create NAME PROBE [defaults]: a busybox container whose device
+# program denies all but the usual few, with the probe in /bin and nodes
+# made before start: /gpu0 and /gpu1 (195:0, 195:1), /mem (1:1), /x1 /x2
+# /x3 (240:1..3). With "defaults", the device rules are LXC's own default
+# list (the cgroup2 lines of its common.conf, which distribution templates
+# include), as a user's container has them.
 dg_lxc_create() {
 	local name=$1 probe=$2 root
 	mkdir -p "$DG_TMP/lxc"
-	cat >"$DG_TMP/lxc/$name.conf" <<-CONF
+	if [ "${3:-}" = defaults ]; then
+		{
+			printf '%s\n' 'lxc.net.0.type = empty' 'lxc.apparmor.profile = unconfined'
+			grep '^lxc.cgroup2.devices' /usr/share/lxc/config/common.conf
+		} >"$DG_TMP/lxc/$name.conf"
+	else
+		cat >"$DG_TMP/lxc/$name.conf" <<-CONF
 		lxc.net.0.type = empty
 		lxc.apparmor.profile = unconfined
 		lxc.cgroup2.devices.deny = a
@@ -36,7 +50,8 @@ dg_lxc_create() {
 		lxc.cgroup2.devices.allow = c 5:0 rwm
 		lxc.cgroup2.devices.allow = c 5:2 rwm
 		lxc.cgroup2.devices.allow = c 136:* rwm
-	CONF
+		CONF
+	fi
 	dg_lxc lxc-create -n "$name" -t busybox -f "$DG_TMP/lxc/$name.conf" >/dev/null 2>&1 ||
 		return 1
 	root="$DG_TMP/lxc/$name/rootfs"
@@ -49,7 +64,9 @@ dg_lxc_create() {
 
 # dg_lxc_start NAME: prints the host PID of its init.
 dg_lxc_start() {
-	dg_lxc lxc-start -n "$1" -d -l TRACE -o "$DG_TMP/lxc/$1.log" || return 1
+	local level=()
+	[ -n "${DG_LXC_LOGLEVEL:-}" ] && level=(-l "$DG_LXC_LOGLEVEL")
+	dg_lxc lxc-start -n "$1" -d "${level[@]}" -o "$DG_TMP/lxc/$1.log" || return 1
 	dg_lxc lxc-info -n "$1" -pH
 }
 
