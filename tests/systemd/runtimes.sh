@@ -16,13 +16,15 @@ ln -sf busybox $bb/bin/sleep
 
 # podman: its runtime (runc) asks systemd, over D-Bus, for a scope with the
 # container's device policy (libpod-ID.scope), and puts its own program there
-# too. The ulimits: this sandbox lacks CAP_SYS_RESOURCE (host-facts).
+# too. The ulimits: this sandbox lacks CAP_SYS_RESOURCE (host-facts); no
+# pids limit: the guest has no pids controller (runc 1.2, Debian 13, writes
+# pids.max for -1 and fails).
 pm() {
 	podman --root /var/lib/dg-podman --runroot /run/dg-podman --storage-driver vfs \
 		--cgroup-manager systemd --events-backend file --runtime runc "$@"
 }
 tar -C $bb -cf - . | pm import - localhost/busybox >/dev/null 2>&1 || die "podman import"
-pm run -d --name dg-podman --network none --pids-limit=-1 --ulimit nofile=4096:4096 \
+pm run -d --name dg-podman --network none --pids-limit=0 --ulimit nofile=4096:4096 \
 	--ulimit nproc=4096:4096 localhost/busybox sleep 1000000 >/dev/null || die "podman run"
 ct_check "$(pm inspect -f '{{.State.Pid}}' dg-podman)" "podman --cgroup-manager systemd"
 pm rm -f -t 0 dg-podman >/dev/null
