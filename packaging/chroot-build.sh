@@ -5,16 +5,27 @@
 # that release's lintian on it. The chroot is cached as a tarball under
 # CACHE (default /var/cache/devgate-ci), named by suite and by debian/control's
 # Build-Depends: a later run reuses it and downloads nothing. Prints the
-# .deb's path (under BUILD_DIR/SUITE).
+# .deb's path (under BUILD_DIR/SUITE). With --if-stale, a .deb built there
+# from the same sources (packaging/sources.sh) is kept.
 #
-# usage: sh packaging/chroot-build.sh SUITE BUILD_DIR     (as root, from the source tree)
+# usage: sh packaging/chroot-build.sh [--if-stale] SUITE BUILD_DIR     (as root, from the source tree)
 set -eu
 
+if_stale=false
+[ "$1" != --if-stale ] || { if_stale=true && shift; }
 suite=$1
 out=$2/$suite
 cache=${DEVGATE_CI_CACHE:-/var/cache/devgate-ci}
 mirror=${DEVGATE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 version=$(dpkg-parsechangelog -S Version)
+. packaging/sources.sh
+inputs=$(dg_inputs "$2")
+for old in "$out"/devgate_"$version"_*.deb; do
+	if $if_stale && dg_current "$old" "$inputs"; then
+		echo "$old"
+		exit 0
+	fi
+done
 
 key=$( (echo "$suite lintian" && sed -n '/^Build-Depends:/,/^[A-Z]/p' debian/control) |
 	sha256sum | cut -c1-12)
@@ -23,12 +34,6 @@ work=$(mktemp -d /var/tmp/devgate-chroot.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 root=$work/root
 
-# sources LIST: the checkout's files (what git tracks or would), as a tar stream.
-sources() {
-	git ls-files -z --cached --others --exclude-standard |
-		xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh |
-		tar --null -T - -cf -
-}
 # in_root CMD: runs CMD in the chroot, with its own /proc, as a login shell would.
 in_root() {
 	unshare -m sh -c 'mount -t proc proc "$0/proc" && exec chroot "$0" \
@@ -37,7 +42,7 @@ in_root() {
 }
 
 mkdir -p "$cache" "$root/build/devgate-$version"
-sources | tar -xf - -C "$root/build/devgate-$version"
+dg_sources "$2" | tar --null -T - -cf - | tar -xf - -C "$root/build/devgate-$version"
 exec 9>"$tarball.lock"
 flock 9
 if [ ! -s "$tarball" ]; then
@@ -64,6 +69,8 @@ deb=$(cd "$root/build" && ls devgate_"$version"_*.deb)
 in_root "lintian --fail-on error,warning --info /build/$deb" >"$work/lintian" 2>&1 ||
 	{ cat "$work/lintian" >&2; echo "chroot-build: lintian ($suite) failed" >&2; exit 1; }
 mkdir -p "$out"
+rm -f "$out"/devgate_*.deb "$out"/devgate_*.deb.inputs
 cp "$root/build/$deb" "$out/"
+echo "$inputs" >"$out/$deb.inputs"
 sed "s/^/chroot-build: lintian ($suite): /" "$work/lintian" >&2
 echo "$out/$deb"

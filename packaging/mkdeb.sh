@@ -5,24 +5,33 @@
 # the build writes nothing next to the checkout, then moves the .deb to
 # BUILD_DIR and prints its path. Files git ignores (build trees) stay out.
 #
-# usage: packaging/mkdeb.sh BUILD_DIR     (from the source tree)
+# With --if-stale, a .deb already in BUILD_DIR is kept when its sources are
+# the same files, of the same sizes and times, as when it was built (a
+# stamp next to it says), so a developer's edit is never tested as an old
+# package.
+#
+# usage: packaging/mkdeb.sh [--if-stale] BUILD_DIR     (from the source tree)
 set -eu
 
+if_stale=false
+[ "$1" != --if-stale ] || { if_stale=true && shift; }
 O=$1
 version=$(dpkg-parsechangelog -S Version)
 arch=$(dpkg --print-architecture)
 work=$O/deb
 src=$work/devgate-$version
+deb=$O/devgate_${version}_$arch.deb
 
-rm -rf "$work"
-mkdir -p "$src"
-if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-	git ls-files -z --cached --others --exclude-standard |
-		xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh |
-		tar --null -T - -cf - | tar -xf - -C "$src"
-else
-	tar --exclude=./build --exclude=./build-asan --exclude="./$O" -cf - . | tar -xf - -C "$src"
+. packaging/sources.sh
+inputs=$(dg_inputs "$O")
+if $if_stale && dg_current "$deb" "$inputs"; then
+	echo "$deb"
+	exit 0
 fi
+
+rm -rf "$work" "$deb.inputs"
+mkdir -p "$src"
+dg_sources "$O" | tar --null -T - -cf - | tar -xf - -C "$src"
 (cd "$src" && dpkg-buildpackage -us -uc -b -j"$(nproc)" >../build.log 2>&1) || {
 	tail -n 40 "$work/build.log" >&2
 	echo "mkdeb: dpkg-buildpackage failed; the whole log is $work/build.log" >&2
@@ -30,4 +39,5 @@ fi
 }
 mv "$work/devgate_${version}_$arch.deb" "$O/"
 rm -rf "$work"
-echo "$O/devgate_${version}_$arch.deb"
+echo "$inputs" >"$deb.inputs"
+echo "$deb"

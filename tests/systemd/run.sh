@@ -66,6 +66,7 @@ mkdir "$root"
 tar -C "$root" -xf "$tarball"
 install -m 0644 "$deb" "$root/root/devgate.deb"
 install -m 0755 tests/systemd/guest.sh "$root/root/guest.sh"
+install -m 0644 tests/systemd/runtimes.sh "$root/root/runtimes.sh"
 install -m 0755 "${DEVGATE_BUILD:-$top/build}/probe" "$root/usr/local/bin/probe"
 # The fake GPU host devgated serves (devgate.conf's host-root).
 "$top/tests/helpers/mkfixture" "$root/srv/host" --dev-char >/dev/null
@@ -75,8 +76,10 @@ mkdir "$cg"
 # CapabilityBoundingSet) must exist in the guest; --keep-unit
 # --register=no: there is no systemd or machined on the host. nspawn's
 # seccomp allow-list lacks calls devgated makes: bpf (EPERM: no gate, no
-# maps) and open_by_handle_at (cgroups by id: no heal, no end of lease).
-syscalls="bpf open_by_handle_at openat2"
+# maps) and open_by_handle_at (cgroups by id: no heal, no end of lease);
+# runc under dockerd makes a session keyring for each container (keyctl,
+# add_key: "unable to join session keyring: operation not permitted").
+syscalls="bpf open_by_handle_at openat2 keyctl add_key request_key"
 (echo 0 >"$cg/cgroup.procs" && SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1 exec systemd-nspawn -q \
 	--register=no --keep-unit --capability=all --system-call-filter="$syscalls" \
 	-D "$root" -b >"$work/nspawn.log" 2>&1) &
