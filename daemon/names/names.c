@@ -22,15 +22,18 @@
 #include "sys/cgroup.h"
 #include "sys/target.h"
 
+/* CRI before runc: where both read one root, the pod's names win. */
 enum {
 	RT_DOCKER,
 	RT_PODMAN,
 	RT_LXD,
+	RT_LXC,
+	RT_CRI,
 	RT_RUNC,
 	RT_N
 };
 
-static const char *const rt_names[RT_N] = { "docker", "podman", "lxd", "runc" };
+static const char *const rt_names[RT_N] = { "docker", "podman", "lxd", "lxc", "cri", "runc" };
 
 int names_runtime_known(const char *runtime)
 {
@@ -64,6 +67,23 @@ static bool name_ok(const char *s)
 	return true;
 }
 
+/* A CRI container's NAMESPACE/POD/CONTAINER: three names, no more. */
+static bool cri_form(const char *s)
+{
+	char buf[NAMES_NAME_MAX], *save = NULL;
+	int parts = 0;
+
+	if (!strchr(s, '/') || strlen(s) >= sizeof(buf) || s[strlen(s) - 1] == '/' ||
+	    strstr(s, "//"))
+		return false;
+	memcpy(buf, s, strlen(s) + 1);
+	for (char *p = strtok_r(buf, "/", &save); p; p = strtok_r(NULL, "/", &save)) {
+		if (!name_ok(p) || ++parts > 3)
+			return false;
+	}
+	return parts == 3;
+}
+
 static const char *where_of(const struct names_conf *c, int rt)
 {
 	switch (rt) {
@@ -73,6 +93,10 @@ static const char *where_of(const struct names_conf *c, int rt)
 		return c->podman_storage;
 	case RT_LXD:
 		return c->lxd_socket;
+	case RT_LXC:
+		return c->lxc_path;
+	case RT_CRI:
+		return c->cri_root;
 	default:
 		return c->runc_root;
 	}
@@ -88,6 +112,10 @@ static int ask(const struct names_conf *c, int rt, const char *name, struct rt_f
 		return rt_podman(c->podman_storage, c->runc_root, name, f, why, n);
 	case RT_LXD:
 		return rt_lxd(c->lxd_socket, name, f, why, n);
+	case RT_LXC:
+		return rt_lxc(c->lxc_path, name, f, why, n);
+	case RT_CRI:
+		return rt_cri(c->cri_root, name, f, why, n);
 	default:
 		return rt_runc(c->runc_root, name, f, why, n);
 	}
@@ -108,7 +136,11 @@ static int prove(int rt, const struct rt_found *f, char **ret, char *why, size_t
 	const char *tail;
 	bool same;
 
-	pidfd = f->pid > 0 && f->pid <= INT32_MAX ? pidfd_open_pid((pid_t)f->pid) : -ESRCH;
+	if (f->pid <= 0) {
+		snprintf(why, n, "its runtime names no running process");
+		return -ESRCH;
+	}
+	pidfd = f->pid <= INT32_MAX ? pidfd_open_pid((pid_t)f->pid) : -ESRCH;
 	if (pidfd < 0 || cgroup_of_pid((pid_t)f->pid, &cg) < 0) {
 		snprintf(why, n, "its PID %lld is gone", f->pid);
 		return -ESRCH;
@@ -202,12 +234,16 @@ int names_resolve(const struct names_conf *c, const char *name, const char *runt
 
 	if (runtime && !names_runtime_known(runtime)) {
 		dg_error_set(err, DG_E_INVALID, EINVAL, "unknown runtime '%.64s'", runtime);
-		dg_error_hint(err, "one of docker, podman, lxd, runc");
+		dg_error_hint(err, "one of docker, podman, lxd, lxc, cri, runc");
 		return -EINVAL;
 	}
-	if (!name_ok(name)) {
+	/* A pod's container is CRI's alone: no other runtime has '/' in a name. */
+	if (strchr(name, '/') && cri_form(name) && (!runtime || strcmp(runtime, "cri") == 0))
+		runtime = "cri";
+	else if (!name_ok(name)) {
 		dg_error_set(err, DG_E_NO_TARGET, ENOENT, "'%.256s' is not a container name", name);
-		dg_error_hint(err, "names are letters, digits, '_', '.' and '-'");
+		dg_error_hint(err, "names are letters, digits, '_', '.' and '-'; a CRI "
+				   "container is NAMESPACE/POD/CONTAINER");
 		return -ENOENT;
 	}
 	s = calloc(1, sizeof(*s));

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The runtimes' readers of daemon/names (rtapi.c, rtstate.c): what one
+ * The runtimes' readers of daemon/names (rtapi.c, rtlxc.c, rtstate.c): what one
  * runtime's state says of a name. Private to this folder.
  */
 #ifndef DEVGATE_NAMES_RT_H
@@ -25,6 +25,8 @@ struct rt_found {
 int rt_docker(const char *sock, const char *name, struct rt_found *ret, char *why, size_t n);
 int rt_lxd(const char *sock, const char *name, struct rt_found *ret, char *why, size_t n);
 int rt_runc(const char *root, const char *name, struct rt_found *ret, char *why, size_t n);
+int rt_lxc(const char *lxcpath, const char *name, struct rt_found *ret, char *why, size_t n);
+int rt_cri(const char *root, const char *name, struct rt_found *ret, char *why, size_t n);
 int rt_podman(const char *storage, const char *runc_root, const char *name, struct rt_found *ret,
 	      char *why, size_t n);
 

@@ -43,6 +43,8 @@ int byname_rewrite(struct daemon *d, struct dg_request *req, struct dg_error *er
 		.lxd_socket = c->lxd_socket,
 		.podman_storage = c->podman_storage,
 		.runc_root = c->runc_root,
+		.lxc_path = c->lxc_path,
+		.cri_root = c->cri_root,
 	};
 	struct name_match m = { 0 };
 	struct dg_error why = { 0 };

@@ -42,19 +42,48 @@ setup() {
 	dg_lxd_paths "$NM"
 	DG_DOCKERS=()
 	DG_RUNCS=()
+	DG_CRIS=()
 }
 
 teardown() {
 	local c
 	for c in "${DG_DOCKERS[@]}"; do dg_docker rm -f "$c" >/dev/null 2>&1 || true; done
 	for c in "${DG_RUNCS[@]}"; do dg_in_ns runc delete -f "$c" >/dev/null 2>&1 || true; done
+	for c in "${DG_CRIS[@]}"; do
+		dg_in_ns runc --root "$DG_TMP/cri" delete -f "$c" >/dev/null 2>&1 || true
+	done
 	dg_teardown
 }
 
 # names_daemon: devgated that looks names up in this file's runtimes only.
 names_daemon() {
 	start_daemon --docker-socket "$DG_DOCKER_SOCK" --lxd-socket "$DG_LXD_SOCK" \
-		--podman-storage "$DG_NSDIR/storage" --runc-root /run/runc
+		--podman-storage "$DG_NSDIR/storage" --runc-root /run/runc \
+		--lxc-path "$DG_TMP/lxc" --cri-runc-root "$DG_TMP/cri" "$@"
+}
+
+# cri_ct ID POD CONTAINER JQ: a runc container under the CRI root as
+# containerd or CRI-O leaves it: in a kubepods-like cgroup, its bundle's
+# annotations edited by JQ (with $ns, $pod and $ctr). Sets CRIPID.
+cri_ct() {
+	requires runc
+	local id=$1 pod=$2 ctr=$3 filter=$4
+	DG_CRIS+=("$id")
+	DG_CGROUPS+=("$DG_CGROOT/$NM-kubepods")
+	dg_bundle "$DG_TMP/$id" "$DEVGATE_BUILD/probe"
+	jq --arg ns "$NM" --arg pod "$pod" --arg ctr "$ctr" \
+		--arg cg "/$NM-kubepods/burstable/pod$NM-$pod/$id" \
+		".linux.cgroupsPath = \$cg | $filter" "$DG_TMP/$id/config.json" >"$DG_TMP/$id/c.json"
+	mv "$DG_TMP/$id/c.json" "$DG_TMP/$id/config.json"
+	dg_in_ns runc --root "$DG_TMP/cri" run -d -b "$DG_TMP/$id" "$id" </dev/null \
+		>"$DG_TMP/$id.log" 2>&1 || fail "runc run: $(cat "$DG_TMP/$id.log")"
+	CRIPID=$(dg_in_ns runc --root "$DG_TMP/cri" state "$id" | jq .pid)
+}
+
+cri_probe() {
+	local id=$1
+	shift
+	dg_in_ns runc --root "$DG_TMP/cri" exec "$id" probe "$@"
 }
 
 needs_docker() {
@@ -152,7 +181,7 @@ no_lease() { [ "$(dg status --json | jq '.leases | length')" = 0 ]; }
 	names_daemon
 	run -5 dg grant --container "$NM-nosuch" --gpu 0
 	[ "${lines[0]}" = "devgatectl: no container is named '$NM-nosuch'" ]
-	[[ "${lines[1]}" == "hint: searched docker $DG_DOCKER_SOCK, podman $DG_NSDIR/storage, lxd $DG_LXD_SOCK, runc /run/runc"* ]]
+	[[ "${lines[1]}" == "hint: searched docker $DG_DOCKER_SOCK, podman $DG_NSDIR/storage, lxd $DG_LXD_SOCK, lxc $DG_TMP/lxc, cri $DG_TMP/cri, runc /run/runc"* ]]
 	run -5 dg revoke --container "$NM-nosuch"
 	[ "${lines[0]}" = "devgatectl: no container is labelled '$NM-nosuch'" ]
 	[[ "${lines[1]}" == *"no runtime has that name either: searched docker $DG_DOCKER_SOCK"* ]]
@@ -220,4 +249,60 @@ no_lease() { [ "$(dg status --json | jq '.leases | length')" = 0 ]; }
 	run -0 dg revoke --container my-label
 	no_lease
 	run -2 dg grant --pid "$CPID" --runtime docker --gpu 0
+}
+
+@test "LXC: grant by name (from LXC's command socket) reaches the driver, the neighbour stays denied; status says lxc; revoke by name; a stopped one is refused" {
+	names_daemon
+	lxc_container web
+	run -0 dg grant --container "$CID" --gpu 0
+	[[ "$output" == "granted GPU 0 ("*") to $CID (cgroup /lxc.payload.$CID, PID $CPID)"* ]]
+	run -1 lxc_probe "$CID" /dev/nvidia0 /gpu1 /mem
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	[ "${lines[2]}" = "/mem EPERM" ]
+	[ "$(dg status --json | jq -r '.leases[0].runtime')" = lxc ]
+	run -0 dg list
+	[[ "$output" == *"lxc:$CID"* ]]
+	run -0 dg revoke --container "$CID"
+	no_lease
+	run -1 lxc_probe "$CID" /gpu0
+	[ "${lines[0]}" = "/gpu0 EPERM" ]
+	dg_lxc lxc-stop -n "$CID" -k
+	run -5 dg grant --container "$CID" --gpu 0
+	[ "${lines[0]}" = "devgatectl: lxc container '$CID' (ID ${CID:0:12}) is not running: its runtime names no running process" ]
+	no_lease
+}
+
+@test "CRI: NAMESPACE/POD/CONTAINER (CRI-O's and containerd's annotations) in kubepods cgroups; the pod's sandbox is not a match; status and metrics say cri; revoke by name and by ID" {
+	names_daemon
+	cri_ct "$NM-sandbox" web-0 POD \
+		'.annotations = {"io.kubernetes.pod.namespace": $ns, "io.kubernetes.pod.name": $pod, "io.kubernetes.container.name": $ctr}'
+	cri_ct "$NM-app" web-0 app \
+		'.annotations = {"io.kubernetes.pod.namespace": $ns, "io.kubernetes.pod.name": $pod, "io.kubernetes.container.name": $ctr}'
+	APP=$CRIPID
+	cri_ct "$NM-pause" db-0 "" \
+		'.annotations = {"io.kubernetes.cri.container-type": "sandbox", "io.kubernetes.cri.sandbox-namespace": $ns, "io.kubernetes.cri.sandbox-name": $pod}'
+	cri_ct "$NM-db" db-0 db \
+		'.annotations = {"io.kubernetes.cri.container-type": "container", "io.kubernetes.cri.sandbox-namespace": $ns, "io.kubernetes.cri.sandbox-name": $pod, "io.kubernetes.cri.container-name": $ctr}'
+	run -0 dg grant --container "$NM/web-0/app" --gpu 0
+	[[ "$output" == "granted GPU 0 ("*") to $NM/web-0/app (cgroup /$NM-kubepods/burstable/pod$NM-web-0/$NM-app, PID $APP)"* ]]
+	run -1 cri_probe "$NM-app" /dev/nvidia0 /gpu1 /mem
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	[ "${lines[2]}" = "/mem EPERM" ]
+	run -1 cri_probe "$NM-sandbox" /gpu1
+	[ "${lines[0]}" = "/gpu1 EPERM" ]
+	[ "$(dg status --json | jq -r '.leases[0].runtime')" = cri ]
+	run -0 dg metrics
+	[[ "$output" == *"devgate_gpu_seconds_total{container=\"$NM/web-0/app\","*"runtime=\"cri\"}"* ]]
+	run -0 dg grant --container "$NM-db" --gpu 1
+	[[ "$output" == *" to $NM/db-0/db (cgroup /$NM-kubepods/burstable/pod$NM-db-0/$NM-db,"* ]]
+	run -0 dg revoke --container "$NM/web-0/app"
+	run -0 dg revoke --container "$NM/db-0/db"
+	no_lease
+	run -5 dg grant --container "$NM/web-0/POD" --gpu 0
+	[ "${lines[0]}" = "devgatectl: no container is named '$NM/web-0/POD'" ]
+	run -5 dg grant --container "$NM/web-0" --gpu 0
+	[ "${lines[0]}" = "devgatectl: '$NM/web-0' is not a container name" ]
+	no_lease
 }
