@@ -6,7 +6,8 @@
  * as root, and the answer is proved against the kernel (names.c), so a
  * caller gains nothing it could not do with --cgroup. A lease's own label
  * wins over a runtime's name in revoke and extend, so labels given at grant
- * time work as before. It changes no lease.
+ * time work as before; so do a move's source and destination. It changes no
+ * lease.
  */
 #include <errno.h>
 #include <string.h>
@@ -16,26 +17,13 @@
 #include "lease/lease.h"
 #include "names/names.h"
 
-/* The target of req's operation; NULL for operations that name none. */
-static struct dg_target_args *target_of(struct dg_request *req, bool *label_first, bool *missing_ok)
-{
-	*label_first = true;
-	*missing_ok = false;
-	switch (req->op) {
-	case DG_OP_GRANT:
-		*label_first = false;
-		return &req->u.grant.target;
-	case DG_OP_REVOKE:
-		*missing_ok = req->u.revoke.missing_ok;
-		return &req->u.revoke.target;
-	case DG_OP_EXTEND:
-		return &req->u.extend.target;
-	default:
-		return NULL;
-	}
-}
-
-int byname_rewrite(struct daemon *d, struct dg_request *req, struct dg_error *err)
+/*
+ * Rewrites one target named by a runtime's name alone. label_first: a
+ * lease's label wins; keep_name: the runtime's name stays as the label the
+ * lease gets (a grant's, a move's destination).
+ */
+static int rewrite_target(struct daemon *d, struct dg_request *req, struct dg_target_args *t,
+			  bool label_first, bool keep_name, bool missing_ok, struct dg_error *err)
 {
 	const struct dg_config *c = d->cfg;
 	const struct names_conf conf = {
@@ -48,13 +36,11 @@ int byname_rewrite(struct daemon *d, struct dg_request *req, struct dg_error *er
 	};
 	struct name_match m = { 0 };
 	struct dg_error why = { 0 };
-	bool label_first, missing_ok;
-	struct dg_target_args *t = target_of(req, &label_first, &missing_ok);
 	struct lease *l;
 	int r;
 
-	if (!t || !t->container || t->has_pid || t->cgroup) {
-		if (t && t->runtime)
+	if (!t->container || t->has_pid || t->cgroup) {
+		if (t->runtime)
 			return dg_error_set(err, DG_E_INVALID, EINVAL,
 					    "a runtime goes with a container name alone, not "
 					    "with a PID or cgroup");
@@ -82,9 +68,30 @@ int byname_rewrite(struct daemon *d, struct dg_request *req, struct dg_error *er
 	}
 	t->cgroup = dg_arena_strdup(&req->arena, m.cgroup);
 	t->runtime = m.runtime;
-	t->container = label_first ? NULL : dg_arena_strdup(&req->arena, m.name);
+	t->container = keep_name ? dg_arena_strdup(&req->arena, m.name) : NULL;
 	name_match_done(&m);
-	if (!t->cgroup || (!label_first && !t->container))
+	if (!t->cgroup || (keep_name && !t->container))
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	return 0;
+}
+
+int byname_rewrite(struct daemon *d, struct dg_request *req, struct dg_error *err)
+{
+	int r;
+
+	switch (req->op) {
+	case DG_OP_GRANT:
+		return rewrite_target(d, req, &req->u.grant.target, false, true, false, err);
+	case DG_OP_REVOKE:
+		return rewrite_target(d, req, &req->u.revoke.target, true, false,
+				      req->u.revoke.missing_ok, err);
+	case DG_OP_EXTEND:
+		return rewrite_target(d, req, &req->u.extend.target, true, false, false, err);
+	case DG_OP_MOVE:
+		/* The source holds a lease; the destination may get its first. */
+		r = rewrite_target(d, req, &req->u.move.from, true, false, false, err);
+		return r < 0 ? r : rewrite_target(d, req, &req->u.move.to, true, true, false, err);
+	default:
+		return 0;
+	}
 }

@@ -306,3 +306,25 @@ no_lease() { [ "$(dg status --json | jq '.leases | length')" = 0 ]; }
 	[ "${lines[0]}" = "devgatectl: '$NM/web-0' is not a container name" ]
 	no_lease
 }
+
+@test "move by runtime names: the destination gets the GPU and its runtime's name, the source loses it; a name no runtime has is refused and nothing moves" {
+	names_daemon
+	runc_ct "$NM-from"
+	runc_ct "$NM-to"
+	run -0 dg grant --container "$NM-from" --gpu 1
+	run -0 dg move --gpu 1 --from "$NM-from" --to "$NM-to"
+	[[ "${lines[0]}" == "moved GPU 1 ("*") from $NM-from to $NM-to (cgroup /$NM-to, PID "* ]]
+	run -1 dg_in_ns runc exec "$NM-to" probe /gpu1 /mem
+	[ "${lines[0]}" = "/gpu1 ENXIO" ]
+	[ "${lines[1]}" = "/mem EPERM" ]
+	run -1 dg_in_ns runc exec "$NM-from" probe /gpu1
+	[ "${lines[0]}" = "/gpu1 EPERM" ]
+	[ "$(dg status --json | jq -r '.leases[] | select(.gpus | length > 0) | .container + " " + .runtime')" = "$NM-to runc" ]
+	run -5 dg move --gpu 1 --from "$NM-to" --to "$NM-nosuch"
+	[[ "${lines[0]}" == "devgatectl: no container is labelled '$NM-nosuch'" ]]
+	run -1 dg_in_ns runc exec "$NM-to" probe /gpu1
+	[ "${lines[0]}" = "/gpu1 ENXIO" ]
+	run -0 dg revoke --container "$NM-to"
+	run -1 dg_in_ns runc exec "$NM-to" probe /gpu1
+	[ "${lines[0]}" = "/gpu1 EPERM" ]
+}
