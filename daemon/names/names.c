@@ -279,3 +279,84 @@ int names_resolve(const struct names_conf *c, const char *name, const char *runt
 	*ret = s->m[0];
 	return 0;
 }
+
+struct lister {
+	const struct names_conf *c;
+	int rt;
+	struct name_match *out;
+	size_t n, max;
+};
+
+/* One name a runtime listed: kept when it runs and the kernel agrees. */
+static void list_one(void *ctx, const char *name)
+{
+	struct lister *ls = ctx;
+	struct rt_found f = { 0 };
+	auto_free char *cg = NULL;
+	struct name_match *m;
+	char why[512] = "";
+
+	if (ls->n >= ls->max || !name_ok(name) ||
+	    ask(ls->c, ls->rt, name, &f, why, sizeof(why)) != 1 || f.pid <= 0)
+		return;
+	/* podman's and CRI's containers are runc's too: the first, richer answer stays. */
+	for (size_t i = 0; i < ls->n; i++) {
+		if (ls->out[i].pid == f.pid)
+			return;
+	}
+	if (prove(ls->rt, &f, &cg, why, sizeof(why)) < 0)
+		return;
+	m = &ls->out[ls->n];
+	*m = (struct name_match){ .runtime = rt_names[ls->rt], .pid = (pid_t)f.pid };
+	if (rt_copy(m->id, sizeof(m->id), f.id) < 0 ||
+	    rt_copy(m->name, sizeof(m->name), f.name) < 0)
+		return;
+	m->cgroup = TAKE_PTR(cg);
+	ls->n++;
+}
+
+static int list_rt(struct lister *ls, char *why, size_t n)
+{
+	const struct names_conf *c = ls->c;
+
+	switch (ls->rt) {
+	case RT_DOCKER:
+		return rt_docker_list(c->docker_socket, list_one, ls, why, n);
+	case RT_PODMAN:
+		return rt_podman_list(c->podman_storage, list_one, ls);
+	case RT_LXD:
+		return rt_lxd_list(c->lxd_socket, list_one, ls, why, n);
+	case RT_LXC:
+		return rt_dir_list(c->lxc_path, "config", list_one, ls);
+	case RT_CRI:
+		return rt_dir_list(c->cri_root, "state.json", list_one, ls);
+	default:
+		return rt_dir_list(c->runc_root, "state.json", list_one, ls);
+	}
+}
+
+int names_list(const struct names_conf *c, struct name_match *ret, size_t max, size_t *n,
+	       char *searched, size_t sn)
+{
+	struct lister ls = { .c = c, .out = ret, .max = max };
+
+	searched[0] = '\0';
+	for (int i = 0; i < RT_N; i++) {
+		const char *where = where_of(c, i);
+		char why[512] = "";
+		int r;
+
+		if (!where || !*where)
+			continue;
+		ls.rt = i;
+		r = list_rt(&ls, why, sizeof(why));
+		append(searched, sn, "%s%s %s", searched[0] ? ", " : "", rt_names[i], where);
+		if (r < 0)
+			append(searched, sn, " (%s)",
+			       r == -ENOENT || r == -ECONNREFUSED ? "not running"
+			       : why[0]				  ? why
+								  : strerror(-r));
+	}
+	*n = ls.n;
+	return 0;
+}

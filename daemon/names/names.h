@@ -48,4 +48,13 @@ int names_runtime_known(const char *runtime);
 int names_resolve(const struct names_conf *c, const char *name, const char *runtime,
 		  struct name_match *ret, struct dg_error *err);
 
+/*
+ * Every running container the configured runtimes list, each proved from
+ * the kernel as names_resolve proves one (at most max, in ret; each
+ * name_match_done by the caller). searched says where it looked, and what
+ * it could not read.
+ */
+int names_list(const struct names_conf *c, struct name_match *ret, size_t max, size_t *n,
+	       char *searched, size_t sn);
+
 #endif

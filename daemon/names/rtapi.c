@@ -106,6 +106,15 @@ int rt_http_get(const char *sock, const char *path, int *status, json_object **r
 	body = strstr(resp, "\r\n\r\n");
 	if (body)
 		*ret = json_parse_object(body + 4);
+	/* A list: objects get json_parse_object's stricter checks above. */
+	if (body && !*ret) {
+		json_object *a = json_tokener_parse(body + 4);
+
+		if (a && json_object_is_type(a, json_type_array))
+			*ret = a;
+		else
+			json_object_put(a);
+	}
 	return 0;
 }
 
@@ -208,4 +217,55 @@ int rt_lxd(const char *sock, const char *name, struct rt_found *ret, char *why, 
 		    (int)sizeof(ret->cgroup_want))
 		return -ENAMETOOLONG;
 	return 1;
+}
+
+/* The last component of an API path ("/1.0/instances/NAME"). */
+static const char *last_of(const char *s)
+{
+	const char *slash = s ? strrchr(s, '/') : NULL;
+
+	return slash ? slash + 1 : s;
+}
+
+int rt_docker_list(const char *sock, rt_each_fn each, void *ctx, char *why, size_t n)
+{
+	auto_json json_object *o = NULL;
+	int r = get_api("dockerd", sock, "/containers/json", &o, why, n);
+
+	if (r <= 0)
+		return r < 0 ? r : -EPROTO;
+	if (!json_object_is_type(o, json_type_array)) {
+		snprintf(why, n, "dockerd at %s: /containers/json is no list", sock);
+		return -EPROTO;
+	}
+	for (size_t i = 0; i < json_object_array_length(o); i++) {
+		const char *id = json_get_str(json_object_array_get_idx(o, i), "Id");
+
+		if (id)
+			each(ctx, id);
+	}
+	return 0;
+}
+
+int rt_lxd_list(const char *sock, rt_each_fn each, void *ctx, char *why, size_t n)
+{
+	auto_json json_object *o = NULL;
+	json_object *meta;
+	int r = get_api("LXD", sock, "/1.0/instances", &o, why, n);
+
+	if (r <= 0)
+		return r < 0 ? r : -EPROTO;
+	if (!json_object_object_get_ex(o, "metadata", &meta) ||
+	    !json_object_is_type(meta, json_type_array)) {
+		snprintf(why, n, "LXD at %s: /1.0/instances is no list", sock);
+		return -EPROTO;
+	}
+	for (size_t i = 0; i < json_object_array_length(meta); i++) {
+		const char *name =
+			last_of(json_object_get_string(json_object_array_get_idx(meta, i)));
+
+		if (name && *name)
+			each(ctx, name);
+	}
+	return 0;
 }

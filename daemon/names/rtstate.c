@@ -243,3 +243,50 @@ int rt_cri(const char *root, const char *name, struct rt_found *ret, char *why, 
 	}
 	return found;
 }
+
+int rt_podman_list(const char *storage, rt_each_fn each, void *ctx)
+{
+	auto_free char *pattern = NULL;
+	glob_t g;
+
+	if (asprintf(&pattern, "%s/*-containers/containers.json", storage) < 0)
+		return -ENOMEM;
+	if (glob(pattern, 0, NULL, &g) != 0)
+		return 0;
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		auto_json json_object *list = rt_json_file(g.gl_pathv[i]);
+		size_t len = list && json_object_is_type(list, json_type_array)
+				     ? json_object_array_length(list)
+				     : 0;
+
+		for (size_t j = 0; j < len; j++) {
+			const char *id = json_get_str(json_object_array_get_idx(list, j), "id");
+
+			if (id)
+				each(ctx, id);
+		}
+	}
+	globfree(&g);
+	return 0;
+}
+
+/* Each directory under dir that holds file (runc's state.json, LXC's config). */
+int rt_dir_list(const char *dir, const char *file, rt_each_fn each, void *ctx)
+{
+	auto_closedir DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((e = readdir(d))) {
+		char path[4096];
+
+		if (e->d_name[0] == '.' ||
+		    snprintf(path, sizeof(path), "%s/%s/%s", dir, e->d_name, file) >=
+			    (int)sizeof(path) ||
+		    access(path, F_OK) < 0)
+			continue;
+		each(ctx, e->d_name);
+	}
+	return 0;
+}

@@ -10,12 +10,27 @@
  * lease.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "cleanup.h"
 
 #include "byname.h"
 #include "core/config.h"
 #include "lease/lease.h"
 #include "names/names.h"
+
+static void names_conf_of(const struct dg_config *c, struct names_conf *ret)
+{
+	*ret = (struct names_conf){
+		.docker_socket = c->docker_socket,
+		.lxd_socket = c->lxd_socket,
+		.podman_storage = c->podman_storage,
+		.runc_root = c->runc_root,
+		.lxc_path = c->lxc_path,
+		.cri_root = c->cri_root,
+	};
+}
 
 /*
  * Rewrites one target named by a runtime's name alone. label_first: a
@@ -25,20 +40,13 @@
 static int rewrite_target(struct daemon *d, struct dg_request *req, struct dg_target_args *t,
 			  bool label_first, bool keep_name, bool missing_ok, struct dg_error *err)
 {
-	const struct dg_config *c = d->cfg;
-	const struct names_conf conf = {
-		.docker_socket = c->docker_socket,
-		.lxd_socket = c->lxd_socket,
-		.podman_storage = c->podman_storage,
-		.runc_root = c->runc_root,
-		.lxc_path = c->lxc_path,
-		.cri_root = c->cri_root,
-	};
+	struct names_conf conf;
 	struct name_match m = { 0 };
 	struct dg_error why = { 0 };
 	struct lease *l;
 	int r;
 
+	names_conf_of(d->cfg, &conf);
 	if (!t->container || t->has_pid || t->cgroup) {
 		if (t->runtime)
 			return dg_error_set(err, DG_E_INVALID, EINVAL,
@@ -94,4 +102,40 @@ int byname_rewrite(struct daemon *d, struct dg_request *req, struct dg_error *er
 	default:
 		return 0;
 	}
+}
+
+#define LIST_MAX 512
+
+int byname_list(struct daemon *d, struct dg_containers_reply *out, struct dg_arena *a,
+		struct dg_error *err)
+{
+	auto_free struct name_match *m = calloc(LIST_MAX, sizeof(*m));
+	char searched[2048];
+	struct names_conf conf;
+	size_t n = 0;
+	int r = 0;
+
+	if (!m)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	names_conf_of(d->cfg, &conf);
+	names_list(&conf, m, LIST_MAX, &n, searched, sizeof(searched));
+	out->found = dg_arena_alloc(a, (n + 1) * sizeof(*out->found));
+	out->searched = dg_arena_strdup(a, searched);
+	for (size_t i = 0; i < n; i++) {
+		struct dg_found_info *f = out->found ? &out->found[i] : NULL;
+
+		if (f) {
+			*f = (struct dg_found_info){ .runtime = m[i].runtime, .pid = m[i].pid };
+			f->name = dg_arena_strdup(a, m[i].name);
+			f->id = dg_arena_strdup(a, m[i].id);
+			f->cgroup = dg_arena_strdup(a, m[i].cgroup);
+			if (!f->name || !f->id || !f->cgroup)
+				r = -ENOMEM;
+		}
+		name_match_done(&m[i]);
+	}
+	if (!out->found || !out->searched || r < 0)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	out->n_found = n;
+	return 0;
 }

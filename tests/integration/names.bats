@@ -43,12 +43,15 @@ setup() {
 	DG_DOCKERS=()
 	DG_RUNCS=()
 	DG_CRIS=()
+	DG_HOSTRUNCS=()
 }
 
 teardown() {
 	local c
 	for c in "${DG_DOCKERS[@]}"; do dg_docker rm -f "$c" >/dev/null 2>&1 || true; done
 	for c in "${DG_RUNCS[@]}"; do dg_in_ns runc delete -f "$c" >/dev/null 2>&1 || true; done
+	for c in "${DG_HOSTRUNCS[@]}"; do runc delete -f "$c" >/dev/null 2>&1 || true; done
+	for c in "${DG_V1DIRS[@]}"; do rmdir "$c" 2>/dev/null || true; done
 	for c in "${DG_CRIS[@]}"; do
 		dg_in_ns runc --root "$DG_TMP/cri" delete -f "$c" >/dev/null 2>&1 || true
 	done
@@ -78,6 +81,25 @@ cri_ct() {
 	dg_in_ns runc --root "$DG_TMP/cri" run -d -b "$DG_TMP/$id" "$id" </dev/null \
 		>"$DG_TMP/$id.log" 2>&1 || fail "runc run: $(cat "$DG_TMP/$id.log")"
 	CRIPID=$(dg_in_ns runc --root "$DG_TMP/cri" state "$id" | jq .pid)
+}
+
+# host_runc_ct ID [JQ]: a runc container in the host's own view of the
+# hybrid layout, where runc keeps its device policy in v1 devices.
+host_runc_ct() {
+	requires runc cgroup1
+	DG_HOSTRUNCS+=("$1")
+	DG_CGROUPS+=("$DG_CGROOT/$1")
+	dg_bundle "$DG_TMP/$1" "$DEVGATE_BUILD/probe"
+	mknod -m 666 "$DG_TMP/$1/rootfs/gpu0" c 195 0
+	jq "${2:-.}" "$DG_TMP/$1/config.json" >"$DG_TMP/$1/c.json"
+	mv "$DG_TMP/$1/c.json" "$DG_TMP/$1/config.json"
+	runc run -d -b "$DG_TMP/$1" "$1" </dev/null >"$DG_TMP/$1.log" 2>&1 ||
+		fail "runc run: $(cat "$DG_TMP/$1.log")"
+}
+
+# The doctor --containers entry of NAME in the last JSON output: FIELD.
+found() {
+	echo "$output" | jq -r --arg n "$1" ".containers[] | select(.name == \$n) | .$2"
 }
 
 cri_probe() {
@@ -327,4 +349,58 @@ no_lease() { [ "$(dg status --json | jq '.leases | length')" = 0 ]; }
 	run -0 dg revoke --container "$NM-to"
 	run -1 dg_in_ns runc exec "$NM-to" probe /gpu1
 	[ "${lines[0]}" = "/gpu1 EPERM" ]
+}
+
+@test "doctor --containers: each running container the runtimes list, and the mechanism a grant then really uses (v2 gate; v2 gate + v1 devices; cannot under a v1 parent that denies); nothing is granted" {
+	requires podman cgroup1
+	needs_docker
+	names_daemon
+	local v1 deny="$NM-denyp" rule
+	v1=$(findmnt -rn -t cgroup -o TARGET,OPTIONS | awk '$2 ~ /(^|,)devices(,|$)/ { print $1 }')
+	runc_ct "$NM-v2"
+	dg_podman run -d ${DG_PODMAN_RUN/--rm/} --name "$NM-dpod" localhost/devgate-test sleep 100000 >/dev/null
+	docker_ct "$NM-dk"
+	host_runc_ct "$NM-v1"
+	mkdir "$v1/$deny"
+	DG_V1DIRS=("$v1/$deny")
+	echo a >"$v1/$deny/devices.deny"
+	# What runc allows its containers, and not the GPU.
+	for rule in 'b *:* m' 'c *:* m' 'c 1:3 rwm' 'c 1:5 rwm' 'c 1:7 rwm' 'c 1:8 rwm' \
+		'c 1:9 rwm' 'c 5:0 rwm' 'c 5:1 rwm' 'c 5:2 rwm' 'c 10:200 rwm' 'c 136:* rwm'; do
+		echo "$rule" >"$v1/$deny/devices.allow"
+	done
+	host_runc_ct "$NM-deny" ".linux.cgroupsPath = \"/$deny/ctr\""
+	DG_CGROUPS+=("$DG_CGROOT/$deny")
+
+	run -1 dg doctor --containers --json
+	[ "$(echo "$output" | jq -r '.checks[] | select(.name == "containers") | .status')" = fail ]
+	[ "$(found "$NM-v2" runtime)" = runc ]
+	[ "$(found "$NM-v2" mechanism)" = "v2 BPF gate" ]
+	[ "$(found "$NM-dpod" runtime)" = podman ]
+	[ "$(found "$NM-dpod" mechanism)" = "v2 BPF gate" ]
+	[ "$(found "$NM-dk" runtime)" = docker ]
+	[ "$(found "$NM-dk" cgroup)" = "/$NM-docker/$DID" ]
+	[ "$(found "$NM-dk" mechanism)" = "v2 BPF gate" ]
+	[ "$(found "$NM-v1" mechanism)" = "v2 gate + v1 devices /$NM-v1" ]
+	[ "$(found "$NM-v1" cgroup)" = "/$NM-v1" ]
+	[[ "$(found "$NM-deny" mechanism)" == "cannot: its v1 devices parent /$deny does not allow /dev/nvidia0 (c 195:0)"* ]]
+	no_lease
+	run -1 dg doctor --containers
+	[[ "$output" == *"runc $NM-v1 (cgroup /$NM-v1, PID "*"): v2 gate + v1 devices /$NM-v1"* ]]
+
+	# What a grant then uses: the lease's own mechanism, and the kernel's answer.
+	run -0 dg grant --container "$NM-v2" --runtime runc --gpu 0
+	run -0 dg grant --container "$NM-v1" --gpu 1
+	run -0 dg doctor --json
+	mech=$(echo "$output" | jq -r '.checks[] | select(.name == "mechanism") | .message')
+	[[ "$mech" == *"($NM-v2): v2 BPF gate"* ]]
+	[[ "$mech" != *"($NM-v2): v2 BPF gate and"* ]]
+	[[ "$mech" == *"($NM-v1): v2 BPF gate and v1 devices /$NM-v1, which allows its GPUs"* ]]
+	run -1 runc exec "$NM-v1" probe /dev/nvidia1 /gpu0
+	[ "${lines[0]}" = "/dev/nvidia1 ENXIO" ]
+	[ "${lines[1]}" = "/gpu0 EPERM" ]
+	run -0 dg revoke --container "$NM-v2"
+	run -11 dg grant --container "$NM-deny" --gpu 0
+	[[ "$output" == *"the v1 devices cgroup /$deny/ctr refused 'c 195:0"* ]]
+	dg_podman rm -f -t 0 "$NM-dpod" >/dev/null
 }
