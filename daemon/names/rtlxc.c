@@ -129,6 +129,8 @@ static int lxc_ask(const char *lxcpath, const char *name, int cmd, const char *a
 		return r;
 	if (rsp->ret < 0)
 		return rsp->ret;
+	if (buf && n)
+		buf[0] = '\0';
 	if (rsp->datalen <= 0)
 		return 0;
 	if (!buf || (size_t)rsp->datalen >= n)
@@ -143,7 +145,7 @@ static int lxc_ask(const char *lxcpath, const char *name, int cmd, const char *a
 int rt_lxc(const char *lxcpath, const char *name, struct rt_found *ret, char *why, size_t n)
 {
 	struct lxc_rsp rsp = { 0 };
-	char path[4096], cg[512];
+	char path[4096], cg[512] = "";
 	const char *tail;
 	intptr_t pid;
 	int r;
