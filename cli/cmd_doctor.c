@@ -632,15 +632,6 @@ static void check_foreign(struct doctor *d, struct result *r)
 		    checked == 1 ? "" : "s");
 }
 
-/* The v1 devices hierarchy as doctor reaches it: mountinfo's last one with devices.list. */
-static bool v1_usable(const char *path)
-{
-	char list[PATH_MAX];
-
-	return snprintf(list, sizeof(list), "%s/devices.list", path) < (int)sizeof(list) &&
-	       access(list, F_OK) == 0;
-}
-
 /*
  * One lease: which layers decide its devices (v2 BPF always; v1 devices
  * where its process has a restricted v1 devices cgroup), and whether the
@@ -699,7 +690,7 @@ static void check_mechanism(struct doctor *d, struct result *r)
 	union dg_reply reply;
 
 	if (read_file_at(AT_FDCWD, "/proc/self/mountinfo", (size_t)4 * 1024 * 1024, &mi, NULL) == 0)
-		(void)mountinfo_find_cgroup1(mi, "devices", v1_usable, &v1mnt);
+		(void)mountinfo_find_cgroup1(mi, "devices", doctor_v1_usable, &v1mnt);
 	if (!d->daemon_up) {
 		say(r, ST_SKIP, "needs devgated; cgroup v1 devices %s",
 		    v1mnt ? v1mnt : "not mounted");

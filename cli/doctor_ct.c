@@ -23,8 +23,7 @@
 #include "mountinfo.h"
 #include "util.h"
 
-/* The v1 devices hierarchy as doctor reaches it: mountinfo's last one with devices.list. */
-static bool v1_usable(const char *path)
+bool doctor_v1_usable(const char *path)
 {
 	char list[PATH_MAX];
 
@@ -134,7 +133,7 @@ json_object *doctor_containers(const char *socket, unsigned int timeout_s, const
 		return NULL;
 	}
 	if (read_file_at(AT_FDCWD, "/proc/self/mountinfo", (size_t)4 * 1024 * 1024, &mi, NULL) == 0)
-		(void)mountinfo_find_cgroup1(mi, "devices", v1_usable, &v1mnt);
+		(void)mountinfo_find_cgroup1(mi, "devices", doctor_v1_usable, &v1mnt);
 	list = json_object_new_array();
 	for (size_t i = 0; list && i < reply.containers.n_found; i++) {
 		const struct dg_found_info *f = &reply.containers.found[i];

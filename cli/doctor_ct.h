@@ -21,4 +21,7 @@ json_object *doctor_containers(const char *socket, unsigned int timeout_s, const
 			       const struct dg_inventory *inv, bool *failed, char *message,
 			       size_t n, char *hint, size_t hn);
 
+/* The v1 devices hierarchy as doctor reaches it: mountinfo's last one with devices.list. */
+bool doctor_v1_usable(const char *path);
+
 #endif
