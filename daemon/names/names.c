@@ -184,7 +184,7 @@ struct search {
 	struct name_match m[RT_N];
 	struct rt_found f[RT_N];
 	int n;
-	char searched[DG_HINT_MAX / 2];
+	char searched[DG_HINT_MAX];
 	char found[DG_ERRMSG_MAX / 2];
 	char why[512];
 };

@@ -7,7 +7,10 @@
  * (struct lxc_cmd_req / lxc_cmd_rsp: two ints and a pointer-sized word).
  * devgated asks GET_INIT_PID and GET_CGROUP, nothing else: no command that
  * changes a container. A container LXC knows (LXCPATH/NAME/config) whose
- * socket does not answer is known and not running.
+ * socket does not answer is known and not running. An abstract socket has
+ * no owner on disk, so anyone could bind that name first: the answer is
+ * taken only from a peer whose uid owns LXCPATH/NAME/config (root's containers'
+ * monitor runs as root).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -101,9 +105,11 @@ static int read_full(int fd, void *buf, size_t n)
  * *rsp and, when it carries data, up to n bytes of it in buf
  * (NUL-terminated). -ECONNREFUSED when no monitor listens.
  */
-static int lxc_ask(const char *lxcpath, const char *name, int cmd, const char *arg,
+static int lxc_ask(const char *lxcpath, const char *name, uid_t owner, int cmd, const char *arg,
 		   struct lxc_rsp *rsp, char *buf, size_t n)
 {
+	struct ucred cred = { 0 };
+	socklen_t cl = sizeof(cred);
 	struct timeval tv = { .tv_sec = LXC_TIMEOUT_S };
 	/* The pointer is the sender's own; the monitor reads datalen bytes after. */
 	struct lxc_req req = { .cmd = cmd, .datalen = arg ? (int)strlen(arg) + 1 : 0 };
@@ -119,8 +125,11 @@ static int lxc_ask(const char *lxcpath, const char *name, int cmd, const char *a
 		return -errno;
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
 	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
-	    connect(fd, (struct sockaddr *)&sa, len) < 0)
+	    connect(fd, (struct sockaddr *)&sa, len) < 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
 		return -errno;
+	if (cred.uid != owner)
+		return -EPERM;
 	if (send(fd, &req, sizeof(req), MSG_NOSIGNAL) != (ssize_t)sizeof(req) ||
 	    (arg && send(fd, arg, (size_t)req.datalen, MSG_NOSIGNAL) != req.datalen))
 		return -EIO;
@@ -146,22 +155,30 @@ int rt_lxc(const char *lxcpath, const char *name, struct rt_found *ret, char *wh
 {
 	struct lxc_rsp rsp = { 0 };
 	char path[4096], cg[512] = "";
+	struct stat st;
 	const char *tail;
 	intptr_t pid;
 	int r;
 
 	if (snprintf(path, sizeof(path), "%s/%s/config", lxcpath, name) >= (int)sizeof(path))
 		return -ENAMETOOLONG;
-	if (access(path, F_OK) < 0)
+	if (stat(path, &st) < 0)
 		return 0;
 	if (rt_copy(ret->id, sizeof(ret->id), name) < 0 ||
 	    rt_copy(ret->name, sizeof(ret->name), name) < 0)
 		return -ENAMETOOLONG;
 	ret->pid = 0;
 	ret->start = 0;
-	r = lxc_ask(lxcpath, name, LXC_GET_INIT_PID, NULL, &rsp, NULL, 0);
+	r = lxc_ask(lxcpath, name, st.st_uid, LXC_GET_INIT_PID, NULL, &rsp, NULL, 0);
 	if (r == -ECONNREFUSED || r == -ENOENT)
 		return 1; /* no monitor: LXC knows it, it does not run */
+	if (r == -EPERM) {
+		snprintf(why, n,
+			 "its command socket is held by another uid than its owner's (%u): "
+			 "not LXC's",
+			 (unsigned int)st.st_uid);
+		return r;
+	}
 	if (r < 0) {
 		snprintf(why, n, "LXC's command socket @%s/%s/command: %s", lxcpath, name,
 			 strerror(-r));
@@ -173,9 +190,10 @@ int rt_lxc(const char *lxcpath, const char *name, struct rt_found *ret, char *wh
 	 * the devices controller's, which is the unified one where LXC gates
 	 * devices by BPF (LXC uses one name in every hierarchy).
 	 */
-	r = lxc_ask(lxcpath, name, LXC_GET_CGROUP, NULL, &rsp, cg, sizeof(cg));
+	r = lxc_ask(lxcpath, name, st.st_uid, LXC_GET_CGROUP, NULL, &rsp, cg, sizeof(cg));
 	if (r < 0)
-		r = lxc_ask(lxcpath, name, LXC_GET_CGROUP, "devices", &rsp, cg, sizeof(cg));
+		r = lxc_ask(lxcpath, name, st.st_uid, LXC_GET_CGROUP, "devices", &rsp, cg,
+			    sizeof(cg));
 	if (r < 0) {
 		snprintf(why, n, "LXC's command socket @%s/%s/command named no cgroup: %s", lxcpath,
 			 name, strerror(-r));

@@ -52,6 +52,7 @@ teardown() {
 	for c in "${DG_RUNCS[@]}"; do dg_in_ns runc delete -f "$c" >/dev/null 2>&1 || true; done
 	for c in "${DG_HOSTRUNCS[@]}"; do runc delete -f "$c" >/dev/null 2>&1 || true; done
 	for c in "${DG_V1DIRS[@]}"; do rmdir "$c" 2>/dev/null || true; done
+	[ -z "${FAKE_PID:-}" ] || kill "$FAKE_PID" 2>/dev/null || true
 	for c in "${DG_CRIS[@]}"; do
 		dg_in_ns runc --root "$DG_TMP/cri" delete -f "$c" >/dev/null 2>&1 || true
 	done
@@ -403,4 +404,47 @@ no_lease() { [ "$(dg status --json | jq '.leases | length')" = 0 ]; }
 	run -11 dg grant --container "$NM-deny" --gpu 0
 	[[ "$output" == *"the v1 devices cgroup /$deny/ctr refused 'c 195:0"* ]]
 	dg_podman rm -f -t 0 "$NM-dpod" >/dev/null
+}
+
+# fake_lxc SOCKNAME PID CGROUP: as uid 65534, a liblxc command socket that
+# answers GET_INIT_PID with PID and GET_CGROUP with CGROUP; sets FAKE_PID.
+fake_lxc() {
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$DG_LXC_PY" -c '
+import socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\0" + sys.argv[1])
+s.listen(4)
+while True:
+    c, _ = s.accept()
+    req = c.recv(16)
+    if len(req) < 16:
+        c.close()
+        continue
+    cmd, n, _ = struct.unpack("iiQ", req)
+    if n > 0:
+        c.recv(n)
+    if cmd == 4:
+        c.sendall(struct.pack("iiQ", 0, 0, int(sys.argv[2])))
+    else:
+        p = sys.argv[3].encode() + b"\0"
+        c.sendall(struct.pack("iiQ", 0, len(p), 0) + p)
+    c.close()' "$@" &
+	FAKE_PID=$!
+	wait_until 10 grep -q "@$1\$" /proc/net/unix
+}
+
+@test "LXC: a command socket bound first by another uid is not LXC's: the name is refused and its answer (another container's PID) is not granted" {
+	names_daemon
+	runc_ct "$NM-victim"
+	local pid
+	pid=$(dg_in_ns runc state "$NM-victim" | jq .pid)
+	mkdir -p "$DG_TMP/lxc/$NM-fake"
+	touch "$DG_TMP/lxc/$NM-fake/config"
+	fake_lxc "$DG_TMP/lxc/$NM-fake/command" "$pid" "/$NM-victim"
+	run -5 dg grant --container "$NM-fake" --gpu 1
+	[ "${lines[0]}" = "devgatectl: no container is named '$NM-fake'" ]
+	[[ "${lines[1]}" == *"lxc $DG_TMP/lxc (its command socket is held by another uid than its owner's (0): not LXC's)"* ]]
+	no_lease
+	run -1 dg_in_ns runc exec "$NM-victim" probe /gpu1
+	[ "${lines[0]}" = "/gpu1 EPERM" ]
 }
