@@ -7,6 +7,7 @@
  * request that changes a container, and never follows a redirect.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "cleanup.h"
 #include "jsonutil.h"
 #include "rt.h"
+#include "util.h"
 
 #define HTTP_MAX ((size_t)1 << 20)
 #define HTTP_TIMEOUT_S 3
@@ -45,14 +47,32 @@ static int connect_unix(const char *sock)
 	return fd;
 }
 
-/* Reads until the server closes; -EMSGSIZE past HTTP_MAX. */
+/*
+ * Reads until the server closes; -EMSGSIZE past HTTP_MAX, -ETIMEDOUT past
+ * HTTP_TIMEOUT_S in all (a server that trickles a byte at a time gets no
+ * more time than one that says nothing).
+ */
 static int read_all(int fd, char **ret)
 {
+	uint64_t end = now_mono_ns() + (uint64_t)HTTP_TIMEOUT_S * 1000000000ull;
 	size_t len = 0, cap = 4096;
 	char *buf = malloc(cap + 1);
 
 	while (buf) {
+		uint64_t now = now_mono_ns();
+		struct timeval tv;
 		ssize_t n;
+
+		if (now >= end) {
+			free(buf);
+			return -ETIMEDOUT;
+		}
+		tv = (struct timeval){ .tv_sec = (time_t)((end - now) / 1000000000ull),
+				       .tv_usec =
+					       (suseconds_t)((end - now) % 1000000000ull / 1000) };
+		if (tv.tv_sec == 0 && tv.tv_usec == 0)
+			tv.tv_usec = 1;
+		(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 
 		if (len == cap) {
 			char *nb = cap >= HTTP_MAX ? NULL : realloc(buf, cap * 2 + 1);

@@ -448,3 +448,28 @@ while True:
 	run -1 dg_in_ns runc exec "$NM-victim" probe /gpu1
 	[ "${lines[0]}" = "/gpu1 EPERM" ]
 }
+
+@test "a runtime API that trickles its answer a byte at a time is given up after its 3 s, not held for the whole answer" {
+	"$DG_LXC_PY" -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1])
+s.listen(4)
+while True:
+    c, _ = s.accept()
+    c.recv(4096)
+    try:
+        while True:
+            c.send(b"H")
+            time.sleep(0.5)
+    except OSError:
+        c.close()' "$DG_TMP/slow.sock" &
+	FAKE_PID=$!
+	wait_until 10 test -S "$DG_TMP/slow.sock"
+	start_daemon --docker-socket "$DG_TMP/slow.sock" --lxd-socket "" --podman-storage "" \
+		--runc-root "" --lxc-path "" --cri-runc-root ""
+	run -5 timeout 40 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" -t 60 grant --container "$NM-slow" --gpu 0
+	[ "${lines[0]}" = "devgatectl: no container is named '$NM-slow'" ]
+	[ "${lines[1]}" = "hint: searched docker $DG_TMP/slow.sock (dockerd at $DG_TMP/slow.sock: Connection timed out)" ]
+	no_lease
+}
