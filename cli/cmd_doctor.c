@@ -24,6 +24,7 @@
 #include "client.h"
 #include "commands.h"
 #include "devgate.h"
+#include "doctor_ct.h"
 #include "driver.h"
 #include "gpu.h"
 #include "jsonutil.h"
@@ -67,6 +68,7 @@ struct doctor {
 	size_t n_nodes;
 	char *cg_mount; /* NULL without cgroup v2 */
 	bool daemon_up;
+	bool containers; /* --containers */
 };
 
 static void say(struct result *r, enum status st, const char *fmt, ...)
@@ -630,15 +632,6 @@ static void check_foreign(struct doctor *d, struct result *r)
 		    checked == 1 ? "" : "s");
 }
 
-/* The v1 devices hierarchy as doctor reaches it: mountinfo's last one with devices.list. */
-static bool v1_usable(const char *path)
-{
-	char list[PATH_MAX];
-
-	return snprintf(list, sizeof(list), "%s/devices.list", path) < (int)sizeof(list) &&
-	       access(list, F_OK) == 0;
-}
-
 /*
  * One lease: which layers decide its devices (v2 BPF always; v1 devices
  * where its process has a restricted v1 devices cgroup), and whether the
@@ -697,7 +690,7 @@ static void check_mechanism(struct doctor *d, struct result *r)
 	union dg_reply reply;
 
 	if (read_file_at(AT_FDCWD, "/proc/self/mountinfo", (size_t)4 * 1024 * 1024, &mi, NULL) == 0)
-		(void)mountinfo_find_cgroup1(mi, "devices", v1_usable, &v1mnt);
+		(void)mountinfo_find_cgroup1(mi, "devices", doctor_v1_usable, &v1mnt);
 	if (!d->daemon_up) {
 		say(r, ST_SKIP, "needs devgated; cgroup v1 devices %s",
 		    v1mnt ? v1mnt : "not mounted");
@@ -755,6 +748,30 @@ static void inspect_nodes(struct doctor *d)
 		(void)inventory_check_node(inv, &d->nodes[i].node, &d->nodes[i].check);
 }
 
+/* --containers: one more check, and the containers it found in the report. */
+static enum status add_containers(struct doctor *d, json_object *report, json_object *results)
+{
+	json_object *c = json_object_new_object(), *found = NULL;
+	struct result r = { 0 };
+	bool failed = false;
+
+	if (!d->daemon_up)
+		say(&r, ST_FAIL, "needs devgated: it asks the runtimes devgate.conf names");
+	else
+		found = doctor_containers(d->socket, d->timeout_s, d->cg_mount, d->inv, &failed,
+					  r.message, sizeof(r.message), r.hint, sizeof(r.hint));
+	if (d->daemon_up)
+		r.status = !found || failed ? ST_FAIL : ST_OK;
+	json_object_object_add(c, "name", json_object_new_string("containers"));
+	json_object_object_add(c, "status", json_object_new_string(status_names[r.status]));
+	json_object_object_add(c, "message", json_object_new_string(r.message));
+	if (r.hint[0] && r.status != ST_OK)
+		json_object_object_add(c, "hint", json_object_new_string(r.hint));
+	json_object_array_add(results, c);
+	json_object_object_add(report, "containers", found ? found : json_object_new_array());
+	return r.status;
+}
+
 static json_object *run_checks(struct doctor *d, enum status *ret)
 {
 	json_object *o = json_object_new_object(), *list = json_object_new_array();
@@ -775,6 +792,11 @@ static json_object *run_checks(struct doctor *d, enum status *ret)
 		if (r.hint[0] && r.status != ST_OK)
 			json_object_object_add(c, "hint", json_object_new_string(r.hint));
 		json_object_array_add(list, c);
+	}
+	if (d->containers) {
+		enum status st = add_containers(d, o, list);
+
+		worst = st > worst ? st : worst;
 	}
 	if (worst == ST_SKIP)
 		worst = ST_OK;
@@ -799,6 +821,15 @@ static void render_doctor(json_object *o)
 		       json_get_str(c, "message"));
 		if (json_get_str(c, "hint"))
 			printf("%21shint: %s\n", "", json_get_str(c, "hint"));
+	}
+	list = json_object_object_get(o, "containers");
+	for (size_t i = 0; list && i < json_object_array_length(list); i++) {
+		json_object *c = json_object_array_get_idx(list, i);
+
+		printf("%21s%s %s (cgroup %s, PID %lld): %s\n", "", json_get_str(c, "runtime"),
+		       json_get_str(c, "name"), json_get_str(c, "cgroup"),
+		       (long long)json_object_get_int64(json_object_object_get(c, "pid")),
+		       json_get_str(c, "mechanism"));
 	}
 	printf("\n%zu ok, %zu warning%s, %zu failed, %zu skipped\n", count[ST_OK], count[ST_WARN],
 	       count[ST_WARN] == 1 ? "" : "s", count[ST_FAIL], count[ST_SKIP]);
@@ -826,7 +857,8 @@ static void ask_daemon(struct doctor *d, bool take_host, bool take_pins)
 }
 
 static const char doctor_help[] =
-	"Usage: devgatectl [-s SOCKET] doctor [--host-root DIR] [--pin-root DIR] [--json]\n"
+	"Usage: devgatectl [-s SOCKET] doctor [--host-root DIR] [--pin-root DIR] [--containers]\n"
+	"                  [--json]\n"
 	"\n"
 	"Checks what devgate needs from this host and says what is wrong and what to do:\n"
 	"cgroup v2, bpffs, BPF device programs, the NVIDIA driver's majors and user-space\n"
@@ -838,11 +870,16 @@ static const char doctor_help[] =
 	"      --host-root DIR    read /proc/devices, /proc/driver/nvidia and /dev under DIR\n"
 	"                         (default: the running devgated's, else /)\n"
 	"      --pin-root DIR     devgated's pin directory (default: the running devgated's,\n"
-	"                         else " DG_DEFAULT_PIN_ROOT ")\n";
+	"                         else " DG_DEFAULT_PIN_ROOT ")\n"
+	"      --containers       also list each running container devgated finds through its\n"
+	"                         runtimes, and the mechanism a grant would use there: v2 BPF\n"
+	"                         gate, v2 gate + v1 devices PATH, or cannot: REASON (nothing\n"
+	"                         is granted)\n";
 
 enum {
 	OPT_HOST_ROOT = 256,
-	OPT_PIN_ROOT
+	OPT_PIN_ROOT,
+	OPT_CONTAINERS
 };
 
 int cmd_doctor(struct cli *cli, int argc, char **argv)
@@ -850,6 +887,7 @@ int cmd_doctor(struct cli *cli, int argc, char **argv)
 	static const struct option opts[] = {
 		{ "host-root", required_argument, NULL, OPT_HOST_ROOT },
 		{ "pin-root", required_argument, NULL, OPT_PIN_ROOT },
+		{ "containers", no_argument, NULL, OPT_CONTAINERS },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -872,6 +910,9 @@ int cmd_doctor(struct cli *cli, int argc, char **argv)
 		case OPT_PIN_ROOT:
 			d.pin_root = optarg;
 			pins_given = true;
+			break;
+		case OPT_CONTAINERS:
+			d.containers = true;
 			break;
 		case 'j':
 			cli->json = true;

@@ -51,6 +51,7 @@ enum dg_op {
 	DG_OP_MOVE,
 	DG_OP_QUEUE,
 	DG_OP_RELOAD,
+	DG_OP_CONTAINERS,
 	DG_OP_MAX,
 };
 

@@ -382,6 +382,21 @@ static const struct dg_field reload_fields[] = {
 	DG_STR_OPT("restart", struct dg_reload_reply, restart),
 };
 
+static const struct dg_field found_fields[] = {
+	DG_STR("runtime", struct dg_found_info, runtime),
+	DG_STR("name", struct dg_found_info, name),
+	DG_STR("id", struct dg_found_info, id),
+	DG_INT("pid", struct dg_found_info, pid),
+	DG_STR("cgroup", struct dg_found_info, cgroup),
+};
+static const struct dg_schema found_schema =
+	DG_SCHEMA("container", struct dg_found_info, found_fields);
+
+static const struct dg_field containers_fields[] = {
+	DG_OBJS("containers", struct dg_containers_reply, found, n_found, &found_schema),
+	DG_STR("searched", struct dg_containers_reply, searched),
+};
+
 #define REPLY(op, type, table)                            \
 	static const struct dg_schema op##_reply_schema = \
 		DG_SCHEMA("reply to '" #op "'", type, table)
@@ -398,6 +413,7 @@ REPLY(extend, struct dg_extend_reply, extend_fields);
 REPLY(move, struct dg_move_reply, move_fields);
 REPLY(queue, struct dg_queue_reply, queue_fields);
 REPLY(reload, struct dg_reload_reply, reload_fields);
+REPLY(containers, struct dg_containers_reply, containers_fields);
 
 /* The one table of operations: what each takes, answers and streams. */
 static const struct dg_op_info op_table[DG_OP_MAX] = {
@@ -420,6 +436,9 @@ static const struct dg_op_info op_table[DG_OP_MAX] = {
 	[DG_OP_QUEUE] = { "queue", &no_args_schema, &queue_reply_schema, NULL, false },
 	/* The admin's policy again, from devgate.conf: the admin's call, like rescan. */
 	[DG_OP_RELOAD] = { "reload", &no_args_schema, &reload_reply_schema, NULL, true },
+	/* Changes nothing, but reads the runtimes' state as root: the admin's call. */
+	[DG_OP_CONTAINERS] = { "containers", &no_args_schema, &containers_reply_schema, NULL,
+			       true },
 };
 
 const struct dg_op_info *dg_op_info(enum dg_op op)

@@ -424,6 +424,21 @@ struct dg_queue_reply {
 	size_t n_waiters;
 };
 
+/* A running container a runtime's state names, proved from the kernel. */
+struct dg_found_info {
+	const char *runtime;
+	const char *name;
+	const char *id;
+	int64_t pid;
+	const char *cgroup;
+};
+
+struct dg_containers_reply {
+	struct dg_found_info *found;
+	size_t n_found;
+	const char *searched; /* where, and what could not be read */
+};
+
 /* A decoded reply of any op; which member is valid follows the op. */
 union dg_reply {
 	struct dg_ping_reply ping;
@@ -438,6 +453,7 @@ union dg_reply {
 	struct dg_extend_reply extend;
 	struct dg_move_reply move;
 	struct dg_queue_reply queue;
+	struct dg_containers_reply containers;
 	struct dg_reload_reply reload;
 };
 

@@ -92,7 +92,8 @@ static void usage(FILE *f)
 		"      --metrics-listen ADDR:PORT  serve Prometheus metrics at /metrics (off by\n"
 		"                          default; numeric address, e.g. 127.0.0.1:9400)\n"
 		"      --docker-socket PATH, --podman-storage DIR, --lxd-socket PATH,\n"
-		"      --runc-root DIR     where grant --container NAME looks names up (empty:\n"
+		"      --runc-root DIR, --lxc-path DIR, --cri-runc-root DIR\n"
+		"                          where grant --container NAME looks names up (empty:\n"
 		"                          not there); see devgate.conf(5)\n"
 		"      --seccomp MODE      devgated's own syscall filter: on (default; other\n"
 		"                          calls fail with EPERM), log (allowed, logged by\n"
@@ -173,6 +174,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "podman-storage", required_argument, NULL, OPT_SET },
 		{ "lxd-socket", required_argument, NULL, OPT_SET },
 		{ "runc-root", required_argument, NULL, OPT_SET },
+		{ "lxc-path", required_argument, NULL, OPT_SET },
+		{ "cri-runc-root", required_argument, NULL, OPT_SET },
 		{ "hook-allow-env", no_argument, NULL, OPT_SET },
 		{ "no-attach-events", no_argument, NULL, OPT_UNSET },
 		{ "seccomp", required_argument, NULL, OPT_SET },

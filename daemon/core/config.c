@@ -72,6 +72,8 @@ static const struct key keys[] = {
 	KEY("podman-storage", K_OPTPATH, podman_storage),
 	KEY("lxd-socket", K_OPTPATH, lxd_socket),
 	KEY("runc-root", K_OPTPATH, runc_root),
+	KEY("lxc-path", K_OPTPATH, lxc_path),
+	KEY("cri-runc-root", K_OPTPATH, cri_root),
 	KEY("node-mode", K_MODE, node_mode),
 	KEY("node-owner", K_OWNER, node_uid),
 	KEY("recheck-ms", K_MS, recheck_ms),
@@ -189,7 +191,8 @@ int config_init(struct dg_config *c)
 	    set_str(&c->docker_socket, "/var/run/docker.sock") < 0 ||
 	    set_str(&c->podman_storage, "/var/lib/containers/storage") < 0 ||
 	    set_str(&c->lxd_socket, "/var/lib/lxd/unix.socket") < 0 ||
-	    set_str(&c->runc_root, "/run/runc") < 0) {
+	    set_str(&c->runc_root, "/run/runc") < 0 || set_str(&c->lxc_path, "/var/lib/lxc") < 0 ||
+	    set_str(&c->cri_root, "/run/containerd/runc/k8s.io") < 0) {
 		config_free(c);
 		return -ENOMEM;
 	}
@@ -208,7 +211,10 @@ void config_free(struct dg_config *c)
 	free(c->podman_storage);
 	free(c->lxd_socket);
 	free(c->runc_root);
+	free(c->lxc_path);
+	free(c->cri_root);
 	c->docker_socket = c->podman_storage = c->lxd_socket = c->runc_root = NULL;
+	c->lxc_path = c->cri_root = NULL;
 	policy_free(&c->policy);
 	c->socket_path = c->state_dir = c->pin_root = c->host_root = c->metrics_listen = NULL;
 	c->cgroup_root = NULL;

@@ -34,6 +34,8 @@ struct dg_config {
 	char *podman_storage;
 	char *lxd_socket;
 	char *runc_root;
+	char *lxc_path;
+	char *cri_root;
 	mode_t node_mode;
 	uid_t node_uid;
 	gid_t node_gid;

@@ -10,6 +10,8 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "lease/state.h"
 #include "core/config.h"
@@ -113,14 +115,20 @@ static int move_plan(const struct dg_inventory *inv, const struct lease *src,
 		     struct dg_arena *a, struct dg_error *err)
 {
 	struct dg_node src_nodes[DG_MAX_NODES], next_nodes[DG_MAX_NODES];
-	bool drop[DG_MAX_GPUS];
+	bool drop[DG_MAX_GPUS], named;
 	int r = txn_revoke_select(inv, src, req->gpus, false, drop, err);
 
 	if (r < 0)
 		return r;
 	p->src_next = lease_copy(src);
 	p->gone = lease_copy(src);
-	p->dst_next = txn_next_lease(dst_old, dt, NULL);
+	/* A destination named by its runtime's name (server/byname.c) is labelled so. */
+	named = req->to.cgroup && req->to.container;
+	p->dst_next = txn_next_lease(dst_old, dt, named ? req->to.container : NULL);
+	if (p->dst_next && named) {
+		free(p->dst_next->runtime);
+		p->dst_next->runtime = req->to.runtime ? strdup(req->to.runtime) : NULL;
+	}
 	out->moved = dg_arena_alloc(a, src->n_gpus * sizeof(*out->moved) + 1);
 	if (!p->src_next || !p->gone || !p->dst_next || !out->moved)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");

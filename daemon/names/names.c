@@ -26,15 +26,18 @@
 #include "sys/cgroup.h"
 #include "sys/target.h"
 
+/* CRI before runc: where both read one root, the pod's names win. */
 enum {
 	RT_DOCKER,
 	RT_PODMAN,
 	RT_LXD,
+	RT_LXC,
+	RT_CRI,
 	RT_RUNC,
 	RT_N
 };
 
-static const char *const rt_names[RT_N] = { "docker", "podman", "lxd", "runc" };
+static const char *const rt_names[RT_N] = { "docker", "podman", "lxd", "lxc", "cri", "runc" };
 
 int names_runtime_known(const char *runtime)
 {
@@ -68,6 +71,23 @@ static bool name_ok(const char *s)
 	return true;
 }
 
+/* A CRI container's NAMESPACE/POD/CONTAINER: three names, no more. */
+static bool cri_form(const char *s)
+{
+	char buf[NAMES_NAME_MAX], *save = NULL;
+	int parts = 0;
+
+	if (!strchr(s, '/') || strlen(s) >= sizeof(buf) || s[strlen(s) - 1] == '/' ||
+	    strstr(s, "//"))
+		return false;
+	memcpy(buf, s, strlen(s) + 1);
+	for (char *p = strtok_r(buf, "/", &save); p; p = strtok_r(NULL, "/", &save)) {
+		if (!name_ok(p) || ++parts > 3)
+			return false;
+	}
+	return parts == 3;
+}
+
 static const char *where_of(const struct names_conf *c, int rt)
 {
 	switch (rt) {
@@ -77,6 +97,10 @@ static const char *where_of(const struct names_conf *c, int rt)
 		return c->podman_storage;
 	case RT_LXD:
 		return c->lxd_socket;
+	case RT_LXC:
+		return c->lxc_path;
+	case RT_CRI:
+		return c->cri_root;
 	default:
 		return c->runc_root;
 	}
@@ -160,6 +184,11 @@ static int ask(const struct names_conf *c, int rt, const char *name, struct rt_f
 		return r < 0 ? r : rt_podman(c->podman_storage, c->runc_root, name, f, why, n);
 	case RT_LXD:
 		return rt_lxd(c->lxd_socket, name, f, why, n);
+	case RT_LXC:
+		return rt_lxc(c->lxc_path, name, f, why, n);
+	case RT_CRI:
+		r = root_trusted(c->cri_root, why, n);
+		return r < 0 ? r : rt_cri(c->cri_root, name, f, why, n);
 	default:
 		r = root_trusted(c->runc_root, why, n);
 		return r < 0 ? r : rt_runc(c->runc_root, name, f, why, n);
@@ -181,7 +210,11 @@ static int prove(int rt, const struct rt_found *f, char **ret, char *why, size_t
 	const char *tail;
 	bool same;
 
-	pidfd = f->pid > 0 && f->pid <= INT32_MAX ? pidfd_open_pid((pid_t)f->pid) : -ESRCH;
+	if (f->pid <= 0) {
+		snprintf(why, n, "its runtime names no running process");
+		return -ESRCH;
+	}
+	pidfd = f->pid <= INT32_MAX ? pidfd_open_pid((pid_t)f->pid) : -ESRCH;
 	if (pidfd < 0 || cgroup_of_pid((pid_t)f->pid, &cg) < 0) {
 		snprintf(why, n, "its PID %lld is gone", f->pid);
 		return -ESRCH;
@@ -213,7 +246,7 @@ struct search {
 	struct name_match m[RT_N];
 	struct rt_found f[RT_N];
 	int n;
-	char searched[DG_HINT_MAX / 2];
+	char searched[DG_HINT_MAX];
 	char found[DG_ERRMSG_MAX / 2];
 	char why[512];
 };
@@ -263,13 +296,16 @@ int names_resolve(const struct names_conf *c, const char *name, const char *runt
 
 	if (runtime && !names_runtime_known(runtime)) {
 		dg_error_set(err, DG_E_INVALID, EINVAL, "unknown runtime '%.64s'", runtime);
-		dg_error_hint(err, "one of docker, podman, lxd, runc");
+		dg_error_hint(err, "one of docker, podman, lxd, lxc, cri, runc");
 		return -EINVAL;
 	}
-	if (!name_ok(name)) {
+	/* A pod's container is CRI's alone: no other runtime has '/' in a name. */
+	if (strchr(name, '/') && cri_form(name) && (!runtime || strcmp(runtime, "cri") == 0))
+		runtime = "cri";
+	else if (!name_ok(name)) {
 		dg_error_set(err, DG_E_NO_TARGET, ENOENT, "'%.256s' is not a container name", name);
-		dg_error_hint(err, "names are 1 to 253 letters, digits, '_', '.' and '-', "
-				   "not starting with '.' or '-'");
+		dg_error_hint(err, "names are 1 to 253 letters, digits, '_', '.' and '-', not "
+				   "starting with '.' or '-'; a CRI container is NAMESPACE/POD/CONTAINER");
 		return -ENOENT;
 	}
 	s = calloc(1, sizeof(*s));
@@ -303,5 +339,86 @@ int names_resolve(const struct names_conf *c, const char *name, const char *runt
 		return -ESRCH;
 	}
 	*ret = s->m[0];
+	return 0;
+}
+
+struct lister {
+	const struct names_conf *c;
+	int rt;
+	struct name_match *out;
+	size_t n, max;
+};
+
+/* One name a runtime listed: kept when it runs and the kernel agrees. */
+static void list_one(void *ctx, const char *name)
+{
+	struct lister *ls = ctx;
+	struct rt_found f = { 0 };
+	auto_free char *cg = NULL;
+	struct name_match *m;
+	char why[512] = "";
+
+	if (ls->n >= ls->max || !name_ok(name) ||
+	    ask(ls->c, ls->rt, name, &f, why, sizeof(why)) != 1 || f.pid <= 0)
+		return;
+	/* podman's and CRI's containers are runc's too: the first, richer answer stays. */
+	for (size_t i = 0; i < ls->n; i++) {
+		if (ls->out[i].pid == f.pid)
+			return;
+	}
+	if (prove(ls->rt, &f, &cg, why, sizeof(why)) < 0)
+		return;
+	m = &ls->out[ls->n];
+	*m = (struct name_match){ .runtime = rt_names[ls->rt], .pid = (pid_t)f.pid };
+	if (rt_copy(m->id, sizeof(m->id), f.id) < 0 ||
+	    rt_copy(m->name, sizeof(m->name), f.name) < 0)
+		return;
+	m->cgroup = TAKE_PTR(cg);
+	ls->n++;
+}
+
+static int list_rt(struct lister *ls, char *why, size_t n)
+{
+	const struct names_conf *c = ls->c;
+
+	switch (ls->rt) {
+	case RT_DOCKER:
+		return rt_docker_list(c->docker_socket, list_one, ls, why, n);
+	case RT_PODMAN:
+		return rt_podman_list(c->podman_storage, list_one, ls);
+	case RT_LXD:
+		return rt_lxd_list(c->lxd_socket, list_one, ls, why, n);
+	case RT_LXC:
+		return rt_dir_list(c->lxc_path, "config", list_one, ls);
+	case RT_CRI:
+		return rt_dir_list(c->cri_root, "state.json", list_one, ls);
+	default:
+		return rt_dir_list(c->runc_root, "state.json", list_one, ls);
+	}
+}
+
+int names_list(const struct names_conf *c, struct name_match *ret, size_t max, size_t *n,
+	       char *searched, size_t sn)
+{
+	struct lister ls = { .c = c, .out = ret, .max = max };
+
+	searched[0] = '\0';
+	for (int i = 0; i < RT_N; i++) {
+		const char *where = where_of(c, i);
+		char why[512] = "";
+		int r;
+
+		if (!where || !*where)
+			continue;
+		ls.rt = i;
+		r = list_rt(&ls, why, sizeof(why));
+		append(searched, sn, "%s%s %s", searched[0] ? ", " : "", rt_names[i], where);
+		if (r < 0)
+			append(searched, sn, " (%s)",
+			       r == -ENOENT || r == -ECONNREFUSED ? "not running"
+			       : why[0]				  ? why
+								  : strerror(-r));
+	}
+	*n = ls.n;
 	return 0;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A container name users know (a Docker name or ID, a podman name or ID, an
- * LXD name, a runc id) resolved from each runtime's own state into the
+ * LXD or LXC name, a runc id, a CRI container's NAMESPACE/POD/CONTAINER or
+ * ID) resolved from each runtime's own state into the
  * process and cgroup the runtime names for it.
  */
 #ifndef DEVGATE_NAMES_H
@@ -18,13 +19,15 @@ struct names_conf {
 	const char *lxd_socket;	    /* LXD's REST API */
 	const char *podman_storage; /* containers-storage's root */
 	const char *runc_root;	    /* runc's --root (podman's containers too) */
+	const char *lxc_path;	    /* classic LXC's lxcpath */
+	const char *cri_root;	    /* the CRI runtime's runc root (its pods' containers) */
 };
 
 #define NAMES_ID_MAX 128
 #define NAMES_NAME_MAX 256
 
 struct name_match {
-	const char *runtime; /* "docker", "podman", "lxd", "runc" */
+	const char *runtime; /* "docker", "podman", "lxd", "lxc", "cri", "runc" */
 	char id[NAMES_ID_MAX];
 	char name[NAMES_NAME_MAX]; /* the runtime's name for it, for labels */
 	pid_t pid;		   /* its init, as the runtime's state says */
@@ -44,5 +47,14 @@ int names_runtime_known(const char *runtime);
  */
 int names_resolve(const struct names_conf *c, const char *name, const char *runtime,
 		  struct name_match *ret, struct dg_error *err);
+
+/*
+ * Every running container the configured runtimes list, each proved from
+ * the kernel as names_resolve proves one (at most max, in ret; each
+ * name_match_done by the caller). searched says where it looked, and what
+ * it could not read.
+ */
+int names_list(const struct names_conf *c, struct name_match *ret, size_t max, size_t *n,
+	       char *searched, size_t sn);
 
 #endif

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The runtimes' readers of daemon/names (rtapi.c, rtstate.c): what one
+ * The runtimes' readers of daemon/names (rtapi.c, rtlxc.c, rtstate.c): what one
  * runtime's state says of a name. Private to this folder.
  */
 #ifndef DEVGATE_NAMES_RT_H
@@ -25,13 +25,28 @@ struct rt_found {
 int rt_docker(const char *sock, const char *name, struct rt_found *ret, char *why, size_t n);
 int rt_lxd(const char *sock, const char *name, struct rt_found *ret, char *why, size_t n);
 int rt_runc(const char *root, const char *name, struct rt_found *ret, char *why, size_t n);
+int rt_lxc(const char *lxcpath, const char *name, struct rt_found *ret, char *why, size_t n);
+int rt_cri(const char *root, const char *name, struct rt_found *ret, char *why, size_t n);
 int rt_podman(const char *storage, const char *runc_root, const char *name, struct rt_found *ret,
 	      char *why, size_t n);
 
+/* Called with each name a runtime's list gives (names_list). */
+typedef void (*rt_each_fn)(void *ctx, const char *name);
+
+/*
+ * The names each runtime lists, running or not: 0, or negative errno and
+ * why when its state cannot be read (a runtime that is not there: -ENOENT
+ * or -ECONNREFUSED).
+ */
+int rt_docker_list(const char *sock, rt_each_fn each, void *ctx, char *why, size_t n);
+int rt_lxd_list(const char *sock, rt_each_fn each, void *ctx, char *why, size_t n);
+int rt_podman_list(const char *storage, rt_each_fn each, void *ctx);
+int rt_dir_list(const char *dir, const char *file, rt_each_fn each, void *ctx);
+
 /*
  * GET path from an HTTP API on a unix socket (HTTP/1.0, the server closes):
- * the status code and the body parsed as a JSON object (*ret, NULL when the
- * body is not one). Negative errno when the socket does not answer.
+ * the status code and the body parsed as a JSON object or array (*ret, NULL
+ * when the body is neither). Negative errno when the socket does not answer.
  */
 int rt_http_get(const char *sock, const char *path, int *status, json_object **ret);
 

@@ -7,6 +7,7 @@
  * request that changes a container, and never follows a redirect.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "cleanup.h"
 #include "jsonutil.h"
 #include "rt.h"
+#include "util.h"
 
 #define HTTP_MAX ((size_t)1 << 20)
 #define HTTP_TIMEOUT_S 3
@@ -45,14 +47,32 @@ static int connect_unix(const char *sock)
 	return fd;
 }
 
-/* Reads until the server closes; -EMSGSIZE past HTTP_MAX. */
+/*
+ * Reads until the server closes; -EMSGSIZE past HTTP_MAX, -ETIMEDOUT past
+ * HTTP_TIMEOUT_S in all (a server that trickles a byte at a time gets no
+ * more time than one that says nothing).
+ */
 static int read_all(int fd, char **ret)
 {
+	uint64_t end = now_mono_ns() + (uint64_t)HTTP_TIMEOUT_S * 1000000000ull;
 	size_t len = 0, cap = 4096;
 	char *buf = malloc(cap + 1);
 
 	while (buf) {
+		uint64_t now = now_mono_ns();
+		struct timeval tv;
 		ssize_t n;
+
+		if (now >= end) {
+			free(buf);
+			return -ETIMEDOUT;
+		}
+		tv = (struct timeval){ .tv_sec = (time_t)((end - now) / 1000000000ull),
+				       .tv_usec =
+					       (suseconds_t)((end - now) % 1000000000ull / 1000) };
+		if (tv.tv_sec == 0 && tv.tv_usec == 0)
+			tv.tv_usec = 1;
+		(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 
 		if (len == cap) {
 			char *nb = cap >= HTTP_MAX ? NULL : realloc(buf, cap * 2 + 1);
@@ -106,6 +126,15 @@ int rt_http_get(const char *sock, const char *path, int *status, json_object **r
 	body = strstr(resp, "\r\n\r\n");
 	if (body)
 		*ret = json_parse_object(body + 4);
+	/* A list: objects get json_parse_object's stricter checks above. */
+	if (body && !*ret) {
+		json_object *a = json_tokener_parse(body + 4);
+
+		if (a && json_object_is_type(a, json_type_array))
+			*ret = a;
+		else
+			json_object_put(a);
+	}
 	return 0;
 }
 
@@ -208,4 +237,55 @@ int rt_lxd(const char *sock, const char *name, struct rt_found *ret, char *why, 
 		    (int)sizeof(ret->cgroup_want))
 		return -ENAMETOOLONG;
 	return 1;
+}
+
+/* The last component of an API path ("/1.0/instances/NAME"). */
+static const char *last_of(const char *s)
+{
+	const char *slash = s ? strrchr(s, '/') : NULL;
+
+	return slash ? slash + 1 : s;
+}
+
+int rt_docker_list(const char *sock, rt_each_fn each, void *ctx, char *why, size_t n)
+{
+	auto_json json_object *o = NULL;
+	int r = get_api("dockerd", sock, "/containers/json", &o, why, n);
+
+	if (r <= 0)
+		return r < 0 ? r : -EPROTO;
+	if (!json_object_is_type(o, json_type_array)) {
+		snprintf(why, n, "dockerd at %s: /containers/json is no list", sock);
+		return -EPROTO;
+	}
+	for (size_t i = 0; i < json_object_array_length(o); i++) {
+		const char *id = json_get_str(json_object_array_get_idx(o, i), "Id");
+
+		if (id)
+			each(ctx, id);
+	}
+	return 0;
+}
+
+int rt_lxd_list(const char *sock, rt_each_fn each, void *ctx, char *why, size_t n)
+{
+	auto_json json_object *o = NULL;
+	json_object *meta;
+	int r = get_api("LXD", sock, "/1.0/instances", &o, why, n);
+
+	if (r <= 0)
+		return r < 0 ? r : -EPROTO;
+	if (!json_object_object_get_ex(o, "metadata", &meta) ||
+	    !json_object_is_type(meta, json_type_array)) {
+		snprintf(why, n, "LXD at %s: /1.0/instances is no list", sock);
+		return -EPROTO;
+	}
+	for (size_t i = 0; i < json_object_array_length(meta); i++) {
+		const char *name =
+			last_of(json_object_get_string(json_object_array_get_idx(meta, i)));
+
+		if (name && *name)
+			each(ctx, name);
+	}
+	return 0;
 }

@@ -6,53 +6,49 @@
  * as root, and the answer is proved against the kernel (names.c), so a
  * caller gains nothing it could not do with --cgroup. A lease's own label
  * wins over a runtime's name in revoke and extend, so labels given at grant
- * time work as before. It changes no lease.
+ * time work as before; so do a move's source and destination. It changes no
+ * lease.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "cleanup.h"
 
 #include "byname.h"
 #include "core/config.h"
 #include "lease/lease.h"
 #include "names/names.h"
 
-/* The target of req's operation; NULL for operations that name none. */
-static struct dg_target_args *target_of(struct dg_request *req, bool *label_first, bool *missing_ok)
+static void names_conf_of(const struct dg_config *c, struct names_conf *ret)
 {
-	*label_first = true;
-	*missing_ok = false;
-	switch (req->op) {
-	case DG_OP_GRANT:
-		*label_first = false;
-		return &req->u.grant.target;
-	case DG_OP_REVOKE:
-		*missing_ok = req->u.revoke.missing_ok;
-		return &req->u.revoke.target;
-	case DG_OP_EXTEND:
-		return &req->u.extend.target;
-	default:
-		return NULL;
-	}
-}
-
-int byname_rewrite(struct daemon *d, struct dg_request *req, struct dg_error *err)
-{
-	const struct dg_config *c = d->cfg;
-	const struct names_conf conf = {
+	*ret = (struct names_conf){
 		.docker_socket = c->docker_socket,
 		.lxd_socket = c->lxd_socket,
 		.podman_storage = c->podman_storage,
 		.runc_root = c->runc_root,
+		.lxc_path = c->lxc_path,
+		.cri_root = c->cri_root,
 	};
+}
+
+/*
+ * Rewrites one target named by a runtime's name alone. label_first: a
+ * lease's label wins; keep_name: the runtime's name stays as the label the
+ * lease gets (a grant's, a move's destination).
+ */
+static int rewrite_target(struct daemon *d, struct dg_request *req, struct dg_target_args *t,
+			  bool label_first, bool keep_name, bool missing_ok, struct dg_error *err)
+{
+	struct names_conf conf;
 	struct name_match m = { 0 };
 	struct dg_error why = { 0 };
-	bool label_first, missing_ok;
-	struct dg_target_args *t = target_of(req, &label_first, &missing_ok);
 	struct lease *l;
 	int r;
 
-	if (!t || !t->container || t->has_pid || t->cgroup) {
-		if (t && t->runtime)
+	names_conf_of(d->cfg, &conf);
+	if (!t->container || t->has_pid || t->cgroup) {
+		if (t->runtime)
 			return dg_error_set(err, DG_E_INVALID, EINVAL,
 					    "a runtime goes with a container name alone, not "
 					    "with a PID or cgroup");
@@ -80,9 +76,66 @@ int byname_rewrite(struct daemon *d, struct dg_request *req, struct dg_error *er
 	}
 	t->cgroup = dg_arena_strdup(&req->arena, m.cgroup);
 	t->runtime = m.runtime;
-	t->container = label_first ? NULL : dg_arena_strdup(&req->arena, m.name);
+	t->container = keep_name ? dg_arena_strdup(&req->arena, m.name) : NULL;
 	name_match_done(&m);
-	if (!t->cgroup || (!label_first && !t->container))
+	if (!t->cgroup || (keep_name && !t->container))
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	return 0;
+}
+
+int byname_rewrite(struct daemon *d, struct dg_request *req, struct dg_error *err)
+{
+	int r;
+
+	switch (req->op) {
+	case DG_OP_GRANT:
+		return rewrite_target(d, req, &req->u.grant.target, false, true, false, err);
+	case DG_OP_REVOKE:
+		return rewrite_target(d, req, &req->u.revoke.target, true, false,
+				      req->u.revoke.missing_ok, err);
+	case DG_OP_EXTEND:
+		return rewrite_target(d, req, &req->u.extend.target, true, false, false, err);
+	case DG_OP_MOVE:
+		/* The source holds a lease; the destination may get its first. */
+		r = rewrite_target(d, req, &req->u.move.from, true, false, false, err);
+		return r < 0 ? r : rewrite_target(d, req, &req->u.move.to, true, true, false, err);
+	default:
+		return 0;
+	}
+}
+
+#define LIST_MAX 512
+
+int byname_list(struct daemon *d, struct dg_containers_reply *out, struct dg_arena *a,
+		struct dg_error *err)
+{
+	auto_free struct name_match *m = calloc(LIST_MAX, sizeof(*m));
+	char searched[2048];
+	struct names_conf conf;
+	size_t n = 0;
+	int r = 0;
+
+	if (!m)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	names_conf_of(d->cfg, &conf);
+	names_list(&conf, m, LIST_MAX, &n, searched, sizeof(searched));
+	out->found = dg_arena_alloc(a, (n + 1) * sizeof(*out->found));
+	out->searched = dg_arena_strdup(a, searched);
+	for (size_t i = 0; i < n; i++) {
+		struct dg_found_info *f = out->found ? &out->found[i] : NULL;
+
+		if (f) {
+			*f = (struct dg_found_info){ .runtime = m[i].runtime, .pid = m[i].pid };
+			f->name = dg_arena_strdup(a, m[i].name);
+			f->id = dg_arena_strdup(a, m[i].id);
+			f->cgroup = dg_arena_strdup(a, m[i].cgroup);
+			if (!f->name || !f->id || !f->cgroup)
+				r = -ENOMEM;
+		}
+		name_match_done(&m[i]);
+	}
+	if (!out->found || !out->searched || r < 0)
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	out->n_found = n;
 	return 0;
 }

@@ -15,4 +15,11 @@
  */
 int byname_rewrite(struct daemon *d, struct dg_request *req, struct dg_error *err);
 
+/*
+ * Every running container the configured runtimes list, proved from the
+ * kernel (names_list), into out (strings in a). Changes nothing.
+ */
+int byname_list(struct daemon *d, struct dg_containers_reply *out, struct dg_arena *a,
+		struct dg_error *err);
+
 #endif

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "byname.h"
 #include "core/config.h"
 #include "view/events.h"
 #include "grant/grant.h"
@@ -192,12 +193,21 @@ static int op_queue(struct daemon *d, const struct dg_request *req, union dg_rep
 	return 0;
 }
 
+static int op_containers(struct daemon *d, const struct dg_request *req, union dg_reply *reply,
+			 struct dg_arena *a, struct dg_error *err)
+{
+	(void)req;
+	return byname_list(d, &reply->containers, a, err);
+}
+
 static const op_fn handlers[DG_OP_MAX] = {
-	[DG_OP_PING] = op_ping,	      [DG_OP_LIST] = op_list,	  [DG_OP_GRANT] = op_grant,
-	[DG_OP_REVOKE] = op_revoke,   [DG_OP_STATUS] = op_status, [DG_OP_WATCH] = op_watch,
-	[DG_OP_METRICS] = op_metrics, [DG_OP_EVENTS] = op_events, [DG_OP_RESCAN] = op_rescan,
-	[DG_OP_EXTEND] = op_extend,   [DG_OP_MOVE] = op_move,	  [DG_OP_QUEUE] = op_queue,
-	[DG_OP_RELOAD] = op_reload,
+	[DG_OP_PING] = op_ping,	      [DG_OP_LIST] = op_list,
+	[DG_OP_GRANT] = op_grant,     [DG_OP_REVOKE] = op_revoke,
+	[DG_OP_STATUS] = op_status,   [DG_OP_WATCH] = op_watch,
+	[DG_OP_METRICS] = op_metrics, [DG_OP_EVENTS] = op_events,
+	[DG_OP_RESCAN] = op_rescan,   [DG_OP_EXTEND] = op_extend,
+	[DG_OP_MOVE] = op_move,	      [DG_OP_QUEUE] = op_queue,
+	[DG_OP_RELOAD] = op_reload,   [DG_OP_CONTAINERS] = op_containers,
 };
 
 bool ops_streams(const struct dg_request *req)
@@ -263,10 +273,10 @@ int ops_dispatch(struct daemon *d, const struct ops_peer *peer, const struct dg_
 	if (source_of(req))
 		metrics_hook_call(d->metrics, source_of(req));
 	if (dg_op_info(req->op)->changes && !peer->admin) {
-		dg_error_set(err, DG_E_PERM, EACCES,
-			     "'%s' changes leases: root or devgated's "
-			     "admin-group only",
-			     dg_op_info(req->op)->name);
+		dg_error_set(err, DG_E_PERM, EACCES, "'%s' %s: root or devgated's admin-group only",
+			     dg_op_info(req->op)->name,
+			     req->op == DG_OP_CONTAINERS ? "reads the runtimes' state"
+							 : "changes leases");
 		dg_error_hint(err, "run it as root, or ask the admin to add you to admin-group");
 		r = -EACCES;
 	} else if (req->op == DG_OP_GRANT && req->u.grant.n_devices && peer->uid != 0) {

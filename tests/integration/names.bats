@@ -42,19 +42,71 @@ setup() {
 	dg_lxd_paths "$NM"
 	DG_DOCKERS=()
 	DG_RUNCS=()
+	DG_CRIS=()
+	DG_HOSTRUNCS=()
 }
 
 teardown() {
 	local c
 	for c in "${DG_DOCKERS[@]}"; do dg_docker rm -f "$c" >/dev/null 2>&1 || true; done
 	for c in "${DG_RUNCS[@]}"; do dg_in_ns runc delete -f "$c" >/dev/null 2>&1 || true; done
+	for c in "${DG_HOSTRUNCS[@]}"; do runc delete -f "$c" >/dev/null 2>&1 || true; done
+	for c in "${DG_V1DIRS[@]}"; do rmdir "$c" 2>/dev/null || true; done
+	[ -z "${FAKE_PID:-}" ] || kill "$FAKE_PID" 2>/dev/null || true
+	for c in "${DG_CRIS[@]}"; do
+		dg_in_ns runc --root "$DG_TMP/cri" delete -f "$c" >/dev/null 2>&1 || true
+	done
 	dg_teardown
 }
 
 # names_daemon: devgated that looks names up in this file's runtimes only.
 names_daemon() {
 	start_daemon --docker-socket "$DG_DOCKER_SOCK" --lxd-socket "$DG_LXD_SOCK" \
-		--podman-storage "$DG_NSDIR/storage" --runc-root /run/runc
+		--podman-storage "$DG_NSDIR/storage" --runc-root /run/runc \
+		--lxc-path "$DG_TMP/lxc" --cri-runc-root "$DG_TMP/cri" "$@"
+}
+
+# cri_ct ID POD CONTAINER JQ: a runc container under the CRI root as
+# containerd or CRI-O leaves it: in a kubepods-like cgroup, its bundle's
+# annotations edited by JQ (with $ns, $pod and $ctr). Sets CRIPID.
+cri_ct() {
+	requires runc
+	local id=$1 pod=$2 ctr=$3 filter=$4
+	DG_CRIS+=("$id")
+	DG_CGROUPS+=("$DG_CGROOT/$NM-kubepods")
+	dg_bundle "$DG_TMP/$id" "$DEVGATE_BUILD/probe"
+	jq --arg ns "$NM" --arg pod "$pod" --arg ctr "$ctr" \
+		--arg cg "/$NM-kubepods/burstable/pod$NM-$pod/$id" \
+		".linux.cgroupsPath = \$cg | $filter" "$DG_TMP/$id/config.json" >"$DG_TMP/$id/c.json"
+	mv "$DG_TMP/$id/c.json" "$DG_TMP/$id/config.json"
+	dg_in_ns runc --root "$DG_TMP/cri" run -d -b "$DG_TMP/$id" "$id" </dev/null \
+		>"$DG_TMP/$id.log" 2>&1 || fail "runc run: $(cat "$DG_TMP/$id.log")"
+	CRIPID=$(dg_in_ns runc --root "$DG_TMP/cri" state "$id" | jq .pid)
+}
+
+# host_runc_ct ID [JQ]: a runc container in the host's own view of the
+# hybrid layout, where runc keeps its device policy in v1 devices.
+host_runc_ct() {
+	requires runc cgroup1
+	DG_HOSTRUNCS+=("$1")
+	DG_CGROUPS+=("$DG_CGROOT/$1")
+	dg_bundle "$DG_TMP/$1" "$DEVGATE_BUILD/probe"
+	mknod -m 666 "$DG_TMP/$1/rootfs/gpu0" c 195 0
+	jq "${2:-.}" "$DG_TMP/$1/config.json" >"$DG_TMP/$1/c.json"
+	mv "$DG_TMP/$1/c.json" "$DG_TMP/$1/config.json"
+	runc run -d -b "$DG_TMP/$1" "$1" </dev/null >"$DG_TMP/$1.log" 2>&1 ||
+		fail "runc run: $(cat "$DG_TMP/$1.log")"
+}
+
+# The doctor --containers entry of NAME in the last JSON output: FIELD.
+found() {
+	echo "$output" | jq -r --arg n "$1" ".containers[] | select(.name == \$n) | .$2"
+}
+
+cri_probe() {
+	local id=$1
+	shift
+	dg_in_ns runc --root "$DG_TMP/cri" exec "$id" probe "$@"
 }
 
 needs_docker() {
@@ -152,7 +204,7 @@ no_lease() { [ "$(dg status --json | jq '.leases | length')" = 0 ]; }
 	names_daemon
 	run -5 dg grant --container "$NM-nosuch" --gpu 0
 	[ "${lines[0]}" = "devgatectl: no container is named '$NM-nosuch'" ]
-	[[ "${lines[1]}" == "hint: searched docker $DG_DOCKER_SOCK, podman $DG_NSDIR/storage, lxd $DG_LXD_SOCK, runc /run/runc"* ]]
+	[[ "${lines[1]}" == "hint: searched docker $DG_DOCKER_SOCK, podman $DG_NSDIR/storage, lxd $DG_LXD_SOCK, lxc $DG_TMP/lxc, cri $DG_TMP/cri, runc /run/runc"* ]]
 	run -5 dg revoke --container "$NM-nosuch"
 	[ "${lines[0]}" = "devgatectl: no container is labelled '$NM-nosuch'" ]
 	[[ "${lines[1]}" == *"no runtime has that name either: searched docker $DG_DOCKER_SOCK"* ]]
@@ -220,4 +272,204 @@ no_lease() { [ "$(dg status --json | jq '.leases | length')" = 0 ]; }
 	run -0 dg revoke --container my-label
 	no_lease
 	run -2 dg grant --pid "$CPID" --runtime docker --gpu 0
+}
+
+@test "LXC: grant by name (from LXC's command socket) reaches the driver, the neighbour stays denied; status says lxc; revoke by name; a stopped one is refused" {
+	names_daemon
+	lxc_container web
+	run -0 dg grant --container "$CID" --gpu 0
+	[[ "$output" == "granted GPU 0 ("*") to $CID (cgroup /lxc.payload.$CID, PID $CPID)"* ]]
+	run -1 lxc_probe "$CID" /dev/nvidia0 /gpu1 /mem
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	[ "${lines[2]}" = "/mem EPERM" ]
+	[ "$(dg status --json | jq -r '.leases[0].runtime')" = lxc ]
+	run -0 dg list
+	[[ "$output" == *"lxc:$CID"* ]]
+	run -0 dg revoke --container "$CID"
+	no_lease
+	run -1 lxc_probe "$CID" /gpu0
+	[ "${lines[0]}" = "/gpu0 EPERM" ]
+	dg_lxc lxc-stop -n "$CID" -k
+	run -5 dg grant --container "$CID" --gpu 0
+	[ "${lines[0]}" = "devgatectl: lxc container '$CID' (ID ${CID:0:12}) is not running: its runtime names no running process" ]
+	no_lease
+}
+
+@test "CRI: NAMESPACE/POD/CONTAINER (CRI-O's and containerd's annotations) in kubepods cgroups; the pod's sandbox is not a match; status and metrics say cri; revoke by name and by ID" {
+	names_daemon
+	cri_ct "$NM-sandbox" web-0 POD \
+		'.annotations = {"io.kubernetes.pod.namespace": $ns, "io.kubernetes.pod.name": $pod, "io.kubernetes.container.name": $ctr}'
+	cri_ct "$NM-app" web-0 app \
+		'.annotations = {"io.kubernetes.pod.namespace": $ns, "io.kubernetes.pod.name": $pod, "io.kubernetes.container.name": $ctr}'
+	APP=$CRIPID
+	cri_ct "$NM-pause" db-0 "" \
+		'.annotations = {"io.kubernetes.cri.container-type": "sandbox", "io.kubernetes.cri.sandbox-namespace": $ns, "io.kubernetes.cri.sandbox-name": $pod}'
+	cri_ct "$NM-db" db-0 db \
+		'.annotations = {"io.kubernetes.cri.container-type": "container", "io.kubernetes.cri.sandbox-namespace": $ns, "io.kubernetes.cri.sandbox-name": $pod, "io.kubernetes.cri.container-name": $ctr}'
+	run -0 dg grant --container "$NM/web-0/app" --gpu 0
+	[[ "$output" == "granted GPU 0 ("*") to $NM/web-0/app (cgroup /$NM-kubepods/burstable/pod$NM-web-0/$NM-app, PID $APP)"* ]]
+	run -1 cri_probe "$NM-app" /dev/nvidia0 /gpu1 /mem
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	[ "${lines[2]}" = "/mem EPERM" ]
+	run -1 cri_probe "$NM-sandbox" /gpu1
+	[ "${lines[0]}" = "/gpu1 EPERM" ]
+	[ "$(dg status --json | jq -r '.leases[0].runtime')" = cri ]
+	run -0 dg metrics
+	[[ "$output" == *"devgate_gpu_seconds_total{container=\"$NM/web-0/app\","*"runtime=\"cri\"}"* ]]
+	run -0 dg grant --container "$NM-db" --gpu 1
+	[[ "$output" == *" to $NM/db-0/db (cgroup /$NM-kubepods/burstable/pod$NM-db-0/$NM-db,"* ]]
+	run -0 dg revoke --container "$NM/web-0/app"
+	run -0 dg revoke --container "$NM/db-0/db"
+	no_lease
+	run -5 dg grant --container "$NM/web-0/POD" --gpu 0
+	[ "${lines[0]}" = "devgatectl: no container is named '$NM/web-0/POD'" ]
+	run -5 dg grant --container "$NM/web-0" --gpu 0
+	[ "${lines[0]}" = "devgatectl: '$NM/web-0' is not a container name" ]
+	no_lease
+}
+
+@test "move by runtime names: the destination gets the GPU and its runtime's name, the source loses it; a name no runtime has is refused and nothing moves" {
+	names_daemon
+	runc_ct "$NM-from"
+	runc_ct "$NM-to"
+	run -0 dg grant --container "$NM-from" --gpu 1
+	run -0 dg move --gpu 1 --from "$NM-from" --to "$NM-to"
+	[[ "${lines[0]}" == "moved GPU 1 ("*") from $NM-from to $NM-to (cgroup /$NM-to, PID "* ]]
+	run -1 dg_in_ns runc exec "$NM-to" probe /gpu1 /mem
+	[ "${lines[0]}" = "/gpu1 ENXIO" ]
+	[ "${lines[1]}" = "/mem EPERM" ]
+	run -1 dg_in_ns runc exec "$NM-from" probe /gpu1
+	[ "${lines[0]}" = "/gpu1 EPERM" ]
+	[ "$(dg status --json | jq -r '.leases[] | select(.gpus | length > 0) | .container + " " + .runtime')" = "$NM-to runc" ]
+	run -5 dg move --gpu 1 --from "$NM-to" --to "$NM-nosuch"
+	[[ "${lines[0]}" == "devgatectl: no container is labelled '$NM-nosuch'" ]]
+	run -1 dg_in_ns runc exec "$NM-to" probe /gpu1
+	[ "${lines[0]}" = "/gpu1 ENXIO" ]
+	run -0 dg revoke --container "$NM-to"
+	run -1 dg_in_ns runc exec "$NM-to" probe /gpu1
+	[ "${lines[0]}" = "/gpu1 EPERM" ]
+}
+
+@test "doctor --containers: each running container the runtimes list, and the mechanism a grant then really uses (v2 gate; v2 gate + v1 devices; cannot under a v1 parent that denies); nothing is granted" {
+	requires podman cgroup1
+	needs_docker
+	names_daemon
+	local v1 deny="$NM-denyp" rule
+	v1=$(findmnt -rn -t cgroup -o TARGET,OPTIONS | awk '$2 ~ /(^|,)devices(,|$)/ { print $1 }')
+	runc_ct "$NM-v2"
+	dg_podman run -d ${DG_PODMAN_RUN/--rm/} --name "$NM-dpod" localhost/devgate-test sleep 100000 >/dev/null
+	docker_ct "$NM-dk"
+	host_runc_ct "$NM-v1"
+	mkdir "$v1/$deny"
+	DG_V1DIRS=("$v1/$deny")
+	echo a >"$v1/$deny/devices.deny"
+	# What runc allows its containers, and not the GPU.
+	for rule in 'b *:* m' 'c *:* m' 'c 1:3 rwm' 'c 1:5 rwm' 'c 1:7 rwm' 'c 1:8 rwm' \
+		'c 1:9 rwm' 'c 5:0 rwm' 'c 5:1 rwm' 'c 5:2 rwm' 'c 10:200 rwm' 'c 136:* rwm'; do
+		echo "$rule" >"$v1/$deny/devices.allow"
+	done
+	host_runc_ct "$NM-deny" ".linux.cgroupsPath = \"/$deny/ctr\""
+	DG_CGROUPS+=("$DG_CGROOT/$deny")
+
+	run -1 dg doctor --containers --json
+	[ "$(echo "$output" | jq -r '.checks[] | select(.name == "containers") | .status')" = fail ]
+	[ "$(found "$NM-v2" runtime)" = runc ]
+	[ "$(found "$NM-v2" mechanism)" = "v2 BPF gate" ]
+	[ "$(found "$NM-dpod" runtime)" = podman ]
+	[ "$(found "$NM-dpod" mechanism)" = "v2 BPF gate" ]
+	[ "$(found "$NM-dk" runtime)" = docker ]
+	[ "$(found "$NM-dk" cgroup)" = "/$NM-docker/$DID" ]
+	[ "$(found "$NM-dk" mechanism)" = "v2 BPF gate" ]
+	[ "$(found "$NM-v1" mechanism)" = "v2 gate + v1 devices /$NM-v1" ]
+	[ "$(found "$NM-v1" cgroup)" = "/$NM-v1" ]
+	[[ "$(found "$NM-deny" mechanism)" == "cannot: its v1 devices parent /$deny does not allow /dev/nvidia0 (c 195:0)"* ]]
+	no_lease
+	run -1 dg doctor --containers
+	[[ "$output" == *"runc $NM-v1 (cgroup /$NM-v1, PID "*"): v2 gate + v1 devices /$NM-v1"* ]]
+
+	# What a grant then uses: the lease's own mechanism, and the kernel's answer.
+	run -0 dg grant --container "$NM-v2" --runtime runc --gpu 0
+	run -0 dg grant --container "$NM-v1" --gpu 1
+	run -0 dg doctor --json
+	mech=$(echo "$output" | jq -r '.checks[] | select(.name == "mechanism") | .message')
+	[[ "$mech" == *"($NM-v2): v2 BPF gate"* ]]
+	[[ "$mech" != *"($NM-v2): v2 BPF gate and"* ]]
+	[[ "$mech" == *"($NM-v1): v2 BPF gate and v1 devices /$NM-v1, which allows its GPUs"* ]]
+	run -1 runc exec "$NM-v1" probe /dev/nvidia1 /gpu0
+	[ "${lines[0]}" = "/dev/nvidia1 ENXIO" ]
+	[ "${lines[1]}" = "/gpu0 EPERM" ]
+	run -0 dg revoke --container "$NM-v2"
+	run -11 dg grant --container "$NM-deny" --gpu 0
+	[[ "$output" == *"the v1 devices cgroup /$deny/ctr refused 'c 195:0"* ]]
+	dg_podman rm -f -t 0 "$NM-dpod" >/dev/null
+}
+
+# fake_lxc SOCKNAME PID CGROUP: as uid 65534, a liblxc command socket that
+# answers GET_INIT_PID with PID and GET_CGROUP with CGROUP; sets FAKE_PID.
+fake_lxc() {
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$DG_LXC_PY" -c '
+import socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\0" + sys.argv[1])
+s.listen(4)
+while True:
+    c, _ = s.accept()
+    req = c.recv(16)
+    if len(req) < 16:
+        c.close()
+        continue
+    cmd, n, _ = struct.unpack("iiQ", req)
+    if n > 0:
+        c.recv(n)
+    if cmd == 4:
+        c.sendall(struct.pack("iiQ", 0, 0, int(sys.argv[2])))
+    else:
+        p = sys.argv[3].encode() + b"\0"
+        c.sendall(struct.pack("iiQ", 0, len(p), 0) + p)
+    c.close()' "$@" &
+	FAKE_PID=$!
+	wait_until 10 grep -q "@$1\$" /proc/net/unix
+}
+
+@test "LXC: a command socket bound first by another uid is not LXC's: the name is refused and its answer (another container's PID) is not granted" {
+	names_daemon
+	runc_ct "$NM-victim"
+	local pid
+	pid=$(dg_in_ns runc state "$NM-victim" | jq .pid)
+	mkdir -p "$DG_TMP/lxc/$NM-fake"
+	touch "$DG_TMP/lxc/$NM-fake/config"
+	fake_lxc "$DG_TMP/lxc/$NM-fake/command" "$pid" "/$NM-victim"
+	run -5 dg grant --container "$NM-fake" --gpu 1
+	[ "${lines[0]}" = "devgatectl: no container is named '$NM-fake'" ]
+	[[ "${lines[1]}" == *"lxc $DG_TMP/lxc (its command socket is held by another uid than its owner's (0): not LXC's)"* ]]
+	no_lease
+	run -1 dg_in_ns runc exec "$NM-victim" probe /gpu1
+	[ "${lines[0]}" = "/gpu1 EPERM" ]
+}
+
+@test "a runtime API that trickles its answer a byte at a time is given up after its 3 s, not held for the whole answer" {
+	"$DG_LXC_PY" -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1])
+s.listen(4)
+while True:
+    c, _ = s.accept()
+    c.recv(4096)
+    try:
+        while True:
+            c.send(b"H")
+            time.sleep(0.5)
+    except OSError:
+        c.close()' "$DG_TMP/slow.sock" &
+	FAKE_PID=$!
+	wait_until 10 test -S "$DG_TMP/slow.sock"
+	start_daemon --docker-socket "$DG_TMP/slow.sock" --lxd-socket "" --podman-storage "" \
+		--runc-root "" --lxc-path "" --cri-runc-root ""
+	run -5 timeout 40 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" -t 60 grant --container "$NM-slow" --gpu 0
+	[ "${lines[0]}" = "devgatectl: no container is named '$NM-slow'" ]
+	[ "${lines[1]}" = "hint: searched docker $DG_TMP/slow.sock (dockerd at $DG_TMP/slow.sock: Connection timed out)" ]
+	no_lease
 }
