@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cgv1.h"
 #include "cleanup.h"
 #include "gate/bpfgate.h"
 #include "gate/foreign.h"
@@ -98,7 +99,7 @@ static int v1dev_of(const struct cg1root *root, const char *proc_cg, int r_read,
 
 	if (root->fd < 0)
 		return 0;
-	r = proc_cg ? cgroup1_devices_parse(proc_cg, &path) : r_read < 0 ? r_read : -EIO;
+	r = proc_cg ? cgv1_devices_parse(proc_cg, &path) : r_read < 0 ? r_read : -EIO;
 	if (r < 0)
 		return r == -ENOMEDIUM ? 0 : r;
 	if (asprintf(&v->dir, "%s%s", root->mount, strcmp(path, "/") ? path : "") < 0) {

@@ -16,28 +16,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "cgv1.h"
 #include "cgroup.h"
 #include "cleanup.h"
 #include "util.h"
-
-int proc_cgroup_parse(const char *text, char **ret)
-{
-	const char *line = text;
-
-	while (line && *line) {
-		const char *eol = strchr(line, '\n');
-		size_t len = eol ? (size_t)(eol - line) : strlen(line);
-
-		if (len >= 3 && strncmp(line, "0::", 3) == 0) {
-			if (len == 3 || line[3] != '/')
-				return -EINVAL;
-			*ret = strndup(line + 3, len - 3);
-			return *ret ? 0 : -ENOMEM;
-		}
-		line = eol ? eol + 1 : NULL;
-	}
-	return -ENOMEDIUM;
-}
 
 int cgroot_open(struct cgroot *ret, const char *root, struct dg_error *err)
 {

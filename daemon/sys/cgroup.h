@@ -18,9 +18,6 @@ struct cgroot {
 	int fd;
 };
 
-/* Finds the "0::PATH" line in /proc/PID/cgroup text; -ENOMEDIUM if absent. */
-int proc_cgroup_parse(const char *text, char **ret);
-
 /* root: the cgroup v2 mount to use; NULL: the usable one mountinfo names last. */
 int cgroot_open(struct cgroot *ret, const char *root, struct dg_error *err);
 void cgroot_close(struct cgroot *root);

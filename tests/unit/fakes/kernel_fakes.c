@@ -314,6 +314,14 @@ int cgroup_of_pid(pid_t pid, char **ret)
 	return -ESRCH;
 }
 
+/* Every faked process is in the v2 root and no v1 devices cgroup. */
+int proc_cgroup_read(pid_t pid, char **ret)
+{
+	(void)pid;
+	*ret = strdup("0::/\n");
+	return *ret ? 0 : -ENOMEM;
+}
+
 int cgroup_open_path(const struct cgroot *root, const char *path, int *ret_fd)
 {
 	(void)root;
