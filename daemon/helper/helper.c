@@ -265,11 +265,13 @@ static int place_node(int devfd, const char *name, const struct dg_node *node,
 	fd = openat(devfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	if (fstat(fd, &st) < 0 || fchownat(fd, "", o->uid, o->gid, AT_EMPTY_PATH) < 0)
+	if (fstat(fd, &st) < 0)
 		r = -errno;
 	else if ((st.st_mode & S_IFMT) != node_type(node) ||
 		 st.st_rdev != makedev(node->major, node->minor))
 		r = -EIO;
+	else if (fchownat(fd, "", o->uid, o->gid, AT_EMPTY_PATH) < 0)
+		r = -errno;
 	close(fd);
 	return r;
 }
