@@ -235,3 +235,20 @@ vol_container() {
 	done
 	[ "$status" != 0 ] || [ -c "/proc/$CPID/root/dev/nvidia0" ]
 }
+
+@test "--node-owner and --node-mode: the same owner and mode from a helper and from the kept /dev" {
+	stop_daemon
+	start_daemon --node-owner 1000:1001 --node-mode 0660
+	container c
+	run -0 dg grant --pid "$CPID" --gpu 0
+	[ "$(stat -c '%u:%g %a' "/proc/$CPID/root/dev/nvidia0")" = "1000:1001 660" ]
+	n=$(kept)
+	run -0 dg revoke --pid "$CPID"
+	run -0 dg grant --pid "$CPID" --gpu 0
+	[ "$(kept)" = "$((n + 2))" ]
+	[ "$(stat -c '%u:%g %a' "/proc/$CPID/root/dev/nvidia0")" = "1000:1001 660" ]
+	[ "$(stat -c '%u:%g %a' "/proc/$CPID/root/dev/nvidiactl")" = "1000:1001 660" ]
+	# The container's root (no CAP_DAC_OVERRIDE under runc's defaults) is "other" now.
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 EACCES" ]
+}
