@@ -255,7 +255,7 @@ static int place_node(int devfd, const char *name, const struct dg_node *node,
 	if (o->bind)
 		return bind_node(devfd, name, o, tree);
 	struct stat st;
-	int fd, r = 0;
+	int fd, r;
 
 	if (mknodat(devfd, name, node_type(node) | o->mode, makedev(node->major, node->minor)) < 0)
 		return -errno;
@@ -265,12 +265,11 @@ static int place_node(int devfd, const char *name, const struct dg_node *node,
 	fd = openat(devfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	if (fstat(fd, &st) < 0)
-		r = -errno;
-	else if ((st.st_mode & S_IFMT) != node_type(node) ||
-		 st.st_rdev != makedev(node->major, node->minor))
+	r = fstat(fd, &st) < 0 ? -errno : 0;
+	if (r == 0 && ((st.st_mode & S_IFMT) != node_type(node) ||
+		       st.st_rdev != makedev(node->major, node->minor)))
 		r = -EIO;
-	else if (fchownat(fd, "", o->uid, o->gid, AT_EMPTY_PATH) < 0)
+	if (r == 0 && fchownat(fd, "", o->uid, o->gid, AT_EMPTY_PATH) < 0)
 		r = -errno;
 	close(fd);
 	return r;

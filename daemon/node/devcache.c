@@ -112,7 +112,7 @@ static int dev_reopen(int root, const struct dev_id *id)
 		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
 	};
 	auto_close int fd = (int)syscall(SYS_openat2, root, "dev", &how, sizeof(how));
-	struct dev_id now;
+	struct dev_id now = { 0 };
 
 	if (fd < 0 || dev_identify(fd, &now) < 0 || now.mnt_id != id->mnt_id ||
 	    now.mnt_kind != id->mnt_kind || now.dev != id->dev || now.ino != id->ino)
@@ -162,7 +162,7 @@ int devcache_open(const struct target *t, devcache_unshared_fn unshared)
 void devcache_put(const struct target *t, int devfd, uint64_t gen)
 {
 	struct dev_entry *e = entry_find(t->pid);
-	struct dev_id id;
+	struct dev_id id = { 0 };
 	int pidfd;
 
 	if (dev_identify(devfd, &id) < 0)
