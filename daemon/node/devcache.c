@@ -43,9 +43,12 @@ struct dev_id {
 	uint64_t ino;
 };
 
+/*
+ * No pidfd is kept (leases hold no descriptors): a PID taken by another
+ * process finds another /dev, never one with the same unique mount id.
+ */
 struct dev_entry {
 	pid_t pid; /* 0: free */
-	int pidfd; /* the container's process, while it runs */
 	struct dev_id id;
 	uint64_t gen;
 	uint64_t used; /* for eviction: the least recently used goes */
@@ -122,7 +125,6 @@ static int dev_reopen(int root, const struct dev_id *id)
 
 static void entry_drop(struct dev_entry *e)
 {
-	e->pidfd = safe_close(e->pidfd);
 	e->pid = 0;
 }
 
@@ -144,13 +146,12 @@ int devcache_open(const struct target *t, devcache_unshared_fn unshared)
 	if (!e)
 		return -1;
 	/*
-	 * While the kept process runs, t->pid is that process; its root
-	 * (t->rootfd, opened for this request) shows the /dev it sees now.
+	 * t's root (t->rootfd, opened for this request) shows the /dev it
+	 * sees now; only the very mount approved passes.
 	 * After a change of devgated's mount table (read after the poll that
 	 * saw it, so a later one is seen next time) the approval is made again.
 	 */
-	if (pidfd_alive(e->pidfd) < 0 || (e->gen != gen && !unshared(e->id.dev)) ||
-	    (fd = dev_reopen(t->rootfd, &e->id)) < 0) {
+	if ((e->gen != gen && !unshared(e->id.dev)) || (fd = dev_reopen(t->rootfd, &e->id)) < 0) {
 		entry_drop(e);
 		return -1;
 	}
@@ -163,9 +164,9 @@ void devcache_put(const struct target *t, int devfd, uint64_t gen)
 {
 	struct dev_entry *e = entry_find(t->pid);
 	struct dev_id id = { 0 };
-	int pidfd;
 
-	if (dev_identify(devfd, &id) < 0)
+	/* Mount ids of older kernels are reused: nothing is kept there. */
+	if (dev_identify(devfd, &id) < 0 || id.mnt_kind != STATX_MNT_ID_UNIQUE)
 		return;
 	for (size_t i = 0; !e && i < ARRAY_SIZE(cache); i++) {
 		if (!cache[i].pid)
@@ -175,34 +176,18 @@ void devcache_put(const struct target *t, int devfd, uint64_t gen)
 		if (!e || cache[i].used < e->used)
 			e = &cache[i];
 	}
-	pidfd = fcntl(t->pidfd, F_DUPFD_CLOEXEC, 3);
-	if (pidfd < 0)
-		return;
-	if (e->pid)
-		entry_drop(e);
 	*e = (struct dev_entry){
 		.pid = t->pid,
-		.pidfd = pidfd,
 		.id = id,
 		.gen = gen,
 		.used = ++clock_uses,
 	};
 }
 
-void devcache_sweep(void)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(cache); i++) {
-		if (cache[i].pid && pidfd_alive(cache[i].pidfd) < 0)
-			entry_drop(&cache[i]);
-	}
-}
-
 void devcache_fini(void)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(cache); i++) {
-		if (cache[i].pid)
-			entry_drop(&cache[i]);
-	}
+	for (size_t i = 0; i < ARRAY_SIZE(cache); i++)
+		entry_drop(&cache[i]);
 	mounts_fd = safe_close(mounts_fd);
 }
 

@@ -44,8 +44,6 @@ int devcache_open(const struct target *t, devcache_unshared_fn unshared);
  * full.
  */
 void devcache_put(const struct target *t, int devfd, uint64_t gen);
-/* Forgets the /dev of every container that has exited; when idle. */
-void devcache_sweep(void);
 /*
  * Whether job may go to a kept /dev: nodes (made or removed) in a
  * container's own mount and user namespaces, at single names in the /dev

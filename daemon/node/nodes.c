@@ -407,7 +407,6 @@ void nodes_prepare(void)
 	int r;
 
 	reap_spent();
-	devcache_sweep();
 	if (spare.pid <= 0 && (r = spare_spawn()) < 0)
 		log_debug_errno(r, "cannot fork a spare node helper yet: %m");
 }
