@@ -9,14 +9,14 @@
 # Rounds are interleaved (kept, helper, floor) so the machine's load falls
 # on both alike. Prints p50/p99 in us and requests/s; raw samples and both
 # daemons' logs (-v: each grant's nodes/bpf/state split, each revoke's
-# steps) go to bench/out-fastpath/.
+# steps) go to bench/out/fastpath/.
 #
 # Knobs: FP_ROUNDS (default 5), FP_N (cycles per round and side, default 40).
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=$top/build
-OUT=$top/bench/out-fastpath
+OUT=$top/bench/out/fastpath
 ROUNDS=${FP_ROUNDS:-5}
 N=${FP_N:-40}
 
