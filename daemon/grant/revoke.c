@@ -130,6 +130,7 @@ static int revoke_lease(struct daemon *d, struct lease *old, const struct dg_rev
 	struct dg_node gone_nodes[DG_MAX_NODES];
 	size_t n_gone = 0;
 	char note[40];
+	uint64_t t0, t1, t2;
 	int r;
 
 	r = revoke_plan(d->inv, old, req, &next, out, a, err);
@@ -138,13 +139,20 @@ static int revoke_lease(struct daemon *d, struct lease *old, const struct dg_rev
 	if (r < 0)
 		return r;
 	/* The journal first: after a crash the revoke is finished, never undone. */
+	t0 = now_mono_ns();
 	r = state_revoking_mark(d->state, gone);
 	if (r < 0)
 		return txn_record_error(d->cfg->state_dir, r, "revoke", err);
 	fault_point("revoke.journal");
+	t1 = now_mono_ns();
 	txn_revoke_steps(d, old, next, t, res, gone_nodes, &n_gone);
+	t2 = now_mono_ns();
 	if (txn_report_holders(&d->cg, old, gone_nodes, n_gone, req, out, a) < 0)
 		log_error("out of memory describing the holders in %s", lease_label(old));
+	log_debug("revoke from %s: journal %llu us, steps %llu us, holders %llu us",
+		  lease_label(old), (unsigned long long)(t1 - t0) / 1000,
+		  (unsigned long long)(t2 - t1) / 1000,
+		  (unsigned long long)(now_mono_ns() - t2) / 1000);
 	out->has_lease = true;
 	if (view_lease(d->inv, next, &out->lease, a) < 0 ||
 	    txn_node_statuses(gone_nodes, res, n_gone, &out->nodes, &out->n_nodes, a) < 0)

@@ -561,30 +561,43 @@ void txn_unguard_cgroup(struct daemon *d, uint64_t cgid, const char *who)
  * last GPU.
  */
 void txn_revoke_steps(struct daemon *d, const struct lease *old, struct lease *next,
-		      const struct target *t, struct node_result *res, struct dg_node *gone,
+		      const struct target *known, struct node_result *res, struct dg_node *gone,
 		      size_t *n_gone)
 {
 	struct dg_node old_nodes[DG_MAX_NODES], new_nodes[DG_MAX_NODES];
 	size_t n_old = lease_nodes(old, d->inv, old_nodes, DG_MAX_NODES);
 	size_t n_new = lease_nodes(next, d->inv, new_nodes, DG_MAX_NODES);
+	uint64_t t[5];
 	int r;
 
+	t[0] = now_mono_ns();
 	*n_gone = txn_node_diff(old_nodes, n_old, new_nodes, n_new, gone);
 	txn_grants_del(d->bg, old->cgid, gone, *n_gone);
 	v1dev_revoke(d, old, next, gone, *n_gone);
 	fault_point("revoke.grants");
+	t[1] = now_mono_ns();
 	r = lease_holds(next) ? state_save(d->state, next) : state_remove(d->state, next->cgid);
 	if (r < 0)
 		log_error_errno(r, "cannot record the revoke from %s: %m (the journal keeps it)",
 				lease_label(old));
 	fault_point("revoke.record");
-	txn_remove_nodes(d, old, t, gone, *n_gone, res,
+	t[2] = now_mono_ns();
+	txn_remove_nodes(d, old, known, gone, *n_gone, res,
 			 old->n_driver_files && !next->n_driver_files);
 	fault_point("revoke.nodes");
+	t[3] = now_mono_ns();
 	if (!lease_holds(next))
 		txn_unguard_cgroup(d, old->cgid, lease_label(old));
+	t[4] = now_mono_ns();
 	if (r == 0)
 		(void)state_revoking_clear(d->state, old->cgid);
+	log_debug("revoke steps of %s: bpf %llu us, record %llu us, nodes %llu us, gate %llu us, "
+		  "journal clear %llu us",
+		  lease_label(old), (unsigned long long)(t[1] - t[0]) / 1000,
+		  (unsigned long long)(t[2] - t[1]) / 1000,
+		  (unsigned long long)(t[3] - t[2]) / 1000,
+		  (unsigned long long)(t[4] - t[3]) / 1000,
+		  (unsigned long long)(now_mono_ns() - t[4]) / 1000);
 }
 
 /*

@@ -134,12 +134,12 @@ int txn_revoke_select(const struct dg_inventory *inv, const struct lease *l, con
  * The steps of a revoke after its journal is written, from lease old to
  * lease next: grants (and v1 rules, which next drops), record, nodes,
  * gate, journal cleared. Writes the nodes taken away to gone (*n_gone of
- * them) and what became of each to res. t is a target this request
+ * them) and what became of each to res. known is a target this request
  * resolved already, or NULL. Every step may run twice, so reconcile
  * finishes an interrupted revoke with it.
  */
 void txn_revoke_steps(struct daemon *d, const struct lease *old, struct lease *next,
-		      const struct target *t, struct node_result *res, struct dg_node *gone,
+		      const struct target *known, struct node_result *res, struct dg_node *gone,
 		      size_t *n_gone);
 
 /*

@@ -254,11 +254,25 @@ static int place_node(int devfd, const char *name, const struct dg_node *node,
 {
 	if (o->bind)
 		return bind_node(devfd, name, o, tree);
+	struct stat st;
+	int fd, r;
+
 	if (mknodat(devfd, name, node_type(node) | o->mode, makedev(node->major, node->minor)) < 0)
 		return -errno;
-	if ((o->uid || o->gid) && fchownat(devfd, name, o->uid, o->gid, AT_SYMLINK_NOFOLLOW) < 0)
+	if (!o->uid && !o->gid)
+		return 0;
+	/* Owned through a descriptor of the node itself: never what a rename swapped in. */
+	fd = openat(devfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
 		return -errno;
-	return 0;
+	r = fstat(fd, &st) < 0 ? -errno : 0;
+	if (r == 0 && ((st.st_mode & S_IFMT) != node_type(node) ||
+		       st.st_rdev != makedev(node->major, node->minor)))
+		r = -EIO;
+	if (r == 0 && fchownat(fd, "", o->uid, o->gid, AT_EMPTY_PATH) < 0)
+		r = -errno;
+	close(fd);
+	return r;
 }
 
 /*
@@ -458,7 +472,8 @@ static bool dev_approved(int devfd, const struct stat *st)
 	if (fstatfs(devfd, &fs) < 0)
 		return false;
 	p.fs_type = (int64_t)fs.f_type;
-	if (write(HELPER_SOCK, &p, sizeof(p)) != (ssize_t)sizeof(p))
+	/* With the directory itself: devgated may keep it for later jobs (nodes.c). */
+	if (fds_send(HELPER_SOCK, &p, sizeof(p), &devfd, 1) < 0)
 		return false;
 	return fds_recv(HELPER_SOCK, &answer, 1, none) == 0 && answer == HELPER_GO;
 }
@@ -556,13 +571,19 @@ static void helper_run(const struct helper_job *job, const struct helper_file *f
 		run_files(root, job, files, trees, msg);
 		return;
 	}
+	helper_nodes(devfd, job, trees, msg->res);
+}
+
+void helper_nodes(int devfd, const struct helper_job *job, const int *trees,
+		  struct node_result *res)
+{
 	if (job->op == OP_REMOVE) {
 		for (size_t i = 0; i < job->n; i++)
-			unmake_one(devfd, &job->nodes[i], job, &msg->res[i]);
+			unmake_one(devfd, &job->nodes[i], job, &res[i]);
 		return;
 	}
-	if (create_all(devfd, job, job->nodes, job->n, trees, msg->res) == -EIO)
-		undo_created(devfd, job, job->nodes, job->n, msg->res);
+	if (create_all(devfd, job, job->nodes, job->n, trees, res) == -EIO)
+		undo_created(devfd, job, job->nodes, job->n, res);
 }
 
 _Static_assert(FDPASS_MAX >= 2 + DG_MAX_NODES && FDPASS_MAX >= 2 + HELPER_MAX_FILES,

@@ -66,7 +66,9 @@ struct helper_msg {
 /*
  * Before a node job makes or removes anything, the helper tells devgated
  * which file system the /dev it opened is on, in a message of this size
- * (a helper_msg is far larger), and goes on only when devgated answers with
+ * (a helper_msg is far larger) that carries that directory's O_PATH
+ * descriptor too (devgated may keep it: daemon/node/devcache.h), and goes
+ * on only when devgated answers with
  * the one byte HELPER_GO. devgated refuses a /dev that its own mount
  * namespace has mounted too (a host volume, or a mount that propagates),
  * which the helper, inside the container, cannot see.
@@ -130,6 +132,16 @@ struct helper_setup {
 	uint32_t filter_len;
 	struct sock_filter filter[HELPER_FILTER_MAX];
 };
+
+/*
+ * Makes (OP_CREATE, all or nothing) or removes (OP_REMOVE) the job's nodes
+ * in the directory devfd, a /dev already opened and approved; trees are
+ * the mounts to bind (job->bind). What happened to each in res. Used by
+ * the helper, and by devgated itself on a /dev a helper handed it
+ * (daemon/node/devcache.c), where only single names are worked on.
+ */
+void helper_nodes(int devfd, const struct helper_job *job, const int *trees,
+		  struct node_result *res);
 
 /* The spare's whole life on its end of sock: confine, one job, reply, exit. */
 void helper_main(int sock, const struct sock_fprog *filter) __attribute__((noreturn));

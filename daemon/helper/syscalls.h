@@ -33,6 +33,7 @@ static const int helper_syscalls[] = {
 	__NR_fchownat,	   /* give it the job's owner */
 	__NR_unlinkat,	   /* remove a node, or a file a mount was on */
 	__NR_write,	   /* the reply to devgated */
+	__NR_sendmsg,	   /* the probe, with the /dev it opened (helper_probe) */
 	__NR_close,	   /* descriptors of directories it opened */
 	__NR_exit_group,   /* _exit */
 	__NR_exit,	   /* _exit, where libc uses the thread's own */

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "devcache.h"
 #include "sys/confine.h"
 #include "helper/fdpass.h"
 #include "helper/helper.h"
@@ -99,6 +100,7 @@ int nodes_init(struct dg_error *err)
 	r = nodes_helper_filter(&helper_filter, err);
 	if (r < 0)
 		return r;
+	devcache_init();
 	r = zygote_start(spare_main, &helper_filter);
 	if (r < 0)
 		log_warning_errno(r, "cannot start the node helper zygote (%m); devgated forks "
@@ -229,6 +231,7 @@ static int node_trees(const struct helper_job *job, int *trees)
 struct dev_answer {
 	bool asked;
 	bool refused;
+	int devfd;     /* the /dev the helper opened, sent with its probe; -1 */
 	char why[768]; /* why it refused, for the error message */
 };
 
@@ -267,6 +270,15 @@ static int own_mount(dev_t dev, const char what[160], struct dev_answer *a)
 	return ferror(f) ? -EIO : 0;
 }
 
+/* Whether devgated's own mount namespace has no mount of file system dev (devcache.h). */
+static bool dev_unshared(dev_t dev)
+{
+	static const char what[160] = "a /dev devgated keeps";
+	struct dev_answer a;
+
+	return own_mount(dev, what, &a) == 0;
+}
+
 /*
  * Decides a helper's probe (helper.h): a /dev that devgated's own mount
  * namespace has mounted too is refused, and so is one on btrfs, whose
@@ -296,6 +308,30 @@ static void answer_probe(const struct helper_probe *p, const char what[160], str
 }
 
 /*
+ * Reads the helper's next message into msg (a probe or the reply), and in
+ * *fd the descriptor a probe comes with (-1 when none). recvmsg's result.
+ */
+static ssize_t recv_reply(int sock, struct helper_msg *msg, int *fd)
+{
+	char control[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { .iov_base = msg, .iov_len = sizeof(*msg) };
+	struct msghdr mh = {
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+		.msg_control = control,
+		.msg_controllen = sizeof(control),
+	};
+	ssize_t got = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	struct cmsghdr *c = got >= 0 ? CMSG_FIRSTHDR(&mh) : NULL;
+
+	*fd = -1;
+	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+	    c->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(fd, CMSG_DATA(c), sizeof(int));
+	return got;
+}
+
+/*
  * Waits for helper c's reply (its last act) and reads it into msg; the
  * helper then becomes the spent one, ended later. A probe on the way (one
  * at most) gets its answer (answer_probe, about what, kept in ans). A
@@ -308,7 +344,7 @@ static int read_reply(struct child *c, struct helper_msg *msg, const char *what,
 	struct pollfd p = { .fd = c->sock, .events = POLLIN };
 	struct helper_probe probe;
 	ssize_t got = -1;
-	int r;
+	int r, fd;
 
 	for (;;) {
 		r = poll(&p, 1, HELPER_TIMEOUT_MS);
@@ -319,12 +355,13 @@ static int read_reply(struct child *c, struct helper_msg *msg, const char *what,
 			child_end(c);
 			return r;
 		}
-		got = read(c->sock, msg, sizeof(*msg));
+		got = recv_reply(c->sock, msg, &fd);
 		if (got < 0 && errno == EINTR)
 			continue;
 		if (got == (ssize_t)sizeof(probe) && !ans->asked) {
 			char go;
 
+			ans->devfd = TAKE_FD(fd);
 			memcpy(&probe, msg, sizeof(probe));
 			answer_probe(&probe, what, ans);
 			go = ans->refused ? 0 : HELPER_GO;
@@ -332,6 +369,7 @@ static int read_reply(struct child *c, struct helper_msg *msg, const char *what,
 				continue;
 			got = -1;
 		}
+		safe_close(fd); /* a reply carries none */
 		break;
 	}
 	/* The reply is the helper's last act; a helper killed before it sends none. */
@@ -616,25 +654,29 @@ static int make_job(const struct target *t, enum helper_op op, const struct node
 }
 
 /*
- * Makes or removes nodes in t's /dev through a helper: builds the job, the
- * detached mounts to bind when t is in another user namespace, runs it and
- * checks the reply. res[i] says what happened to nodes[i]. 0, or -errno
- * with err set.
+ * Makes or removes nodes in t's /dev: in the /dev devgated keeps for t
+ * when it still may, else through a helper (whose /dev it then keeps):
+ * builds the job, the detached mounts to bind when t is in another user
+ * namespace, runs it and checks the reply. res[i] says what happened to
+ * nodes[i]. 0, or -errno with err set.
  */
 static int nodes_apply(const struct target *t, enum helper_op op, const struct node_opts *o,
 		       const struct dg_node *nodes, size_t n, struct node_result *res,
 		       struct dg_error *err)
 {
 	struct helper_msg msg = { 0 };
-	struct dev_answer ans = { 0 };
+	struct dev_answer ans = { .devfd = -1 };
 	struct helper_job job;
 	int trees[DG_MAX_NODES];
 	bool bind;
+	uint64_t gen;
 	int r = make_job(t, op, o, nodes, n, &job, err);
 
 	fds_none(trees, ARRAY_SIZE(trees));
 	if (r < 0)
 		return r;
+	if (devcache_apply(t, &job, res, dev_unshared))
+		return op == OP_CREATE ? node_error(t, nodes, n, res, err) : 0;
 	bind = job.bind && op == OP_CREATE;
 	if (bind && (r = node_trees(&job, trees)) < 0)
 		return dg_error_set(
@@ -642,16 +684,23 @@ static int nodes_apply(const struct target *t, enum helper_op op, const struct n
 			"cannot make the nodes to bind into PID %d's /dev (another user "
 			"namespace): %s",
 			(int)t->pid, strerror(-r));
+	/* Before the probe is answered: a mount made after it changes the number. */
+	gen = devcache_gen();
 	r = run_helper(t, &job, NULL, trees, bind ? n : 0, &msg, &ans);
 	if (bind)
 		close_all(trees, n);
-	if (r < 0)
+	if (r < 0) {
+		safe_close(ans.devfd);
 		return dg_error_set(err, DG_E_KERNEL, r, "node helper for PID %d failed: %s",
 				    (int)t->pid, r == -ETIMEDOUT ? "timed out" : strerror(-r));
+	}
 	memcpy(res, msg.res, n * sizeof(*res));
 	log_debug("node helper for PID %d worked with capabilities %#llx", (int)t->pid,
 		  (unsigned long long)msg.caps);
 	r = check_msg(t, o->root_path, &msg, &ans, err);
+	if (r == 0 && devcache_serves(&job) && ans.devfd >= 0)
+		devcache_put(t, ans.devfd, gen);
+	safe_close(ans.devfd);
 	if (r < 0)
 		return r;
 	return op == OP_CREATE ? node_error(t, nodes, n, res, err) : 0;
@@ -856,7 +905,7 @@ static int files_apply(const struct target *t, enum helper_op op, const struct n
 		       struct dg_error *err)
 {
 	struct helper_msg msg = { 0 };
-	struct dev_answer ans = { 0 };
+	struct dev_answer ans = { .devfd = -1 };
 	struct helper_job job = { 0 };
 	struct helper_file entries[HELPER_MAX_FILES];
 	int trees[HELPER_MAX_FILES];
@@ -911,6 +960,7 @@ int nodes_unmount_files(const struct target *t, const struct node_opts *o,
 void nodes_fini(void)
 {
 	node_src = safe_close(node_src);
+	devcache_fini();
 	reap_spent();
 	spare_drop();
 	zygote_stop();

@@ -59,7 +59,9 @@ zygote_and_helper() {
 	[[ "$(readlink "/proc/$nvml/fd/3")" == socket:* ]]
 	[ "$(awk '/^CapEff/ { print $2 }' "/proc/$nvml/status")" = 0000000000000000 ]
 	kill -KILL "$zygote"
-	# The spare it made serves this grant; the next spare devgated forks itself.
+	# The spare it made serves this grant (a container whose /dev devgated
+	# does not know yet: c's takes no helper); the next spare devgated forks itself.
+	container d
 	run -0 dg grant --pid "$CPID" --gpu 0
 	wait_until 5 grep -q "the node helper zygote is gone" "$DG_TMP/daemon.log"
 	wait_until 5 pgrep -P "$DG_DAEMON_PID" -x devgated-node

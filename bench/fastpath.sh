@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# The kept /dev (daemon/node/devcache.c) against the helper for every job,
+# in one run: two devgated side by side on the same fake host, one as
+# built and one with DEVGATE_TEST_NO_DEVCACHE=1 (a helper per node job, as
+# before), each with hand-made containers of its own (bench/run.sh's
+# "plain": a cgroup with a runtime-like device program, a tmpfs /dev).
+# Rounds are interleaved (kept, helper, floor) so the machine's load falls
+# on both alike. Prints p50/p99 in us and requests/s; raw samples and both
+# daemons' logs (-v: each grant's nodes/bpf/state split, each revoke's
+# steps) go to bench/out/fastpath/.
+#
+# Knobs: FP_ROUNDS (default 5), FP_N (cycles per round and side, default 40).
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+B=$top/build
+OUT=$top/bench/out/fastpath
+ROUNDS=${FP_ROUNDS:-5}
+N=${FP_N:-40}
+
+[ "$(id -u)" = 0 ] || { echo "fastpath: run as root" >&2; exit 1; }
+rm -rf "$OUT"
+mkdir -p "$OUT"
+work=$(mktemp -d /tmp/dg28fk-fastpath.XXXXXX)
+export DG_NSDIR=/run/dg28fk-fastpath-$$
+PINS=/sys/fs/bpf/dg28fk-fastpath-$$
+PLAIN=$work/plain.list
+DAEMONS=()
+# shellcheck source=../tests/lib/runc.sh
+. "$top/tests/lib/runc.sh"
+
+cleanup() {
+	set +e
+	local p c
+	for p in "${DAEMONS[@]}"; do kill "$p" && wait "$p"; done
+	cp "$work"/*.log "$OUT/" 2>/dev/null
+	[ -f "$PLAIN" ] && while read -r c; do echo 1 >"$c/cgroup.kill"; done <"$PLAIN" 2>/dev/null
+	sleep 0.5
+	[ -f "$PLAIN" ] && while read -r c; do rmdir "$c"; done <"$PLAIN" 2>/dev/null
+	rm -rf "$PINS-a" "$PINS-b" "$PINS-rt"
+	umount "$work/state-a" "$work/state-b" 2>/dev/null
+	dg_ns_teardown
+	rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+log() { printf '== %s\n' "$*" >&2; }
+# stats KIND FILE: "p50 p99" in microseconds of the KIND lines.
+stats() {
+	grep "^$1 " "$2" | sort -n -k2 |
+		awk '{ v[NR] = $2 } END { p99 = int(NR * 0.99); if (p99 < 1) p99 = 1;
+			printf "%.0f %.0f\n", v[int((NR + 1) / 2)] / 1000, v[p99] / 1000 }'
+}
+rate() { sed -n 's/.* \([0-9.]*\) requests\/s/\1/p' "$1"; }
+
+# daemon SIDE [ENV...]: devgated for side a or b, its records on a tmpfs of its own.
+daemon() {
+	local side=$1
+	shift
+	mkdir -p "$work/state-$side"
+	mount -t tmpfs -o mode=0700,size=16m dg28fk-state "$work/state-$side"
+	env "$@" "$B/devgated" --socket "$work/$side.sock" --state-dir "$work/state-$side" \
+		--pin-root "$PINS-$side" --host-root "$work/host" -v 2>"$work/devgated-$side.log" &
+	DAEMONS+=($!)
+	for _ in $(seq 200); do
+		"$B/devgatectl" -s "$work/$side.sock" status >/dev/null 2>&1 && return 0
+		sleep 0.05
+	done
+	echo "fastpath: devgated ($side) did not start" >&2
+	exit 1
+}
+
+# plain NAME -> PID (see bench/run.sh)
+plain() {
+	local cg="$CGROOT/dg28fk-$$-$1"
+	echo "$cg" >>"$PLAIN"
+	dg_plain "$cg" "$work/root" >"$work/pid.$1"
+	bpftool cgroup attach "$cg" device pinned "$PINS-rt" multi
+	cat "$work/pid.$1"
+}
+
+load() { # SIDE ARGS...: bench/dgload against side's devgated
+	local side=$1
+	shift
+	"$B/bench/dgload" -s "$work/$side.sock" "$@"
+}
+
+make -s -C "$top" all build/bench/dgload build/bench/floor >/dev/null
+"$top/tests/helpers/mkfixture" "$work/host" -n 3 >/dev/null
+dg_ns_setup
+CGROOT=$(dg_cgroot)
+mkdir -p "$work/root/bin"
+cp /bin/busybox "$work/root/bin/"
+ln -sf busybox "$work/root/bin/sleep"
+bpftool prog load "$B/runtime_like.bpf.o" "$PINS-rt" type cgroup/dev
+daemon a
+daemon b DEVGATE_TEST_NO_DEVCACHE=1
+# Per side: one container that keeps GPU 1 (already gated), one that holds nothing.
+for s in a b; do
+	eval "g_$s=\$(plain g$s) f_$s=\$(plain f$s)"
+done
+# shellcheck disable=SC2154 # set by the eval above
+{
+	"$B/devgatectl" -s "$work/a.sock" grant --pid "$g_a" --gpu 1 >/dev/null
+	"$B/devgatectl" -s "$work/b.sock" grant --pid "$g_b" --gpu 1 >/dev/null
+	log "load at start: $(cut -d' ' -f1-3 /proc/loadavg); $ROUNDS rounds of $N cycles"
+	for r in $(seq "$ROUNDS"); do
+		log "round $r"
+		load a -g 0 -n "$N" "$g_a" >>"$OUT/gated-a.txt" 2>>"$OUT/gated-a.log"
+		load b -g 0 -n "$N" "$g_b" >>"$OUT/gated-b.txt" 2>>"$OUT/gated-b.log"
+		"$B/bench/floor" -n "$N" "$g_a" >>"$OUT/floor.txt"
+		load a -g 0 -n "$N" "$f_a" >>"$OUT/first-a.txt" 2>/dev/null
+		load b -g 0 -n "$N" "$f_b" >>"$OUT/first-b.txt" 2>/dev/null
+		load a -g 0 --shared -n "$N" -j 1 "$g_a" >/dev/null 2>>"$OUT/rate-a.log"
+		load b -g 0 --shared -n "$N" -j 1 "$g_b" >/dev/null 2>>"$OUT/rate-b.log"
+	done
+	log "load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+printf '%-40s %14s %14s\n' "p50 / p99 (us)" "kept /dev" "helper"
+for k in grant revoke; do
+	printf '%-40s %14s %14s\n' "already gated: $k" "$(stats "$k" "$OUT/gated-a.txt")" \
+		"$(stats "$k" "$OUT/gated-b.txt")"
+	printf '%-40s %14s %14s\n' "first grant / last revoke: $k" "$(stats "$k" "$OUT/first-a.txt")" \
+		"$(stats "$k" "$OUT/first-b.txt")"
+	printf '%-40s %14s\n' "floor: $k" "$(stats "$k" "$OUT/floor.txt")"
+done
+printf '%-40s %14s %14s\n' "requests/s, one client, already gated" \
+	"$(rate "$OUT/rate-a.log" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')" \
+	"$(rate "$OUT/rate-b.log" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')"
+for s in a b; do
+	grep -a "grant to dg28fk-$$-g$s" "$work/devgated-$s.log" |
+		awk -v s="$s" '{ n += $7; b += $10; st += $13; c++ }
+			END { printf "side %s, already gated, mean us: nodes %.0f, bpf %.0f, state %.0f\n", s, n / c, b / c, st / c }'
+done
+for s in a b; do
+	grep -a "revoke from dg28fk-$$-g$s:" "$work/devgated-$s.log" |
+		awk -v s="$s" '{ j += $7; st += $10; h += $13; c++ }
+			END { printf "side %s, already gated, revoke mean us: journal %.0f, steps %.0f, holders %.0f\n", s, j / c, st / c, h / c }'
+	grep -a "revoke steps of dg28fk-$$-g$s:" "$work/devgated-$s.log" |
+		awk -v s="$s" '{ b += $8; r += $11; n += $14; g += $17; j += $21; c++ }
+			END { printf "side %s, already gated, revoke steps mean us: bpf %.0f, record %.0f, nodes %.0f, gate %.0f, journal clear %.0f\n", s, b / c, r / c, n / c, g / c, j / c }'
+	grep -a "revoke steps of dg28fk-$$-f$s:" "$work/devgated-$s.log" |
+		awk -v s="$s" '{ b += $8; r += $11; n += $14; g += $17; j += $21; c++ }
+			END { printf "side %s, last revoke steps mean us: bpf %.0f, record %.0f, nodes %.0f, gate %.0f, journal clear %.0f\n", s, b / c, r / c, n / c, g / c, j / c }'
+done
