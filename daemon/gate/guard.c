@@ -629,15 +629,15 @@ static int guard_beside(struct bpfgate *bg, uint64_t cgid, const char *dir, int 
  * device stays open and the others fall under the default policy.
  */
 static int beside_to_default(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
-			     const struct pinned *beside, struct devgate **tally_src,
-			     struct dg_error *err)
+			     struct devgate **tally_src, struct dg_error *err)
 {
 	int r = attach_default(bg, cgid, dir, cgfd, tally_src, err);
 
 	if (r < 0)
 		return r;
-	r = cgprog_detach(beside->id, cgfd);
-	/* The lookout after the gate that read it. */
+	/* Both instances (a crash may leave two), then the lookout that they read. */
+	for (int k = BESIDE_A; k <= BESIDE_B && r == 0; k++)
+		r = bg->beside_id[k] ? cgprog_detach(bg->beside_id[k], cgfd) : 0;
 	if (r == 0 && bg->mark_id)
 		r = cgprog_detach(bg->mark_id, cgfd);
 	if (r < 0)
@@ -682,8 +682,7 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 	if (beside_wanted(bg, cgfd, pins, n_pins, &now))
 		return guard_beside(bg, cgid, dir, cgfd, info, err);
 	if (find_kind(pins, n_pins, PIN_BESIDE)) {
-		r = beside_to_default(bg, cgid, dir, cgfd, find_kind(pins, n_pins, PIN_BESIDE),
-				      &tally_src, err);
+		r = beside_to_default(bg, cgid, dir, cgfd, &tally_src, err);
 		if (r < 0)
 			return r;
 	}
