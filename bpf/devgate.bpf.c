@@ -9,11 +9,15 @@
  *        default: GPU-class majors denied unless granted, all else allowed.
  *        Other devices are looked up only while dg_devgrants_v1 says that
  *        some grant --device exists on the host.
- * beside: the gate's other form (DEVGATE_GATE_BESIDE=1, experimental): attached after
+ * beside: the gate's other form (gate-mode = beside): attached after
  *        the runtime's programs, which stay in place, so the runtime can
  *        still replace them. A grant clears the verdict they reached
  *        (bpf_set_retval) and allows; anything else keeps their verdict.
  *        It runs before the ancestors' programs, which keep theirs.
+ * mark:  the beside gate's lookout, attached with BPF_F_PREORDER (6.15+):
+ *        it runs after the ancestors' pre-order programs and before the
+ *        cgroup's own, and notes whether those ancestors already denied,
+ *        so that the beside gate never clears an ancestor's denial.
  * tally: attached after the gates; never denies. It reads the verdict the
  *        programs before it reached (bpf_get_retval) and counts GPU-class
  *        accesses allowed and denied, emitting rate-limited denial events.
@@ -55,6 +59,8 @@ const volatile __u32 gate_set = 0;    /* shared: which slot of dg_cgstate is thi
 const volatile __u32 has_runtime = 0; /* copies: slot 0 holds a runtime program */
 /* Denial events per cgroup and window; 0: no limit (a test of the ring's drops). */
 const volatile __u32 cgroup_events = DG_CGROUP_EVENTS;
+/* Kernels with BPF_F_PREORDER: the beside gate clears only what dg_mark saw allowed. */
+const volatile __u32 need_mark = 0;
 /*
  * The comm devgated's prober takes (grant/prober.c), random per devgated
  * run: its opens get the same verdict as anyone's but are neither counted
@@ -159,6 +165,20 @@ struct {
 	__type(value, __u64);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } DG_V(dg_evdrops) SEC(".maps");
+
+/*
+ * What devgate_mark saw for the access in progress, per CPU and by thread
+ * (the programs of one access run on one CPU). A thread that ran on this
+ * CPU between mark and beside leaves a stranger's entry: the gate then
+ * keeps the denial (fail closed).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, DG_MARK_SLOTS);
+	__type(key, __u32);
+	__type(value, struct dg_mark);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} DG_V(dg_mark) SEC(".maps");
 
 /* The container this program serves; 0 (matching no grant) until it is set. */
 static __always_inline __u64 my_cgroup(void)
@@ -318,6 +338,38 @@ int devgate_gate(struct bpf_cgroup_dev_ctx *ctx)
 	return 0; /* the default policy: GPU-class devices only when granted */
 }
 
+/* Notes whether the ancestors' pre-order programs denied this access. */
+SEC("cgroup/dev")
+int devgate_mark(struct bpf_cgroup_dev_ctx *ctx)
+{
+	__u64 me = bpf_get_current_pid_tgid();
+	__u32 k = (__u32)me & (DG_MARK_SLOTS - 1);
+	struct dg_mark *m = bpf_map_lookup_elem(&DG_V(dg_mark), &k);
+
+	if (m) {
+		m->pid_tgid = me;
+		m->denied = bpf_get_retval() != 0;
+	}
+	return 1;
+}
+
+/* Clears a denial unless an ancestor's pre-order program made it (or it cannot tell). */
+static __always_inline void clear_denial(void)
+{
+	__u64 me;
+	__u32 k;
+	struct dg_mark *m;
+
+	if (need_mark) {
+		me = bpf_get_current_pid_tgid();
+		k = (__u32)me & (DG_MARK_SLOTS - 1);
+		m = bpf_map_lookup_elem(&DG_V(dg_mark), &k);
+		if (!m || m->pid_tgid != me || m->denied)
+			return;
+	}
+	bpf_set_retval(0);
+}
+
 /* Clears the denial of the programs before it on a grant; keeps their verdict otherwise. */
 SEC("cgroup/dev")
 int devgate_beside(struct bpf_cgroup_dev_ctx *ctx)
@@ -327,7 +379,7 @@ int devgate_beside(struct bpf_cgroup_dev_ctx *ctx)
 
 	if (!is_gpu(ctx)) {
 		if (device_granted(ctx, ctx->access_type >> 16))
-			bpf_set_retval(0);
+			clear_denial();
 		return 1;
 	}
 	cgid = my_cgroup();
@@ -335,7 +387,7 @@ int devgate_beside(struct bpf_cgroup_dev_ctx *ctx)
 	if (gpu_granted(ctx, cgid)) {
 		if (cnt)
 			__sync_fetch_and_add(&cnt->granted, 1);
-		bpf_set_retval(0);
+		clear_denial();
 		return 1;
 	}
 	if (cnt)

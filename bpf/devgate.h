@@ -132,6 +132,14 @@ struct dg_self {
 #define DG_GATE_SETS 2
 #define DG_MAX_SLOTS 65536
 
+/* dg_mark_v1 (per CPU, by thread id & (DG_MARK_SLOTS - 1)): what devgate_mark saw. */
+#define DG_MARK_SLOTS 16
+struct dg_mark {
+	__u64 pid_tgid;
+	__u32 denied; /* an ancestor's pre-order program denied the access */
+	__u32 pad;
+};
+
 /* Per cgroup (the dg_cgstate_v1 map, cgroup storage keyed by cgroup id). */
 struct dg_cgstate {
 	__u64 cgroup_id;	  /* 0 until devgated names the cgroup */

@@ -77,6 +77,10 @@ static void usage(FILE *f)
 		"                          leases, 1 ms per 2; 0: off)\n"
 		"      --no-attach-events  do not heal on attach events where the kernel\n"
 		"                          allows tracing programs (BTF, fexit)\n"
+		"      --gate-mode MODE    replace (default): devgate's gate takes the place of\n"
+		"                          the runtime's device program; beside: it goes after\n"
+		"                          it, so the runtime can still change its own (read\n"
+		"                          at start)\n"
 		"      --socket-group GROUP  members may list, status, watch, events, metrics\n"
 		"                          (socket 0660; default: root only)\n"
 		"      --admin-group GROUP members may also grant and revoke (default: root only)\n"
@@ -178,6 +182,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "cri-runc-root", required_argument, NULL, OPT_SET },
 		{ "hook-allow-env", no_argument, NULL, OPT_SET },
 		{ "no-attach-events", no_argument, NULL, OPT_UNSET },
+		{ "gate-mode", required_argument, NULL, OPT_SET },
 		{ "seccomp", required_argument, NULL, OPT_SET },
 		{ "gpu-allow", required_argument, NULL, OPT_SET },
 		{ "device-allow", required_argument, NULL, OPT_SET },
@@ -408,7 +413,7 @@ static int open_bpfgate(struct daemon *d, struct dg_error *err)
 	}
 	r = bpfgate_open(d->cfg->pin_root, d->inv, d->cg.fd, fds, n, &d->bg, err);
 	if (r == 0)
-		guard_init(d->bg, fds, n);
+		guard_init(d->bg, fds, n, d->cfg->gate_beside);
 	while (n)
 		close(fds[--n]);
 	return r;

@@ -48,6 +48,7 @@ enum key_type {
 	K_SECCOMP,  /* int, enum dg_seccomp_mode */
 	K_ALLOW,    /* struct dg_policy's gpu-allow list */
 	K_DEVALLOW, /* struct hostdev_allow */
+	K_GATE,	    /* bool gate_beside: beside or replace */
 };
 
 struct key {
@@ -92,6 +93,7 @@ static const struct key keys[] = {
 	KEY("seccomp", K_SECCOMP, seccomp),
 	KEY("gpu-allow", K_ALLOW, policy),
 	KEY("device-allow", K_DEVALLOW, device_allow),
+	KEY("gate-mode", K_GATE, gate_beside),
 };
 
 static const char *const level_names[] = {
@@ -358,6 +360,12 @@ static int set_value(struct dg_config *c, const struct key *k, const char *v, st
 		return policy_set_allow(&c->policy, v, err);
 	case K_DEVALLOW:
 		return hostdev_set_allow(&c->device_allow, v, err);
+	case K_GATE:
+		if (strcmp(v, "beside") != 0 && strcmp(v, "replace") != 0)
+			return dg_error_set(err, DG_E_INVALID, EINVAL,
+					    "'%s' is not a gate mode (beside, replace)", v);
+		c->gate_beside = strcmp(v, "beside") == 0;
+		return 0;
 	}
 	return -EINVAL;
 }
@@ -796,6 +804,9 @@ static void print_key(const struct dg_config *c, const struct key *k, FILE *f)
 		break;
 	case K_SECCOMP:
 		fprintf(f, "%s\n", confine_mode_name(c->seccomp));
+		break;
+	case K_GATE:
+		fprintf(f, "%s\n", c->gate_beside ? "beside" : "replace");
 		break;
 	case K_ALLOW: {
 		char ids[1024];

@@ -41,6 +41,7 @@ struct dg_config {
 	gid_t node_gid;
 	bool hook_env;			/* honour NVIDIA_VISIBLE_DEVICES from images */
 	bool attach_events;		/* heal on attach events, not only at re-checks */
+	bool gate_beside;		/* gate-mode = beside (else replace) */
 	unsigned int recheck_ms;	/* period of the guard re-check */
 	unsigned int heal_ms;		/* shortest period of the displaced-gate check; 0: off */
 	unsigned int max_clients;	/* connections served at once; root gets in past it */

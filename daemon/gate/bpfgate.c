@@ -289,7 +289,7 @@ static struct bpfgate *bpfgate_new(const char *pin_root)
 
 	if (!bg)
 		return NULL;
-	bg->tally_fd = bg->beside_fd = -1;
+	bg->tally_fd = bg->beside_fd[0] = bg->beside_fd[1] = bg->mark_fd = -1;
 	for (size_t i = 0; i < SHARED_MAPS; i++)
 		bg->map_fd[i] = -1;
 	for (size_t e = 0; e < DG_GATE_SETS; e++)

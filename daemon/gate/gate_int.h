@@ -15,6 +15,14 @@
 
 struct supersede;
 
+/* The parts of the beside gate: its two instances and its lookout. */
+enum beside_part {
+	BESIDE_A,
+	BESIDE_B,
+	BESIDE_MARK,
+	BESIDE_PARTS
+};
+
 struct bpfgate {
 	char *pin_root;
 	struct devgate *maps;	 /* owns the shared maps; no programs loaded */
@@ -32,8 +40,13 @@ struct bpfgate {
 	uint32_t gate_id[DG_GATE_SETS];
 	int tally_fd;
 	uint32_t tally_id;
-	int beside_fd; /* the beside gate: after the runtime's programs; -1: none */
-	uint32_t beside_id;
+	/* The beside gate, after the runtime's programs, in two instances: a move
+	 * to last place attaches the other one first; -1: none. */
+	int beside_fd[2];
+	uint32_t beside_id[2];
+	int mark_fd; /* its lookout, pre-order (need_mark); -1: none */
+	uint32_t mark_id;
+	bool need_mark; /* the kernel has BPF_F_PREORDER: ancestors' programs may run first */
 	bool beside_on; /* new guards put the beside gate after the runtime's programs */
 	int slots_fd[DG_GATE_SETS]; /* dg_slots<SET>_v1 */
 	uint32_t slots_id[DG_GATE_SETS];

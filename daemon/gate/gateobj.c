@@ -45,6 +45,7 @@ const struct shared_map_name gateobj_names[SHARED_MAPS] = {
 	[MAP_CGSTATE] = { .name = CHECKED_NAME(dg_cgstate) },
 	[MAP_GUARDED] = { .name = CHECKED_NAME(dg_guarded) },
 	[MAP_KNOWN] = { .name = CHECKED_NAME(dg_known) },
+	[MAP_MARK] = { .name = CHECKED_NAME(dg_mark) },
 };
 
 void gateobj_maps(const struct devgate *skel, struct bpf_map *ret[SHARED_MAPS])
@@ -58,6 +59,7 @@ void gateobj_maps(const struct devgate *skel, struct bpf_map *ret[SHARED_MAPS])
 	ret[MAP_CGSTATE] = skel->maps.DG_V(dg_cgstate);
 	ret[MAP_GUARDED] = skel->maps.DG_V(dg_guarded);
 	ret[MAP_KNOWN] = skel->maps.DG_V(dg_known);
+	ret[MAP_MARK] = skel->maps.DG_V(dg_mark);
 }
 
 /*
@@ -166,6 +168,7 @@ int gateobj_load_maps(const char *pin_root, const int *adopt, struct devgate **r
 	bpf_program__set_autoload(skel->progs.devgate_gate, false);
 	bpf_program__set_autoload(skel->progs.devgate_tally, false);
 	bpf_program__set_autoload(skel->progs.devgate_beside, false);
+	bpf_program__set_autoload(skel->progs.devgate_mark, false);
 	bpf_map__set_autocreate(skel->maps.runtime_prog, false);
 	bpf_map__set_autocreate(skel->maps.self, false);
 	r = adopt ? adopt_shared(skel, adopt) : 0;
@@ -185,6 +188,7 @@ int gateobj_load_copy(const char *pin_root, const struct devgate *maps_owner, bo
 	set_proof_comm(skel);
 	bpf_program__set_expected_attach_type(skel->progs.devgate_gate, gate_eat);
 	bpf_program__set_autoload(skel->progs.devgate_beside, false);
+	bpf_program__set_autoload(skel->progs.devgate_mark, false);
 	r = reuse_shared(skel, maps_owner);
 	return r < 0 ? r : load(&skel, ret);
 }
@@ -203,6 +207,7 @@ static int open_shared(const char *pin_root, bool gate, bool tally, bool beside,
 	bpf_program__set_autoload((*ret)->progs.devgate_gate, gate);
 	bpf_program__set_autoload((*ret)->progs.devgate_tally, tally);
 	bpf_program__set_autoload((*ret)->progs.devgate_beside, beside);
+	bpf_program__set_autoload((*ret)->progs.devgate_mark, false);
 	return 0;
 }
 
@@ -223,16 +228,19 @@ int gateobj_load_shared(const char *pin_root, const struct devgate *maps_owner, 
 	return r < 0 ? r : load(&skel, ret);
 }
 
-int gateobj_load_beside(const char *pin_root, const struct devgate *maps_owner,
-			struct devgate **ret)
+int gateobj_load_beside(const char *pin_root, const struct devgate *maps_owner, bool mark,
+			bool need_mark, struct devgate **ret)
 {
 	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
 	int r = open_shared(pin_root, false, false, true, &skel);
 
 	if (r < 0)
 		return r;
-	/* bpf_set_retval is not offered to a program loaded with 0. */
+	skel->rodata->need_mark = need_mark;
+	bpf_program__set_autoload(skel->progs.devgate_mark, mark);
+	/* bpf_[gs]et_retval are not offered to a program loaded with 0. */
 	bpf_program__set_expected_attach_type(skel->progs.devgate_beside, BPF_CGROUP_DEVICE);
+	bpf_program__set_expected_attach_type(skel->progs.devgate_mark, BPF_CGROUP_DEVICE);
 	bpf_map__set_autocreate(skel->maps.runtime_prog, false);
 	r = reuse_shared(skel, maps_owner);
 	return r < 0 ? r : load(&skel, ret);

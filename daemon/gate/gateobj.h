@@ -25,6 +25,7 @@ enum shared_map {
 	MAP_CGSTATE,
 	MAP_GUARDED,
 	MAP_KNOWN,
+	MAP_MARK,
 	SHARED_MAPS
 };
 
@@ -69,9 +70,13 @@ int gateobj_load_copy(const char *pin_root, const struct devgate *maps_owner, bo
 int gateobj_load_shared(const char *pin_root, const struct devgate *maps_owner, int slots_fd,
 			uint32_t set, enum bpf_attach_type gate_eat, bool gate, bool tally,
 			struct devgate **ret);
-/* Loads the shared beside gate (bpf/devgate.bpf.c), which needs no prog array. */
-int gateobj_load_beside(const char *pin_root, const struct devgate *maps_owner,
-			struct devgate **ret);
+/*
+ * Loads the shared beside gate (bpf/devgate.bpf.c), which needs no prog
+ * array, and with mark its lookout devgate_mark; need_mark: the gate
+ * clears only what the lookout saw allowed (a kernel with BPF_F_PREORDER).
+ */
+int gateobj_load_beside(const char *pin_root, const struct devgate *maps_owner, bool mark,
+			bool need_mark, struct devgate **ret);
 /* Tells a copy which container it serves, and for which runtime program. */
 int gateobj_set_self(struct devgate *skel, uint64_t cgid, uint32_t orig_id);
 /* Puts runtime program orig_fd in a copy's slot; -EINVAL: not of the gate's attach type. */

@@ -38,6 +38,10 @@
 #include "supersede.h"
 #include "util.h"
 
+#ifndef BPF_F_PREORDER
+#define BPF_F_PREORDER (1U << 6) /* Linux 6.15 */
+#endif
+
 /* The set whose shared gate is the default gate: BPF_CGROUP_DEVICE, like a copy's. */
 #define DEFAULT_SET 1
 
@@ -422,9 +426,10 @@ static const struct pinned *find_kind(const struct pinned *pins, size_t n_pins, 
  * Whether there is nothing to do: all of ours are attached, the tally is
  * last, and every program on the cgroup is ours; or, beside the runtime's
  * programs, every program not ours runs before the beside gate (and there
- * is one: without it the default gate is due).
+ * is one: without it the default gate is due), and its lookout is there.
  */
-static bool settled(const struct pinned *pins, size_t n_pins, const struct attached *now)
+static bool settled(const struct bpfgate *bg, const struct pinned *pins, size_t n_pins,
+		    const struct attached *now)
 {
 	const struct pinned *tally = find_kind(pins, n_pins, PIN_TALLY);
 	const struct pinned *beside = find_kind(pins, n_pins, PIN_BESIDE);
@@ -440,7 +445,7 @@ static bool settled(const struct pinned *pins, size_t n_pins, const struct attac
 			return false;
 		foreign = true;
 	}
-	if (beside && !foreign)
+	if (beside && (!foreign || (bg->need_mark && !find_kind(pins, n_pins, PIN_MARK))))
 		return false;
 	for (size_t i = 0; i < n_pins; i++) {
 		if (!cgprog_has(now, pins[i].id))
@@ -530,7 +535,9 @@ static bool beside_wanted(const struct bpfgate *bg, int cgfd, const struct pinne
 
 	for (uint32_t i = 0; i < now->n; i++)
 		foreign |= !pinned_find(pins, n_pins, now->ids[i]);
-	if (!foreign || bg->beside_fd < 0 || bg->tally_fd < 0 || !(now->flags & BPF_F_ALLOW_MULTI))
+	if (!foreign || bg->beside_fd[BESIDE_A] < 0 || bg->beside_fd[BESIDE_B] < 0 ||
+	    (bg->need_mark && bg->mark_fd < 0) || bg->tally_fd < 0 ||
+	    !(now->flags & BPF_F_ALLOW_MULTI))
 		return false;
 	if (find_kind(pins, n_pins, PIN_BESIDE))
 		return true;
@@ -540,31 +547,53 @@ static bool beside_wanted(const struct bpfgate *bg, int cgfd, const struct pinne
 	return cgprog_query(cgfd, true, &eff) == 0 && eff.n > 0 && cgprog_has(now, eff.ids[0]);
 }
 
+/* The instance of the beside gate that decides on cgfd (the last attached), or -1; at: where. */
+static int beside_current(const struct bpfgate *bg, const struct attached *now, int *at)
+{
+	int k = -1;
+
+	*at = -1;
+	for (int i = BESIDE_A; i <= BESIDE_B; i++) {
+		int p = position(now, bg->beside_id[i]);
+
+		if (p > *at) {
+			*at = p;
+			k = i;
+		}
+	}
+	return k;
+}
+
 /*
- * Puts the beside gate after every program on cgfd that is not ours:
- * attached last, or detached and attached last again (the granted devices
- * are denied in between: fail closed). Its storage is named before the
- * tally is placed, so that it finds its grants from the tally's first run.
+ * Puts the beside gate after every program on cgfd that is not ours, its
+ * lookout first. A move attaches the other instance last before the one
+ * in place comes off, so a granted device is never denied on the way.
+ * Its storage is named before the tally is placed, so that it finds its
+ * grants from the tally's first run.
  */
 static int place_beside(struct bpfgate *bg, uint64_t cgid, int cgfd, const struct pinned *pins,
 			size_t n_pins, struct dg_error *err)
 {
 	struct attached now = { 0 };
-	int r = cgprog_query(cgfd, false, &now), at;
+	int r = cgprog_query(cgfd, false, &now), at, k;
+	bool behind = false;
 
 	if (r < 0)
 		return dg_error_set(err, DG_E_KERNEL, r, "cannot query device programs: %s",
 				    strerror(-r));
-	at = position(&now, bg->beside_id);
-	for (uint32_t i = at < 0 ? now.n : (uint32_t)at + 1; i < now.n; i++) {
-		if (!pinned_find(pins, n_pins, now.ids[i])) {
-			r = cgprog_detach(bg->beside_id, cgfd);
-			at = -1;
-			break;
-		}
+	/* No beside gate without its lookout: it would clear an ancestor's denial. */
+	if (bg->need_mark && !cgprog_has(&now, bg->mark_id))
+		r = cgprog_attach(bg->mark_fd, cgfd, BPF_F_ALLOW_MULTI | BPF_F_PREORDER, -1);
+	k = beside_current(bg, &now, &at);
+	for (uint32_t i = (uint32_t)(at + 1); i < now.n; i++)
+		behind |= !pinned_find(pins, n_pins, now.ids[i]);
+	if (r == 0 && (k < 0 || behind))
+		r = cgprog_attach(bg->beside_fd[k == BESIDE_A], cgfd, BPF_F_ALLOW_MULTI, -1);
+	/* The one before, and one a crash left beside it. */
+	for (int i = BESIDE_A; i <= BESIDE_B && r == 0; i++) {
+		if (cgprog_has(&now, bg->beside_id[i]) && (i != k || behind))
+			r = cgprog_detach(bg->beside_id[i], cgfd);
 	}
-	if (r == 0 && at < 0)
-		r = cgprog_attach(bg->beside_fd, cgfd, BPF_F_ALLOW_MULTI, -1);
 	if (r == 0)
 		r = name_cgroup(bg, cgid);
 	if (r < 0)
@@ -600,14 +629,17 @@ static int guard_beside(struct bpfgate *bg, uint64_t cgid, const char *dir, int 
  * device stays open and the others fall under the default policy.
  */
 static int beside_to_default(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
-			     const struct pinned *beside, struct devgate **tally_src,
-			     struct dg_error *err)
+			     struct devgate **tally_src, struct dg_error *err)
 {
 	int r = attach_default(bg, cgid, dir, cgfd, tally_src, err);
 
 	if (r < 0)
 		return r;
-	r = cgprog_detach(beside->id, cgfd);
+	/* Both instances (a crash may leave two), then the lookout that they read. */
+	for (int k = BESIDE_A; k <= BESIDE_B && r == 0; k++)
+		r = bg->beside_id[k] ? cgprog_detach(bg->beside_id[k], cgfd) : 0;
+	if (r == 0 && bg->mark_id)
+		r = cgprog_detach(bg->mark_id, cgfd);
 	if (r < 0)
 		return dg_error_set(err, DG_E_KERNEL, r, "cannot detach the beside gate: %s",
 				    strerror(-r));
@@ -635,7 +667,7 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 				    "cgroup %llu: %s",
 				    (unsigned long long)cgid, strerror(-r));
 	/* The common case: already gated, and no runtime program superseded. */
-	if (settled(pins, n_pins, &now) && !supersede_pending(bg->sup, cgid) &&
+	if (settled(bg, pins, n_pins, &now) && !supersede_pending(bg->sup, cgid) &&
 	    !supersede_find(bg->sup, cgid, pins, n_pins, &now, &(uint32_t){ 0 })) {
 		guard_summary(cgfd, pins, n_pins, &gi);
 		if (info)
@@ -649,9 +681,8 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 	}
 	if (beside_wanted(bg, cgfd, pins, n_pins, &now))
 		return guard_beside(bg, cgid, dir, cgfd, info, err);
-	if (find_kind(pins, n_pins, PIN_BESIDE) && cgprog_has(&now, bg->beside_id)) {
-		r = beside_to_default(bg, cgid, dir, cgfd, find_kind(pins, n_pins, PIN_BESIDE),
-				      &tally_src, err);
+	if (find_kind(pins, n_pins, PIN_BESIDE)) {
+		r = beside_to_default(bg, cgid, dir, cgfd, &tally_src, err);
 		if (r < 0)
 			return r;
 	}
@@ -694,7 +725,7 @@ int guard_needed(struct bpfgate *bg, uint64_t cgid, int cgfd, uint64_t *digest)
 		return r;
 	if (digest)
 		*digest = cgprog_digest(&now);
-	if (!settled(pins, n_pins, &now) || supersede_pending(bg->sup, cgid))
+	if (!settled(bg, pins, n_pins, &now) || supersede_pending(bg->sup, cgid))
 		return 1;
 	return supersede_find(bg->sup, cgid, pins, n_pins, &now, &(uint32_t){ 0 }) != NULL;
 }
@@ -714,6 +745,31 @@ static int restore(int cgfd, const struct pinned *p, uint32_t cg_flags)
 		return -errno;
 	return cgprog_attach(orig_fd, cgfd, multi ? BPF_F_ALLOW_MULTI : cg_flags,
 			     multi ? gate_fd : -1);
+}
+
+/* Detaches what of ours in pins is attached (now), gates standing in for runtime programs aside:
+ * the lookout alone, or all but it. */
+static int detach_ours(int cgfd, const struct pinned *pins, size_t n_pins,
+		       const struct attached *now, bool mark, uint64_t cgid, struct dg_error *err)
+{
+	for (size_t i = 0; i < n_pins; i++) {
+		const char *name = pins[i].kind == PIN_TALLY	? "tally"
+				   : pins[i].kind == PIN_BESIDE ? "beside gate"
+				   : pins[i].kind == PIN_MARK	? "lookout"
+								: "gate-default";
+		int r;
+
+		if (pins[i].kind == PIN_GATE || (pins[i].kind == PIN_MARK) != mark ||
+		    !cgprog_has(now, pins[i].id))
+			continue;
+		r = cgprog_detach(pins[i].id, cgfd);
+		if (r < 0)
+			return dg_error_set(err, DG_E_KERNEL, r,
+					    "cannot detach %s from cgroup "
+					    "%llu: %s",
+					    name, (unsigned long long)cgid, strerror(-r));
+	}
+	return 0;
 }
 
 /*
@@ -744,21 +800,9 @@ static int unguard_attached(int cgfd, const struct pinned *pins, size_t n_pins, 
 					    pins[i].orig_id, (unsigned long long)cgid,
 					    strerror(-r));
 	}
-	for (size_t i = 0; i < n_pins; i++) {
-		const char *name = pins[i].kind == PIN_TALLY	? "tally"
-				   : pins[i].kind == PIN_BESIDE ? "beside gate"
-								: "gate-default";
-
-		if (pins[i].kind == PIN_GATE || !cgprog_has(&now, pins[i].id))
-			continue;
-		r = cgprog_detach(pins[i].id, cgfd);
-		if (r < 0)
-			return dg_error_set(err, DG_E_KERNEL, r,
-					    "cannot detach %s from cgroup "
-					    "%llu: %s",
-					    name, (unsigned long long)cgid, strerror(-r));
-	}
-	return 0;
+	/* The lookout last: a beside gate must not outlive it. */
+	r = detach_ours(cgfd, pins, n_pins, &now, false, cgid, err);
+	return r < 0 ? r : detach_ours(cgfd, pins, n_pins, &now, true, cgid, err);
 }
 
 int guard_remove(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *err)
@@ -881,13 +925,12 @@ void guard_note_replace(struct bpfgate *bg, uint64_t cgid, uint32_t old_id, uint
 	supersede_note_replace(bg->sup, cgid, old_id, new_id);
 }
 
-void guard_init(struct bpfgate *bg, const int *leased_cgfds, size_t n_leased)
+void guard_init(struct bpfgate *bg, const int *leased_cgfds, size_t n_leased, bool beside)
 {
-	const char *beside = getenv("DEVGATE_GATE_BESIDE");
 	int r = supersede_new(&bg->sup);
 
-	/* Experimental: see ARCHITECTURE.md, "The runtime's own updates". */
-	bg->beside_on = beside && strcmp(beside, "1") == 0;
+	/* See ARCHITECTURE.md, "The runtime's own updates". */
+	bg->beside_on = beside;
 
 	/* Without it a runtime's replaced program is never proven replaced: its gate stays. */
 	if (r < 0)

@@ -40,9 +40,10 @@ void guard_note_replace(struct bpfgate *bg, uint64_t cgid, uint32_t old_id, uint
 /*
  * Loads the shared gates and tally (or adopts them: pinned, or on the
  * cgroups leased_cgfds, which lost their pins); after bpfgate_open. Without
- * them every cgroup gets its own copy.
+ * them every cgroup gets its own copy. beside: new guards put the beside
+ * gate after the runtime's programs (gate-mode = beside).
  */
-void guard_init(struct bpfgate *bg, const int *leased_cgfds, size_t n_leased);
+void guard_init(struct bpfgate *bg, const int *leased_cgfds, size_t n_leased, bool beside);
 /* Pins the shared programs and arrays again where they went. */
 void guard_repin(struct bpfgate *bg);
 /* Before bpfgate_free. */

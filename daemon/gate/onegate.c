@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/utsname.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -294,17 +295,37 @@ static void adopt_gate(const struct bpfgate *bg, uint32_t id, int *gates, int *s
 	safe_close(slots_fd);
 }
 
-/* If program id is a beside gate of ours, takes it into *beside where that is still -1. */
-static void adopt_beside(const struct bpfgate *bg, uint32_t id, int *beside)
+/* The pins of the beside gate's two instances and of its lookout (by enum beside_part). */
+static const char *const beside_pins[BESIDE_PARTS] = { "dg_beside" DG_VSUFFIX,
+						       "dg_beside2" DG_VSUFFIX,
+						       "dg_lookout" DG_VSUFFIX };
+
+/* Whether fd is part part of ours: its name, and the maps it must use (counters, the mark's). */
+static bool beside_part_is(const struct bpfgate *bg, int fd, int part)
 {
 	struct bpf_prog_info info = { 0 };
 	uint32_t len = sizeof(info);
+	const char *name = part == BESIDE_MARK ? "devgate_mark" : "devgate_beside";
+
+	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) < 0 || strcmp(info.name, name) != 0)
+		return false;
+	if (part == BESIDE_MARK)
+		return prog_uses(fd, id_of(bg->map_fd[MAP_MARK], false), 0);
+	/* One from before the lookout does not read it: it would clear an ancestor's denial. */
+	return prog_uses(fd, bg->counters_id, id_of(bg->map_fd[MAP_MARK], false));
+}
+
+/* If program id is a part of the beside gate of ours, takes it into live[] where there is room. */
+static void adopt_beside(const struct bpfgate *bg, uint32_t id, int *live)
+{
 	auto_close int fd = bpf_prog_get_fd_by_id(id);
 
-	if (*beside >= 0 || fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) < 0 ||
-	    strcmp(info.name, "devgate_beside") != 0 || !prog_uses(fd, bg->counters_id, 0))
-		return;
-	*beside = TAKE_FD(fd);
+	if (beside_part_is(bg, fd, BESIDE_MARK) && live[BESIDE_MARK] < 0)
+		live[BESIDE_MARK] = TAKE_FD(fd);
+	for (int k = BESIDE_A; k <= BESIDE_B && fd >= 0; k++) {
+		if (live[k] < 0 && beside_part_is(bg, fd, k))
+			live[k] = TAKE_FD(fd);
+	}
 }
 
 /*
@@ -328,53 +349,84 @@ static void find_live_gates(const struct bpfgate *bg, const int *cgfds, size_t n
 	}
 }
 
-/*
- * The beside gate: pinned, else found on a leased cgroup, else loaded. It
- * is there whether or not new guards use it, so that cgroups guarded by it
- * are known as such. A kernel without bpf_set_retval cannot load it.
- */
-static void beside_open(struct bpfgate *bg, int live)
+/* Whether the kernel runs pre-order programs (6.15): an ancestor's may then run first. */
+static bool kernel_preorder(void)
+{
+	struct utsname u;
+	unsigned int major = 0, minor = 0;
+
+	if (uname(&u) < 0 || sscanf(u.release, "%u.%u", &major, &minor) != 2)
+		return true; /* unknown: keep the lookout */
+	return major > 6 || (major == 6 && minor >= 15);
+}
+
+/* Loads one part of the beside gate; returns its fd or -errno. */
+static int beside_load(struct bpfgate *bg, int part)
 {
 	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
-	char path[PATH_MAX];
-	int fd = -1, r;
+	int r = gateobj_load_beside(bg->pin_root, bg->maps, part == BESIDE_MARK, bg->need_mark,
+				    &skel);
 
-	bg->beside_fd = -1;
-	if (pin_at(bg, path, sizeof(path), "dg_beside" DG_VSUFFIX) < 0)
-		return;
-	fd = bpf_obj_get(path);
-	if (fd >= 0 && !prog_uses(fd, bg->counters_id, 0)) {
-		fd = safe_close(fd);
-		(void)unlink(path); /* a program of maps no longer ours */
-	}
-	if (fd < 0 && live >= 0)
-		fd = dup_cloexec(live);
-	if (fd < 0) {
-		r = gateobj_load_beside(bg->pin_root, bg->maps, &skel);
-		if (r < 0) {
-			log_debug("cannot load the beside gate: %s", strerror(-r));
+	if (r < 0)
+		return r;
+	r = dup_cloexec(bpf_program__fd(part == BESIDE_MARK ? skel->progs.devgate_mark
+							    : skel->progs.devgate_beside));
+	return r < 0 ? -errno : r;
+}
+
+/*
+ * The beside gate's parts: pinned, else found on a leased cgroup, else
+ * loaded. They are there whether or not new guards use them, so that
+ * cgroups guarded by them are known as such. A kernel without
+ * bpf_set_retval cannot load them; one without BPF_F_PREORDER needs no
+ * lookout.
+ */
+static void beside_open(struct bpfgate *bg, int *live)
+{
+	bg->need_mark = kernel_preorder();
+	for (int k = 0; k < BESIDE_PARTS; k++) {
+		char path[PATH_MAX];
+		int fd;
+
+		if (k == BESIDE_MARK && !bg->need_mark)
+			continue;
+		if (pin_at(bg, path, sizeof(path), beside_pins[k]) < 0)
+			return;
+		fd = bpf_obj_get(path);
+		if (fd >= 0 && !beside_part_is(bg, fd, k)) {
+			fd = safe_close(fd);
+			(void)unlink(path); /* a program of maps no longer ours */
+		}
+		if (fd < 0 && live[k] >= 0)
+			fd = TAKE_FD(live[k]);
+		if (fd < 0)
+			fd = beside_load(bg, k);
+		if (fd < 0) {
+			log_debug("cannot load the beside gate: %s", strerror(-fd));
 			return;
 		}
-		fd = dup_cloexec(bpf_program__fd(skel->progs.devgate_beside));
-		if (fd < 0)
-			return;
+		if (k == BESIDE_MARK) {
+			bg->mark_fd = fd;
+			bg->mark_id = id_of(fd, true);
+		} else {
+			bg->beside_fd[k] = fd;
+			bg->beside_id[k] = id_of(fd, true);
+		}
+		if (access(path, F_OK) < 0 && bpf_obj_pin(fd, path) < 0)
+			log_warning_errno(errno, "cannot pin %s: %m (a restart loads it again)",
+					  path);
 	}
-	bg->beside_fd = fd;
-	bg->beside_id = id_of(fd, true);
-	if (access(path, F_OK) < 0 && bpf_obj_pin(fd, path) < 0)
-		log_warning_errno(errno, "cannot pin %s: %m (a restart loads it again)", path);
 }
 
 int onegate_open(struct bpfgate *bg, const int *leased_cgfds, size_t n_leased)
 {
 	int live_gate[DG_GATE_SETS] = { -1, -1 }, live_slots[DG_GATE_SETS] = { -1, -1 };
-	auto_close int live_beside = -1;
+	int live_beside[BESIDE_PARTS] = { -1, -1, -1 };
 	bool fresh[DG_GATE_SETS];
 	int r;
 
 	bg->map_fd[MAP_CGSTATE] = bpf_map__fd(bg->maps->maps.dg_cgstate_v1);
-	bg->beside_fd = -1;
-	find_live_gates(bg, leased_cgfds, n_leased, live_gate, live_slots, &live_beside);
+	find_live_gates(bg, leased_cgfds, n_leased, live_gate, live_slots, live_beside);
 	for (uint32_t e = 0; e < DG_GATE_SETS; e++) {
 		bg->gate_fd[e] = -1;
 		bg->slot_cg[e] = calloc(DG_MAX_SLOTS, sizeof(uint64_t));
@@ -411,6 +463,8 @@ int onegate_open(struct bpfgate *bg, const int *leased_cgfds, size_t n_leased)
 		bg->gate_id[e] = id_of(bg->gate_fd[e], true);
 	bg->tally_id = id_of(bg->tally_fd, true);
 	beside_open(bg, live_beside);
+	for (int k = 0; k < BESIDE_PARTS; k++)
+		safe_close(live_beside[k]);
 	scan_slots(bg);
 	for (uint32_t e = 0; e < DG_GATE_SETS; e++) {
 		if (!fresh[e])
@@ -437,9 +491,13 @@ void onegate_repin(const struct bpfgate *bg)
 	prog_pin_name(name, sizeof(name), true, 0);
 	if (pin_at(bg, path, sizeof(path), name) == 0 && access(path, F_OK) < 0)
 		(void)pin_prog(bg, bg->tally_fd, true, 0);
-	if (bg->beside_fd >= 0 && pin_at(bg, path, sizeof(path), "dg_beside" DG_VSUFFIX) == 0 &&
-	    access(path, F_OK) < 0)
-		(void)bpf_obj_pin(bg->beside_fd, path);
+	for (int k = 0; k < BESIDE_PARTS; k++) {
+		int fd = k == BESIDE_MARK ? bg->mark_fd : bg->beside_fd[k];
+
+		if (fd >= 0 && pin_at(bg, path, sizeof(path), beside_pins[k]) == 0 &&
+		    access(path, F_OK) < 0)
+			(void)bpf_obj_pin(fd, path);
+	}
 }
 
 void onegate_close(struct bpfgate *bg)
@@ -451,8 +509,21 @@ void onegate_close(struct bpfgate *bg)
 		bg->slot_cg[e] = NULL;
 	}
 	bg->tally_fd = safe_close(bg->tally_fd);
-	bg->beside_fd = safe_close(bg->beside_fd);
-	bg->beside_id = 0;
+	for (int k = BESIDE_A; k <= BESIDE_B; k++) {
+		bg->beside_fd[k] = safe_close(bg->beside_fd[k]);
+		bg->beside_id[k] = 0;
+	}
+	bg->mark_fd = safe_close(bg->mark_fd);
+	bg->mark_id = 0;
+}
+
+int onegate_beside_of(const struct bpfgate *bg, uint32_t prog_id)
+{
+	for (int k = BESIDE_A; k <= BESIDE_B; k++) {
+		if (prog_id && bg->beside_id[k] == prog_id)
+			return k;
+	}
+	return -1;
 }
 
 int onegate_set_of(const struct bpfgate *bg, uint32_t prog_id)
@@ -620,8 +691,10 @@ int onegate_read(const struct bpfgate *bg, uint64_t cgid, int cgfd, struct pinne
 
 		if (now.ids[i] == bg->tally_id) {
 			p.kind = PIN_TALLY;
-		} else if (bg->beside_id && now.ids[i] == bg->beside_id) {
+		} else if (onegate_beside_of(bg, now.ids[i]) >= 0) {
 			p.kind = PIN_BESIDE;
+		} else if (bg->mark_id && now.ids[i] == bg->mark_id) {
+			p.kind = PIN_MARK;
 		} else if (set >= 0) {
 			if (!have_st && onegate_state_get(bg, cgid, &st) < 0)
 				st = (struct dg_cgstate){ 0 };

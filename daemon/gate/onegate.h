@@ -24,6 +24,8 @@ void onegate_close(struct bpfgate *bg);
 void onegate_repin(const struct bpfgate *bg);
 /* The set whose shared gate prog_id is, or -1. */
 int onegate_set_of(const struct bpfgate *bg, uint32_t prog_id);
+/* Which instance of the beside gate prog_id is (enum beside_part), or -1. */
+int onegate_beside_of(const struct bpfgate *bg, uint32_t prog_id);
 /* The set whose prog array has the kernel name name (dg_slots<SET>_v1), or -1. */
 int onegate_array_set(const char *name);
 int onegate_state_get(const struct bpfgate *bg, uint64_t cgid, struct dg_cgstate *st);

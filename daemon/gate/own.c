@@ -35,7 +35,7 @@ enum own_kind {
 	OWN_GATE,   /* our gate: named devgate_gate, counting in our counters map */
 	OWN_TALLY,  /* our tally */
 	OWN_ORPHAN, /* a devgate program counting in another counters map */
-	OWN_BESIDE, /* a beside gate, ours or not, that is not the one loaded now */
+	OWN_BESIDE, /* a beside gate or lookout, ours or not, that is not one loaded now */
 };
 
 struct own_prog {
@@ -44,6 +44,7 @@ struct own_prog {
 	uint32_t slot_map_id; /* the gate's runtime_prog array, 0: none */
 	uint32_t slot_prog;   /* what the slot holds now, 0: empty */
 	int shared_set;	      /* a shared gate's set (its array is dg_slots<SET>_v1), or -1 */
+	bool mark;	      /* OWN_BESIDE: a lookout */
 };
 
 /* Reads what map map_id tells of the program that uses it into o, ours and theirs. */
@@ -69,6 +70,21 @@ static void own_map(int map_id, uint32_t counters_id, struct own_prog *o, bool *
 	}
 }
 
+/* Whether one of the maps map_ids has the kernel name name. */
+static bool own_uses(const uint32_t *map_ids, uint32_t n, const char *name)
+{
+	for (uint32_t i = 0; i < n && i < 16; i++) {
+		struct bpf_map_info info = { 0 };
+		uint32_t len = sizeof(info);
+		auto_close int fd = bpf_map_get_fd_by_id(map_ids[i]);
+
+		if (fd >= 0 && bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
+		    strcmp(info.name, name) == 0)
+			return true;
+	}
+	return false;
+}
+
 /* Describes attached program id into o: whether it is ours, and what it holds. */
 static int own_prog(const struct bpfgate *bg, uint32_t id, struct own_prog *o)
 {
@@ -86,12 +102,17 @@ static int own_prog(const struct bpfgate *bg, uint32_t id, struct own_prog *o)
 	if (bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
 		return -errno;
 	if (strcmp(info.name, "devgate_gate") != 0 && strcmp(info.name, "devgate_tally") != 0 &&
-	    strcmp(info.name, "devgate_beside") != 0)
+	    strcmp(info.name, "devgate_beside") != 0 && strcmp(info.name, "devgate_mark") != 0)
 		return 0;
 	for (uint32_t i = 0; i < info.nr_map_ids && i < ARRAY_SIZE(map_ids); i++)
 		own_map((int)map_ids[i], bg->counters_id, o, &ours, &theirs);
-	if ((ours || theirs) && strcmp(info.name, "devgate_beside") == 0)
-		o->kind = id == bg->beside_id ? OWN_NONE : OWN_BESIDE;
+	/* The lookout counts nothing: its name and its map's tell. */
+	if (strcmp(info.name, "devgate_mark") == 0 && id != bg->mark_id &&
+	    own_uses(map_ids, info.nr_map_ids, DG_VNAME(dg_mark))) {
+		o->kind = OWN_BESIDE;
+		o->mark = true;
+	} else if ((ours || theirs) && strcmp(info.name, "devgate_beside") == 0)
+		o->kind = onegate_beside_of(bg, id) >= 0 ? OWN_NONE : OWN_BESIDE;
 	else if (ours)
 		o->kind = strcmp(info.name, "devgate_gate") == 0 ? OWN_GATE : OWN_TALLY;
 	else if (theirs)
@@ -189,6 +210,8 @@ static int unwrap_old_shared(struct bpfgate *bg, uint64_t cgid, int cgfd,
 int own_recover(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
 		const struct pinned *pins, size_t n_pins, const struct attached *now)
 {
+	uint32_t marks[MAX_PROGS];
+	uint32_t n_marks = 0;
 	int fixed = 0;
 
 	for (uint32_t i = 0; i < now->n; i++) {
@@ -198,6 +221,10 @@ int own_recover(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
 		if (pinned_find(pins, n_pins, now->ids[i]) || own_prog(bg, now->ids[i], &o) < 0 ||
 		    o.kind == OWN_NONE)
 			continue;
+		if (o.kind == OWN_BESIDE && o.mark) {
+			marks[n_marks++] = now->ids[i];
+			continue;
+		}
 		if (o.kind == OWN_BESIDE) {
 			/* It holds nothing of the runtime's: off it comes (fail closed). */
 			r = cgprog_detach(now->ids[i], cgfd);
@@ -238,6 +265,14 @@ int own_recover(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
 		log_notice("cgroup %llu: %s %s program %u", (unsigned long long)cgid,
 			   o.kind == OWN_ORPHAN ? "unwrapped orphaned" : "re-pinned its",
 			   o.kind == OWN_TALLY ? "tally" : "gate", now->ids[i]);
+		fixed++;
+	}
+	/* An earlier lookout goes once the gates that read it are off. */
+	for (uint32_t i = 0; i < n_marks; i++) {
+		int r = cgprog_detach(marks[i], cgfd);
+
+		if (r < 0)
+			return r;
 		fixed++;
 	}
 	return fixed;
@@ -285,6 +320,8 @@ static bool own_is_devgate(const struct bpfgate *bg, uint32_t id)
 {
 	struct own_prog o;
 
+	if (onegate_beside_of(bg, id) >= 0 || (bg->mark_id && id == bg->mark_id))
+		return true;
 	return own_prog(bg, id, &o) == 0 && o.kind != OWN_NONE;
 }
 

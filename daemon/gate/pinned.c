@@ -147,6 +147,7 @@ void pinned_unpin(const char *dir, const struct pinned *p)
 		pinned_unpin_name(dir, name);
 		break;
 	case PIN_BESIDE: /* shared only: no pin per cgroup */
+	case PIN_MARK:
 		break;
 	}
 }

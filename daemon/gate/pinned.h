@@ -16,6 +16,7 @@ enum pin_kind {
 	PIN_DEFAULT, /* a gate on a cgroup that had no program: the default policy */
 	PIN_TALLY,
 	PIN_BESIDE, /* the shared beside gate, after the runtime's programs */
+	PIN_MARK,   /* its lookout, pre-order */
 };
 
 /*

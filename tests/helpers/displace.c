@@ -5,7 +5,7 @@
  * ones it did not make, devgate's gate among them) and measures how long
  * the container goes without its grant.
  *
- *   displace [-n ROUNDS] [-t TIMEOUT_MS] CGROUP PROG_PIN GRANTED DENIED
+ *   displace [-n ROUNDS] [-t TIMEOUT_MS] [-r] CGROUP PROG_PIN GRANTED DENIED
  *
  * It moves itself into CGROUP. Each round it attaches the program pinned at
  * PROG_PIN (ALLOW_MULTI), detaches every devgate_gate attached before, and
@@ -14,6 +14,8 @@
  * fail with EPERM; anything else is a violation (the device was let
  * through). Prints "round N heal_us T" per round, then
  * "heal_us p50 P p99 Q max M"; exit 1 on a violation or a timeout.
+ * With -r it first detaches the program of the round before: the beside
+ * gate (gate-mode = beside) leaves it attached, before itself.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,15 +26,9 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 
+#include "cgjoin.h"
+
 #define MAX_PROGS 64
-
-static unsigned long long now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000;
-}
 
 static int open_errno(const char *path)
 {
@@ -43,19 +39,6 @@ static int open_errno(const char *path)
 		return 0;
 	}
 	return errno;
-}
-
-static int join_cgroup(const char *cg)
-{
-	char path[4096];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
-	f = fopen(path, "w");
-	if (!f)
-		return -errno;
-	fprintf(f, "%d\n", getpid());
-	return fclose(f) == 0 ? 0 : -errno;
 }
 
 /* The fds of the devgate gates attached to cgfd now; how many. */
@@ -82,6 +65,8 @@ static int gates_of(int cgfd, int *fds)
 	return n;
 }
 
+static int reattach; /* -r */
+
 static int cmp_ull(const void *a, const void *b)
 {
 	unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
@@ -93,8 +78,12 @@ static int cmp_ull(const void *a, const void *b)
 static long long round_once(int cgfd, int progfd, const char *granted, const char *denied,
 			    unsigned long long timeout_us, unsigned long *violations)
 {
-	int gates[MAX_PROGS], n = gates_of(cgfd, gates), e;
+	int gates[MAX_PROGS], n, e;
 	unsigned long long t0, t;
+
+	if (reattach && bpf_prog_detach2(progfd, cgfd, BPF_CGROUP_DEVICE) < 0 && errno != ENOENT)
+		fprintf(stderr, "displace: detach own: %s\n", strerror(errno));
+	n = gates_of(cgfd, gates);
 
 	if (n < 0) {
 		fprintf(stderr, "displace: query: %s\n", strerror(-n));
@@ -133,16 +122,18 @@ int main(int argc, char **argv)
 	unsigned long long *heal;
 	int o, cgfd, progfd, failed = 0;
 
-	while ((o = getopt(argc, argv, "n:t:")) != -1) {
+	while ((o = getopt(argc, argv, "n:t:r")) != -1) {
 		if (o == 'n')
 			rounds = strtoul(optarg, NULL, 10);
 		else if (o == 't')
 			timeout_ms = strtoul(optarg, NULL, 10);
+		else if (o == 'r')
+			reattach = 1;
 		else
 			return 2;
 	}
 	if (argc - optind != 4 || rounds == 0 || rounds > 100000) {
-		fprintf(stderr, "usage: displace [-n ROUNDS] [-t TIMEOUT_MS] CGROUP PROG_PIN "
+		fprintf(stderr, "usage: displace [-n ROUNDS] [-t TIMEOUT_MS] [-r] CGROUP PROG_PIN "
 				"GRANTED DENIED\n");
 		return 2;
 	}

@@ -5,10 +5,10 @@
 # must hold, the neighbour GPU must stay denied, and after devgate's revoke
 # the runtime's policy must be exactly its own.
 #
-# devgated runs with the beside gate (DEVGATE_GATE_BESIDE=1): it goes after
+# devgated runs with the beside gate (--gate-mode beside): it goes after
 # the runtime's programs instead of in their place, so LXC's BPF_F_REPLACE
 # of its own program still finds it (ARCHITECTURE.md, "The runtime's own
-# updates"). With today's gate in their place the LXC and LXD tests fail.
+# updates"). With the gate in their place the LXC and LXD tests fail.
 
 load helpers
 
@@ -37,13 +37,14 @@ teardown_file() {
 # Host nodes for add_device_node (240:1..3, like the container's /x1../x3).
 setup() {
 	dg_setup
-	DEVGATE_GATE_BESIDE=1 start_daemon
+	start_daemon --gate-mode beside
 	X="/dev/devgate-test-$DG_ID-x"
 	for i in 1 2 3; do mknod "$X$i" c 240 "$i"; done
 }
 teardown() {
 	[ -z "${LXD_CT:-}" ] || dg_lxd delete -f "$LXD_CT" >/dev/null 2>&1 || true
-	rm -f "${X}1" "${X}2" "${X}3" "$DG_PINS-rt"
+	[ ! -e "$DG_PINS-pre" ] || "$DEVGATE_BUILD/preattach" -d "$DG_CGROOT" "$DG_PINS-pre" || true
+	rm -f "${X}1" "${X}2" "${X}3" "$DG_PINS-rt" "$DG_PINS-pre"
 	dg_teardown
 }
 
@@ -202,6 +203,18 @@ lxd_leftovers() {
 	[ "${lines[1]}" = "/gpu1 EPERM" ]
 }
 
+# granted_then_revoked: in runc_container with GPU 0 granted, /gpu0 reaches
+# the driver and /gpu1 stays denied; after the revoke runc's program (no
+# name) is alone and devgate left nothing.
+granted_then_revoked() {
+	run -1 probe "$CID" /gpu0 /gpu1
+	[ "${lines[0]}" = "/gpu0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	run -0 dg revoke --pid "$CPID"
+	[ "$(cg_prog_names "$CG")" = "" ]
+	[ -z "$(gate_leftovers)" ]
+}
+
 # The runtime's program stays attached, untouched: the beside gate and the
 # tally follow it, and the revoke takes off only what devgate put on.
 @test "the beside gate: after the runtime's program, which stays; the revoke leaves it alone" {
@@ -209,7 +222,7 @@ lxd_leftovers() {
 	before=$(cg_progs "$CG")
 	run -0 dg grant --pid "$CPID" --gpu 0
 	[ "$(cg_progs "$CG" | cut -d' ' -f1)" = "$before" ]
-	[ "$(cg_prog_names "$CG")" = " devgate_beside devgate_tally" ]
+	[ "$(cg_prog_names "$CG")" = " devgate_mark devgate_beside devgate_tally" ]
 	run -1 probe "$CID" /gpu0 /gpu1 /mem
 	[ "${lines[0]}" = "/gpu0 ENXIO" ]
 	[ "${lines[1]}" = "/gpu1 EPERM" ]
@@ -230,7 +243,7 @@ lxd_leftovers() {
 	bpftool prog load "$DEVGATE_BUILD/runtime_like.bpf.o" "$DG_PINS-rt" type cgroup/dev
 	bpftool cgroup attach "$CG" device pinned "$DG_PINS-rt" multi
 	wait_until 5 sh -c '[ "$(bpftool -j cgroup show "$1" | jq -r "[.[].name] | join(\" \")")" = \
-		" runtime_like devgate_beside devgate_tally" ]' _ "$CG" ||
+		" devgate_mark runtime_like devgate_beside devgate_tally" ]' _ "$CG" ||
 		fail "$(bpftool cgroup show "$CG")"
 	run -1 probe "$CID" /gpu0 /gpu1 /mem
 	[ "${lines[0]}" = "/gpu0 ENXIO" ]
@@ -242,6 +255,42 @@ lxd_leftovers() {
 	[ "$output" = "/gpu0 EPERM" ]
 }
 
+# An ancestor's program attached with BPF_F_PREORDER (Linux 6.15) runs
+# before the container's own, so its denial comes before the beside gate:
+# the gate must not clear it. devgate's lookout (devgate_mark, pre-order on
+# the container's cgroup) tells the gate what the ancestors decided.
+@test "an ancestor's pre-order program denies while granted: its denial stands" {
+	runc_container
+	run -0 dg grant --pid "$CPID" --gpu 0
+	run -1 probe "$CID" /gpu0 /gpu1
+	[ "${lines[0]}" = "/gpu0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	bpftool prog load "$DEVGATE_BUILD/runtime_like.bpf.o" "$DG_PINS-pre" type cgroup/dev
+	"$DEVGATE_BUILD/preattach" "$DG_CGROOT" "$DG_PINS-pre"
+	run -1 probe "$CID" /gpu0 /gpu1 /mem
+	[ "${lines[0]}" = "/gpu0 EPERM" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	[ "${lines[2]}" = "/mem EPERM" ]
+	run -0 probe "$CID" /dev/null
+	"$DEVGATE_BUILD/preattach" -d "$DG_CGROOT" "$DG_PINS-pre"
+	granted_then_revoked
+}
+
+# A move of the beside gate to last place (someone attached a program after
+# it) attaches its other instance first and then detaches the one in place:
+# a prober in the container's cgroup never sees the granted device denied.
+# The program moveprobe attaches allows everything, so only a move could.
+@test "the beside gate moved to last place, 30 times: the granted device is never denied" {
+	runc_container
+	run -0 dg grant --pid "$CPID" --gpu 0
+	mknod -m 666 "$DG_TMP/gpu0" c 195 0
+	run "$DEVGATE_BUILD/moveprobe" -n 30 -t 10000 "$CG" "$DG_TMP/gpu0"
+	echo "$output"
+	[ "$status" = 0 ]
+	[ "$(echo "$output" | grep -c '^round ')" = 30 ]
+	granted_then_revoked
+}
+
 # A restarted devgated knows its beside gate again: by its pin, or, with the
 # pins gone, on the leased cgroup.
 @test "devgated restarted, with and without pins: the beside gate is known and stays alone" {
@@ -249,12 +298,12 @@ lxd_leftovers() {
 	run -0 dg grant --pid "$CPID" --gpu 0
 	progs=$(cg_progs "$CG")
 	stop_daemon
-	DEVGATE_GATE_BESIDE=1 start_daemon
+	start_daemon --gate-mode beside
 	run -0 dg status
 	[ "$(cg_progs "$CG")" = "$progs" ]
 	stop_daemon
 	rm -f "$DG_PINS/dg_beside_v1" "$DG_PINS/dg_tally_map_v1"
-	DEVGATE_GATE_BESIDE=1 start_daemon
+	start_daemon --gate-mode beside
 	[ "$(cg_progs "$CG")" = "$progs" ]
 	[ -e "$DG_PINS/dg_beside_v1" ]
 	run -1 probe "$CID" /gpu0 /gpu1

@@ -15,12 +15,13 @@ teardown() {
 	dg_teardown
 }
 
-# displaced ROUNDS: displaces the gate of the leased container c ROUNDS
-# times; figures in $output, the summary line printed for the log.
+# displaced ROUNDS LABEL [OPTION]: displaces the gate of the leased container
+# c ROUNDS times (OPTION: displace's -r); figures in $output, the summary
+# line printed for the log.
 displaced() {
 	bpftool prog load "$DEVGATE_BUILD/runtime_like.bpf.o" "$DG_PINS-rt" type cgroup/dev
 	# GPU 0 is granted; GPU 1 is denied by the gate and by runtime_like alike.
-	run "$DEVGATE_BUILD/displace" -n "$1" "$DG_CGROOT/$CID" "$DG_PINS-rt" \
+	run "$DEVGATE_BUILD/displace" -n "$1" ${3:+"$3"} "$DG_CGROOT/$CID" "$DG_PINS-rt" \
 		"$DG_HOST/dev/nvidia0" "$DG_HOST/dev/nvidia1"
 	echo "# $2: $(echo "$output" | grep '^heal_us')" >&3
 	[ -z "${DEVGATE_HEAL_VERBOSE:-}" ] || echo "$output" | sed 's/^/# /' >&3
@@ -51,6 +52,26 @@ displaced() {
 	[ "$(cg_prog_names "$DG_CGROOT/$CID")" = runtime_like ]
 	run -1 probe "$CID" /gpu1
 	[ "$output" = "/gpu1 EPERM" ]
+}
+
+# The beside gate (gate-mode = beside) is not detached by anyone: a program
+# attached after it decides after it, and GPU 0 is denied until the heal
+# moves the gate to last place again (fail closed).
+@test "the beside gate, a program attached after it: healed at once, every time" {
+	start_daemon --recheck-ms 3600000 --gate-mode beside
+	container c
+	run -0 dg grant --pid "$CPID" --gpu 0
+	rounds=${DEVGATE_HEAL_ROUNDS:-100}
+	displaced "$rounds" "beside gate, $rounds rounds" -r
+	[ "$status" = 0 ] || fail "$(tail -3 <<<"$output") $(bpftool cgroup show "$DG_CGROOT/$CID")"
+	[ "$(echo "$output" | grep -c '^round ')" = "$rounds" ]
+	[[ "$output" != *violations* ]]
+	run -1 probe "$CID" /dev/nvidia0 /gpu1
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	[ "$(cg_prog_names "$DG_CGROOT/$CID")" = " devgate_mark runtime_like devgate_beside devgate_tally" ]
+	run -0 dg revoke --pid "$CPID"
+	[ "$(cg_prog_names "$DG_CGROOT/$CID")" = " runtime_like" ]
 }
 
 @test "with the heal check and attach events off, the periodic re-check still heals" {

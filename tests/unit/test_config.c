@@ -53,6 +53,7 @@ static void test_defaults(void **state)
 	assert_false(c->hook_env);
 	assert_int_equal(c->log_level, LOG_INFO);
 	assert_int_equal(c->seccomp, DG_SECCOMP_ON);
+	assert_false(c->gate_beside);
 }
 
 /* The socket's access and limits: groups by name or number, counts in range. */
@@ -109,6 +110,7 @@ static void test_good_file(void **state)
 				   "metrics-listen = [::1]:9400\n"
 				   "hook-allow-env = yes\n"
 				   "seccomp = log\n"
+				   "gate-mode = beside\n"
 				   "log-level = debug"; /* no final newline */
 	struct dg_config *c = *state;
 	struct dg_error err = { 0 };
@@ -125,6 +127,7 @@ static void test_good_file(void **state)
 	assert_string_equal(c->metrics_listen, "[::1]:9400");
 	assert_true(c->hook_env);
 	assert_int_equal(c->seccomp, DG_SECCOMP_LOG);
+	assert_true(c->gate_beside);
 	assert_int_equal(c->log_level, LOG_DEBUG);
 }
 
@@ -164,6 +167,8 @@ static void test_errors_name_file_and_line(void **state)
 		     "boolean (true or false)");
 	expect_error(c, "seccomp = strict\n",
 		     "t.conf:1: seccomp: 'strict' is not a seccomp mode (on, log, off)");
+	expect_error(c, "gate-mode = after\n",
+		     "t.conf:1: gate-mode: 'after' is not a gate mode (beside, replace)");
 	expect_error(c, "log-level = loud\n",
 		     "t.conf:1: log-level: 'loud' is not a log level "
 		     "(error, warning, notice, info, debug)");
@@ -367,6 +372,7 @@ static void test_print_round_trip(void **state)
 	assert_int_equal(config_parse(c, "t.conf",
 				      "node-owner = 7:8\nhook-allow-env = true\n"
 				      "metrics-listen = 127.0.0.1:9400\nseccomp = off\n"
+				      "gate-mode = beside\n"
 				      "gpu-allow = 10de:2330\nalias h = 10de:2330\n"
 				      "profile p = gpus=2 alias=h shared=true\n",
 				      &err),
@@ -381,6 +387,7 @@ static void test_print_round_trip(void **state)
 	assert_int_equal(again.node_gid, 8);
 	assert_true(again.hook_env);
 	assert_int_equal(again.seccomp, DG_SECCOMP_OFF);
+	assert_true(again.gate_beside);
 	assert_string_equal(again.metrics_listen, "127.0.0.1:9400");
 	assert_string_equal(again.socket_path, c->socket_path);
 	assert_int_equal(again.policy.n_allow, 1);
