@@ -13,6 +13,8 @@
  * else forgets the entry and the job goes to a helper. It never walks a
  * path in a container, and holds no descriptor of one between requests (a
  * container's /dev stays free to unmount, and goes with the container).
+ * Only a tmpfs /dev is kept (nodes.c), so no container's file system
+ * daemon is ever asked by devgated itself.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -90,7 +92,8 @@ static int dev_identify(int fd, struct dev_id *ret)
 {
 	struct statx sx;
 
-	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW,
+	/* DONT_SYNC: these never change, and no file system is asked (FUSE's getattr). */
+	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC,
 		  STATX_INO | STATX_TYPE | STATX_MNT_ID_UNIQUE, &sx) < 0)
 		return -errno;
 	if (!(sx.stx_mask & (STATX_MNT_ID | STATX_MNT_ID_UNIQUE)) || !S_ISDIR(sx.stx_mode))
@@ -107,12 +110,16 @@ static int dev_identify(int fd, struct dev_id *ret)
 /*
  * Opens root's "dev" as a helper opens it (one name, in root, no symlink,
  * no magic link) and returns it when it is the directory id names; else -1.
+ * RESOLVE_CACHED: only from the dentry cache, so a root on FUSE (rootless
+ * podman's fuse-overlayfs, whose daemon a user can stop) is never asked;
+ * EAGAIN sends the job to a helper, whose wait is bounded.
  */
 static int dev_reopen(int root, const struct dev_id *id)
 {
 	struct open_how how = {
 		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+			   RESOLVE_CACHED,
 	};
 	auto_close int fd = (int)syscall(SYS_openat2, root, "dev", &how, sizeof(how));
 	struct dev_id now = { 0 };

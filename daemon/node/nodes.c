@@ -231,8 +231,9 @@ static int node_trees(const struct helper_job *job, int *trees)
 struct dev_answer {
 	bool asked;
 	bool refused;
-	int devfd;     /* the /dev the helper opened, sent with its probe; -1 */
-	char why[768]; /* why it refused, for the error message */
+	int devfd;	 /* the /dev the helper opened, sent with its probe; -1 */
+	int64_t fs_type; /* the probe's statfs f_type of that /dev */
+	char why[768];	 /* why it refused, for the error message */
 };
 
 /*
@@ -290,6 +291,7 @@ static void answer_probe(const struct helper_probe *p, const char what[160], str
 	int r;
 
 	a->asked = true;
+	a->fs_type = p->fs_type;
 	if (p->fs_type == (int64_t)BTRFS_SUPER_MAGIC) {
 		a->refused = true;
 		snprintf(a->why, sizeof(a->why),
@@ -698,7 +700,12 @@ static int nodes_apply(const struct target *t, enum helper_op op, const struct n
 	log_debug("node helper for PID %d worked with capabilities %#llx", (int)t->pid,
 		  (unsigned long long)msg.caps);
 	r = check_msg(t, o->root_path, &msg, &ans, err);
-	if (r == 0 && devcache_serves(&job) && ans.devfd >= 0)
+	/*
+	 * Only a tmpfs /dev is kept: devgated itself then works in it, and a
+	 * FUSE or network /dev could make its single thread wait on the
+	 * container's daemon (a helper's wait is bounded and killed).
+	 */
+	if (r == 0 && devcache_serves(&job) && ans.devfd >= 0 && ans.fs_type == TMPFS_MAGIC)
 		devcache_put(t, ans.devfd, gen);
 	safe_close(ans.devfd);
 	if (r < 0)

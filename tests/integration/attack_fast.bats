@@ -84,6 +84,26 @@ leaky_container() {
 	CPID=$(sleeper "$CG")
 }
 
+# ramfs_container: a container made by hand (its cgroup, mount and PID
+# namespaces, chrooted) whose /dev is a ramfs, standing for any /dev that is
+# not tmpfs (FUSE, NFS): sets ROOT, CG and CPID.
+ramfs_container() {
+	ROOT="$DG_TMP/rf/root"
+	CG="$DG_CGROOT/$DG_ID-ramfs"
+	mkdir -p "$ROOT/bin" "$ROOT/dev"
+	cp /bin/busybox "$ROOT/bin/"
+	ln -sf busybox "$ROOT/bin/sleep"
+	mkdir "$CG"
+	DG_CGROUPS+=("$CG")
+	# shellcheck disable=SC2016 # expanded by the shells started here
+	setsid sh -c 'echo $$ >"$1/cgroup.procs" && exec unshare --mount --pid --fork \
+		sh -c "mount -t ramfs -o mode=755 ramfs \"\$0/dev\" &&
+		exec chroot \"\$0\" /bin/sleep 100000" "$2"' _ "$CG" "$ROOT" \
+		</dev/null >/dev/null 2>&1 &
+	wait_until 10 sleeper "$CG" >/dev/null
+	CPID=$(sleeper "$CG")
+}
+
 # vol_container NAME: a runc container with the host directory
 # $DG_TMP/vol (a marker in it) bound on /vol; sets CPID and CID.
 vol_container() {
@@ -251,4 +271,16 @@ vol_container() {
 	# The container's root (no CAP_DAC_OVERRIDE under runc's defaults) is "other" now.
 	run -1 probe "$CID" /dev/nvidia0
 	[ "$output" = "/dev/nvidia0 EACCES" ]
+}
+
+@test "a /dev that is not tmpfs (ramfs, as FUSE or NFS would be) is never kept: every job goes to a helper, and works" {
+	ramfs_container
+	[ "$(stat -f -c %T "/proc/$CPID/root/dev")" = ramfs ]
+	for _ in 1 2; do
+		run -0 dg grant --pid "$CPID" --gpu 0
+		[ -c "/proc/$CPID/root/dev/nvidia0" ]
+		run -0 dg revoke --pid "$CPID"
+		[ ! -e "/proc/$CPID/root/dev/nvidia0" ]
+	done
+	[ "$(kept)" = 0 ]
 }
