@@ -304,8 +304,10 @@ int names_resolve(const struct names_conf *c, const char *name, const char *runt
 		runtime = "cri";
 	else if (!name_ok(name)) {
 		dg_error_set(err, DG_E_NO_TARGET, ENOENT, "'%.256s' is not a container name", name);
-		dg_error_hint(err, "names are 1 to 253 letters, digits, '_', '.' and '-', not "
-				   "starting with '.' or '-'; a CRI container is NAMESPACE/POD/CONTAINER");
+		dg_error_hint(
+			err,
+			"names are 1 to 253 letters, digits, '_', '.' and '-', not "
+			"starting with '.' or '-'; a CRI container is NAMESPACE/POD/CONTAINER");
 		return -ENOENT;
 	}
 	s = calloc(1, sizeof(*s));
