@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * cgroups as text (see cgv1.h): a process's v2 and v1 devices cgroups in
+ * cgroup v1 devices as text (see cgv1.h): a process's devices cgroup in
  * /proc/PID/cgroup, and what a devices.list allows. Parsing only: no file
  * is opened here.
  */
@@ -100,23 +100,4 @@ int cgv1_list_access(const char *list, char type, uint32_t major, uint32_t minor
 		line = eol ? eol + 1 : NULL;
 	}
 	return (int)acc;
-}
-
-int proc_cgroup_parse(const char *text, char **ret)
-{
-	const char *line = text;
-
-	while (line && *line) {
-		const char *eol = strchr(line, '\n');
-		size_t len = eol ? (size_t)(eol - line) : strlen(line);
-
-		if (len >= 3 && strncmp(line, "0::", 3) == 0) {
-			if (len == 3 || line[3] != '/')
-				return -EINVAL;
-			*ret = strndup(line + 3, len - 3);
-			return *ret ? 0 : -ENOMEM;
-		}
-		line = eol ? eol + 1 : NULL;
-	}
-	return -ENOMEDIUM;
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cgroups as text: a process's v2 line and v1 devices line in
- * /proc/PID/cgroup, and devices.list rules (the hierarchy's mount:
- * mountinfo.h). Parsing only; shared by devgated (sys/cgroup1.c, gate/devlist.c) and devgatectl
+ * cgroup v1 devices as text: a process's line in /proc/PID/cgroup, and
+ * devices.list rules (the hierarchy's mount: mountinfo.h). Parsing
+ * only; shared by devgated (sys/cgroup1.c, gate/devlist.c) and devgatectl
  * doctor.
  */
 #ifndef DEVGATE_CGV1_H
@@ -20,8 +20,6 @@ struct cgv1_rule {
 	uint32_t acc;	       /* DG_ACC_* bits */
 };
 
-/* Finds the "0::PATH" (v2) line in /proc/PID/cgroup text; -ENOMEDIUM if absent. */
-int proc_cgroup_parse(const char *text, char **ret);
 /* The path of the /proc/PID/cgroup line whose controllers include devices; -ENOMEDIUM if none. */
 int cgv1_devices_parse(const char *text, char **ret);
 /* Parses one rule of len bytes; -EINVAL when it is not one. */

@@ -18,6 +18,7 @@
 
 #include "cgv1.h"
 #include "cleanup.h"
+#include "proccg.h"
 #include "gate/bpfgate.h"
 #include "gate/foreign.h"
 #include "log.h"

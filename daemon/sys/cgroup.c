@@ -16,7 +16,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cgv1.h"
+#include "proccg.h"
 #include "cgroup.h"
 #include "cleanup.h"
 #include "util.h"

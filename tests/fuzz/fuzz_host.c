@@ -8,7 +8,7 @@
  */
 #include <sys/sysmacros.h>
 
-#include "cgv1.h"
+#include "proccg.h"
 #include "sys/cgroup.h"
 #include "core/config.h"
 #include "core/daemon.h"

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cgv1.h"
+#include "proccg.h"
 #include "sys/cgroup.h"
 #include "cleanup.h"
 #include "util.h"
