@@ -187,7 +187,10 @@ static int ask(const struct names_conf *c, int rt, const char *name, struct rt_f
 	case RT_LXC:
 		return rt_lxc(c->lxc_path, name, f, why, n);
 	case RT_CRI:
+		/* No CRI root is the usual host (no Kubernetes): no such name, as rt_cri says. */
 		r = root_trusted(c->cri_root, why, n);
+		if (r == -ENOENT)
+			return 0;
 		return r < 0 ? r : rt_cri(c->cri_root, name, f, why, n);
 	default:
 		r = root_trusted(c->runc_root, why, n);

@@ -33,7 +33,7 @@ in_man() {
 	# shellcheck disable=SC2046
 	in_man devgated.8 $(echo "$output" | long_opts)
 	keys=$("$DEVGATE_BUILD/devgated" --config /dev/null --check-config | cut -d' ' -f1)
-	[ "$(echo "$keys" | wc -l)" = 27 ]
+	[ "$(echo "$keys" | wc -l)" = 30 ]
 	for k in $keys; do
 		in_man devgate.conf.5 "*$k* ="
 		grep -q "^#$k =" "$DG_ROOT/packaging/devgate.conf" || fail "$k not in devgate.conf"
