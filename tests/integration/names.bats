@@ -51,7 +51,8 @@ teardown() {
 	for c in "${DG_DOCKERS[@]}"; do dg_docker rm -f "$c" >/dev/null 2>&1 || true; done
 	for c in "${DG_RUNCS[@]}"; do dg_in_ns runc delete -f "$c" >/dev/null 2>&1 || true; done
 	for c in "${DG_HOSTRUNCS[@]}"; do runc delete -f "$c" >/dev/null 2>&1 || true; done
-	for c in "${DG_V1DIRS[@]}"; do rmdir "$c" 2>/dev/null || true; done
+	# runc made its containers' cgroups below them in every v1 controller.
+	for c in "${DG_V1DIRS[@]}"; do wait_until 10 v1_rmdirs "${c##*/}" || true; done
 	[ -z "${FAKE_PID:-}" ] || kill "$FAKE_PID" 2>/dev/null || true
 	for c in "${DG_CRIS[@]}"; do
 		dg_in_ns runc --root "$DG_TMP/cri" delete -f "$c" >/dev/null 2>&1 || true

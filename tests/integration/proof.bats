@@ -22,8 +22,8 @@ teardown() {
 	local st=0
 	if [ -n "$DG_V1" ]; then
 		runc --root "$DG_TMP/runc1" delete -f "$CID" >/dev/null 2>&1 || true
-		wait_until 10 rmdir "$DG_V1/$CID" 2>/dev/null || true
-		rmdir "$DG_V1" || st=1
+		# runc made the container's cgroup in every v1 controller, not only devices.
+		wait_until 10 v1_rmdirs "$DG_ID" || st=1
 	fi
 	dg_teardown || st=1
 	return "$st"
