@@ -21,6 +21,9 @@ deps=$(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed 's/|.*//; s/(.*)//; s/[[:s
 	grep -v '^$' | sort -u | tr '\n' ',')
 include="systemd,systemd-sysv,dbus,jq,${deps%,}"
 runtimes="podman docker.io runc busybox-static bpftool"
+# Debian 13 ships the docker command apart from dockerd, as a Recommends
+# (not installed here).
+[ "$suite" = bookworm ] || runtimes="$runtimes docker-cli"
 # debootstrap boots a root with systemd; apt adds the rest: debootstrap's
 # --include resolves dependencies weakly (on trixie, the .deb's libgrpc29t64
 # failed to configure).
@@ -46,6 +49,12 @@ if [ ! -s "$tarball" ]; then
 		"apt-get update -qq && apt-get install -y -qq --no-install-recommends $1 && apt-get clean"' \
 		"$tmp/root" "$apt_pkgs" >>"$tmp/log" 2>&1 || { tail -n 20 "$tmp/log" >&2; exit 1; }
 	rm "$tmp/root/usr/sbin/policy-rc.d"
+	# Every command guest.sh drives, found in the root: a package split in a
+	# later release fails here, not mid-test.
+	for c in systemctl systemd-run journalctl jq dpkg podman dockerd docker runc busybox bpftool; do
+		chroot "$tmp/root" sh -c "command -v $c" >/dev/null ||
+			{ echo "mkroot: $suite's root has no $c (which package ships it there?)" >&2; exit 1; }
+	done
 	# guest.sh starts dockerd itself; at boot, the package's defaults would
 	# set up iptables and a bridge.
 	for u in docker.service docker.socket containerd.service; do
