@@ -46,6 +46,11 @@ is_probing() {
 excluded() { [ "$(devgatectl --json list | jq '[.gpus[] | select(.state == "excluded")] | length')" = "$1" ]; }
 # progs CG: the device programs on CG, ID:NAME, sorted.
 progs() { bpftool -j cgroup show "$1" | jq -r '.[] | "\(.id):\(.name)"' | sort | paste -sd ' '; }
+# leased CG N: devgatectl --json status lists N leases on CG (by cgroup id).
+leased() {
+	[ "$(devgatectl --json status | jq --arg id "$(stat -c %i "$1")" \
+		'[.leases[]? | select((.cgroup_id | tostring) == $id)] | length')" = "$2" ]
+}
 rewrites() { journalctl -u devgated -b --no-pager -o cat | grep -c 'device programs of .* changed' || true; }
 
 gpu0=/srv/host/dev/nvidia0
@@ -143,8 +148,10 @@ ct_check() {
 	devgatectl grant --pid "$1" --gpu 0 >/dev/null || die "$2: devgatectl grant"
 	opens "$cg" "$node ENXIO
 $gpu1 EPERM" "$node" $gpu1 || die "$2: after grant, GPU 0 does not reach the driver, or GPU 1 is not denied"
+	leased "$cg" 1 || die "$2: granted, but devgatectl --json status lists no lease: $(devgatectl --json status)"
 	devgatectl revoke --pid "$1" --gpu 0 >/dev/null || die "$2: devgatectl revoke"
 	revoked "$cg" "$node" "$2"
+	leased "$cg" 0 || die "$2: revoked, but devgatectl --json status lists the lease"
 	[ "$(progs "$cg")" = "$own" ] || die "$2: after revoke, $unit has '$(progs "$cg")', not '$own'"
 	say "$2: GPU 0 granted to $unit and revoked; GPU 1 denied; its programs as before ($own)"
 
@@ -183,9 +190,14 @@ say "devgated stopped: the scope keeps GPU 0"
 systemctl daemon-reload
 say "daemon-reload while devgated is stopped: $(in_cg "$scope_cg" probe "$node" | tr '\n' ' ')"
 systemctl start devgated
+# Its lease is listed as soon as systemd says devgated started (READY=1),
+# and while a reload is handled.
+leased "$scope_cg" 1 || die "right after the start, devgatectl --json status lists no lease: $(devgatectl --json status)"
+systemctl reload devgated
+leased "$scope_cg" 1 || die "right after a reload, devgatectl --json status lists no lease: $(devgatectl --json status)"
 wait_until 10 opens "$scope_cg" "$node ENXIO
 $gpu1 EPERM" "$node" $gpu1 || die "devgated's start did not give the scope GPU 0 back"
-say "devgated started again: the scope has GPU 0"
+say "devgated started again: the scope has GPU 0, and devgatectl --json status lists its lease"
 # The keeper's cgroups (outside any unit, at the cgroup root) were writable.
 journalctl -u devgated -b --no-pager -o cat | grep -F 'cannot keep device program' &&
 	die "devgated could not keep a runtime's program (above)"
