@@ -66,11 +66,32 @@ revoke_holders() {
 	grep -q ' /dev/zero$' "/proc/$h1/maps"
 	run -0 dg --json revoke --pid "$CPID"
 	[ "$(echo "$output" | jq -r '[.holders[].pid] | sort | join(" ")')" = \
-		"$(printf '%s\n' "$h1" "$h2" | sort | tr '\n' ' ' | sed 's/ $//')" ]
+		"$(printf '%s\n' "$h1" "$h2" | sort -n | tr '\n' ' ' | sed 's/ $//')" ]
 	[ "$(echo "$output" | jq -r '[.holders[].node] | unique | join(" ")')" = /dev/nvidia5 ]
 }
 
 @test "revoke reports no holder when only processes outside the container hold the device" {
 	[ "$(revoke_holders)" = "" ]
 	kill -0 "$OUTSIDER"
+}
+
+@test "revoke looks at each file the container maps once, not at each mapping" {
+	h1=$(hold mapped)
+	h2=$(hold mapped)
+	[ -n "$h1" ] && [ -n "$h2" ]
+	# File mappings of the container's processes, and the files behind them.
+	maps=$(sed 's|.*|/proc/&/maps|' "$DG_CGROOT/$CID/cgroup.procs" | xargs cat 2>/dev/null |
+		awk '$5 != 0 { print $4, $5 }')
+	mappings=$(echo "$maps" | wc -l)
+	files=$(echo "$maps" | sort -u | wc -l)
+	[ "$files" -lt "$mappings" ]
+	strace -qq -y -e trace=newfstatat -o "$DG_TMP/trace" -p "$DG_DAEMON_PID" 3>&- &
+	tracer=$!
+	wait_until 10 sh -c "! grep -q '^TracerPid:[[:space:]]*0$' /proc/$DG_DAEMON_PID/status"
+	[ "$(revoke_holders)" = "$(printf '%s\n' "$h1" "$h2" | sort -n | tr '\n' ' ' | sed 's/ $//')" ]
+	kill "$tracer"
+	wait "$tracer" || true
+	looked=$(grep -c 'map_files>' "$DG_TMP/trace" || true)
+	[ "$looked" -gt 0 ]
+	[ "$looked" -le "$files" ]
 }
