@@ -3,7 +3,9 @@
  * Finds the processes of a cgroup that still hold a device (an open
  * descriptor or a mapping, by device number), and signals them through
  * pidfds. Only /proc is read; no process is signalled unless the caller
- * asks and the process is still in the cgroup.
+ * asks and the process is still in the cgroup. The scan is exact, never a
+ * guess from counters: a descriptor can come into the cgroup without an
+ * open there (SCM_RIGHTS, a process moved in, a grant made again).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -23,38 +25,113 @@
 #include "target.h"
 #include "util.h"
 
-/*
- * Returns the first of nodes that an entry of dir (a process's /proc/PID/fd
- * or map_files, under procfd) points at, or NULL when none does.
- */
-static const struct dg_node *holds_in(int procfd, const char *dir, const struct dg_node *nodes,
-				      size_t n)
+static const struct dg_node *node_of(const struct stat *st, const struct dg_node *nodes, size_t n)
 {
-	int fd = openat(procfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (!S_ISCHR(st->st_mode))
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (major(st->st_rdev) == nodes[i].major && minor(st->st_rdev) == nodes[i].minor)
+			return &nodes[i];
+	}
+	return NULL;
+}
+
+/* Returns the first of nodes that an open descriptor of the process (under procfd) is on. */
+static const struct dg_node *holds_fd(int procfd, const struct dg_node *nodes, size_t n)
+{
+	int fd = openat(procfd, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	auto_closedir DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	const struct dg_node *node = NULL;
 	struct dirent *de;
 
 	if (!d) {
 		safe_close(fd);
 		return NULL;
 	}
-	while ((de = readdir(d))) {
+	while (!node && (de = readdir(d))) {
 		struct stat st;
 
 		/* stat follows the magic link to the open file itself. */
-		if (de->d_name[0] == '.' || fstatat(dirfd(d), de->d_name, &st, 0) < 0 ||
-		    !S_ISCHR(st.st_mode))
-			continue;
-		for (size_t i = 0; i < n; i++) {
-			if (major(st.st_rdev) == nodes[i].major &&
-			    minor(st.st_rdev) == nodes[i].minor)
-				return &nodes[i];
-		}
+		if (de->d_name[0] != '.' && fstatat(dirfd(d), de->d_name, &st, 0) == 0)
+			node = node_of(&st, nodes, n);
 	}
-	return NULL;
+	return node;
 }
 
-static bool holder_of(pid_t pid, const struct dg_node *nodes, size_t n, struct holder *h)
+/*
+ * The files a scan has already looked at, by the device and inode that
+ * /proc/PID/maps prints: a library mapped five times, or by every process
+ * of the container, is stat()ed once. The same inode is the same device
+ * number, so this is exact.
+ */
+struct seen_file {
+	uint64_t dev, ino;
+	const struct dg_node *node; /* NULL: none of the nodes */
+};
+
+struct seen {
+	size_t n;
+	struct seen_file v[256];
+};
+
+static bool seen_find(const struct seen *s, uint64_t dev, uint64_t ino, const struct dg_node **node)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		if (s->v[i].dev == dev && s->v[i].ino == ino) {
+			*node = s->v[i].node;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Returns the first of nodes that a mapping of the process is on. Each
+ * file is looked at once through map_files (by the first of its ranges),
+ * not each range: that was most of a revoke's time.
+ */
+static const struct dg_node *holds_map(int procfd, const struct dg_node *nodes, size_t n,
+				       struct seen *seen)
+{
+	auto_free char *text = NULL;
+	auto_close int mf = -1;
+	const struct dg_node *node = NULL;
+	char *save = NULL;
+
+	if (read_file_at(procfd, "maps", (size_t)16 * 1024 * 1024, &text, NULL) < 0)
+		return NULL;
+	mf = openat(procfd, "map_files", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (mf < 0)
+		return NULL;
+	for (char *l = strtok_r(text, "\n", &save); l && !node; l = strtok_r(NULL, "\n", &save)) {
+		unsigned long start, end;
+		unsigned int ma, mi;
+		unsigned long long ino;
+		char name[40];
+		struct stat st;
+		uint64_t dev;
+
+		/* Anonymous memory has inode 0: no file, no device. */
+		if (sscanf(l, "%lx-%lx %*s %*x %x:%x %llu", &start, &end, &ma, &mi, &ino) != 5 ||
+		    ino == 0)
+			continue;
+		dev = (uint64_t)ma << 32 | mi;
+		if (seen_find(seen, dev, ino, &node))
+			continue;
+		/* map_files names have no leading zeros, unlike maps. */
+		snprintf(name, sizeof(name), "%lx-%lx", start, end);
+		if (fstatat(mf, name, &st, 0) < 0)
+			continue; /* unmapped since */
+		node = node_of(&st, nodes, n);
+		if (seen->n < ARRAY_SIZE(seen->v))
+			seen->v[seen->n++] =
+				(struct seen_file){ .dev = dev, .ino = ino, .node = node };
+	}
+	return node;
+}
+
+static bool holder_of(pid_t pid, const struct dg_node *nodes, size_t n, struct seen *seen,
+		      struct holder *h)
 {
 	char path[64];
 	auto_close int procfd = -1;
@@ -65,9 +142,9 @@ static bool holder_of(pid_t pid, const struct dg_node *nodes, size_t n, struct h
 	procfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (procfd < 0)
 		return false;
-	node = holds_in(procfd, "fd", nodes, n);
+	node = holds_fd(procfd, nodes, n);
 	if (!node)
-		node = holds_in(procfd, "map_files", nodes, n);
+		node = holds_map(procfd, nodes, n, seen);
 	if (!node)
 		return false;
 	*h = (struct holder){ .pid = pid, .node = *node };
@@ -82,8 +159,8 @@ static bool holder_of(pid_t pid, const struct dg_node *nodes, size_t n, struct h
  * Looks for holders among the processes of cgroup cgfd and of its
  * descendants, adding each to out (at most max); returns the new count.
  */
-static size_t scan(int cgfd, const struct dg_node *nodes, size_t n, struct holder *out, size_t max,
-		   size_t found, unsigned int depth)
+static size_t scan(int cgfd, const struct dg_node *nodes, size_t n, struct seen *seen,
+		   struct holder *out, size_t max, size_t found, unsigned int depth)
 {
 	auto_free char *text = NULL;
 	auto_closedir DIR *d = NULL;
@@ -96,7 +173,7 @@ static size_t scan(int cgfd, const struct dg_node *nodes, size_t n, struct holde
 		     l = strtok_r(NULL, "\n", &save)) {
 			pid_t pid;
 
-			if (parse_pid(l, &pid) == 0 && holder_of(pid, nodes, n, &out[found]))
+			if (parse_pid(l, &pid) == 0 && holder_of(pid, nodes, n, seen, &out[found]))
 				found++;
 		}
 	}
@@ -109,16 +186,18 @@ static size_t scan(int cgfd, const struct dg_node *nodes, size_t n, struct holde
 			continue;
 		child = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (child >= 0)
-			found = scan(child, nodes, n, out, max, found, depth + 1);
+			found = scan(child, nodes, n, seen, out, max, found, depth + 1);
 	}
 	return found;
 }
 
 size_t holders_find(int cgfd, const struct dg_node *nodes, size_t n, struct holder *out, size_t max)
 {
+	struct seen seen = { 0 };
+
 	if (cgfd < 0 || n == 0)
 		return 0;
-	return scan(cgfd, nodes, n, out, max, 0, 0);
+	return scan(cgfd, nodes, n, &seen, out, max, 0, 0);
 }
 
 size_t holders_signal(const struct holder *h, size_t n, const char *cgroup_path, int sig)

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -126,20 +127,12 @@ static uint64_t start_time(pid_t pid)
 	return proc_stat(AT_FDCWD, path, NULL, &start) < 0 ? 0 : start;
 }
 
-/*
- * The process of the cgroup that started first: a container's init, which
- * the runtime put in the container's own mount namespace. Processes the
- * container starts later cannot be older.
- */
-static int oldest_pid(int cgfd, pid_t *ret)
+/* The process among the PIDs of text (cgroup.procs) that started first. */
+static int oldest_in(char *text, pid_t *ret)
 {
-	auto_free char *text = NULL;
 	uint64_t best = 0;
 	char *save = NULL;
-	int r = read_file_at(cgfd, "cgroup.procs", (size_t)1024 * 1024, &text, NULL);
 
-	if (r < 0)
-		return r;
 	*ret = 0;
 	for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
 		pid_t pid;
@@ -153,6 +146,131 @@ static int oldest_pid(int cgfd, pid_t *ret)
 		}
 	}
 	return *ret ? 0 : -ESRCH;
+}
+
+/*
+ * The process of the cgroup that started first: a container's init, which
+ * the runtime put in the container's own mount namespace. Processes the
+ * container starts later cannot be older.
+ */
+static int oldest_pid(int cgfd, pid_t *ret)
+{
+	auto_free char *text = NULL;
+	int r = read_file_at(cgfd, "cgroup.procs", (size_t)1024 * 1024, &text, NULL);
+
+	return r < 0 ? r : oldest_in(text, ret);
+}
+
+#ifndef PIDFS_MAGIC
+#define PIDFS_MAGIC 0x50494446
+#endif
+
+/*
+ * The pidfs inode of pidfd's process: one number per process, never
+ * reused while the system runs, so it names the process where a PID
+ * cannot. 0 without pidfs (before Linux 6.9), where nothing is cached.
+ */
+static uint64_t pid_ino(int pidfd)
+{
+	struct statfs sf;
+	struct stat st;
+
+	if (pidfd < 0 || fstatfs(pidfd, &sf) < 0 || sf.f_type != PIDFS_MAGIC ||
+	    fstat(pidfd, &st) < 0)
+		return 0;
+	return st.st_ino;
+}
+
+/* pid's pidfs inode while it is the process that started at start; 0 otherwise. */
+static uint64_t pid_ino_at(pid_t pid, uint64_t start)
+{
+	auto_close int fd = pidfd_open_pid(pid);
+	uint64_t ino = pid_ino(fd);
+
+	/* The stat after the pidfd: a PID reused in between has another start. */
+	return ino && start_time(pid) == start ? ino : 0;
+}
+
+/*
+ * The inits found last, by cgroup, with the cgroup.procs they were found
+ * in. While a cgroup lists the very same PIDs and its init still runs,
+ * the init is the oldest still: a PID that went and came again is a
+ * process started since, so younger. This spares a /proc/PID/stat read
+ * per process of the container on each request.
+ */
+struct init_memo {
+	uint64_t cgid;
+	uint64_t ino; /* the init's pidfs inode */
+	pid_t init;
+	size_t len;
+	char *procs;
+};
+
+static struct init_memo memo[8];
+static unsigned int memo_next;
+
+static bool memo_hit(const struct init_memo *m, const struct target *t, const char *procs,
+		     size_t len)
+{
+	auto_close int fd = -1;
+
+	if (!m->procs || m->cgid != t->cgid || m->len != len || memcmp(m->procs, procs, len) != 0)
+		return false;
+	if (m->init == t->pid)
+		return pid_ino(t->pidfd) == m->ino;
+	fd = pidfd_open_pid(m->init);
+	return pid_ino(fd) == m->ino;
+}
+
+static void memo_put(const struct target *t, const char *procs, size_t len, pid_t init)
+{
+	struct init_memo *m = &memo[memo_next++ % ARRAY_SIZE(memo)];
+	uint64_t ino = pid_ino_at(init, start_time(init));
+
+	/* A cgroup already kept is kept in its own slot. */
+	for (size_t i = 0; i < ARRAY_SIZE(memo); i++) {
+		if (memo[i].cgid == t->cgid)
+			m = &memo[i];
+	}
+	free(m->procs);
+	*m = (struct init_memo){ 0 };
+	if (!ino || !(m->procs = malloc(len)))
+		return;
+	memcpy(m->procs, procs, len);
+	*m = (struct init_memo){
+		.cgid = t->cgid, .ino = ino, .init = init, .len = len, .procs = m->procs
+	};
+}
+
+/* oldest_pid of t's cgroup, from memo when nothing changed there. */
+static int container_init(const struct target *t, pid_t *ret)
+{
+	auto_free char *text = NULL, *copy = NULL;
+	size_t len = 0;
+	char alone[16];
+	int r = read_file_at(t->cgfd, "cgroup.procs", (size_t)1024 * 1024, &text, &len);
+
+	if (r < 0)
+		return r;
+	/* Alone in its cgroup: the oldest with nothing to compare. */
+	snprintf(alone, sizeof(alone), "%d\n", (int)t->pid);
+	if (strcmp(text, alone) == 0) {
+		*ret = t->pid;
+		return 0;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(memo); i++) {
+		if (memo_hit(&memo[i], t, text, len)) {
+			*ret = memo[i].init;
+			return 0;
+		}
+	}
+	copy = strndup(text, len);
+	if (!copy)
+		return -ENOMEM;
+	r = oldest_in(copy, ret);
+	if (r == 0)
+		memo_put(t, text, len, *ret);
+	return r;
 }
 
 static bool same_mntns(pid_t a, pid_t b)
@@ -176,7 +294,7 @@ static int check_mntns(const struct target *t, struct dg_error *err)
 {
 	pid_t init;
 
-	if (oldest_pid(t->cgfd, &init) < 0 || init == t->pid || same_mntns(init, t->pid))
+	if (container_init(t, &init) < 0 || init == t->pid || same_mntns(init, t->pid))
 		return 0;
 	dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EXDEV,
 		     "PID %d is in a mount namespace of its own, not its container's (that of PID "

@@ -1,0 +1,97 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+# Revoke reports every process of the container that still holds the device,
+# also those whose descriptor was never opened in the container: a count of
+# the opens the gate let through would miss each of these, so the holder
+# scan must stay exact (daemon/sys/holders.c).
+
+load helpers
+
+setup_file() { dg_setup_file; }
+teardown_file() { dg_teardown_file; }
+setup() {
+	dg_setup
+	OUTSIDER=
+	# GPU 0 is 1:5 here (/dev/zero): a node that opens and maps, so it can be held.
+	make_host --nvidia-major 1 --minor-base 5
+	start_daemon
+	container c
+	run -0 dg grant --pid "$CPID" --gpu 0
+	run -0 probe "$CID" /dev/nvidia5
+	[ "$output" = "/dev/nvidia5 ok" ]
+	# A host process that holds the same device outside the container: never reported.
+	(
+		exec 5</dev/zero
+		exec sleep 100011
+	) 3>&- &
+	OUTSIDER=$!
+}
+teardown() {
+	[ -z "${OUTSIDER:-}" ] || kill "$OUTSIDER" 2>/dev/null || true
+	dg_teardown
+}
+
+# hold HOW: a process in the container's cgroup that holds /dev/zero as HOW
+# says (tests/helpers/holder.py); prints its PID.
+hold() {
+	"$DG_ROOT/tests/helpers/holder.py" "$1" /dev/zero "$DG_CGROOT/$CID" 3>&-
+}
+
+# revoke_holders: revokes GPU 0 and prints the reported holders' PIDs, sorted,
+# one line.
+revoke_holders() {
+	dg --json revoke --pid "$CPID" | jq -r '[.holders[]?.pid] | sort | join(" ")'
+}
+
+@test "revoke reports a descriptor passed in over a unix socket from outside" {
+	h=$(hold passed)
+	[ -n "$h" ]
+	[ -n "$(find "/proc/$h/fd" -lname /dev/zero)" ]
+	[ "$(revoke_holders)" = "$h" ]
+}
+
+@test "revoke reports a descriptor opened before its process moved into the container" {
+	h=$(hold moved)
+	[ -n "$h" ]
+	[ "$(revoke_holders)" = "$h" ]
+	kill -0 "$OUTSIDER"
+}
+
+@test "revoke reports mappings whose descriptor is closed, in every process that has one" {
+	h1=$(hold mapped)
+	h2=$(hold mapped)
+	[ -n "$h1" ] && [ -n "$h2" ]
+	# Held by the mapping alone: no descriptor on the device is left.
+	[ -z "$(find "/proc/$h1/fd" -lname /dev/zero)" ]
+	grep -q ' /dev/zero$' "/proc/$h1/maps"
+	run -0 dg --json revoke --pid "$CPID"
+	[ "$(echo "$output" | jq -r '[.holders[].pid] | sort | join(" ")')" = \
+		"$(printf '%s\n' "$h1" "$h2" | sort -n | tr '\n' ' ' | sed 's/ $//')" ]
+	[ "$(echo "$output" | jq -r '[.holders[].node] | unique | join(" ")')" = /dev/nvidia5 ]
+}
+
+@test "revoke reports no holder when only processes outside the container hold the device" {
+	[ "$(revoke_holders)" = "" ]
+	kill -0 "$OUTSIDER"
+}
+
+@test "revoke looks at each file the container maps once, not at each mapping" {
+	h1=$(hold mapped)
+	h2=$(hold mapped)
+	[ -n "$h1" ] && [ -n "$h2" ]
+	# File mappings of the container's processes, and the files behind them.
+	maps=$(sed 's|.*|/proc/&/maps|' "$DG_CGROOT/$CID/cgroup.procs" | xargs cat 2>/dev/null |
+		awk '$5 != 0 { print $4, $5 }')
+	mappings=$(echo "$maps" | wc -l)
+	files=$(echo "$maps" | sort -u | wc -l)
+	[ "$files" -lt "$mappings" ]
+	strace -qq -y -e trace=newfstatat -o "$DG_TMP/trace" -p "$DG_DAEMON_PID" 3>&- &
+	tracer=$!
+	wait_until 10 sh -c "! grep -q '^TracerPid:[[:space:]]*0$' /proc/$DG_DAEMON_PID/status"
+	[ "$(revoke_holders)" = "$(printf '%s\n' "$h1" "$h2" | sort -n | tr '\n' ' ' | sed 's/ $//')" ]
+	kill "$tracer"
+	wait "$tracer" || true
+	looked=$(grep -c 'map_files>' "$DG_TMP/trace" || true)
+	[ "$looked" -gt 0 ]
+	[ "$looked" -le "$files" ]
+}

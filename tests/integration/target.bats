@@ -1,0 +1,71 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+# Resolving a request's PID (daemon/sys/target.c): a request to a container
+# that has not changed reads no process's /proc/PID/stat again, and one
+# that has is checked again in full.
+
+load helpers
+
+setup_file() { dg_setup_file; }
+teardown_file() { dg_teardown_file; }
+setup() {
+	dg_setup
+	start_daemon
+	plain_container c
+	CG="$DG_CGROOT/$CID"
+	# Twenty more processes in the container: its init is found among 22.
+	for _ in $(seq 20); do
+		in_cgroup "$CG" "$CPID" /bin/sleep 100020 </dev/null >/dev/null 2>&1 3>&- &
+	done
+	wait_until 10 sh -c "[ \$(wc -l <'$CG/cgroup.procs') -ge 22 ]"
+}
+teardown() { dg_teardown; }
+
+# traced CMD...: runs CMD while strace records devgated's openat calls in
+# $DG_TMP/trace.
+traced() {
+	rm -f "$DG_TMP/trace"
+	strace -qq -e trace=openat -o "$DG_TMP/trace" -p "$DG_DAEMON_PID" 3>&- &
+	local tracer=$!
+	wait_until 10 sh -c "! grep -q '^TracerPid:[[:space:]]*0$' /proc/$DG_DAEMON_PID/status"
+	"$@"
+	kill "$tracer"
+	wait "$tracer" || true
+}
+
+stat_reads() {
+	grep -cE '"/proc/[0-9]+/stat"' "$DG_TMP/trace" || true
+}
+
+@test "a repeated request to an unchanged container reads no /proc/PID/stat" {
+	run -0 dg grant --pid "$CPID" --gpu 0
+	run -0 dg revoke --pid "$CPID"
+	traced dg grant --pid "$CPID" --gpu 0
+	[ "$(grants_of "$CG")" -gt 0 ]
+	[ "$(stat_reads)" = 0 ]
+	traced dg revoke --pid "$CPID"
+	[ "$(grants_of "$CG")" = 0 ]
+	[ "$(stat_reads)" = 0 ]
+	# A process more: the container changed, and its init is looked for again.
+	in_cgroup "$CG" "$CPID" /bin/sleep 100021 </dev/null >/dev/null 2>&1 3>&- &
+	wait_until 10 sh -c "[ \$(wc -l <'$CG/cgroup.procs') -ge 23 ]"
+	traced dg grant --pid "$CPID" --gpu 0
+	[ "$(stat_reads)" -ge 22 ]
+}
+
+@test "after requests to its init, a process of the container in a mount namespace of its own is still refused" {
+	run -0 dg grant --pid "$CPID" --gpu 0
+	run -0 dg revoke --pid "$CPID"
+	run -0 dg grant --pid "$CPID" --gpu 0
+	# Joins the cgroup, then leaves the container's mount namespace for one of its own.
+	sh -c 'echo $$ > "$1/cgroup.procs" && exec nsenter -t "$2" -m unshare --mount \
+		--propagation private /bin/sleep 100022' _ "$CG" "$CPID" </dev/null >/dev/null 2>&1 3>&- &
+	wait_until 10 sh -c "pgrep -f '^/bin/sleep 100022\$' >/dev/null"
+	evil=$(pgrep -f '^/bin/sleep 100022$')
+	wait_until 10 sh -c "[ \$(readlink /proc/$evil/ns/mnt) != \$(readlink /proc/$CPID/ns/mnt) ]"
+	run -6 dg revoke --pid "$evil"
+	[[ "$output" == *"PID $evil is in a mount namespace of its own, not its container's"* ]]
+	[ "$(grants_of "$CG")" -gt 0 ]
+	run -0 dg revoke --pid "$CPID"
+	[ "$(grants_of "$CG")" = 0 ]
+}
