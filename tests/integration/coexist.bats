@@ -5,7 +5,7 @@
 # must hold, the neighbour GPU must stay denied, and after devgate's revoke
 # the runtime's policy must be exactly its own.
 #
-# devgated runs with the beside gate (--gate-mode beside): it goes after
+# devgated runs with the beside gate (the default gate-mode): it goes after
 # the runtime's programs instead of in their place, so LXC's BPF_F_REPLACE
 # of its own program still finds it (ARCHITECTURE.md, "The runtime's own
 # updates"). With the gate in their place the LXC and LXD tests fail.
@@ -37,7 +37,7 @@ teardown_file() {
 # Host nodes for add_device_node (240:1..3, like the container's /x1../x3).
 setup() {
 	dg_setup
-	start_daemon --gate-mode beside
+	start_daemon
 	X="/dev/devgate-test-$DG_ID-x"
 	for i in 1 2 3; do mknod "$X$i" c 240 "$i"; done
 }
@@ -223,6 +223,7 @@ granted_then_revoked() {
 	run -0 dg grant --pid "$CPID" --gpu 0
 	[ "$(cg_progs "$CG" | cut -d' ' -f1)" = "$before" ]
 	[ "$(cg_prog_names "$CG")" = " devgate_mark devgate_beside devgate_tally" ]
+	gated_beside "$CG" "$before"
 	run -1 probe "$CID" /gpu0 /gpu1 /mem
 	[ "${lines[0]}" = "/gpu0 ENXIO" ]
 	[ "${lines[1]}" = "/gpu1 EPERM" ]
@@ -298,12 +299,12 @@ granted_then_revoked() {
 	run -0 dg grant --pid "$CPID" --gpu 0
 	progs=$(cg_progs "$CG")
 	stop_daemon
-	start_daemon --gate-mode beside
+	start_daemon
 	run -0 dg status
 	[ "$(cg_progs "$CG")" = "$progs" ]
 	stop_daemon
 	rm -f "$DG_PINS/dg_beside_v1" "$DG_PINS/dg_tally_map_v1"
-	start_daemon --gate-mode beside
+	start_daemon
 	[ "$(cg_progs "$CG")" = "$progs" ]
 	[ -e "$DG_PINS/dg_beside_v1" ]
 	run -1 probe "$CID" /gpu0 /gpu1
