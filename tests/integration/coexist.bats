@@ -256,6 +256,12 @@ granted_then_revoked() {
 	[ "$output" = "/gpu0 EPERM" ]
 }
 
+# accesses KIND: devgate_device_accesses_KIND_total of GPU 0's node (195:0), summed.
+accesses() {
+	dg metrics | awk -v m="devgate_device_accesses_$1_total" \
+		'index($1, m "{") == 1 && index($1, "device=\"195:0\"") { s += $2 } END { print s + 0 }'
+}
+
 # An ancestor's program attached with BPF_F_PREORDER (Linux 6.15) runs
 # before the container's own, so its denial comes before the beside gate:
 # the gate must not clear it. devgate's lookout (devgate_mark, pre-order on
@@ -266,6 +272,8 @@ granted_then_revoked() {
 	run -1 probe "$CID" /gpu0 /gpu1
 	[ "${lines[0]}" = "/gpu0 ENXIO" ]
 	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	granted=$(accesses granted)
+	denied=$(accesses denied)
 	bpftool prog load "$DEVGATE_BUILD/runtime_like.bpf.o" "$DG_PINS-pre" type cgroup/dev
 	"$DEVGATE_BUILD/preattach" "$DG_CGROOT" "$DG_PINS-pre"
 	run -1 probe "$CID" /gpu0 /gpu1 /mem
@@ -273,6 +281,9 @@ granted_then_revoked() {
 	[ "${lines[1]}" = "/gpu1 EPERM" ]
 	[ "${lines[2]}" = "/mem EPERM" ]
 	run -0 probe "$CID" /dev/null
+	# The denial the lookout kept is counted as one, never as granted.
+	[ "$(accesses granted)" = "$granted" ]
+	[ "$(accesses denied)" -gt "$denied" ]
 	"$DEVGATE_BUILD/preattach" -d "$DG_CGROOT" "$DG_PINS-pre"
 	granted_then_revoked
 }
