@@ -353,8 +353,11 @@ int devgate_mark(struct bpf_cgroup_dev_ctx *ctx)
 	return 1;
 }
 
-/* Clears a denial unless an ancestor's pre-order program made it (or it cannot tell). */
-static __always_inline void clear_denial(void)
+/*
+ * Clears a denial unless an ancestor's pre-order program made it (or it
+ * cannot tell); 0 when the denial stands.
+ */
+static __always_inline int clear_denial(void)
 {
 	__u64 me;
 	__u32 k;
@@ -365,9 +368,10 @@ static __always_inline void clear_denial(void)
 		k = (__u32)me & (DG_MARK_SLOTS - 1);
 		m = bpf_map_lookup_elem(&DG_V(dg_mark), &k);
 		if (!m || m->pid_tgid != me || m->denied)
-			return;
+			return 0;
 	}
 	bpf_set_retval(0);
+	return 1;
 }
 
 /* Clears the denial of the programs before it on a grant; keeps their verdict otherwise. */
@@ -385,9 +389,9 @@ int devgate_beside(struct bpf_cgroup_dev_ctx *ctx)
 	cgid = my_cgroup();
 	cnt = counter(ctx, cgid);
 	if (gpu_granted(ctx, cgid)) {
-		if (cnt)
+		/* Counted where the grant decided; a denial the lookout kept is the tally's. */
+		if (clear_denial() && cnt)
 			__sync_fetch_and_add(&cnt->granted, 1);
-		clear_denial();
 		return 1;
 	}
 	if (cnt)

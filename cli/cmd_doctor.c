@@ -553,8 +553,9 @@ static void check_daemon(struct doctor *d, struct result *r)
 static int find_foreign(int cgfd, const char *who, struct result *r)
 {
 	uint32_t ids[MAX_PROGS];
+	char names[MAX_PROGS][BPF_OBJ_NAME_LEN] = { { 0 } };
 	LIBBPF_OPTS(bpf_prog_query_opts, q, .prog_ids = ids, .prog_cnt = MAX_PROGS);
-	int found = 0;
+	int found = 0, beside = -1;
 
 	if (bpf_prog_query_opts(cgfd, BPF_CGROUP_DEVICE, &q) < 0)
 		return -errno;
@@ -563,13 +564,18 @@ static int find_foreign(int cgfd, const char *who, struct result *r)
 		uint32_t len = sizeof(info);
 		auto_close int fd = bpf_prog_get_fd_by_id(ids[i]);
 
-		if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
-			continue;
-		if (strcmp(info.name, "devgate_gate") == 0 ||
-		    strcmp(info.name, "devgate_tally") == 0)
+		if (fd >= 0 && bpf_obj_get_info_by_fd(fd, &info, &len) == 0)
+			memcpy(names[i], info.name, sizeof(names[i]));
+		if (strcmp(names[i], "devgate_beside") == 0)
+			beside = (int)i;
+	}
+	/* The beside gate (the default gate-mode) decides after the runtime's programs. */
+	for (uint32_t i = 0; i < q.prog_cnt; i++) {
+		if ((int)i <= beside || strcmp(names[i], "devgate_gate") == 0 ||
+		    strcmp(names[i], "devgate_tally") == 0 || strcmp(names[i], "devgate_mark") == 0)
 			continue;
 		add(r, ST_WARN, "%s carries device program %u (%s) that devgate has not wrapped",
-		    who, ids[i], info.name[0] ? info.name : "no name");
+		    who, ids[i], names[i][0] ? names[i] : "no name");
 		found++;
 	}
 	return found;

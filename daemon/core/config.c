@@ -179,6 +179,7 @@ int config_init(struct dg_config *c)
 	c->recheck_ms = 1000;
 	c->attach_events = true;
 	c->heal_ms = 10;
+	c->gate_beside = true; /* the runtime's own device changes keep working */
 	c->max_clients = 256;
 	c->clients_per_uid = 32;
 	c->streams_per_uid = 8;

@@ -46,7 +46,7 @@ static int shared_map_of(const char *kname)
 
 /*
  * Takes the shared maps that program id uses into fds, where fds has none
- * yet. Only devgate's gate (and, with also_tally, its tally) is looked at;
+ * yet. Only devgate's gates (and, with also_tally, its tally) are looked at;
  * with counters_id set, only a program that counts in that map. Returns
  * true when the program uses a grants map.
  */
@@ -62,7 +62,8 @@ static bool take_maps(uint32_t id, bool also_tally, uint32_t counters_id, int *f
 	info.map_ids = (uint64_t)(uintptr_t)map_ids;
 	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
 		return false;
-	if (strcmp(info.name, "devgate_gate") != 0 &&
+	/* A gate of either form: the beside gate reads the grants map too. */
+	if (strcmp(info.name, "devgate_gate") != 0 && strcmp(info.name, "devgate_beside") != 0 &&
 	    !(also_tally && strcmp(info.name, "devgate_tally") == 0))
 		return false;
 	for (uint32_t i = 0; i < info.nr_map_ids && i < ARRAY_SIZE(map_ids); i++)

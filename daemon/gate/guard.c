@@ -29,6 +29,7 @@
 #include "array.h"
 #include "cgprog.h"
 #include "cleanup.h"
+#include "sys/fault.h"
 #include "gate_int.h"
 #include "guard.h"
 #include "log.h"
@@ -36,6 +37,7 @@
 #include "own.h"
 #include "pinned.h"
 #include "supersede.h"
+#include "unwrap.h"
 #include "util.h"
 
 #ifndef BPF_F_PREORDER
@@ -423,12 +425,40 @@ static const struct pinned *find_kind(const struct pinned *pins, size_t n_pins, 
 }
 
 /*
+ * Whether cgfd is to be guarded by the beside gate: gate-mode is beside,
+ * the cgroup takes several programs and has a runtime's (bare, or behind a
+ * gate of the replace form, which is then converted), and it is guarded so
+ * already or no ancestor's program runs before its own (one attached with
+ * BPF_F_PREORDER: the beside gate would clear its denial).
+ */
+static bool beside_wanted(const struct bpfgate *bg, int cgfd, const struct pinned *pins,
+			  size_t n_pins, const struct attached *now)
+{
+	struct attached eff = { 0 };
+	bool foreign = false;
+
+	for (uint32_t i = 0; i < now->n; i++)
+		foreign |= !pinned_find(pins, n_pins, now->ids[i]);
+	/* A runtime's program behind a gate of the replace form counts too: converted. */
+	foreign |= unwrap_any(pins, n_pins, now);
+	if (!bg->beside_on || !foreign || bg->beside_fd[BESIDE_A] < 0 ||
+	    bg->beside_fd[BESIDE_B] < 0 || (bg->need_mark && bg->mark_fd < 0) || bg->tally_fd < 0 ||
+	    !(now->flags & BPF_F_ALLOW_MULTI))
+		return false;
+	if (find_kind(pins, n_pins, PIN_BESIDE))
+		return true;
+	if (find_kind(pins, n_pins, PIN_DEFAULT))
+		return false;
+	return cgprog_query(cgfd, true, &eff) == 0 && eff.n > 0 && cgprog_has(now, eff.ids[0]);
+}
+
+/*
  * Whether there is nothing to do: all of ours are attached, the tally is
  * last, and every program on the cgroup is ours; or, beside the runtime's
  * programs, every program not ours runs before the beside gate (and there
  * is one: without it the default gate is due), and its lookout is there.
  */
-static bool settled(const struct bpfgate *bg, const struct pinned *pins, size_t n_pins,
+static bool settled(const struct bpfgate *bg, int cgfd, const struct pinned *pins, size_t n_pins,
 		    const struct attached *now)
 {
 	const struct pinned *tally = find_kind(pins, n_pins, PIN_TALLY);
@@ -437,6 +467,12 @@ static bool settled(const struct bpfgate *bg, const struct pinned *pins, size_t 
 	bool foreign = false;
 
 	if (now->n == 0)
+		return false;
+	/* The other form than gate-mode's, where it can change: converted. */
+	if (!bg->beside_on && beside)
+		return false;
+	if (bg->beside_on && unwrap_any(pins, n_pins, now) &&
+	    beside_wanted(bg, cgfd, pins, n_pins, now))
 		return false;
 	for (uint32_t i = 0; i < now->n; i++) {
 		if (pinned_find(pins, n_pins, now->ids[i]))
@@ -521,32 +557,6 @@ static int finish(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
 	return 0;
 }
 
-/*
- * Whether cgfd is to be guarded by the beside gate: it is already, or new
- * guards are, the cgroup is not wrapped yet, it takes several programs and
- * has a runtime's, and no ancestor's program runs before its own (one
- * attached with BPF_F_PREORDER: the beside gate would clear its denial).
- */
-static bool beside_wanted(const struct bpfgate *bg, int cgfd, const struct pinned *pins,
-			  size_t n_pins, const struct attached *now)
-{
-	struct attached eff = { 0 };
-	bool foreign = false;
-
-	for (uint32_t i = 0; i < now->n; i++)
-		foreign |= !pinned_find(pins, n_pins, now->ids[i]);
-	if (!foreign || bg->beside_fd[BESIDE_A] < 0 || bg->beside_fd[BESIDE_B] < 0 ||
-	    (bg->need_mark && bg->mark_fd < 0) || bg->tally_fd < 0 ||
-	    !(now->flags & BPF_F_ALLOW_MULTI))
-		return false;
-	if (find_kind(pins, n_pins, PIN_BESIDE))
-		return true;
-	if (!bg->beside_on || find_kind(pins, n_pins, PIN_GATE) ||
-	    find_kind(pins, n_pins, PIN_DEFAULT))
-		return false;
-	return cgprog_query(cgfd, true, &eff) == 0 && eff.n > 0 && cgprog_has(now, eff.ids[0]);
-}
-
 /* The instance of the beside gate that decides on cgfd (the last attached), or -1; at: where. */
 static int beside_current(const struct bpfgate *bg, const struct attached *now, int *at)
 {
@@ -620,7 +630,25 @@ static int guard_beside(struct bpfgate *bg, uint64_t cgid, const char *dir, int 
 		return dg_error_set(err, DG_E_KERNEL, r, "cannot read pins of cgroup %llu: %s",
 				    (unsigned long long)cgid, strerror(-r));
 	r = place_beside(bg, cgid, cgfd, pins, n_pins, err);
+	/* From the replace form: the runtime's programs back once the beside gate is last. */
+	if (r == 0)
+		r = unwrap_gates(bg, cgid, dir, cgfd, pins, n_pins, err);
 	return r < 0 ? r : finish(bg, cgid, dir, cgfd, &tally_src, &gi, info, err);
+}
+
+/* The beside gate off cgfd: both instances (a crash may leave two), then the lookout they read. */
+static int beside_off(const struct bpfgate *bg, int cgfd, struct dg_error *err)
+{
+	int r = 0;
+
+	for (int k = BESIDE_A; k <= BESIDE_B && r == 0; k++)
+		r = bg->beside_id[k] ? cgprog_detach(bg->beside_id[k], cgfd) : 0;
+	if (r == 0 && bg->mark_id)
+		r = cgprog_detach(bg->mark_id, cgfd);
+	if (r < 0)
+		return dg_error_set(err, DG_E_KERNEL, r, "cannot detach the beside gate: %s",
+				    strerror(-r));
+	return 0;
 }
 
 /*
@@ -633,17 +661,7 @@ static int beside_to_default(struct bpfgate *bg, uint64_t cgid, const char *dir,
 {
 	int r = attach_default(bg, cgid, dir, cgfd, tally_src, err);
 
-	if (r < 0)
-		return r;
-	/* Both instances (a crash may leave two), then the lookout that they read. */
-	for (int k = BESIDE_A; k <= BESIDE_B && r == 0; k++)
-		r = bg->beside_id[k] ? cgprog_detach(bg->beside_id[k], cgfd) : 0;
-	if (r == 0 && bg->mark_id)
-		r = cgprog_detach(bg->mark_id, cgfd);
-	if (r < 0)
-		return dg_error_set(err, DG_E_KERNEL, r, "cannot detach the beside gate: %s",
-				    strerror(-r));
-	return 0;
+	return r < 0 ? r : beside_off(bg, cgfd, err);
 }
 
 int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *info,
@@ -655,6 +673,7 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 	char dir[PATH_MAX];
 	size_t n_pins = 0;
 	struct guard_info gi = { 0 };
+	bool beside, runtime;
 	int r;
 
 	r = pinned_dir(bg->pin_root, cgid, dir, sizeof(dir));
@@ -667,7 +686,7 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 				    "cgroup %llu: %s",
 				    (unsigned long long)cgid, strerror(-r));
 	/* The common case: already gated, and no runtime program superseded. */
-	if (settled(bg, pins, n_pins, &now) && !supersede_pending(bg->sup, cgid) &&
+	if (settled(bg, cgfd, pins, n_pins, &now) && !supersede_pending(bg->sup, cgid) &&
 	    !supersede_find(bg->sup, cgid, pins, n_pins, &now, &(uint32_t){ 0 })) {
 		guard_summary(cgfd, pins, n_pins, &gi);
 		if (info)
@@ -681,7 +700,11 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 	}
 	if (beside_wanted(bg, cgfd, pins, n_pins, &now))
 		return guard_beside(bg, cgid, dir, cgfd, info, err);
-	if (find_kind(pins, n_pins, PIN_BESIDE)) {
+	beside = find_kind(pins, n_pins, PIN_BESIDE) != NULL;
+	runtime = unwrap_any(pins, n_pins, &now);
+	for (uint32_t i = 0; i < now.n; i++)
+		runtime |= !pinned_find(pins, n_pins, now.ids[i]);
+	if (beside && !runtime) {
 		r = beside_to_default(bg, cgid, dir, cgfd, &tally_src, err);
 		if (r < 0)
 			return r;
@@ -693,6 +716,13 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 		if (r < 0)
 			return r;
 		gi.wrapped++;
+	}
+	/* To the replace form: the beside gate off once every program is wrapped. */
+	if (beside && runtime) {
+		fault_point("guard.unconvert");
+		r = beside_off(bg, cgfd, err);
+		if (r < 0)
+			return r;
 	}
 	r = drop_superseded(bg, cgid, dir, cgfd, err);
 	if (r < 0)
@@ -725,26 +755,9 @@ int guard_needed(struct bpfgate *bg, uint64_t cgid, int cgfd, uint64_t *digest)
 		return r;
 	if (digest)
 		*digest = cgprog_digest(&now);
-	if (!settled(bg, pins, n_pins, &now) || supersede_pending(bg->sup, cgid))
+	if (!settled(bg, cgfd, pins, n_pins, &now) || supersede_pending(bg->sup, cgid))
 		return 1;
 	return supersede_find(bg->sup, cgid, pins, n_pins, &now, &(uint32_t){ 0 }) != NULL;
-}
-
-/* Puts a gate's runtime program back in the gate's place. */
-static int restore(int cgfd, const struct pinned *p, uint32_t cg_flags)
-{
-	auto_close int orig_fd = -1, gate_fd = -1;
-	bool multi = cg_flags & BPF_F_ALLOW_MULTI;
-
-	gate_fd = bpf_prog_get_fd_by_id(p->id);
-	if (gate_fd < 0)
-		return -errno;
-	/* The slot still holds orig, so it cannot have been freed. */
-	orig_fd = bpf_prog_get_fd_by_id(p->orig_id);
-	if (orig_fd < 0)
-		return -errno;
-	return cgprog_attach(orig_fd, cgfd, multi ? BPF_F_ALLOW_MULTI : cg_flags,
-			     multi ? gate_fd : -1);
 }
 
 /* Detaches what of ours in pins is attached (now), gates standing in for runtime programs aside:
@@ -792,7 +805,7 @@ static int unguard_attached(int cgfd, const struct pinned *pins, size_t n_pins, 
 	for (size_t i = 0; i < n_pins; i++) {
 		if (pins[i].kind != PIN_GATE || !cgprog_has(&now, pins[i].id))
 			continue;
-		r = restore(cgfd, &pins[i], now.flags);
+		r = unwrap_restore(cgfd, &pins[i], now.flags);
 		if (r < 0)
 			return dg_error_set(err, DG_E_KERNEL, r,
 					    "cannot put device program %u back "

@@ -10,7 +10,10 @@ load helpers
 setup_file() { dg_setup_file; }
 teardown_file() { dg_teardown_file; }
 setup() { dg_setup; }
-teardown() { dg_teardown; }
+teardown() {
+	[ -z "${LOOP_PID:-}" ] || { touch "$DG_TMP/stop" && wait "$LOOP_PID"; } || true
+	dg_teardown
+}
 
 # metric NAME: the value of one unlabelled sample of devgatectl metrics.
 metric() {
@@ -83,4 +86,108 @@ possible_cpus() {
 	grep -q "adopted the BPF maps of the gates on leased cgroups" "$DG_TMP/daemon.log"
 	[ "$(metric devgate_denial_events_dropped_total)" = "$want" ]
 	[ "$(bpftool -j map show pinned "$DG_PINS/dg_evdrops_v1" | jq .id)" = "$old_id" ]
+}
+
+# loop_start: openloop in the container's cgroup CG, opening /dev/nvidia0's
+# numbers (granted) and GPU 1's (not) from host nodes until loop_stop.
+loop_start() {
+	[ -e "$DG_TMP/gpu0" ] || mknod -m 666 "$DG_TMP/gpu0" c 195 0
+	[ -e "$DG_TMP/gpu1" ] || mknod -m 666 "$DG_TMP/gpu1" c 195 1
+	rm -f "$DG_TMP/ready" "$DG_TMP/stop"
+	"$DEVGATE_BUILD/openloop" -t 300000 "$CG" "$DG_TMP/gpu0" "$DG_TMP/gpu1" \
+		"$DG_TMP/ready" "$DG_TMP/stop" >"$DG_TMP/loop.out" 2>&1 &
+	LOOP_PID=$!
+	wait_until 10 test -e "$DG_TMP/ready" || fail "openloop: $(cat "$DG_TMP/loop.out")"
+}
+
+# loop_stop LABEL: GPU 0 was never denied and GPU 1 never let through meanwhile.
+loop_stop() {
+	local s=0
+	touch "$DG_TMP/stop"
+	wait "$LOOP_PID" || s=$?
+	LOOP_PID=
+	echo "# $1: $(cat "$DG_TMP/loop.out")" >&3
+	[ "$s" = 0 ] || fail "$1: $(cat "$DG_TMP/loop.out")"
+}
+
+# gated_replace CG RT: the replace form, the gate in the place of the runtime's RT.
+gated_replace() {
+	[ "$(cg_prog_names "$1")" = "devgate_gate devgate_tally" ] &&
+		[ "$(cg_state "$1" | jq .orig[0])" = "$2" ] &&
+		[ "$(slot_prog 0 "$(cg_state "$1" | jq .slot[0])")" = "$2" ]
+}
+
+# Cgroups gated by a devgated of the other form (an older release, or a run
+# with the other gate-mode) are converted at start, each with no moment
+# where the granted GPU is denied or its neighbour allowed: to beside, the
+# beside gate goes last first, then the runtime's program goes back in the
+# gate's place (BPF_F_REPLACE); to replace, the gate goes in the program's
+# place first, then the beside gate comes off.
+@test "replace form converted to beside at start and back, a prober opening all the while" {
+	start_daemon --gate-mode replace
+	container c
+	CG="$DG_CGROOT/$CID"
+	rt=$(cg_progs "$CG")
+	run -0 dg grant --pid "$CPID" --gpu 0
+	gated_replace "$CG" "$rt"
+	loop_start
+	stop_daemon
+	start_daemon --gate-mode beside
+	wait_until 10 gated_beside "$CG" "$rt"
+	loop_stop "replace to beside"
+	grep -q "device program $rt back in its gate's place" "$DG_TMP/daemon.log"
+	[ -z "$(gate_leftovers)" ] # no slot, no per-cgroup pin: the beside form needs none
+	run -1 probe "$CID" /dev/nvidia0 /gpu1
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+
+	loop_start
+	stop_daemon
+	start_daemon --gate-mode replace
+	wait_until 10 gated_replace "$CG" "$rt"
+	loop_stop "beside to replace"
+	run -1 probe "$CID" /dev/nvidia0 /gpu1
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	run -0 dg revoke --pid "$CPID"
+	[ "$(cg_progs "$CG")" = "$rt" ]
+	[ -z "$(gate_leftovers)" ]
+}
+
+# crash_converting POINT [OPTION]: a devgated that dies at POINT as it converts at start.
+crash_converting() {
+	DEVGATE_FAULT=$1 timeout 60 "$DEVGATE_BUILD/devgated" --socket "$DG_SOCK" --state-dir "$DG_TMP/state" \
+		--pin-root "$DG_PINS" --host-root "$DG_HOST" "${@:2}" >>"$DG_TMP/daemon.log" 2>&1 || true
+}
+
+@test "a devgated killed in the middle of a conversion: the next start converges, the GPU open throughout" {
+	start_daemon --gate-mode replace
+	container c
+	CG="$DG_CGROOT/$CID"
+	rt=$(cg_progs "$CG")
+	run -0 dg grant --pid "$CPID" --gpu 0
+	loop_start
+	stop_daemon
+	# Killed with the beside gate last and the replace form's gate still there.
+	crash_converting guard.convert
+	[[ "$(cg_prog_names "$CG")" == *devgate_gate*devgate_beside* ]] || fail "$(cg_prog_names "$CG")"
+	start_daemon --gate-mode beside
+	wait_until 10 gated_beside "$CG" "$rt"
+	loop_stop "replace to beside, killed half-way"
+	[ -z "$(gate_leftovers)" ]
+
+	loop_start
+	stop_daemon
+	# Killed with the gate in the program's place and the beside gate still there.
+	crash_converting guard.unconvert --gate-mode replace
+	[[ "$(cg_prog_names "$CG")" == *devgate_gate*devgate_beside* ]] || fail "$(cg_prog_names "$CG")"
+	start_daemon --gate-mode replace
+	wait_until 10 gated_replace "$CG" "$rt"
+	loop_stop "beside to replace, killed half-way"
+	run -1 probe "$CID" /dev/nvidia0 /gpu1
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	run -0 dg revoke --pid "$CPID"
+	[ "$(cg_progs "$CG")" = "$rt" ]
+	[ -z "$(gate_leftovers)" ]
 }

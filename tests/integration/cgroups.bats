@@ -44,7 +44,10 @@ teardown() { dg_teardown; }
 	[ "$output" = "/gpu1 EPERM" ]
 }
 
-@test "a device program a runtime attaches later is wrapped too" {
+# The beside form's counterpart is heal.bats' "a program attached after it".
+@test "gate-mode = replace: a device program a runtime attaches later is wrapped too" {
+	stop_daemon
+	start_daemon --gate-mode replace
 	container c
 	original=$(cg_progs "$DG_CGROOT/$CID")
 	run -0 dg grant --pid "$CPID" --gpu 0

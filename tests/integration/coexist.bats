@@ -5,7 +5,7 @@
 # must hold, the neighbour GPU must stay denied, and after devgate's revoke
 # the runtime's policy must be exactly its own.
 #
-# devgated runs with the beside gate (--gate-mode beside): it goes after
+# devgated runs with the beside gate (the default gate-mode): it goes after
 # the runtime's programs instead of in their place, so LXC's BPF_F_REPLACE
 # of its own program still finds it (ARCHITECTURE.md, "The runtime's own
 # updates"). With the gate in their place the LXC and LXD tests fail.
@@ -37,7 +37,7 @@ teardown_file() {
 # Host nodes for add_device_node (240:1..3, like the container's /x1../x3).
 setup() {
 	dg_setup
-	start_daemon --gate-mode beside
+	start_daemon
 	X="/dev/devgate-test-$DG_ID-x"
 	for i in 1 2 3; do mknod "$X$i" c 240 "$i"; done
 }
@@ -223,6 +223,7 @@ granted_then_revoked() {
 	run -0 dg grant --pid "$CPID" --gpu 0
 	[ "$(cg_progs "$CG" | cut -d' ' -f1)" = "$before" ]
 	[ "$(cg_prog_names "$CG")" = " devgate_mark devgate_beside devgate_tally" ]
+	gated_beside "$CG" "$before"
 	run -1 probe "$CID" /gpu0 /gpu1 /mem
 	[ "${lines[0]}" = "/gpu0 ENXIO" ]
 	[ "${lines[1]}" = "/gpu1 EPERM" ]
@@ -255,6 +256,12 @@ granted_then_revoked() {
 	[ "$output" = "/gpu0 EPERM" ]
 }
 
+# accesses KIND: devgate_device_accesses_KIND_total of GPU 0's node (195:0), summed.
+accesses() {
+	dg metrics | awk -v m="devgate_device_accesses_$1_total" \
+		'index($1, m "{") == 1 && index($1, "device=\"195:0\"") { s += $2 } END { print s + 0 }'
+}
+
 # An ancestor's program attached with BPF_F_PREORDER (Linux 6.15) runs
 # before the container's own, so its denial comes before the beside gate:
 # the gate must not clear it. devgate's lookout (devgate_mark, pre-order on
@@ -265,6 +272,8 @@ granted_then_revoked() {
 	run -1 probe "$CID" /gpu0 /gpu1
 	[ "${lines[0]}" = "/gpu0 ENXIO" ]
 	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	granted=$(accesses granted)
+	denied=$(accesses denied)
 	bpftool prog load "$DEVGATE_BUILD/runtime_like.bpf.o" "$DG_PINS-pre" type cgroup/dev
 	"$DEVGATE_BUILD/preattach" "$DG_CGROOT" "$DG_PINS-pre"
 	run -1 probe "$CID" /gpu0 /gpu1 /mem
@@ -272,6 +281,9 @@ granted_then_revoked() {
 	[ "${lines[1]}" = "/gpu1 EPERM" ]
 	[ "${lines[2]}" = "/mem EPERM" ]
 	run -0 probe "$CID" /dev/null
+	# The denial the lookout kept is counted as one, never as granted.
+	[ "$(accesses granted)" = "$granted" ]
+	[ "$(accesses denied)" -gt "$denied" ]
 	"$DEVGATE_BUILD/preattach" -d "$DG_CGROOT" "$DG_PINS-pre"
 	granted_then_revoked
 }
@@ -298,12 +310,12 @@ granted_then_revoked() {
 	run -0 dg grant --pid "$CPID" --gpu 0
 	progs=$(cg_progs "$CG")
 	stop_daemon
-	start_daemon --gate-mode beside
+	start_daemon
 	run -0 dg status
 	[ "$(cg_progs "$CG")" = "$progs" ]
 	stop_daemon
 	rm -f "$DG_PINS/dg_beside_v1" "$DG_PINS/dg_tally_map_v1"
-	start_daemon --gate-mode beside
+	start_daemon
 	[ "$(cg_progs "$CG")" = "$progs" ]
 	[ -e "$DG_PINS/dg_beside_v1" ]
 	run -1 probe "$CID" /gpu0 /gpu1

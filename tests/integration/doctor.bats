@@ -151,6 +151,28 @@ check_of() {
 	[[ "$(check_of foreign-progs hint)" == "devgated wraps such programs at its next re-check"* ]]
 }
 
+# The beside gate (the default gate-mode) leaves the runtime's program where
+# it was, before it: that program is not a foreign one; one after the gate is.
+@test "a runc container granted in the beside form: its own program is no warning, one after the gate is" {
+	make_host --dev-char
+	start_daemon --recheck-ms 3600000 --heal-ms 0 --no-attach-events
+	container c
+	rt=$(cg_progs "$DG_CGROOT/$CID")
+	run -0 dg grant --pid "$CPID" --gpu 0 --container doc-c
+	gated_beside "$DG_CGROOT/$CID" "$rt"
+	run -0 doctor --json
+	[ "$(check_of foreign-progs status)" = ok ]
+	[ "$(check_of foreign-progs message)" = "no foreign device program on 1 leased cgroup" ]
+	bpftool prog load "$DEVGATE_BUILD/runtime_like.bpf.o" "$DG_PINS-rt" type cgroup/dev
+	bpftool cgroup attach "$DG_CGROOT/$CID" device pinned "$DG_PINS-rt" multi
+	rm -f "$DG_PINS-rt"
+	id=$(bpftool -j cgroup show "$DG_CGROOT/$CID" | jq '.[] | select(.name == "runtime_like") | .id')
+	run -0 doctor --json
+	[ "$(check_of foreign-progs status)" = warn ]
+	[ "$(check_of foreign-progs message)" = \
+		"cgroup /$CID (doc-c) carries device program $id (runtime_like) that devgate has not wrapped" ]
+}
+
 @test "doctor: usage errors and help" {
 	run -2 dg doctor --frobnicate
 	[ "${lines[-1]}" = "hint: see 'devgatectl doctor --help'" ]

@@ -49,7 +49,7 @@ check_invariants() {
 	if [ "$held" = 0 ]; then
 		[ "$(cg_progs "$DG_CGROOT/$cid")" = "$ORIGINAL" ] || fail "a gate without a lease"
 	else
-		[[ "$(cg_prog_names "$DG_CGROOT/$cid")" == *devgate_gate* ]] || fail "a lease without its gate"
+		gated_beside "$DG_CGROOT/$cid" "$ORIGINAL" || fail "a lease without its gate"
 	fi
 	# No GPU twice unless every holder shares it.
 	[ "$(dg list --json | jq '[.gpus[] | select((.holders | length) > 1 and

@@ -45,7 +45,23 @@ teardown() { dg_teardown; }
 	run -1 dg_runc exec "$CID" test -e /dev/nvidia0
 }
 
-@test "the gate replaces the runtime program in place and the tally follows it" {
+@test "by default the gate goes after the runtime program, which stays attached, unchanged" {
+	container c
+	before=$(cg_progs "$DG_CGROOT/$CID")
+	[ "$(echo "$before" | wc -w)" = 1 ]
+	run -0 dg grant --pid "$CPID" --gpu 0
+	gated_beside "$DG_CGROOT/$CID" "$before"
+	# No prog array slot: the runtime's program decides for itself.
+	run -0 find "$DG_PINS/cg" -mindepth 1
+	[ "$output" = "" ]
+	run -0 dg revoke --pid "$CPID"
+	[ "$(cg_progs "$DG_CGROOT/$CID")" = "$before" ]
+	[ -z "$(gate_leftovers)" ]
+}
+
+@test "gate-mode = replace: the gate replaces the runtime program in place and the tally follows it" {
+	stop_daemon
+	start_daemon --gate-mode replace
 	container c
 	before=$(cg_progs "$DG_CGROOT/$CID")
 	[ "$(echo "$before" | wc -w)" = 1 ]
@@ -58,7 +74,9 @@ teardown() { dg_teardown; }
 	[ "$(slot_prog 0 "$(echo "$state" | jq .slot[0])")" = "$before" ]
 }
 
-@test "one gate for every container: loaded once, attached to each, no copy per cgroup" {
+@test "gate-mode = replace: one gate for every container: loaded once, attached to each, no copy per cgroup" {
+	stop_daemon
+	start_daemon --gate-mode replace
 	container a
 	a_cg="$DG_CGROOT/$CID"
 	run -0 dg grant --pid "$CPID" --gpu 0
@@ -82,6 +100,26 @@ teardown() { dg_teardown; }
 	[ "$(cg_prog_names "$DG_CGROOT/$CID")" != "devgate_gate devgate_tally" ]
 	run -1 slot_prog 0 "$slot"
 	[ "$(cg_prog_names "$a_cg")" = "devgate_gate devgate_tally" ]
+}
+
+@test "one beside gate for every container: the same pinned programs on each, no copy per cgroup" {
+	container a
+	a_cg="$DG_CGROOT/$CID"
+	a_rt=$(cg_progs "$a_cg")
+	run -0 dg grant --pid "$CPID" --gpu 0
+	container b
+	b_rt=$(cg_progs "$DG_CGROOT/$CID")
+	run -0 dg grant --pid "$CPID" --gpu 1
+	gated_beside "$a_cg" "$a_rt"
+	gated_beside "$DG_CGROOT/$CID" "$b_rt"
+	run -0 find "$DG_PINS/cg" -mindepth 1
+	[ "$output" = "" ]
+	run -1 probe "$CID" /dev/nvidia0 /dev/nvidia1
+	[ "${lines[1]}" = "/dev/nvidia1 ENXIO" ]
+	# A revoke takes devgate's programs off b alone.
+	run -0 dg revoke --pid "$CPID"
+	[ "$(cg_progs "$DG_CGROOT/$CID")" = "$b_rt" ]
+	gated_beside "$a_cg" "$a_rt"
 }
 
 @test "granting twice is one grant" {

@@ -30,9 +30,9 @@ displaced() {
 	fi
 }
 
-@test "a displaced gate is healed at once, every time, no denied device let through" {
+@test "gate-mode = replace: a displaced gate is healed at once, every time, no denied device let through" {
 	# An hour between re-checks: only an event or the heal check can heal.
-	start_daemon --recheck-ms 3600000
+	start_daemon --recheck-ms 3600000 --gate-mode replace
 	container c
 	run -0 dg grant --pid "$CPID" --gpu 0
 	rounds=${DEVGATE_HEAL_ROUNDS:-100}
@@ -54,13 +54,15 @@ displaced() {
 	[ "$output" = "/gpu1 EPERM" ]
 }
 
-# The beside gate (gate-mode = beside) is not detached by anyone: a program
+# The beside gate (the default gate-mode) is not detached by anyone: a program
 # attached after it decides after it, and GPU 0 is denied until the heal
 # moves the gate to last place again (fail closed).
 @test "the beside gate, a program attached after it: healed at once, every time" {
-	start_daemon --recheck-ms 3600000 --gate-mode beside
+	start_daemon --recheck-ms 3600000
 	container c
+	rt=$(cg_progs "$DG_CGROOT/$CID")
 	run -0 dg grant --pid "$CPID" --gpu 0
+	gated_beside "$DG_CGROOT/$CID" "$rt"
 	rounds=${DEVGATE_HEAL_ROUNDS:-100}
 	displaced "$rounds" "beside gate, $rounds rounds" -r
 	[ "$status" = 0 ] || fail "$(tail -3 <<<"$output") $(bpftool cgroup show "$DG_CGROOT/$CID")"
@@ -70,15 +72,17 @@ displaced() {
 	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
 	[ "${lines[1]}" = "/gpu1 EPERM" ]
 	[ "$(cg_prog_names "$DG_CGROOT/$CID")" = " devgate_mark runtime_like devgate_beside devgate_tally" ]
+	gated_beside "$DG_CGROOT/$CID" "$rt $(cg_foreign "$DG_CGROOT/$CID" | awk '{ print $NF }')"
 	run -0 dg revoke --pid "$CPID"
 	[ "$(cg_prog_names "$DG_CGROOT/$CID")" = " runtime_like" ]
+	[ "$(cg_progs "$DG_CGROOT/$CID" | awk '{ print $1 }')" = "$rt" ]
 }
 
 @test "with the heal check and attach events off, the periodic re-check still heals" {
 	start_daemon --no-attach-events --heal-ms 0 --recheck-ms 200
 	container c
 	run -0 dg grant --pid "$CPID" --gpu 0
-	displaced 5 "periodic re-check every 200 ms, 5 rounds"
+	displaced 5 "periodic re-check every 200 ms, 5 rounds" -r
 	[ "$status" = 0 ] || fail "$output"
 	[[ "$output" != *violations* ]]
 	grep -q 'gates re-applied at the periodic check' "$DG_TMP/daemon.log"

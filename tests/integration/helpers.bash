@@ -276,6 +276,35 @@ cg_prog_names() {
 	bpftool -j cgroup show "$1" | jq -r '[.[].name] | join(" ")'
 }
 
+# The ids of the programs on a cgroup that are not devgate's, in order.
+cg_foreign() {
+	bpftool -j cgroup show "$1" | jq -r '[.[] | select(.name | startswith("devgate_") | not) | .id] | join(" ")'
+}
+
+# gated_beside CGROUP IDS: the cgroup is guarded in the beside form (the
+# default gate-mode) and the runtime's programs are exactly IDS, by id, in
+# order: in the order they run, devgate's lookout first (where the kernel
+# runs pre-order programs: it is pinned), IDS, the beside gate (one of its
+# two pinned instances), the tally last. Says what differs.
+gated_beside() {
+	local own eff pins want
+	own=$(cg_foreign "$1")
+	[ "$own" = "$2" ] || { echo "runtime programs on $1: '$own', not '$2'" >&2; return 1; }
+	eff=$(bpftool -j cgroup show "$1" effective | jq -r '[.[].id] | join(" ")')
+	pins=$(for p in dg_beside_v1 dg_beside2_v1; do
+		bpftool -j prog show pinned "$DG_PINS/$p" 2>/dev/null | jq .id
+	done)
+	want="$2 BESIDE $(bpftool -j prog show pinned "$DG_PINS"/dg_tally_*_v1 | jq .id)"
+	if [ -e "$DG_PINS/dg_lookout_v1" ]; then
+		want="$(bpftool -j prog show pinned "$DG_PINS/dg_lookout_v1" | jq .id) $want"
+	fi
+	for p in $pins; do
+		[ "$eff" = "${want/BESIDE/$p}" ] && return 0
+	done
+	echo "programs run on $1: '$eff', not '$want' (BESIDE one of: $pins)" >&2
+	return 1
+}
+
 # cg_state CGROUP: the cgroup's dg_cgstate_v1 storage, as JSON
 # ({cgroup_id, slot: [set 0, set 1], orig: [...]}), or nothing.
 cg_state() {

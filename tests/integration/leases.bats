@@ -562,7 +562,7 @@ opens() {
 	# leased cgroup and refills the slots from the keeper.
 	wait_until 3 opens "$CID" /dev/null
 	wait_until 3 test -e "$DG_PINS/dg_grants_v1"
-	wait_until 3 sh -c "ls '$DG_PINS'/dg_gate0_* '$DG_PINS'/dg_slots0_v1 >/dev/null 2>&1"
+	wait_until 3 sh -c "ls '$DG_PINS'/dg_gate0_* '$DG_PINS'/dg_slots0_v1 '$DG_PINS'/dg_beside_v1 >/dev/null 2>&1"
 	sleep 0.5
 	run -0 probe "$CID" /dev/null
 	[ "$output" = "/dev/null ok" ]
@@ -576,6 +576,7 @@ opens() {
 	[ "$output" = "/dev/null ok" ]
 	run -1 probe "$CID" /dev/nvidia0
 	[ "$output" = "/dev/nvidia0 ENXIO" ]
+	gated_beside "$DG_CGROOT/$CID" "$original"
 	run -0 dg revoke --pid "$CPID"
 	[ "$(cg_progs "$DG_CGROOT/$CID")" = "$original" ]
 }

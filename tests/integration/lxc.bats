@@ -24,9 +24,10 @@ progs_named() { [ "$(cg_prog_names "$CG")" = "$1" ]; }
 
 @test "a grant on an LXC container: its own policy stays, the GPU is added" {
 	lxc_container c
+	own=$(cg_progs "$CG")
 	run -0 dg grant --pid "$CPID" --gpu 0
 	[[ "$output" == "granted GPU 0 ("*") to lxc.payload.$CID "* ]]
-	[ "$(cg_prog_names "$CG")" = "devgate_gate devgate_tally" ]
+	gated_beside "$CG" "$own"
 	run -1 lxc_probe "$CID" /gpu0 /gpu1 /mem /x1
 	[ "${lines[0]}" = "/gpu0 ENXIO" ]
 	[ "${lines[1]}" = "/gpu1 EPERM" ]
@@ -35,12 +36,15 @@ progs_named() { [ "$(cg_prog_names "$CG")" = "$1" ]; }
 	run -0 lxc_probe "$CID" /dev/null /dev/zero
 }
 
-# LXC's first update in a container tries BPF_F_REPLACE of its program; the
+# gate-mode = replace (coexist.bats has the default, beside form). LXC's
+# first update in a container tries BPF_F_REPLACE of its program; the
 # gate stands in its place, so the kernel refuses (ENOENT), and LXC appends
 # the new program instead and tries to detach the old one (ENOENT again).
 # devgate sees LXC's monitor keep the new program open instead of the old
 # one and drops the old one's gate: LXC's latest policy alone decides.
-@test "LXC adds a device while granted: its new program replaces the old one" {
+@test "gate-mode = replace: LXC adds a device while granted: its new program replaces the old one" {
+	stop_daemon
+	start_daemon --gate-mode replace
 	lxc_container c
 	old=$(cg_progs "$CG")
 	run -0 dg grant --pid "$CPID" --gpu 0
@@ -69,11 +73,14 @@ progs_named() { [ "$(cg_prog_names "$CG")" = "$1" ]; }
 	[ "${lines[4]}" = "/x2 EPERM" ]
 }
 
-# Once a REPLACE has worked, LXC never falls back to appending: its update
-# while granted fails, and the rule stays in LXC's list, so adding the same
-# device again is a no-op. devgate can do nothing about it (ARCHITECTURE.md);
+# gate-mode = replace: once a REPLACE has worked, LXC never falls back to
+# appending: its update while granted fails, and the rule stays in LXC's
+# list, so adding the same device again is a no-op. The replace form can do
+# nothing about it (ARCHITECTURE.md; the beside form can: coexist.bats);
 # what it must do is fail closed, and leave LXC able to update after the revoke.
-@test "LXC that replaced its program before the grant: its add while granted fails closed" {
+@test "gate-mode = replace: LXC that replaced its program before the grant: its add while granted fails closed" {
+	stop_daemon
+	start_daemon --gate-mode replace
 	lxc_container c
 	run -0 dg_lxc_add "$CID" "${X}1"
 	[ "$output" = True ]

@@ -47,19 +47,34 @@ mx_columns() {
 	run -1 $MX_PROBE /dev/nvidia0
 	[ "$output" = "/dev/nvidia0 ENXIO" ]
 	mx_denied
+	# A v2 row: the runtime's programs stay attached, unchanged, before the gate.
+	[ -z "${MX_RT:-}" ] || gated_beside "$CG" "$MX_RT"
 	# devgate's grant holds or heals.
 	run -0 eval "$MX_UPDATE"
 	wait_until 5 mx_granted
 	mx_denied
+	local rt=
+	if [ -n "${MX_RT:-}" ]; then
+		wait_until 5 mx_beside
+		rt=$(cg_foreign "$CG")
+	fi
 	run -0 dg revoke --pid "$CPID"
 	mx_denied
 	[ -z "$(gate_leftovers)" ]
+	# The runtime's policy is exactly what the runtime itself last made.
+	[ -z "$rt" ] || [ "$(cg_progs "$CG")" = "$rt" ] || fail "after revoke: $(cg_progs "$CG"), not $rt"
+}
+
+# mx_beside: the gate is in its beside form after whatever the runtime has on CG now.
+mx_beside() {
+	gated_beside "$CG" "$(cg_foreign "$CG")"
 }
 
 # mx_check: the four columns for a v2 row (CG set too); MX_AFTER is the
 # cgroup's programs after the revoke.
 mx_check() {
-	[ -n "$(cg_progs "$CG")" ] || fail "the runtime attached no device program to $CG"
+	MX_RT=$(cg_progs "$CG")
+	[ -n "$MX_RT" ] || fail "the runtime attached no device program to $CG"
 	mx_columns
 	MX_AFTER=$(cg_progs "$CG")
 }

@@ -53,7 +53,7 @@ static void test_defaults(void **state)
 	assert_false(c->hook_env);
 	assert_int_equal(c->log_level, LOG_INFO);
 	assert_int_equal(c->seccomp, DG_SECCOMP_ON);
-	assert_false(c->gate_beside);
+	assert_true(c->gate_beside);
 }
 
 /* The socket's access and limits: groups by name or number, counts in range. */
@@ -110,7 +110,7 @@ static void test_good_file(void **state)
 				   "metrics-listen = [::1]:9400\n"
 				   "hook-allow-env = yes\n"
 				   "seccomp = log\n"
-				   "gate-mode = beside\n"
+				   "gate-mode = replace\n"
 				   "log-level = debug"; /* no final newline */
 	struct dg_config *c = *state;
 	struct dg_error err = { 0 };
@@ -127,7 +127,7 @@ static void test_good_file(void **state)
 	assert_string_equal(c->metrics_listen, "[::1]:9400");
 	assert_true(c->hook_env);
 	assert_int_equal(c->seccomp, DG_SECCOMP_LOG);
-	assert_true(c->gate_beside);
+	assert_false(c->gate_beside);
 	assert_int_equal(c->log_level, LOG_DEBUG);
 }
 
@@ -372,7 +372,7 @@ static void test_print_round_trip(void **state)
 	assert_int_equal(config_parse(c, "t.conf",
 				      "node-owner = 7:8\nhook-allow-env = true\n"
 				      "metrics-listen = 127.0.0.1:9400\nseccomp = off\n"
-				      "gate-mode = beside\n"
+				      "gate-mode = replace\n"
 				      "gpu-allow = 10de:2330\nalias h = 10de:2330\n"
 				      "profile p = gpus=2 alias=h shared=true\n",
 				      &err),
@@ -387,7 +387,7 @@ static void test_print_round_trip(void **state)
 	assert_int_equal(again.node_gid, 8);
 	assert_true(again.hook_env);
 	assert_int_equal(again.seccomp, DG_SECCOMP_OFF);
-	assert_true(again.gate_beside);
+	assert_false(again.gate_beside);
 	assert_string_equal(again.metrics_listen, "127.0.0.1:9400");
 	assert_string_equal(again.socket_path, c->socket_path);
 	assert_int_equal(again.policy.n_allow, 1);
