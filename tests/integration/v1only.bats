@@ -26,11 +26,14 @@ setup() {
 	DG_PINS="/sys/fs/bpf/$DG_ID"
 	DG_V1=$(v1_mount)
 	V1H_RUNCS=()
+	V1H_UNIFIED=
 	v1h_daemon --runc-root "$DG_V1HOST/runc"
 }
 
 teardown() {
 	v1h_rm
+	# Lazily: devgated still holds the mount open until dg_teardown stops it.
+	[ -z "$V1H_UNIFIED" ] || v1h umount -l "$V1H_UNIFIED"
 	dg_teardown
 }
 
@@ -58,6 +61,7 @@ nothing_granted() {
 @test "v1 host: a grant by PID, v1 cgroup or runc name is refused (exit 6, the reason, a hint) and changes nothing: both GPUs stay EPERM inside, no node, devices.list as before" {
 	local before
 	v1h_container a
+	v1h_legacy
 	before=$(cat "$V1DIR/devices.list")
 	run -6 dg grant --pid "$CPID" --gpu 0
 	[[ "$output" == *"PID $CPID cannot be gated: this host has no cgroup v2, only cgroup v1;"* ]]
@@ -80,4 +84,25 @@ nothing_granted() {
 	mech=$(echo "$output" | jq -r '.checks[] | select(.name == "mechanism")')
 	[ "$(echo "$mech" | jq -r .status)" = fail ]
 	[ "$(echo "$mech" | jq -r .message)" = "no lease, and no grant can be had: with no cgroup v2, devgated refuses each (v1 devices $DG_V1 are not gated alone)" ]
+}
+
+@test "v1 host: the hint works: with cgroup2 mounted beside v1, devgated and the container started again, the grant reaches the driver, the neighbour stays denied, and revoke leaves devices.list as it was" {
+	local before
+	V1H_UNIFIED=/sys/fs/cgroup/unified
+	v1h mount -t cgroup2 none "$V1H_UNIFIED"
+	stop_daemon
+	v1h_daemon --runc-root "$DG_V1HOST/runc"
+	v1h_container b
+	DG_CGROUPS+=("$DG_CGROOT/$CID")
+	[ "$(grep '^0::' "/proc/$CPID/cgroup")" = "0::/$CID" ]
+	before=$(cat "$V1DIR/devices.list")
+	run -0 dg grant --pid "$CPID" --gpu 0
+	run -1 v1h_probe "$CID" /gpu0 /dev/nvidia0 /gpu1
+	[ "${lines[0]}" = "/gpu0 ENXIO" ]
+	[ "${lines[1]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[2]}" = "/gpu1 EPERM" ]
+	run -0 dg revoke --pid "$CPID"
+	run -1 v1h_probe "$CID" /gpu0
+	[ "${lines[0]}" = "/gpu0 EPERM" ]
+	[ "$(cat "$V1DIR/devices.list")" = "$before" ]
 }

@@ -41,8 +41,7 @@ v1h_runc() {
 
 # v1h_container NAME: a runc container on the v1 host, with /gpu0 (195:0)
 # besides dg_bundle's /gpu1 and /mem; sets CID, CPID and V1DIR (its v1
-# devices cgroup in this shell's view). Fails unless the container is
-# legacy only: its processes in the v2 root, its policy in devices.list.
+# devices cgroup in this shell's view).
 v1h_container() {
 	CID="$DG_ID-$1"
 	dg_bundle "$DG_TMP/$1" "$DEVGATE_BUILD/probe" >/dev/null
@@ -53,9 +52,14 @@ v1h_container() {
 		return 1
 	}
 	CPID=$(v1h_runc state "$CID" | jq -r .pid)
+	v1_where "$CPID"
+}
+
+# v1h_legacy: the container v1h_container made is legacy only: its
+# processes in the v2 root, its policy in its own devices.list.
+v1h_legacy() {
 	[ "$(grep '^0::' "/proc/$CPID/cgroup")" = "0::/" ] ||
 		fail "container $CID has a cgroup v2 cgroup: $(grep '^0::' "/proc/$CPID/cgroup")"
-	v1_where "$CPID"
 	[ "$V1DIR" = "$DG_V1/$CID" ] || fail "container $CID is in v1 devices cgroup $V1DIR"
 	grep -qx 'c 1:3 rwm' "$V1DIR/devices.list" ||
 		fail "runc wrote no v1 device policy for $CID: $(cat "$V1DIR/devices.list")"
