@@ -114,7 +114,7 @@ static void add(struct result *r, enum status st, const char *fmt, ...)
 
 static void check_cgroup2(struct doctor *d, struct result *r)
 {
-	auto_free char *text = NULL;
+	auto_free char *text = NULL, *v1 = NULL;
 	int e = read_file_at(AT_FDCWD, "/proc/self/mountinfo", (size_t)4 * 1024 * 1024, &text,
 			     NULL);
 
@@ -122,6 +122,17 @@ static void check_cgroup2(struct doctor *d, struct result *r)
 		e = mountinfo_find_cgroup2(text, mountinfo_is_cgroup2, &d->cg_mount);
 	if (e == 0) {
 		say(r, ST_OK, "cgroup v2 is mounted at %s", d->cg_mount);
+		return;
+	}
+	if (e == -ENOENT && mountinfo_find_cgroup1(text, "devices", doctor_v1_usable, &v1) == 0) {
+		say(r, ST_FAIL,
+		    "no cgroup v2 hierarchy is mounted, only cgroup v1 (devices at %s): devgated "
+		    "runs and refuses every grant, since it gates through cgroup v2 device "
+		    "programs with v1 devices rules only beside them, not through v1 alone",
+		    v1);
+		hint(r, "mount cgroup v2 beside v1 (mount -t cgroup2 none /sys/fs/cgroup/unified), "
+			"restart devgated, then the containers; or boot with "
+			"systemd.unified_cgroup_hierarchy=1");
 		return;
 	}
 	if (e == -ENOENT) {
@@ -712,6 +723,11 @@ static void check_mechanism(struct doctor *d, struct result *r)
 	if (r->status == ST_FAIL)
 		hint(r, "devgated puts its v1 rules back at its next heal check (heal-ms); if the "
 			"list stays short, see devgated's log");
+	else if (!r->message[0] && !d->cg_mount)
+		say(r, ST_FAIL,
+		    "no lease, and no grant can be had: with no cgroup v2, devgated "
+		    "refuses each (v1 devices %s are not gated alone)",
+		    v1mnt ? v1mnt : "not mounted");
 	else if (!r->message[0])
 		say(r, ST_OK, "no lease; containers get the v2 BPF gate%s%s",
 		    v1mnt ? ", and v1 devices rules where in a v1 devices cgroup under " : "",

@@ -534,13 +534,22 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 	if (r < 0)
 		log_warning_errno(r, "cannot start the NVML probe (MIG profiles unknown): %m");
 	r = inventory_discover(d->cfg->host_root, &d->inv, err);
-	if (r == 0)
-		r = cgroot_open(&d->cg, d->cfg->cgroup_root, err);
 	if (r < 0)
 		return r;
 	r = cg1root_open(&d->cg1);
 	if (r < 0 && r != -ENOMEDIUM)
 		log_warning_errno(r, "cannot open the cgroup v1 devices hierarchy: %m");
+	r = cgroot_open(&d->cg, d->cfg->cgroup_root, err);
+	/* Serves, and says why each grant is refused (target.c), rather than not start. */
+	if (r == -ENOMEDIUM && d->cg1.fd >= 0) {
+		log_warning("cgroup v1 devices at %s: " CGROUP_NO_V2_WHY "; every grant is "
+			    "refused. Hint: " CGROUP_NO_V2_HINT,
+			    d->cg1.mount);
+		*err = (struct dg_error){ 0 };
+		r = 0;
+	}
+	if (r < 0)
+		return r;
 	nvml_fill(d->inv, NULL);
 	policy_apply(&d->cfg->policy, d->inv);
 	r = cgroup_of_pid(getpid(), &d->self_cgroup);
@@ -586,7 +595,7 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up inotify or timers: %s",
 				    strerror(-r));
 	log_info("%zu GPU(s) under %s, cgroup v2 at %s, %zu lease(s) on record", d->inv->n_gpus,
-		 d->cfg->host_root, d->cg.mount, d->leases.n);
+		 d->cfg->host_root, d->cg.mount ? d->cg.mount : "(none)", d->leases.n);
 	r = expiry_init(d);
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up the expiry timer: %s",

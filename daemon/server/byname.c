@@ -10,6 +10,7 @@
  * lease.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,7 @@
 #include "core/config.h"
 #include "lease/lease.h"
 #include "names/names.h"
+#include "sys/target.h"
 
 static void names_conf_of(const struct dg_config *c, struct names_conf *ret)
 {
@@ -44,6 +46,7 @@ static int rewrite_target(struct daemon *d, struct dg_request *req, struct dg_ta
 	struct name_match m = { 0 };
 	struct dg_error why = { 0 };
 	struct lease *l;
+	char what[256];
 	int r;
 
 	names_conf_of(d->cfg, &conf);
@@ -57,6 +60,11 @@ static int rewrite_target(struct daemon *d, struct dg_request *req, struct dg_ta
 	if (label_first && !t->runtime &&
 	    lease_table_find_label(&d->leases, t->container, &l) != -ENOENT)
 		return 0;
+	/* Before the runtimes' state, whose cgroups a v1 host cannot match. */
+	snprintf(what, sizeof(what), "container '%.200s'", t->container);
+	r = target_check_v2(&d->cg, what, err);
+	if (r < 0)
+		return r;
 	r = names_resolve(&conf, t->container, t->runtime, &m, &why);
 	if (r == -ENOENT && label_first) {
 		if (missing_ok)

@@ -39,10 +39,10 @@ int cgroot_open(struct cgroot *ret, const char *root, struct dg_error *err)
 	r = root ? ((mnt = strdup(root)) ? 0 : -ENOMEM)
 		 : mountinfo_find_cgroup2(text, mountinfo_is_cgroup2, &mnt);
 	if (r == -ENOENT) {
-		dg_error_set(err, DG_E_KERNEL, ENOENT, "no cgroup v2 hierarchy is mounted");
+		dg_error_set(err, DG_E_KERNEL, ENOMEDIUM, "no cgroup v2 hierarchy is mounted");
 		dg_error_hint(err, "devgate needs cgroup v2; mount it with "
 				   "'mount -t cgroup2 none /sys/fs/cgroup/unified'");
-		return -ENOENT;
+		return -ENOMEDIUM;
 	}
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot parse mountinfo");

@@ -18,9 +18,27 @@ struct cgroot {
 	int fd;
 };
 
-/* root: the cgroup v2 mount to use; NULL: the usable one mountinfo names last. */
+/*
+ * root: the cgroup v2 mount to use; NULL: the usable one mountinfo names
+ * last. -ENOMEDIUM when none is mounted (a cgroup v1 host).
+ */
 int cgroot_open(struct cgroot *ret, const char *root, struct dg_error *err);
 void cgroot_close(struct cgroot *root);
+
+/*
+ * What a host with cgroup v1 alone (no v2 mount) means for devgate: it
+ * gates through v2 device programs, with v1 devices rules only beside
+ * them, so it refuses each grant there rather than answer "granted" while
+ * the kernel still denies (target.c).
+ */
+#define CGROUP_NO_V2_WHY                                                                \
+	"this host has no cgroup v2, only cgroup v1; devgate grants through cgroup v2 " \
+	"device programs, with v1 devices rules only beside them, and does not gate "   \
+	"through v1 devices alone (no per-access counters, no proof through a BPF view)"
+#define CGROUP_NO_V2_HINT                                                                 \
+	"mount cgroup v2 beside v1 ('mount -t cgroup2 none /sys/fs/cgroup/unified'), "    \
+	"restart devgated, then the container (its runtime puts it in a v2 cgroup too); " \
+	"or boot with systemd.unified_cgroup_hierarchy=1"
 
 /* Opens the cgroup at PATH (relative to the v2 root, starting with '/'). */
 int cgroup_open_path(const struct cgroot *root, const char *path, int *ret_fd);

@@ -54,6 +54,16 @@ void target_done(struct target *t)
 	t->cgroup = NULL;
 }
 
+int target_check_v2(const struct cgroot *root, const char *what, struct dg_error *err)
+{
+	if (root->fd >= 0)
+		return 0;
+	dg_error_set(err, DG_E_TARGET_UNSUPPORTED, ENOMEDIUM, "%s cannot be gated: %s", what,
+		     CGROUP_NO_V2_WHY);
+	dg_error_hint(err, "%s", CGROUP_NO_V2_HINT);
+	return -ENOMEDIUM;
+}
+
 static int check_cgroup(const char *self_cgroup, const char *cgroup, const char *what,
 			struct dg_error *err)
 {
@@ -312,6 +322,9 @@ int target_from_pid(const struct cgroot *root, const char *self_cgroup, pid_t pi
 	int r;
 
 	snprintf(what, sizeof(what), "PID %d", (int)pid);
+	r = target_check_v2(root, what, err);
+	if (r < 0)
+		return r;
 	t.pid = pid;
 	t.pidfd = pidfd_open_pid(pid);
 	if (t.pidfd < 0) {
@@ -380,6 +393,9 @@ int target_from_cgroup(const struct cgroot *root, const char *self_cgroup, const
 				    path);
 	if (asprintf(&what, "cgroup %s", path) < 0)
 		return -ENOMEM;
+	r = target_check_v2(root, what, err);
+	if (r < 0)
+		return r;
 	probe.cgroup = strdup(path);
 	if (!probe.cgroup)
 		return -ENOMEM;

@@ -27,6 +27,11 @@ struct target {
 	}
 
 /*
+ * On a cgroup v1 host (root has no v2 mount, fd -1) nothing can be gated
+ * yet: -ENOMEDIUM, and err says why of what (a PID, a cgroup, a name).
+ */
+int target_check_v2(const struct cgroot *root, const char *what, struct dg_error *err);
+/*
  * Resolves a PID. self_cgroup is devgated's own cgroup: a target there or
  * above it is refused, since gating it would gate the daemon too.
  */
