@@ -470,8 +470,8 @@ deb:
 
 # The .deb on Debian booted with systemd as PID 1 in systemd-nspawn
 # (tests/systemd/): Debian 12; SYSTEMD_SUITES="bookworm trixie" adds Debian 13
-# (not in CI: its chroot build takes 9 to 20 minutes, and its Docker part
-# fails: trixie's root lacks docker-cli). Debian 12's .deb is 'make deb's,
+# (not in CI: its .deb's chroot build adds 8 to 12 minutes here, README).
+# Debian 12's .deb is 'make deb's,
 # Debian 13's is built in a trixie chroot and passes its lintian
 # (packaging/chroot-build.sh); either is rebuilt when its sources changed.
 SYSTEMD_SUITES ?= bookworm

@@ -51,6 +51,12 @@ leased() {
 	[ "$(devgatectl --json status | jq --arg id "$(stat -c %i "$1")" \
 		'[.leases[]? | select((.cgroup_id | tostring) == $id)] | length')" = "$2" ]
 }
+# reapplied: devgated's own heal times, one a line: from an attach event to
+# its gates back, or (without attach events) the heal check's re-apply.
+reapplied() {
+	journalctl -u devgated -b --no-pager -o cat |
+		sed -n 's/.*gates re-applied \([0-9.]*\) ms later$/\1/p; s/.*gates re-applied in \([0-9.]*\) ms$/\1/p'
+}
 rewrites() { journalctl -u devgated -b --no-pager -o cat | grep -c 'device programs of .* changed' || true; }
 
 gpu0=/srv/host/dev/nvidia0
@@ -75,7 +81,7 @@ systemctl is-active devgated >/dev/null || die "devgated is not active"
 devgatectl status >/dev/null || die "devgatectl status"
 journal_has "devgated $(dpkg-query -W -f='${Version}' devgate) serving on" ||
 	die "journald has no start message from devgated"
-say "devgated started by systemd, journald has its log"
+say "devgated started by systemd, journald has its log: $(journalctl -u devgated -b --no-pager -o cat | grep -m 1 'displaced gates are')"
 
 # systemctl reload: a new gpu-allow takes effect, then the old again.
 excluded 0 || die "GPUs excluded before any policy"
@@ -99,6 +105,7 @@ rewrite_check() {
 	prober=$!
 	wait_until 10 is_probing "$2" || die "$1: the prober did not start"
 	before=$(rewrites)
+	healed=$(reapplied | wc -l)
 	systemctl daemon-reload
 	systemctl set-property --runtime "$1" 'DeviceAllow=/dev/zero rw'
 	# devgated saw systemd's new program (and wrapped it, or found its gate intact).
@@ -115,7 +122,7 @@ $gpu1 EPERM" "$3" $gpu1 || die "$1: after systemd's rewrite, GPU 1 is allowed"
 			d = first[i + 1] - last[i - 1]; if (d > w) w = d }
 			if (res[NR] != "ENXIO") w = -1; print w }' /run/gpu0.runs)
 	[ "$worst" -ge 0 ] || die "$1: GPU 0 denied at the end: $(cat /run/gpu0.runs)"
-	say "$1: systemd rewrote its device programs: $(grep -c EPERM /run/gpu0.runs) denied run(s), longest $((worst / 1000)) us"
+	say "$1: systemd rewrote its device programs: $(grep -c EPERM /run/gpu0.runs) denied run(s), longest $((worst / 1000)) us; devgated's gates back $(reapplied | tail -n +$((healed + 1)) | paste -sd ' ' | grep . || echo '(none displaced)') ms (devgated's re-apply)"
 	[ "$worst" -le $MAX_HEAL_NS ] || die "$1: GPU 0 was denied for $((worst / 1000)) us (over 50 ms)"
 }
 
