@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# The kept /dev (daemon/node/devcache.c) against the helper for every job,
-# in one run: two devgated side by side on the same fake host, one as
-# built and one with DEVGATE_TEST_NO_DEVCACHE=1 (a helper per node job, as
-# before), each with hand-made containers of its own (bench/run.sh's
-# "plain": a cgroup with a runtime-like device program, a tmpfs /dev).
-# Rounds are interleaved (kept, helper, floor) so the machine's load falls
-# on both alike. Prints p50/p99 in us and requests/s; raw samples and both
-# daemons' logs (-v: each grant's nodes/bpf/state split, each revoke's
-# steps) go to bench/out/fastpath/.
+# Two devgated side by side on the same fake host, each with hand-made
+# containers of its own (bench/lib.sh's bench_plain: a cgroup with a
+# runtime-like device program, a tmpfs /dev): side a as built, side b
+# either with DEVGATE_TEST_NO_DEVCACHE=1 (a helper per node job: the kept
+# /dev against the helper) or, with FP_BASE=DIR, the devgated of another
+# build in DIR (a change against its base). Rounds are interleaved (a, b,
+# floor, fork floor) so the machine's load falls on all alike. Prints
+# p50/p99 in us, requests/s and the ratios to the floor (bench/floor.c: the
+# same node and map calls, bare, no fork); raw samples and both daemons'
+# logs (-v: each grant's nodes/bpf/state split, each revoke's steps) go to
+# bench/out/fastpath/.
 #
-# Knobs: FP_ROUNDS (default 5), FP_N (cycles per round and side, default 40).
+# Knobs: FP_ROUNDS (default 5), FP_N (cycles per round and side, default
+# 40), FP_BASE (a build directory for side b).
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 B=$top/build
+BASE=${FP_BASE:-}
 OUT=$top/bench/out/fastpath
 ROUNDS=${FP_ROUNDS:-5}
 N=${FP_N:-40}
@@ -23,13 +27,15 @@ N=${FP_N:-40}
 [ "$(id -u)" = 0 ] || { echo "fastpath: run as root" >&2; exit 1; }
 rm -rf "$OUT"
 mkdir -p "$OUT"
-work=$(mktemp -d /tmp/dg28fk-fastpath.XXXXXX)
-export DG_NSDIR=/run/dg28fk-fastpath-$$
-PINS=/sys/fs/bpf/dg28fk-fastpath-$$
+work=$(mktemp -d /tmp/dg29pf-fastpath.XXXXXX)
+export DG_NSDIR=/run/dg29pf-fastpath-$$
+PINS=/sys/fs/bpf/dg29pf-fastpath-$$
 PLAIN=$work/plain.list
 DAEMONS=()
 # shellcheck source=../tests/lib/runc.sh
 . "$top/tests/lib/runc.sh"
+# shellcheck source=lib.sh
+. "$top/bench/lib.sh"
 
 cleanup() {
 	set +e
@@ -55,13 +61,13 @@ stats() {
 }
 rate() { sed -n 's/.* \([0-9.]*\) requests\/s/\1/p' "$1"; }
 
-# daemon SIDE [ENV...]: devgated for side a or b, its records on a tmpfs of its own.
+# daemon SIDE BUILD [ENV...]: devgated of BUILD for side a or b, its records on a tmpfs of its own.
 daemon() {
-	local side=$1
-	shift
+	local side=$1 build=$2
+	shift 2
 	mkdir -p "$work/state-$side"
-	mount -t tmpfs -o mode=0700,size=16m dg28fk-state "$work/state-$side"
-	env "$@" "$B/devgated" --socket "$work/$side.sock" --state-dir "$work/state-$side" \
+	mount -t tmpfs -o mode=0700,size=16m dg29pf-state "$work/state-$side"
+	env "$@" "$build/devgated" --socket "$work/$side.sock" --state-dir "$work/state-$side" \
 		--pin-root "$PINS-$side" --host-root "$work/host" -v 2>"$work/devgated-$side.log" &
 	DAEMONS+=($!)
 	for _ in $(seq 200); do
@@ -72,13 +78,9 @@ daemon() {
 	exit 1
 }
 
-# plain NAME -> PID (see bench/run.sh)
+# plain NAME -> PID
 plain() {
-	local cg="$CGROOT/dg28fk-$$-$1"
-	echo "$cg" >>"$PLAIN"
-	dg_plain "$cg" "$work/root" >"$work/pid.$1"
-	bpftool cgroup attach "$cg" device pinned "$PINS-rt" multi
-	cat "$work/pid.$1"
+	bench_plain "$CGROOT/dg29pf-$$-$1" "$work/root" "$PLAIN" "$PINS-rt"
 }
 
 load() { # SIDE ARGS...: bench/dgload against side's devgated
@@ -95,8 +97,14 @@ mkdir -p "$work/root/bin"
 cp /bin/busybox "$work/root/bin/"
 ln -sf busybox "$work/root/bin/sleep"
 bpftool prog load "$B/runtime_like.bpf.o" "$PINS-rt" type cgroup/dev
-daemon a
-daemon b DEVGATE_TEST_NO_DEVCACHE=1
+daemon a "$B"
+if [ -n "$BASE" ]; then
+	daemon b "$BASE"
+	sides=("this build" "base")
+else
+	daemon b "$B" DEVGATE_TEST_NO_DEVCACHE=1
+	sides=("kept /dev" "helper")
+fi
 # Per side: one container that keeps GPU 1 (already gated), one that holds nothing.
 for s in a b; do
 	eval "g_$s=\$(plain g$s) f_$s=\$(plain f$s)"
@@ -111,6 +119,7 @@ done
 		load a -g 0 -n "$N" "$g_a" >>"$OUT/gated-a.txt" 2>>"$OUT/gated-a.log"
 		load b -g 0 -n "$N" "$g_b" >>"$OUT/gated-b.txt" 2>>"$OUT/gated-b.log"
 		"$B/bench/floor" -n "$N" "$g_a" >>"$OUT/floor.txt"
+		"$B/bench/floor" -f -n "$N" "$g_a" >>"$OUT/floor-fork.txt"
 		load a -g 0 -n "$N" "$f_a" >>"$OUT/first-a.txt" 2>/dev/null
 		load b -g 0 -n "$N" "$f_b" >>"$OUT/first-b.txt" 2>/dev/null
 		load a -g 0 --shared -n "$N" -j 1 "$g_a" >/dev/null 2>>"$OUT/rate-a.log"
@@ -118,30 +127,39 @@ done
 	done
 	log "load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 }
-printf '%-40s %14s %14s\n' "p50 / p99 (us)" "kept /dev" "helper"
+printf '%-40s %14s %14s\n' "p50 / p99 (us)" "${sides[0]}" "${sides[1]}"
 for k in grant revoke; do
 	printf '%-40s %14s %14s\n' "already gated: $k" "$(stats "$k" "$OUT/gated-a.txt")" \
 		"$(stats "$k" "$OUT/gated-b.txt")"
 	printf '%-40s %14s %14s\n' "first grant / last revoke: $k" "$(stats "$k" "$OUT/first-a.txt")" \
 		"$(stats "$k" "$OUT/first-b.txt")"
-	printf '%-40s %14s\n' "floor: $k" "$(stats "$k" "$OUT/floor.txt")"
+	printf '%-40s %14s\n' "floor (no fork): $k" "$(stats "$k" "$OUT/floor.txt")"
+	printf '%-40s %14s\n' "fork floor (fork, setns): $k" "$(stats "$k" "$OUT/floor-fork.txt")"
+done
+# ratio KIND SIDE: already gated p50 over the floor's p50.
+ratio() {
+	awk -v a="$(stats "$1" "$OUT/gated-$2.txt" | cut -d' ' -f1)" \
+		-v f="$(stats "$1" "$OUT/floor.txt" | cut -d' ' -f1)" 'BEGIN { printf "%.2fx", a / f }'
+}
+for k in grant revoke; do
+	printf '%-40s %14s %14s\n' "already gated $k / floor, p50" "$(ratio "$k" a)" "$(ratio "$k" b)"
 done
 printf '%-40s %14s %14s\n' "requests/s, one client, already gated" \
 	"$(rate "$OUT/rate-a.log" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')" \
 	"$(rate "$OUT/rate-b.log" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')"
 for s in a b; do
-	grep -a "grant to dg28fk-$$-g$s" "$work/devgated-$s.log" |
+	grep -a "grant to dg29pf-$$-g$s" "$work/devgated-$s.log" |
 		awk -v s="$s" '{ n += $7; b += $10; st += $13; c++ }
 			END { printf "side %s, already gated, mean us: nodes %.0f, bpf %.0f, state %.0f\n", s, n / c, b / c, st / c }'
 done
 for s in a b; do
-	grep -a "revoke from dg28fk-$$-g$s:" "$work/devgated-$s.log" |
+	grep -a "revoke from dg29pf-$$-g$s:" "$work/devgated-$s.log" |
 		awk -v s="$s" '{ j += $7; st += $10; h += $13; c++ }
 			END { printf "side %s, already gated, revoke mean us: journal %.0f, steps %.0f, holders %.0f\n", s, j / c, st / c, h / c }'
-	grep -a "revoke steps of dg28fk-$$-g$s:" "$work/devgated-$s.log" |
+	grep -a "revoke steps of dg29pf-$$-g$s:" "$work/devgated-$s.log" |
 		awk -v s="$s" '{ b += $8; r += $11; n += $14; g += $17; j += $21; c++ }
 			END { printf "side %s, already gated, revoke steps mean us: bpf %.0f, record %.0f, nodes %.0f, gate %.0f, journal clear %.0f\n", s, b / c, r / c, n / c, g / c, j / c }'
-	grep -a "revoke steps of dg28fk-$$-f$s:" "$work/devgated-$s.log" |
+	grep -a "revoke steps of dg29pf-$$-f$s:" "$work/devgated-$s.log" |
 		awk -v s="$s" '{ b += $8; r += $11; n += $14; g += $17; j += $21; c++ }
 			END { printf "side %s, last revoke steps mean us: bpf %.0f, record %.0f, nodes %.0f, gate %.0f, journal clear %.0f\n", s, b / c, r / c, n / c, g / c, j / c }'
 done

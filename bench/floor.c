@@ -1,15 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * floor: the least a grant and a revoke can cost on this machine, done as
- * bare syscalls with no daemon, protocol, checks or state: pidfd_open, fork,
- * setns(CLONE_NEWNS) in the child, mknodat (unlinkat to revoke), and one
- * BPF hash map update (delete to revoke).
+ * bare syscalls in one process with no daemon, protocol, checks or state:
+ * the container's /dev opened once (O_PATH, through /proc/PID/root), then
+ * per grant one mknodat on it and one BPF hash map update; per revoke one
+ * unlinkat and one map delete. Nothing forks: devgated's kept /dev does
+ * not either, so a ratio to this floor is what devgate adds.
  *
- *   floor -n N [-d DIR] PID      prints "grant NS" and "revoke NS" lines
+ *   floor -n N [-f] [-d DIR] [-p MS] PID   prints "grant NS" and "revoke NS"
  *
- * With -d, each step also replaces a small file in DIR the way devgated
- * keeps its state (write, fsync, rename, fsync the directory): the floor
- * of a grant that must survive a crash.
+ * -f is the floor before the kept /dev, named "fork floor" where it is
+ * shown: pidfd_open, fork, setns(CLONE_NEWNS) in the child, then the same
+ * calls. With -d, each step also replaces a small file in DIR the way a
+ * record made to survive a crash would be (write, fsync, rename, fsync the
+ * directory).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -60,34 +64,51 @@ static int durable(int dirfd)
 						true);
 }
 
-static int once(pid_t pid, int rootfd, int map, int dirfd, bool grant, uint64_t *ns)
+/* The node, made or removed on the container's /dev, opened once: no fork, no walk. */
+static int on_dev(int devfd, bool make)
+{
+	int r = make ? mknodat(devfd, "floor0", S_IFCHR | 0666, makedev(195, 0))
+		     : unlinkat(devfd, "floor0", 0);
+
+	return r < 0 ? -errno : 0;
+}
+
+/* devfd >= 0: the fork-free floor; otherwise the fork floor, through pid. */
+static int once(pid_t pid, int rootfd, int devfd, int map, int dirfd, bool grant, uint64_t *ns)
 {
 	struct dg_grant_key key = { .cgroup_id = 1, .type = DG_DEV_CHAR, .major = 195 };
 	struct dg_grant_val val = { .access = DG_ACC_READ | DG_ACC_WRITE };
 	uint64_t t0 = now_mono_ns();
-	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), r;
+	int pidfd = -1, r;
 
-	if (pidfd < 0)
-		return -errno;
-	r = in_child(pidfd, rootfd, grant);
+	if (devfd >= 0) {
+		r = on_dev(devfd, grant);
+	} else {
+		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+		r = pidfd < 0 ? -errno : in_child(pidfd, rootfd, grant);
+	}
 	if (r == 0)
 		r = grant ? bpf_map_update_elem(map, &key, &val, BPF_ANY)
 			  : bpf_map_delete_elem(map, &key);
 	if (r == 0)
 		r = durable(dirfd);
-	close(pidfd);
+	if (pidfd >= 0)
+		close(pidfd);
 	*ns = now_mono_ns() - t0;
 	return r;
 }
 
 int main(int argc, char **argv)
 {
-	int n = 200, map, rootfd, opt, dirfd = -1, pause_ms = 0;
+	int n = 200, map, rootfd, opt, dirfd = -1, devfd = -1, pause_ms = 0;
+	bool fork_floor = false;
 	char path[64];
 	pid_t pid;
 
-	while ((opt = getopt(argc, argv, "n:d:p:")) != -1) {
-		if (opt == 'n')
+	while ((opt = getopt(argc, argv, "n:d:p:f")) != -1) {
+		if (opt == 'f')
+			fork_floor = true;
+		else if (opt == 'n')
 			n = atoi(optarg);
 		else if (opt == 'p') /* pause before each grant, as dgload -p */
 			pause_ms = atoi(optarg);
@@ -97,21 +118,23 @@ int main(int argc, char **argv)
 			return 2;
 	}
 	if (optind >= argc)
-		return fprintf(stderr, "usage: floor -n N [-d DIR] [-p MS] PID\n"), 2;
+		return fprintf(stderr, "usage: floor -n N [-f] [-d DIR] [-p MS] PID\n"), 2;
 	pid = (pid_t)atoi(argv[optind]);
 	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
 	rootfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	map = bpf_map_create(BPF_MAP_TYPE_HASH, "floor", sizeof(struct dg_grant_key),
 			     sizeof(struct dg_grant_val), 1024, NULL);
-	if (rootfd < 0 || map < 0)
+	if (rootfd >= 0 && !fork_floor)
+		devfd = openat(rootfd, "dev", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0 || map < 0 || (!fork_floor && devfd < 0))
 		return perror("floor: setup"), 1;
 	for (int i = 0; i < n; i++) {
 		uint64_t g, v;
 
 		if (pause_ms)
 			usleep((useconds_t)pause_ms * 1000);
-		if (once(pid, rootfd, map, dirfd, true, &g) < 0 ||
-		    once(pid, rootfd, map, dirfd, false, &v) < 0)
+		if (once(pid, rootfd, devfd, map, dirfd, true, &g) < 0 ||
+		    once(pid, rootfd, devfd, map, dirfd, false, &v) < 0)
 			return fprintf(stderr, "floor: a step failed\n"), 1;
 		printf("grant %llu\nrevoke %llu\n", (unsigned long long)g, (unsigned long long)v);
 	}

@@ -74,6 +74,8 @@ HEAL_BUSY_ROUNDS=50
 DG_TMP=$work
 # shellcheck source=../tests/lib/runc.sh
 . "$top/tests/lib/runc.sh"
+# shellcheck source=lib.sh
+. "$top/bench/lib.sh"
 # shellcheck source=../tests/lib/lxc.sh
 . "$top/tests/lib/lxc.sh"
 # shellcheck source=../tests/lib/lxd.sh
@@ -191,12 +193,7 @@ plain_root() {
 # plain NAME -> PID: a cgroup with a runtime-like device program, a process
 # in its own mount namespace with its own /dev.
 plain() {
-	local cg="$CGROOT/$PFX-$$-$1"
-	echo "$cg" >>"$PLAIN"
-	dg_plain "$cg" "$work/plainroot" >"$work/pid.$1"
-	bpftool cgroup attach "$cg" device pinned "$PINS-rt" multi
-	cat "$work/pid.$1"
-	rm -f "$work/pid.$1"
+	bench_plain "$CGROOT/$PFX-$$-$1" "$work/plainroot" "$PLAIN" "$PINS-rt"
 }
 
 # plain_many FROM TO: plain containers lFROM..lTO-1, started 32 at a time
@@ -233,6 +230,7 @@ bench_lat() {
 	log "grant/revoke latency: $N cycles each, floor first"
 	mkdir -p "$work/floordir"
 	"$B/bench/floor" -n "$N" "$PID" >"$OUT/floor.txt"
+	"$B/bench/floor" -f -n "$N" "$PID" >"$OUT/floor-fork.txt"
 	"$B/bench/floor" -n "$N" -d "$work/floordir" "$PID" >"$OUT/floor-durable.txt"
 	load "first grants" "$work/load.err" -g 0 -n "$N" "$PID" >"$OUT/first-grant.txt"
 	first_bd=$(breakdown "$N")
@@ -259,6 +257,8 @@ bench_lat() {
 
 	fl=$(stats grant "$OUT/floor.txt")
 	flr=$(stats revoke "$OUT/floor.txt")
+	ff=$(stats grant "$OUT/floor-fork.txt")
+	ffr=$(stats revoke "$OUT/floor-fork.txt")
 	fd=$(stats grant "$OUT/floor-durable.txt")
 	fdr=$(stats revoke "$OUT/floor-durable.txt")
 	g1=$(stats grant "$OUT/first-grant.txt")
@@ -282,8 +282,11 @@ md_lat() {
 
 Times are from request sent to reply read, over devgated's socket (the way a
 runtime integration calls it); the node is usable when the reply arrives.
-The floor does the same work as bare syscalls in one process: pidfd_open,
-fork, setns(CLONE_NEWNS), mknodat (unlinkat), one BPF map update (delete).
+The floor does the same work as bare syscalls in one process, with the
+container's /dev opened once (O_PATH) as devgated's kept /dev has it: one
+mknodat (unlinkat) and one BPF map update (delete) per step, no fork. The
+fork floor, for information only, is the floor before the kept /dev:
+pidfd_open, fork, setns(CLONE_NEWNS), then the same calls.
 The durable floor, for information only, adds a record made to survive a
 power cut on this disk (write, fsync, rename, fsync of the directory).
 devgated keeps its records on tmpfs and does not fsync: they describe kernel
@@ -292,6 +295,7 @@ objects that die with a reboot too (ARCHITECTURE.md). It is not the yardstick.
 | measurement | p50 (us) | p99 (us) | p50 ratio to floor |
 |---|---|---|---|
 $(row "floor: grant" "$fl" "1.00")
+$(row "fork floor: grant (information)" "$ff" "$(ratio "$(field "$ff" 1)" "$(field "$fl" 1)")")
 $(row "durable floor: grant (information)" "$fd" "$(ratio "$(field "$fd" 1)" "$(field "$fl" 1)")")
 $(row "devgate grant, container not yet gated, back to back" "$g1" "$g1_ratio")
 $(row "floor: grant, 20 ms apart" "$fp" "$(ratio "$(field "$fp" 1)" "$(field "$fl" 1)")")
@@ -299,6 +303,7 @@ $(row "devgate grant, container not yet gated, 20 ms apart" "$gp" "$(ratio "$(fi
 $(row "devgate grant, container already gated" "$gi" "$gi_ratio")
 $(row "devgatectl grant (process start included)" "$gc" "$(ratio "$(field "$gc" 1)" "$(field "$fl" 1)")")
 $(row "floor: revoke" "$flr" "1.00")
+$(row "fork floor: revoke (information)" "$ffr" "$(ratio "$(field "$ffr" 1)" "$(field "$flr" 1)")")
 $(row "durable floor: revoke (information)" "$fdr" "$(ratio "$(field "$fdr" 1)" "$(field "$flr" 1)")")
 $(row "devgate revoke, last GPU (runtime program restored)" "$r1" "$r1_ratio")
 $(row "devgate revoke, container keeps a GPU" "$ri" "$ri_ratio")

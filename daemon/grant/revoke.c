@@ -93,29 +93,6 @@ static int revoke_plan(const struct dg_inventory *inv, const struct lease *old,
 }
 
 /*
- * Returns a new lease of what a revoke takes away: the GPUs and devices of
- * old that next lacks (the revoke journal records it). NULL when out of
- * memory.
- */
-static struct lease *gone_lease(const struct lease *old, const struct lease *next)
-{
-	struct lease *g = lease_copy(old);
-
-	for (size_t i = 0; g && i < old->n_gpus; i++) {
-		if (lease_find_gpu(next, old->gpus[i].uuid))
-			lease_del_gpu(g, old->gpus[i].uuid);
-	}
-	for (size_t i = 0; g && i < old->n_devices; i++) {
-		char path[40];
-
-		snprintf(path, sizeof(path), "/dev/%s", old->devices[i].name);
-		if (lease_find_device(next, path))
-			lease_del_device(g, old->devices[i].name);
-	}
-	return g;
-}
-
-/*
  * Revokes what req names from lease old, which is in the table; t is the
  * target the request resolved, or NULL. A revoke that leaves the lease
  * holding nothing is reported to the observers as full_type ("released",
@@ -134,13 +111,13 @@ static int revoke_lease(struct daemon *d, struct lease *old, const struct dg_rev
 	int r;
 
 	r = revoke_plan(d->inv, old, req, &next, out, a, err);
-	if (r == 0 && !(gone = gone_lease(old, next)))
+	if (r == 0 && !(gone = lease_minus(old, next)))
 		r = dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
 	if (r < 0)
 		return r;
 	/* The journal first: after a crash the revoke is finished, never undone. */
 	t0 = now_mono_ns();
-	r = state_revoking_mark(d->state, gone);
+	r = state_revoke_begin(d->state, gone, next);
 	if (r < 0)
 		return txn_record_error(d->cfg->state_dir, r, "revoke", err);
 	fault_point("revoke.journal");

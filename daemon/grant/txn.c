@@ -420,8 +420,8 @@ int txn_grant_apply(struct daemon *d, const struct target *t, const struct lease
 		r = driverfs_add(d->inv->host_root, d->state, t, &nopts, next, x->driver_add, err);
 		x->driver_done = r == 0;
 	}
-	if (r == 0) {
-		r = state_save(d->state, next);
+	if (r == 0) { /* the record, and the journal's end */
+		r = state_pending_commit(d->state, next);
 		if (r < 0)
 			txn_record_error(d->cfg->state_dir, r, "lease", err);
 	}
@@ -431,7 +431,6 @@ int txn_grant_apply(struct daemon *d, const struct target *t, const struct lease
 		return r;
 	}
 	fault_point("grant.record");
-	(void)state_pending_clear(d->state, next->cgid);
 	return 0;
 }
 
@@ -558,7 +557,8 @@ void txn_unguard_cgroup(struct daemon *d, uint64_t cgid, const char *who)
 /*
  * From the kernel out: the grants go first, so the GPU closes at once,
  * then the record, the nodes and the gate. The driver's files go with the
- * last GPU.
+ * last GPU. A partial revoke's record is its journal, renamed into place
+ * at the end (state_revoke_end): until then a crash finishes the revoke.
  */
 void txn_revoke_steps(struct daemon *d, const struct lease *old, struct lease *next,
 		      const struct target *known, struct node_result *res, struct dg_node *gone,
@@ -576,7 +576,7 @@ void txn_revoke_steps(struct daemon *d, const struct lease *old, struct lease *n
 	v1dev_revoke(d, old, next, gone, *n_gone);
 	fault_point("revoke.grants");
 	t[1] = now_mono_ns();
-	r = lease_holds(next) ? state_save(d->state, next) : state_remove(d->state, next->cgid);
+	r = state_revoke_record(d->state, next);
 	if (r < 0)
 		log_error_errno(r, "cannot record the revoke from %s: %m (the journal keeps it)",
 				lease_label(old));
@@ -589,8 +589,9 @@ void txn_revoke_steps(struct daemon *d, const struct lease *old, struct lease *n
 	if (!lease_holds(next))
 		txn_unguard_cgroup(d, old->cgid, lease_label(old));
 	t[4] = now_mono_ns();
-	if (r == 0)
-		(void)state_revoking_clear(d->state, old->cgid);
+	if (r == 0 && (r = state_revoke_end(d->state, next)) < 0)
+		log_error_errno(r, "cannot record the revoke from %s: %m (the journal keeps it)",
+				lease_label(old));
 	log_debug("revoke steps of %s: bpf %llu us, record %llu us, nodes %llu us, gate %llu us, "
 		  "journal clear %llu us",
 		  lease_label(old), (unsigned long long)(t[1] - t[0]) / 1000,

@@ -862,3 +862,21 @@ const char *lease_label(const struct lease *l)
 {
 	return l->container ? l->container : l->cgroup;
 }
+
+struct lease *lease_minus(const struct lease *old, const struct lease *next)
+{
+	struct lease *g = lease_copy(old);
+
+	for (size_t i = 0; g && i < old->n_gpus; i++) {
+		if (lease_find_gpu(next, old->gpus[i].uuid))
+			lease_del_gpu(g, old->gpus[i].uuid);
+	}
+	for (size_t i = 0; g && i < old->n_devices; i++) {
+		char path[40];
+
+		snprintf(path, sizeof(path), "/dev/%s", old->devices[i].name);
+		if (lease_find_device(next, path))
+			lease_del_device(g, old->devices[i].name);
+	}
+	return g;
+}

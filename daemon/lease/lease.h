@@ -267,6 +267,8 @@ int64_t lease_total_ms(const struct lease *l, int64_t now_ms);
 
 /* Returns whether l holds anything: a GPU or a device (a lease of devices only is a lease). */
 bool lease_holds(const struct lease *l);
+/* A copy of old without what next holds: what a revoke from old to next takes. NULL: no memory. */
+struct lease *lease_minus(const struct lease *old, const struct lease *next);
 
 /* Returns l's device whose container path ("/dev/NAME") or host path is path, or NULL. */
 const struct lease_device *lease_find_device(const struct lease *l, const char *path);

@@ -26,6 +26,8 @@
 #include "util.h"
 
 #define LEASE_FILE_MAX ((size_t)256 * 1024)
+/* The journal of a partial revoke: the lease as it will be (next), renamed onto the record. */
+#define REVOKE_TO ".revoke-to"
 
 struct state {
 	char *dir;
@@ -33,6 +35,12 @@ struct state {
 	int leases_fd;
 	size_t broken;
 	const struct lease_table *table; /* state_load's: written again if leases/ goes */
+	/* The journal written last, as its text: a commit renames it into place when it matches. */
+	struct {
+		uint64_t cgid;
+		const char *suffix;
+		char *text;
+	} last;
 };
 
 void state_close(struct state *s)
@@ -41,6 +49,7 @@ void state_close(struct state *s)
 		return;
 	safe_close(s->lock_fd);
 	safe_close(s->leases_fd);
+	free(s->last.text);
 	free(s->dir);
 	free(s);
 }
@@ -314,9 +323,43 @@ int state_pending_load(struct state *s, struct lease_table *out)
 	return each_file(s, ".pending", load_pending, out);
 }
 
+/*
+ * Adds what the partial revoke of journal NAME (REVOKE_TO: the lease as it
+ * was to be) takes: its record (the lease before) less the journal. With
+ * no record to take from, there is nothing to finish.
+ */
+static int load_revoke_to(struct state *s, const char *name, void *data)
+{
+	struct lease *next = NULL, *old = NULL, *gone;
+	char record[64], why[256] = "";
+
+	if (parse_one(s, name, REVOKE_TO, &next, why, sizeof(why)) < 0) {
+		log_warning("dropping unreadable journal %s/leases/%s: %s", s->dir, name, why);
+		(void)unlinkat(s->leases_fd, name, 0);
+		return 0;
+	}
+	snprintf(record, sizeof(record), "%llu.json", (unsigned long long)next->cgid);
+	if (parse_one(s, record, ".json", &old, why, sizeof(why)) < 0) {
+		log_warning("dropping journal %s/leases/%s: its lease has no record", s->dir, name);
+		(void)unlinkat(s->leases_fd, name, 0);
+		lease_free(next);
+		return 0;
+	}
+	gone = lease_minus(old, next);
+	lease_free(old);
+	lease_free(next);
+	if (!gone || lease_table_add(data, gone) < 0) {
+		lease_free(gone);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 int state_revoking_load(struct state *s, struct lease_table *out)
 {
-	return each_file(s, ".revoking", load_revoking, out);
+	int r = each_file(s, ".revoking", load_revoking, out);
+
+	return r < 0 ? r : each_file(s, REVOKE_TO, load_revoke_to, out);
 }
 
 /* Returns whether s->leases_fd is still the directory at DIR/leases. */
@@ -378,19 +421,51 @@ static int writable(struct state *s)
 	return leases_in_place(s) ? 0 : remake(s);
 }
 
+/* l's record as text (the caller frees it), or NULL when out of memory. */
+static char *encode(const struct lease *l)
+{
+	auto_json json_object *o = record_encode(l);
+
+	return o ? strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+								    JSON_C_TO_STRING_SPACED))
+		 : NULL;
+}
+
+static void forget(struct state *s)
+{
+	free(s->last.text);
+	s->last.text = NULL;
+	s->last.suffix = NULL;
+}
+
+static bool is_journal(const char *suffix)
+{
+	return strcmp(suffix, ".pending") == 0 || strcmp(suffix, REVOKE_TO) == 0;
+}
+
 /* Writes l's record as leases/CGID<suffix>, replacing the file before at once. */
 static int write_record(struct state *s, const struct lease *l, const char *suffix)
 {
-	auto_json json_object *o = record_encode(l);
-	const char *text;
+	char *text = encode(l);
 	char name[64];
+	int r;
 
-	if (!o)
+	if (!text)
 		return -ENOMEM;
-	text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED);
 	snprintf(name, sizeof(name), "%llu%s", (unsigned long long)l->cgid, suffix);
 	/* No fsync: the records die with a reboot, like what they describe. */
-	return write_file_atomic_at(s->leases_fd, name, text, strlen(text), 0600, false);
+	r = write_file_atomic_at(s->leases_fd, name, text, strlen(text), 0600, false);
+	if (r == 0 && is_journal(suffix)) {
+		forget(s);
+		s->last.cgid = l->cgid;
+		s->last.suffix = suffix;
+		s->last.text = text;
+		return 0;
+	}
+	if (s->last.cgid == l->cgid && s->last.suffix && strcmp(s->last.suffix, suffix) == 0)
+		forget(s);
+	free(text);
+	return r;
 }
 
 static int save_as(struct state *s, const struct lease *l, const char *suffix)
@@ -406,9 +481,38 @@ static int remove_as(struct state *s, uint64_t cgid, const char *suffix)
 	char name[64];
 
 	snprintf(name, sizeof(name), "%llu%s", (unsigned long long)cgid, suffix);
+	if (s->last.cgid == cgid && s->last.suffix && strcmp(s->last.suffix, suffix) == 0)
+		forget(s);
 	if (unlinkat(s->leases_fd, name, 0) < 0 && errno != ENOENT)
 		return -errno;
 	return 0;
+}
+
+/*
+ * Renames the journal leases/CGID<from>, written last, to CGID<to> when it
+ * holds l's record byte for byte: a commit with no write. Returns 1 when
+ * renamed, 0 when it does not hold l (the caller writes), or a negative
+ * errno.
+ */
+static int promote(struct state *s, const struct lease *l, const char *from, const char *to)
+{
+	auto_free char *text = NULL;
+	char a[64], b[64];
+
+	if (!s->last.text || s->last.cgid != l->cgid || strcmp(s->last.suffix, from) != 0 ||
+	    !leases_in_place(s))
+		return 0;
+	text = encode(l);
+	if (!text)
+		return -ENOMEM;
+	if (strcmp(text, s->last.text) != 0)
+		return 0;
+	snprintf(a, sizeof(a), "%llu%s", (unsigned long long)l->cgid, from);
+	snprintf(b, sizeof(b), "%llu%s", (unsigned long long)l->cgid, to);
+	forget(s);
+	if (renameat(s->leases_fd, a, s->leases_fd, b) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	return 1;
 }
 
 int state_save(struct state *s, const struct lease *l)
@@ -431,14 +535,88 @@ int state_pending_clear(struct state *s, uint64_t cgid)
 	return remove_as(s, cgid, ".pending");
 }
 
+int state_pending_commit(struct state *s, const struct lease *next)
+{
+	int r = promote(s, next, ".pending", ".json");
+
+	if (r != 0)
+		return r < 0 ? r : 0;
+	r = state_save(s, next);
+	if (r == 0)
+		(void)state_pending_clear(s, next->cgid);
+	return r;
+}
+
 int state_revoking_mark(struct state *s, const struct lease *l)
 {
 	return save_as(s, l, ".revoking");
 }
 
+/* Whether leases/CGID.json holds l's record byte for byte. */
+static bool record_is(struct state *s, const struct lease *l)
+{
+	auto_free char *text = NULL, *have = NULL;
+	char name[64];
+
+	snprintf(name, sizeof(name), "%llu.json", (unsigned long long)l->cgid);
+	if (!leases_in_place(s) ||
+	    read_file_at(s->leases_fd, name, LEASE_FILE_MAX, &have, NULL) < 0)
+		return false;
+	text = encode(l);
+	return text && strcmp(text, have) == 0;
+}
+
+int state_revoke_begin(struct state *s, const struct lease *gone, const struct lease *next)
+{
+	char a[64], b[64];
+
+	if (lease_holds(next))
+		return save_as(s, next, REVOKE_TO);
+	/* A full revoke: the record is the journal, moved (no write) when it is gone's. */
+	if (record_is(s, gone)) {
+		snprintf(a, sizeof(a), "%llu.json", (unsigned long long)gone->cgid);
+		snprintf(b, sizeof(b), "%llu.revoking", (unsigned long long)gone->cgid);
+		if (renameat(s->leases_fd, a, s->leases_fd, b) == 0)
+			return 0;
+	}
+	return save_as(s, gone, ".revoking");
+}
+
+/* Whether the journal written last is next's REVOKE_TO: its record waits for the end. */
+static bool deferred(const struct state *s, const struct lease *next)
+{
+	return s->last.text && s->last.cgid == next->cgid && strcmp(s->last.suffix, REVOKE_TO) == 0;
+}
+
+int state_revoke_record(struct state *s, const struct lease *next)
+{
+	if (!lease_holds(next))
+		return state_remove(s, next->cgid);
+	return deferred(s, next) ? 0 : state_save(s, next);
+}
+
+int state_revoke_end(struct state *s, const struct lease *next)
+{
+	int r;
+
+	if (deferred(s, next)) {
+		r = promote(s, next, REVOKE_TO, ".json");
+		if (r > 0)
+			return 0; /* the record and the journal's end in one rename */
+		if (r == 0)
+			r = state_save(s, next);
+		if (r < 0)
+			return r;
+	}
+	return state_revoking_clear(s, next->cgid);
+}
+
 int state_revoking_clear(struct state *s, uint64_t cgid)
 {
-	return remove_as(s, cgid, ".revoking");
+	int r = remove_as(s, cgid, ".revoking");
+	int r2 = remove_as(s, cgid, REVOKE_TO);
+
+	return r < 0 ? r : r2;
 }
 
 /*

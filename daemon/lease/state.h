@@ -63,6 +63,13 @@ int state_pending_save(struct state *s, const struct lease *next);
 /* Removes the grant journal of cgroup cgid (none is fine). 0 or a negative errno. */
 int state_pending_clear(struct state *s, uint64_t cgid);
 /*
+ * Commits next, whose journal state_pending_save wrote: its record, and the
+ * journal's end. When the journal is next byte for byte it is renamed into
+ * place (no write); otherwise the record is written and the journal removed.
+ * Returns 0 or a negative errno.
+ */
+int state_pending_commit(struct state *s, const struct lease *next);
+/*
  * Adds to out every grant in flight, as the lease it was to make. A journal
  * that does not load is dropped: it was never written whole, so nothing
  * was done after it. Returns 0 or a negative errno.
@@ -74,7 +81,19 @@ int state_pending_load(struct state *s, struct lease_table *out);
  * must go). Returns 0 or a negative errno.
  */
 int state_revoking_mark(struct state *s, const struct lease *l);
-/* Removes the revoke journal of cgroup cgid (none is fine). 0 or a negative errno. */
+/*
+ * Writes the journal of a revoke from gone's lease to next (gone: what
+ * goes, as from lease_minus). A partial one journals next, whose record it
+ * becomes at state_revoke_end; a full one moves the record itself aside as
+ * the journal when it is gone's, byte for byte. One write at most.
+ * Returns 0 or a negative errno.
+ */
+int state_revoke_begin(struct state *s, const struct lease *gone, const struct lease *next);
+/* The record step of a revoke to next: removed, written, or left to state_revoke_end. */
+int state_revoke_record(struct state *s, const struct lease *next);
+/* Ends a revoke to next: its record in place (by a rename when it can) and no journal. */
+int state_revoke_end(struct state *s, const struct lease *next);
+/* Removes the revoke journals of cgroup cgid (none is fine). 0 or a negative errno. */
 int state_revoking_clear(struct state *s, uint64_t cgid);
 /* Adds to out every full revoke in flight, as the lease it revokes; as state_pending_load. */
 int state_revoking_load(struct state *s, struct lease_table *out);

@@ -54,7 +54,7 @@ check_invariants() {
 	# No GPU twice unless every holder shares it.
 	[ "$(dg list --json | jq '[.gpus[] | select((.holders | length) > 1 and
 		(.holders | any(.shared | not)))] | length')" = 0 ] || fail "a GPU held twice"
-	[ -z "$(find "$DG_TMP/state/leases" -maxdepth 1 \( -name '*.pending' -o -name '*.revoking' \))" ] ||
+	[ -z "$(find "$DG_TMP/state/leases" -maxdepth 1 \( -name '*.pending' -o -name '*.revoking' -o -name '*.revoke-to' \))" ] ||
 		fail "a journal left over"
 }
 

@@ -509,6 +509,32 @@ int state_revoking_clear(struct state *s, uint64_t cgid)
 	return 0;
 }
 
+/* The one-write forms (state.h) act as the steps they stand for, so faults inject alike. */
+int state_pending_commit(struct state *s, const struct lease *next)
+{
+	int r = state_save(s, next);
+
+	if (r == 0)
+		(void)state_pending_clear(s, next->cgid);
+	return r;
+}
+
+int state_revoke_begin(struct state *s, const struct lease *gone, const struct lease *next)
+{
+	(void)next;
+	return state_revoking_mark(s, gone);
+}
+
+int state_revoke_record(struct state *s, const struct lease *next)
+{
+	return lease_holds(next) ? state_save(s, next) : state_remove(s, next->cgid);
+}
+
+int state_revoke_end(struct state *s, const struct lease *next)
+{
+	return state_revoking_clear(s, next->cgid);
+}
+
 int state_moving_mark(struct state *s, const struct lease *gone, uint64_t to)
 {
 	int r = injected(__func__);

@@ -1,0 +1,69 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+# A request writes its lease's record once (daemon/lease/state.c): the
+# journal written first becomes the record by a rename, and a full revoke
+# moves the record aside as its journal. faults.bats crashes each step.
+
+load helpers
+
+setup_file() { dg_setup_file; }
+teardown_file() { dg_teardown_file; }
+setup() {
+	dg_setup
+	start_daemon
+	container c
+	# The bundle's /gpu1 (195:1): EPERM unless granted, ENXIO (no driver) when it is.
+}
+teardown() { dg_teardown; }
+
+# traced CMD...: runs CMD while strace records devgated's file calls in $DG_TMP/trace.
+traced() {
+	rm -f "$DG_TMP/trace"
+	strace -qq -e trace=openat,renameat,renameat2,unlinkat -o "$DG_TMP/trace" \
+		-p "$DG_DAEMON_PID" 3>&- &
+	local tracer=$!
+	wait_until 10 sh -c "! grep -q '^TracerPid:[[:space:]]*0$' /proc/$DG_DAEMON_PID/status"
+	"$@"
+	kill "$tracer"
+	wait "$tracer" || true
+}
+
+# Files written whole (a temporary file renamed into place) in the trace.
+writes() {
+	grep -c 'openat(.*\.tmp", O_WRONLY|O_CREAT' "$DG_TMP/trace" || true
+}
+
+# journals: the journal files left in the state directory.
+journals() {
+	find "$DG_TMP/state/leases" -maxdepth 1 -name '*.json' -prune -o -type f -print
+}
+
+@test "a grant and a revoke each write the record once; a last revoke writes none" {
+	traced dg grant --pid "$CPID" --gpu 1
+	[ "$(writes)" = 1 ]
+	run -1 probe "$CID" /gpu1
+	[ "$output" = "/gpu1 ENXIO" ]
+	# Already gated: a GPU more, then back.
+	traced dg grant --pid "$CPID" --gpu 0
+	[ "$(writes)" = 1 ]
+	[ "$(dg status --json | jq '.leases[0].gpus | length')" = 2 ]
+	traced dg revoke --pid "$CPID" --gpu 0
+	[ "$(writes)" = 1 ]
+	run -1 probe "$CID" /gpu1 /dev/nvidia0
+	[ "${lines[0]}" = "/gpu1 ENXIO" ]
+	[ "${lines[1]}" = "/dev/nvidia0 ENOENT" ]
+	[ -z "$(journals)" ]
+	# What is on disk is what a restart reads.
+	stop_daemon
+	start_daemon
+	[ "$(dg status --json | jq -c '[.leases[0].gpus[].index]')" = "[1]" ]
+	traced dg revoke --pid "$CPID"
+	[ "$(writes)" = 0 ]
+	run -1 probe "$CID" /gpu1
+	[ "$output" = "/gpu1 EPERM" ]
+	[ -z "$(journals)" ]
+	[ -z "$(find "$DG_TMP/state/leases" -maxdepth 1 -name '*.json')" ]
+	stop_daemon
+	start_daemon
+	[ "$(dg status --json | jq '.leases | length')" = 0 ]
+}
