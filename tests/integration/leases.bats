@@ -146,8 +146,9 @@ counters_of() {
 	start_daemon
 	container c
 	id=$(stat -c %i "$DG_CGROOT/$CID")
+	rt=$(cg_progs "$DG_CGROOT/$CID")
 	run -0 dg grant --pid "$CPID" --gpu 0
-	[ -n "$(gate_leftovers)" ]
+	gated_beside "$DG_CGROOT/$CID" "$rt"
 	# Counted opens: of the granted GPU, and of one the runtime denies.
 	run -1 probe "$CID" /dev/nvidia0 /gpu1
 	[ "$(counters_of "$id")" -gt 0 ]
