@@ -332,12 +332,16 @@ static int foreign_at(struct bpfgate *bg, const struct cgroot *root, const char 
 	struct attached a = { 0 };
 	auto_close int fd = -1;
 	int r = cgroup_open_path(root, path, &fd);
+	uint32_t after = 0;
 
 	if (r == 0)
 		r = cgprog_query(fd, false, &a);
 	if (r < 0)
 		return r;
-	for (uint32_t i = 0; i < a.n && *n < max; i++) {
+	/* A beside gate overrides, for a grant, the programs attached before it. */
+	for (uint32_t i = 0; i < a.n; i++)
+		after = onegate_beside_of(bg, a.ids[i]) >= 0 ? i + 1 : after;
+	for (uint32_t i = after; i < a.n && *n < max; i++) {
 		struct bpf_prog_info info = { 0 };
 		uint32_t len = sizeof(info);
 		auto_close int pfd = -1;

@@ -146,8 +146,9 @@ counters_of() {
 	start_daemon
 	container c
 	id=$(stat -c %i "$DG_CGROOT/$CID")
+	rt=$(cg_progs "$DG_CGROOT/$CID")
 	run -0 dg grant --pid "$CPID" --gpu 0
-	[ -n "$(gate_leftovers)" ]
+	gated_beside "$DG_CGROOT/$CID" "$rt"
 	# Counted opens: of the granted GPU, and of one the runtime denies.
 	run -1 probe "$CID" /dev/nvidia0 /gpu1
 	[ "$(counters_of "$id")" -gt 0 ]
@@ -576,7 +577,11 @@ opens() {
 	[ "$output" = "/dev/null ok" ]
 	run -1 probe "$CID" /dev/nvidia0
 	[ "$output" = "/dev/nvidia0 ENXIO" ]
-	gated_beside "$DG_CGROOT/$CID" "$original"
+	# The beside form in effect, the runtime's program unchanged (the tally may
+	# be the one from before the pins were lost: it counts in the adopted maps).
+	[ "$(cg_foreign "$DG_CGROOT/$CID")" = "$original" ]
+	[ "$(bpftool -j cgroup show "$DG_CGROOT/$CID" effective | jq -r '[.[].name] | join(" ")')" = \
+		"devgate_mark  devgate_beside devgate_tally" ]
 	run -0 dg revoke --pid "$CPID"
 	[ "$(cg_progs "$DG_CGROOT/$CID")" = "$original" ]
 }
