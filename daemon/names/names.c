@@ -155,8 +155,11 @@ static int dir_rootonly(const char *path, bool last, char *why, size_t n)
 	return -EPERM;
 }
 
-/* root and each directory above it are root's alone; why says which is not. */
-static int dirs_trusted(const char *root, char *why, size_t n)
+/*
+ * root and each directory above it are root's alone; why says which is not.
+ * follow: root may be a symlink (its target is the caller's to check).
+ */
+static int dirs_trusted(const char *root, bool follow, char *why, size_t n)
 {
 	char up[PATH_MAX];
 	size_t len = strlen(root);
@@ -170,7 +173,7 @@ static int dirs_trusted(const char *root, char *why, size_t n)
 	}
 	memcpy(up, root, len);
 	up[len] = '\0';
-	r = dir_rootonly(up, true, why, n);
+	r = dir_rootonly(up, !follow, why, n);
 	while (r == 0 && strcmp(up, "/") != 0) {
 		char *s = strrchr(up, '/');
 
@@ -185,7 +188,7 @@ static int dirs_trusted(const char *root, char *why, size_t n)
 /* A state root (runc's, containers-storage's) and each directory above it are root's alone. */
 static int root_trusted(const char *root, char *why, size_t n)
 {
-	int r = dirs_trusted(root, why, n);
+	int r = dirs_trusted(root, false, why, n);
 
 	if (r == -EPERM)
 		append(why, n, "; a state root and the directories above it must be root's alone");
@@ -220,9 +223,14 @@ static int socket_trusted(const char *sock, char *why, size_t n)
 	else
 		r = 1;
 	if (r == 1) {
+		char real[PATH_MAX];
+
 		memcpy(dir, sock, (size_t)(slash - sock) + 1);
 		dir[slash == sock ? 1 : slash - sock] = '\0';
-		r = dirs_trusted(dir, why, n);
+		/* /var/run is a symlink to /run: the path's directories, then where it leads. */
+		r = dirs_trusted(dir, true, why, n);
+		if (r == 0)
+			r = realpath(dir, real) ? dirs_trusted(real, false, why, n) : -errno;
 	} else {
 		r = -EPERM;
 	}

@@ -197,9 +197,11 @@ while True:
 	nothing_granted
 	stop_daemon TERM
 
-	# Root's socket in root's directories: its answer is taken (and proved).
-	start_daemon --docker-socket "$sock" --lxd-socket "" --podman-storage "" --runc-root "" \
-		--lxc-path "" --cri-runc-root ""
+	# Root's socket in root's directories, reached through a symlink as
+	# /var/run/docker.sock is: its answer is taken (and proved).
+	ln -s "$api" "$DG_TMP/api-link"
+	start_daemon --docker-socket "$DG_TMP/api-link/docker.sock" --lxd-socket "" \
+		--podman-storage "" --runc-root "" --lxc-path "" --cri-runc-root ""
 	run -0 dg grant --container web --gpu 1
 	run -1 probe "$CID" /gpu1
 	[ "$output" = "/gpu1 ENXIO" ]
