@@ -694,6 +694,8 @@ static bool dispatch(struct daemon *d, const struct epoll_event *ev)
 	default:
 		if (ev->data.u64 & TAG_WAITER)
 			waiting_event(d->waiting, ev->data.u64);
+		else if (ev->data.u64 & TAG_LOOKUP)
+			server_lookup_event(d, ev->data.u64);
 		else
 			server_client_event(d, ev->data.ptr, ev->events);
 		break;

@@ -48,6 +48,21 @@ int names_runtime_known(const char *runtime)
 	return 0;
 }
 
+static const char *where_of(const struct names_conf *c, int rt);
+
+bool names_may_wait(const struct names_conf *c, const char *runtime)
+{
+	static const int sockets[] = { RT_DOCKER, RT_LXD, RT_LXC };
+
+	for (size_t i = 0; i < sizeof(sockets) / sizeof(sockets[0]); i++) {
+		const char *where = where_of(c, sockets[i]);
+
+		if (where && *where && (!runtime || strcmp(runtime, rt_names[sockets[i]]) == 0))
+			return true;
+	}
+	return false;
+}
+
 void name_match_done(struct name_match *m)
 {
 	free(m->cgroup);
@@ -140,8 +155,11 @@ static int dir_rootonly(const char *path, bool last, char *why, size_t n)
 	return -EPERM;
 }
 
-/* A state root (runc's, containers-storage's) and each directory above it are root's alone. */
-static int root_trusted(const char *root, char *why, size_t n)
+/*
+ * root and each directory above it are root's alone; why says which is not.
+ * follow: root may be a symlink (its target is the caller's to check).
+ */
+static int dirs_trusted(const char *root, bool follow, char *why, size_t n)
 {
 	char up[PATH_MAX];
 	size_t len = strlen(root);
@@ -155,17 +173,69 @@ static int root_trusted(const char *root, char *why, size_t n)
 	}
 	memcpy(up, root, len);
 	up[len] = '\0';
-	r = dir_rootonly(up, true, why, n);
+	r = dir_rootonly(up, !follow, why, n);
 	while (r == 0 && strcmp(up, "/") != 0) {
 		char *s = strrchr(up, '/');
 
 		s[s == up] = '\0'; /* "/run" goes to "/" */
 		r = dir_rootonly(up, false, why, n);
 	}
+	if (r < 0 && r != -EPERM && r != -ENOENT)
+		snprintf(why, n, "cannot check %.200s: %s", up, strerror(-r));
+	return r;
+}
+
+/* A state root (runc's, containers-storage's) and each directory above it are root's alone. */
+static int root_trusted(const char *root, char *why, size_t n)
+{
+	int r = dirs_trusted(root, false, why, n);
+
 	if (r == -EPERM)
 		append(why, n, "; a state root and the directories above it must be root's alone");
-	else if (r < 0 && r != -ENOENT)
-		snprintf(why, n, "cannot check %.200s: %s", up, strerror(-r));
+	return r;
+}
+
+/*
+ * An API socket (dockerd's, LXD's) is root's, not a symlink, not writable by
+ * all, in directories root alone can change: anyone else could have put a
+ * server of their own there, whose answers name any process.
+ */
+static int socket_trusted(const char *sock, char *why, size_t n)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(sock, '/');
+	struct stat st;
+	int r = 0;
+
+	if (sock[0] != '/' || strlen(sock) >= sizeof(dir)) {
+		snprintf(why, n, "refused: %.200s is not an absolute path", sock);
+		return -EINVAL;
+	}
+	if (lstat(sock, &st) < 0)
+		return -errno;
+	if (!S_ISSOCK(st.st_mode))
+		snprintf(why, n, "refused: %s is not a socket", sock);
+	else if (st.st_uid != 0)
+		snprintf(why, n, "refused: %s belongs to uid %u, not root", sock,
+			 (unsigned)st.st_uid);
+	else if (st.st_mode & S_IWOTH)
+		snprintf(why, n, "refused: %s is writable by all", sock);
+	else
+		r = 1;
+	if (r == 1) {
+		char real[PATH_MAX];
+
+		memcpy(dir, sock, (size_t)(slash - sock) + 1);
+		dir[slash == sock ? 1 : slash - sock] = '\0';
+		/* /var/run is a symlink to /run: the path's directories, then where it leads. */
+		r = dirs_trusted(dir, true, why, n);
+		if (r == 0)
+			r = realpath(dir, real) ? dirs_trusted(real, false, why, n) : -errno;
+	} else {
+		r = -EPERM;
+	}
+	if (r == -EPERM)
+		append(why, n, "; an API socket and the directories above it must be root's alone");
 	return r;
 }
 
@@ -176,14 +246,16 @@ static int ask(const struct names_conf *c, int rt, const char *name, struct rt_f
 
 	switch (rt) {
 	case RT_DOCKER:
-		return rt_docker(c->docker_socket, name, f, why, n);
+		r = socket_trusted(c->docker_socket, why, n);
+		return r < 0 ? r : rt_docker(c->docker_socket, name, f, why, n);
 	case RT_PODMAN:
 		r = root_trusted(c->podman_storage, why, n);
 		if (r == 0 && c->runc_root && *c->runc_root)
 			r = root_trusted(c->runc_root, why, n);
 		return r < 0 ? r : rt_podman(c->podman_storage, c->runc_root, name, f, why, n);
 	case RT_LXD:
-		return rt_lxd(c->lxd_socket, name, f, why, n);
+		r = socket_trusted(c->lxd_socket, why, n);
+		return r < 0 ? r : rt_lxd(c->lxd_socket, name, f, why, n);
 	case RT_LXC:
 		return rt_lxc(c->lxc_path, name, f, why, n);
 	case RT_CRI:
@@ -214,7 +286,8 @@ static int prove(int rt, const struct rt_found *f, char **ret, char *why, size_t
 	bool same;
 
 	if (f->pid <= 0) {
-		snprintf(why, n, "its runtime names no running process");
+		snprintf(why, n, "%s",
+			 f->stopped[0] ? f->stopped : "its runtime names no running process");
 		return -ESRCH;
 	}
 	pidfd = f->pid <= INT32_MAX ? pidfd_open_pid((pid_t)f->pid) : -ESRCH;
@@ -229,8 +302,20 @@ static int prove(int rt, const struct rt_found *f, char **ret, char *why, size_t
 		return -ESRCH;
 	}
 	tail = strrchr(cg, '/') ? strrchr(cg, '/') + 1 : cg;
-	same = strcmp(tail, f->cgroup_want) == 0 ||
-	       (rt == RT_DOCKER && strstr(tail, f->cgroup_want) != NULL);
+	switch (f->cg_match) {
+	case RT_CG_PATH:
+		same = strcmp(cg, f->cgroup_want) == 0 ||
+		       (f->cgroup_alt[0] && strcmp(cg, f->cgroup_alt) == 0);
+		break;
+	case RT_CG_SUBTREE:
+		/* Never the root: that would be every process's. */
+		same = strcmp(f->cgroup_want, "/") != 0 &&
+		       cgroup_path_is_ancestor(f->cgroup_want, cg) == 1;
+		break;
+	default:
+		same = strcmp(tail, f->cgroup_want) == 0 ||
+		       (rt == RT_DOCKER && strstr(tail, f->cgroup_want) != NULL);
+	}
 	if (!same) {
 		snprintf(why, n,
 			 "PID %lld is in cgroup %.200s, not in the one the state names (%.100s)",
@@ -240,6 +325,13 @@ static int prove(int rt, const struct rt_found *f, char **ret, char *why, size_t
 	if (pidfd_alive(pidfd) < 0) {
 		snprintf(why, n, "its PID %lld is gone", f->pid);
 		return -ESRCH;
+	}
+	/* Below the container's own cgroup, the grant is the whole container's. */
+	if (f->cg_match == RT_CG_SUBTREE && strcmp(cg, f->cgroup_want) != 0) {
+		free(cg);
+		cg = strdup(f->cgroup_want);
+		if (!cg)
+			return -ENOMEM;
 	}
 	*ret = TAKE_PTR(cg);
 	return 0;
@@ -252,6 +344,7 @@ struct search {
 	char searched[DG_HINT_MAX];
 	char found[DG_ERRMSG_MAX / 2];
 	char why[512];
+	char stuck[512]; /* the first runtime that did not answer in time */
 };
 
 /* Asks one runtime; a match that is the same process as an earlier one is dropped. */
@@ -268,6 +361,8 @@ static int search_one(struct search *s, const struct names_conf *c, int rt, cons
 	r = ask(c, rt, name, f, s->why, sizeof(s->why));
 	append(s->searched, sizeof(s->searched), "%s%s %s", s->searched[0] ? ", " : "",
 	       rt_names[rt], where);
+	if (r == -ETIMEDOUT && !s->stuck[0])
+		memcpy(s->stuck, s->why, sizeof(s->stuck));
 	if (r < 0) {
 		/* A runtime that is not there is not an error: it has no such name. */
 		append(s->searched, sizeof(s->searched), " (%s)",
@@ -319,6 +414,14 @@ int names_resolve(const struct names_conf *c, const char *name, const char *runt
 	for (int i = 0; i < RT_N; i++) {
 		if (!runtime || strcmp(runtime, rt_names[i]) == 0)
 			search_one(s, c, i, name);
+	}
+	if (s->n == 0 && s->stuck[0]) {
+		/* Not "no such name": the runtime that did not answer may have it. */
+		dg_error_set(err, DG_E_NO_TARGET, ETIMEDOUT,
+			     "cannot tell whether '%s' is a container: %s", name, s->stuck);
+		dg_error_hint(err, "searched %s; name the container by --pid or --cgroup meanwhile",
+			      s->searched);
+		return -ETIMEDOUT;
 	}
 	if (s->n == 0) {
 		dg_error_set(err, DG_E_NO_TARGET, ENOENT, "no container is named '%s'", name);
@@ -386,13 +489,17 @@ static int list_rt(struct lister *ls, char *why, size_t n)
 {
 	const struct names_conf *c = ls->c;
 
+	int r;
+
 	switch (ls->rt) {
 	case RT_DOCKER:
-		return rt_docker_list(c->docker_socket, list_one, ls, why, n);
+		r = socket_trusted(c->docker_socket, why, n);
+		return r < 0 ? r : rt_docker_list(c->docker_socket, list_one, ls, why, n);
 	case RT_PODMAN:
 		return rt_podman_list(c->podman_storage, list_one, ls);
 	case RT_LXD:
-		return rt_lxd_list(c->lxd_socket, list_one, ls, why, n);
+		r = socket_trusted(c->lxd_socket, why, n);
+		return r < 0 ? r : rt_lxd_list(c->lxd_socket, list_one, ls, why, n);
 	case RT_LXC:
 		return rt_dir_list(c->lxc_path, "config", list_one, ls);
 	case RT_CRI:

@@ -8,6 +8,7 @@
 #ifndef DEVGATE_NAMES_H
 #define DEVGATE_NAMES_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -35,6 +36,13 @@ struct name_match {
 };
 
 void name_match_done(struct name_match *m);
+
+/*
+ * True when names_resolve for runtime (NULL: every one) asks a runtime over
+ * a socket (dockerd, LXD, an LXC monitor), which may keep it waiting for
+ * its timeouts; runc's, podman's and CRI's state files do not.
+ */
+bool names_may_wait(const struct names_conf *c, const char *runtime);
 
 /* True when runtime is one names_resolve knows. */
 int names_runtime_known(const char *runtime);

@@ -14,12 +14,22 @@
  * its cgroup must be) when it knows the name, 0 when it does not, negative
  * errno when its state cannot be read (why says how).
  */
+/* How a process's v2 cgroup must match what a runtime's state names. */
+enum rt_cg {
+	RT_CG_TAIL,    /* its last component (an API that names no path: Docker, LXD) */
+	RT_CG_PATH,    /* the whole path, cgroup_want or cgroup_alt (runc's state) */
+	RT_CG_SUBTREE, /* the whole path or one below it (LXC's init in init.scope) */
+};
+
 struct rt_found {
 	char id[128];
 	char name[256];
 	long long pid;		  /* 0: known but not running */
 	unsigned long long start; /* its start time in ticks; 0: not known */
-	char cgroup_want[512];	  /* the cgroup path must end with this */
+	enum rt_cg cg_match;
+	char cgroup_want[512]; /* RT_CG_TAIL: the last component; else a whole path */
+	char cgroup_alt[512];  /* RT_CG_PATH: the same state read another way, or "" */
+	char stopped[256];     /* pid 0: why the runtime says it is not running, or "" */
 };
 
 int rt_docker(const char *sock, const char *name, struct rt_found *ret, char *why, size_t n);

@@ -39,7 +39,8 @@ static int connect_unix(const char *sock)
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
 	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
 	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = -errno;
+		/* A full backlog (a server that stopped accepting) waits out SO_SNDTIMEO. */
+		int e = errno == EAGAIN ? -ETIMEDOUT : -errno;
 
 		close(fd);
 		return e;
@@ -153,10 +154,12 @@ static int get_api(const char *what, const char *sock, const char *path, json_ob
 {
 	int status = 0, r = rt_http_get(sock, path, &status, ret);
 
-	if (r < 0) {
+	if (r == -ETIMEDOUT)
+		snprintf(why, n, "%s at %s did not answer within %d s", what, sock, HTTP_TIMEOUT_S);
+	else if (r < 0)
 		snprintf(why, n, "%s at %s: %s", what, sock, strerror(-r));
+	if (r < 0)
 		return r;
-	}
 	if (status == 404) {
 		json_object_put(*ret);
 		*ret = NULL;

@@ -156,7 +156,7 @@ int rt_lxc(const char *lxcpath, const char *name, struct rt_found *ret, char *wh
 	struct lxc_rsp rsp = { 0 };
 	char path[4096], cg[512] = "";
 	struct stat st;
-	const char *tail;
+	size_t len;
 	intptr_t pid;
 	int r;
 
@@ -170,14 +170,25 @@ int rt_lxc(const char *lxcpath, const char *name, struct rt_found *ret, char *wh
 	ret->pid = 0;
 	ret->start = 0;
 	r = lxc_ask(lxcpath, name, st.st_uid, LXC_GET_INIT_PID, NULL, &rsp, NULL, 0);
-	if (r == -ECONNREFUSED || r == -ENOENT)
-		return 1; /* no monitor: LXC knows it, it does not run */
+	if (r == -ECONNREFUSED || r == -ENOENT) {
+		/* Abstract sockets are per network namespace: devgated sees its own alone. */
+		snprintf(ret->stopped, sizeof(ret->stopped),
+			 "no LXC monitor answers on @%s/%s/command in devgated's network "
+			 "namespace (it is stopped, or its monitor runs in another one)",
+			 lxcpath, name);
+		return 1;
+	}
 	if (r == -EPERM) {
 		snprintf(why, n,
 			 "its command socket is held by another uid than its owner's (%u): "
 			 "not LXC's",
 			 (unsigned int)st.st_uid);
 		return r;
+	}
+	if (r == -ETIMEDOUT || r == -EAGAIN) {
+		snprintf(why, n, "LXC's command socket @%s/%s/command did not answer within %d s",
+			 lxcpath, name, LXC_TIMEOUT_S);
+		return -ETIMEDOUT;
 	}
 	if (r < 0) {
 		snprintf(why, n, "LXC's command socket @%s/%s/command: %s", lxcpath, name,
@@ -199,12 +210,22 @@ int rt_lxc(const char *lxcpath, const char *name, struct rt_found *ret, char *wh
 			 name, strerror(-r));
 		return r;
 	}
-	tail = strrchr(cg, '/') ? strrchr(cg, '/') + 1 : cg;
-	if (pid <= 0 || !*tail) {
+	len = strlen(cg);
+	while (len > 0 && cg[len - 1] == '/')
+		cg[--len] = '\0';
+	if (pid <= 0 || len == 0) {
 		snprintf(why, n, "LXC's command socket for '%s' answered PID %lld, cgroup '%s'",
 			 name, (long long)pid, cg);
 		return -EPROTO;
 	}
 	ret->pid = pid;
-	return rt_copy(ret->cgroup_want, sizeof(ret->cgroup_want), tail) < 0 ? -ENAMETOOLONG : 1;
+	/*
+	 * The container's whole cgroup, from its hierarchy's root; its init may
+	 * sit below it (systemd's init.scope in a system container).
+	 */
+	ret->cg_match = RT_CG_SUBTREE;
+	if (snprintf(ret->cgroup_want, sizeof(ret->cgroup_want), "%s%s", cg[0] == '/' ? "" : "/",
+		     cg) >= (int)sizeof(ret->cgroup_want))
+		return -ENAMETOOLONG;
+	return 1;
 }

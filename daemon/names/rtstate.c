@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <glob.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,12 +35,48 @@ json_object *rt_json_file(const char *path)
 	return json_tokener_parse(text);
 }
 
-/* The last component of a cgroup path; "" for "/". */
-static const char *tail_of(const char *path)
+/*
+ * A copy of path from its component off on ("/" when none is left): the
+ * cgroup a runc state's path names below a hierarchy mounted at its first
+ * off components.
+ */
+static int below(const char *path, size_t off, char *buf, size_t n)
 {
-	const char *s = strrchr(path, '/');
+	return rt_copy(buf, n, path[off] ? path + off : "/");
+}
 
-	return s ? s + 1 : path;
+/* 1 when path is prefix or below it. */
+static bool under(const char *path, const char *prefix)
+{
+	size_t len = strlen(prefix);
+
+	return strncmp(path, prefix, len) == 0 && (path[len] == '\0' || path[len] == '/');
+}
+
+/*
+ * The whole cgroup a runc state's path names: runc keeps it absolute in its
+ * own mount namespace, with v2 at /sys/fs/cgroup (or at .../unified beside
+ * v1's hierarchies, key "") and each v1 hierarchy at /sys/fs/cgroup/NAME.
+ * A v2 path below .../unified is read both ways (want, alt).
+ */
+static int runc_cgroup(const char *key, const char *path, struct rt_found *ret)
+{
+	static const char v2[] = "/sys/fs/cgroup", hy[] = "/sys/fs/cgroup/unified";
+	const char *v1;
+
+	if (!under(path, v2))
+		return -EPROTO;
+	if (key[0] == '\0') {
+		if (under(path, hy) &&
+		    below(path, sizeof(hy) - 1, ret->cgroup_alt, sizeof(ret->cgroup_alt)) < 0)
+			return -ENAMETOOLONG;
+		return below(path, sizeof(v2) - 1, ret->cgroup_want, sizeof(ret->cgroup_want));
+	}
+	if (strlen(path) < sizeof(v2) + 1)
+		return -EPROTO; /* a v1 key names a hierarchy below /sys/fs/cgroup */
+	v1 = strchr(path + sizeof(v2), '/');
+	return below(path, v1 ? (size_t)(v1 - path) : strlen(path), ret->cgroup_want,
+		     sizeof(ret->cgroup_want));
 }
 
 /* runc's state for id: 1 (pid 0 when its file is gone), or negative errno. */
@@ -47,8 +84,9 @@ static int runc_state(const char *root, const char *id, struct rt_found *ret, ch
 {
 	auto_free char *path = NULL;
 	auto_json json_object *o = NULL;
-	json_object *paths;
+	json_object *paths, *v2;
 	int64_t pid = 0, start = 0;
+	int r = -ENOENT;
 
 	ret->pid = 0;
 	ret->start = 0;
@@ -65,16 +103,18 @@ static int runc_state(const char *root, const char *id, struct rt_found *ret, ch
 		snprintf(why, n, "runc state %s names no cgroup", path);
 		return -EPROTO;
 	}
-	/* Every controller's path ends with the container's cgroup. */
+	/* runc puts a container at one path in every hierarchy: v2's ("") is read first. */
+	ret->cg_match = RT_CG_PATH;
+	ret->cgroup_alt[0] = '\0';
+	if (json_object_object_get_ex(paths, "", &v2) && json_object_is_type(v2, json_type_string))
+		r = runc_cgroup("", json_object_get_string(v2), ret);
 	json_object_object_foreach (paths, k, v) {
-		(void)k;
-		if (json_object_is_type(v, json_type_string) &&
-		    rt_copy(ret->cgroup_want, sizeof(ret->cgroup_want),
-			    tail_of(json_object_get_string(v))) < 0)
-			return -ENAMETOOLONG;
+		if (r == 0 || !json_object_is_type(v, json_type_string))
+			continue;
+		r = runc_cgroup(k, json_object_get_string(v), ret);
 	}
-	if (!ret->cgroup_want[0]) {
-		snprintf(why, n, "runc state %s names no cgroup", path);
+	if (r < 0) {
+		snprintf(why, n, "runc state %s names no cgroup below /sys/fs/cgroup", path);
 		return -EPROTO;
 	}
 	ret->pid = pid;

@@ -78,10 +78,11 @@ struct client {
 	struct dg_linebuf in;
 	char *out; /* queued reply and event lines, not yet written */
 	size_t out_len, out_off, out_cap;
-	uint64_t last_ns;    /* accept, or the last complete request */
-	uint32_t armed;	     /* the epoll events asked for now */
-	enum dg_op stream;   /* DG_OP_WATCH or DG_OP_EVENTS once streaming, else DG_OP_MAX */
-	struct waiter *wait; /* its grant waits (waiting.c); it sends nothing more till then */
+	uint64_t last_ns;	/* accept, or the last complete request */
+	uint32_t armed;		/* the epoll events asked for now */
+	enum dg_op stream;	/* DG_OP_WATCH or DG_OP_EVENTS once streaming, else DG_OP_MAX */
+	struct waiter *wait;	/* its grant waits (waiting.c); it sends nothing more till then */
+	struct byname_job *job; /* its request waits for runtimes' answers (byname.c); likewise */
 	struct client *next;
 };
 
@@ -266,6 +267,7 @@ static void client_free(struct daemon *d, struct client *c)
 	}
 	if (c->wait)
 		waiting_cancel(d->waiting, c->wait, "the client left");
+	byname_job_free(d, c->job);
 	admit_del(d->admit, c->peer.uid, c->peer.authority, c->stream != DG_OP_MAX);
 	(void)epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
@@ -313,7 +315,7 @@ static size_t pending(const struct client *c)
 static void client_arm(struct daemon *d, struct client *c)
 {
 	/* A waiter sends nothing until answered: only its hangup (Ctrl-C) matters. */
-	uint32_t in = c->wait ? EPOLLRDHUP : pending(c) < OUT_HIGH ? EPOLLIN : 0;
+	uint32_t in = c->wait || c->job ? EPOLLRDHUP : pending(c) < OUT_HIGH ? EPOLLIN : 0;
 	uint32_t want = in | (pending(c) ? EPOLLOUT : 0);
 	struct epoll_event ev = { .events = want, .data.ptr = c };
 
@@ -644,6 +646,44 @@ static int client_wait(struct daemon *d, struct client *c, struct dg_request *re
 	return r;
 }
 
+static int serve(struct daemon *d, struct client *c, struct dg_request *rq, int r,
+		 struct dg_error *rerr);
+static int client_lines(struct daemon *d, struct client *c);
+
+/* Numbers the name lookups' epoll tags (TAG_LOOKUP); devgated has one loop. */
+static uint64_t lookup_seq;
+
+/*
+ * Ends c's name lookup (late: its time ran out) and serves its request as
+ * if the name had been resolved at once; then c's next lines. Frees c when
+ * it must be cut.
+ */
+static void lookup_end(struct daemon *d, struct client *c, bool late)
+{
+	struct byname_job *j = c->job;
+	struct dg_error err = { 0 };
+	struct dg_request req;
+	int r;
+
+	c->job = NULL;
+	r = byname_finish(d, j, late, &req, &err);
+	if (serve(d, c, &req, r, &err) < 0 || client_lines(d, c) < 0)
+		client_free(d, c);
+	else
+		client_arm(d, c);
+}
+
+void server_lookup_event(struct daemon *d, uint64_t tag)
+{
+	/* A client that left took its job along: its tag matches none. */
+	for (struct client *c = d->clients; c; c = c->next) {
+		if (c->job && byname_job_tag(c->job) == tag) {
+			lookup_end(d, c, false);
+			return;
+		}
+	}
+}
+
 /*
  * Serves one request line from c: decodes it, dispatches it and queues the
  * reply. A grant that may wait for busy GPUs goes in the wait queue instead
@@ -654,9 +694,7 @@ static int handle_line(struct daemon *d, struct client *c, const char *line)
 	struct ops_peer peer = ops_peer_of(c);
 	struct dg_request req;
 	struct dg_error err = { 0 };
-	struct dg_arena arena = { 0 };
 	auto_json json_object *msg = NULL;
-	union dg_reply reply;
 	int r;
 
 	if (c->stream != DG_OP_MAX)
@@ -688,8 +726,27 @@ static int handle_line(struct daemon *d, struct client *c, const char *line)
 		msg = dg_reply_error(&err);
 		return client_send(c, msg);
 	}
-	/* Runtimes are asked only for those who may change leases. */
-	r = peer.admin ? byname_rewrite(d, &req, &err) : 0;
+	/* Runtimes are asked only for those who may change leases, by a worker. */
+	r = peer.admin ? byname_start(d, &req, TAG_LOOKUP | ++lookup_seq, &c->job, &err) : 0;
+	/* Parked: server_lookup_event serves it once the worker ended. */
+	return r > 0 ? 0 : serve(d, c, &req, r, &err);
+}
+
+/*
+ * Serves req for c, whose name lookup ended with r (and err when < 0), and
+ * queues the reply, or puts a grant that may wait in the wait queue.
+ * Returns < 0 when c must be cut.
+ */
+static int serve(struct daemon *d, struct client *c, struct dg_request *rq, int r,
+		 struct dg_error *rerr)
+{
+	struct ops_peer peer = ops_peer_of(c);
+	struct dg_request req = *rq;
+	struct dg_error err = *rerr;
+	struct dg_arena arena = { 0 };
+	auto_json json_object *msg = NULL;
+	union dg_reply reply;
+
 	if (r < 0)
 		metrics_request_failed(d->metrics, req.op, err.code);
 	else
@@ -720,7 +777,7 @@ static int handle_line(struct daemon *d, struct client *c, const char *line)
  */
 static int client_lines(struct daemon *d, struct client *c)
 {
-	while (pending(c) < OUT_HIGH && !c->wait) {
+	while (pending(c) < OUT_HIGH && !c->wait && !c->job) {
 		auto_free char *line = NULL;
 		int r = dg_linebuf_pop(&c->in, &line);
 
@@ -848,7 +905,11 @@ void server_tick(struct daemon *d)
 	for (; c; c = next) {
 		next = c->next;
 		/* Streams wait for events as long as they like; requests do not. */
-		if (c->stream == DG_OP_MAX && !c->wait && now - c->last_ns > limit) {
+		if (c->job && byname_job_late(c->job, now)) {
+			lookup_end(d, c, true);
+			continue;
+		}
+		if (c->stream == DG_OP_MAX && !c->wait && !c->job && now - c->last_ns > limit) {
 			if (pending(c))
 				log_info(
 					"cut client uid %u pid %d%s: it stopped reading (%zu bytes "
@@ -864,6 +925,7 @@ void server_tick(struct daemon *d)
 			client_free(d, c);
 		}
 	}
+	byname_reap();
 	/* Descriptors may have been freed elsewhere since accept ran out. */
 	listen_pause(d, false);
 }

@@ -31,6 +31,10 @@ void server_accept(struct daemon *d);
 void server_client_event(struct daemon *d, struct client *c, uint32_t events);
 /* Periodic: cuts clients idle past client-timeout-ms and resumes a paused accept. */
 void server_tick(struct daemon *d);
+
+/* The worker of a request's name lookup ended (tag: TAG_LOOKUP | its number). */
+void server_lookup_event(struct daemon *d, uint64_t tag);
+#define TAG_LOOKUP (1ull << 62)
 /* Sends ev to every client streaming stream (DG_OP_WATCH or DG_OP_EVENTS). */
 void server_broadcast(struct daemon *d, enum dg_op stream, const union dg_stream_event *ev);
 

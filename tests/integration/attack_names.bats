@@ -22,9 +22,13 @@ setup() {
 	container a
 	REAL="$DG_NSDIR/runc/$CID/state.json"
 	[ -f "$REAL" ]
+	FAKE_PID=
 }
 
-teardown() { dg_teardown; }
+teardown() {
+	[ -z "${FAKE_PID:-}" ] || kill "$FAKE_PID" 2>/dev/null || true
+	dg_teardown
+}
 
 # names_daemon ROOT: devgated that looks names up in runc's state at ROOT alone.
 names_daemon() {
@@ -57,7 +61,7 @@ nothing_granted() {
 	[[ "$output" == *"runc container 'recycled' (ID recycled) is not running: PID $CPID is another process than the one the state names"* ]]
 	nothing_granted
 	run -5 dg grant --container moved --gpu 1
-	[[ "$output" == *"PID $CPID is in cgroup /$CID, not in the one the state names (elsewhere)"* ]]
+	[[ "$output" == *"PID $CPID is in cgroup /$CID, not in the one the state names (/elsewhere)"* ]]
 	nothing_granted
 	run -5 dg grant --container gone --gpu 1
 	[[ "$output" == *"its PID $gone is gone"* ]]
@@ -70,6 +74,20 @@ nothing_granted() {
 	[ "$(dg status --json | jq -r '.leases[0].cgroup')" = "/$CID" ]
 	run -0 dg revoke --container ok
 	no_leases
+}
+
+@test "a state that names a cgroup of the same last name under another parent: refused, nothing granted; the whole path is compared" {
+	names_daemon "$RT"
+	state other '.cgroup_paths |= map_values(sub("(?<t>/[^/]*)$"; "/elsewhere\(.t)"))'
+	state outside '.cgroup_paths |= map_values(sub("^.*/"; "/tmp/cg/"))'
+	jq -r '.cgroup_paths[]' "$RT/other/state.json" | grep -q "/elsewhere/$CID\$"
+
+	run -5 dg grant --container other --gpu 1
+	[[ "$output" == *"PID $CPID is in cgroup /$CID, not in the one the state names (/elsewhere/$CID)"* ]]
+	nothing_granted
+	run -5 dg grant --container outside --gpu 1
+	[[ "$output" == *"names no cgroup below /sys/fs/cgroup"* ]]
+	nothing_granted
 }
 
 @test "names with path characters, a leading dot or dash, or over 253 long: refused before any lookup" {
@@ -126,4 +144,66 @@ nothing_granted() {
 	run -1 probe "$CID" /gpu1
 	[ "$output" = "/gpu1 ENXIO" ]
 	run -0 dg revoke --container ok
+}
+
+# fake_docker SOCK PID ID: an API on SOCK that answers every container
+# lookup as dockerd would for a running container with that PID and ID.
+fake_docker() {
+	/usr/bin/python3 -c '
+import json, os, socket, sys
+body = json.dumps({"Id": sys.argv[3], "Name": "/x",
+                   "State": {"Running": True, "Pid": int(sys.argv[2])}}).encode()
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1])
+s.listen(16)
+while True:
+    c, _ = s.accept()
+    c.recv(65536)
+    c.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + body)
+    c.close()' "$@" </dev/null >/dev/null 2>&1 3>&- &
+	FAKE_PID=$!
+	wait_until 10 test -S "$1"
+}
+
+@test "a dockerd socket not root's, writable by all, or in a directory others can change: refused with a hint; its answer (another container's PID) is not granted" {
+	local api="$DG_TMP/api" sock
+	sock="$api/docker.sock"
+	mkdir -m 755 "$api"
+	fake_docker "$sock" "$CPID" "$CID"
+	start_daemon --docker-socket "$sock" --lxd-socket "" --podman-storage "" --runc-root "" \
+		--lxc-path "" --cri-runc-root ""
+	chown 65534 "$sock"
+	run -5 dg grant --container web --gpu 1
+	[ "${lines[0]}" = "devgatectl: no container is named 'web'" ]
+	[ "${lines[1]}" = "hint: searched docker $sock (refused: $sock belongs to uid 65534, not root; an API socket and the directories above it must be root's alone)" ]
+	nothing_granted
+	chown 0 "$sock"
+	chmod 666 "$sock"
+	run -5 dg grant --container web --gpu 1
+	[[ "${lines[1]}" == *"(refused: $sock is writable by all; an API socket"* ]]
+	nothing_granted
+	chmod 660 "$sock"
+	chmod 777 "$api"
+	run -5 dg grant --container web --gpu 1
+	[[ "${lines[1]}" == *"(refused: $api is writable by others than root; an API socket"* ]]
+	nothing_granted
+	ln -s "$sock" "$DG_TMP/link.sock"
+	chmod 755 "$api"
+	stop_daemon TERM
+	start_daemon --docker-socket "$DG_TMP/link.sock" --lxd-socket "" --podman-storage "" \
+		--runc-root "" --lxc-path "" --cri-runc-root ""
+	run -5 dg grant --container web --gpu 1
+	[[ "${lines[1]}" == *"(refused: $DG_TMP/link.sock is not a socket; an API socket"* ]]
+	nothing_granted
+	stop_daemon TERM
+
+	# Root's socket in root's directories, reached through a symlink as
+	# /var/run/docker.sock is: its answer is taken (and proved).
+	ln -s "$api" "$DG_TMP/api-link"
+	start_daemon --docker-socket "$DG_TMP/api-link/docker.sock" --lxd-socket "" \
+		--podman-storage "" --runc-root "" --lxc-path "" --cri-runc-root ""
+	run -0 dg grant --container web --gpu 1
+	run -1 probe "$CID" /gpu1
+	[ "$output" = "/gpu1 ENXIO" ]
+	run -0 dg revoke --container x
 }

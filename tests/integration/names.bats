@@ -44,6 +44,7 @@ setup() {
 	DG_RUNCS=()
 	DG_CRIS=()
 	DG_HOSTRUNCS=()
+	FAKE_PIDS=()
 }
 
 teardown() {
@@ -54,6 +55,7 @@ teardown() {
 	# runc made its containers' cgroups below them in every v1 controller.
 	for c in "${DG_V1DIRS[@]}"; do wait_until 10 v1_rmdirs "${c##*/}" || true; done
 	[ -z "${FAKE_PID:-}" ] || kill "$FAKE_PID" 2>/dev/null || true
+	for c in "${FAKE_PIDS[@]}"; do kill "$c" 2>/dev/null || true; done
 	for c in "${DG_CRIS[@]}"; do
 		dg_in_ns runc --root "$DG_TMP/cri" delete -f "$c" >/dev/null 2>&1 || true
 	done
@@ -293,7 +295,7 @@ no_lease() { [ "$(dg status --json | jq '.leases | length')" = 0 ]; }
 	[ "${lines[0]}" = "/gpu0 EPERM" ]
 	dg_lxc lxc-stop -n "$CID" -k
 	run -5 dg grant --container "$CID" --gpu 0
-	[ "${lines[0]}" = "devgatectl: lxc container '$CID' (ID ${CID:0:12}) is not running: its runtime names no running process" ]
+	[ "${lines[0]}" = "devgatectl: lxc container '$CID' (ID ${CID:0:12}) is not running: no LXC monitor answers on @$DG_TMP/lxc/$CID/command in devgated's network namespace (it is stopped, or its monitor runs in another one)" ]
 	no_lease
 }
 
@@ -407,6 +409,48 @@ no_lease() { [ "$(dg status --json | jq '.leases | length')" = 0 ]; }
 	dg_podman rm -f -t 0 "$NM-dpod" >/dev/null
 }
 
+@test "LXC: an init moved into a sub-cgroup of its container's (systemd's init.scope) is granted the container's cgroup; moved to a sibling, refused" {
+	names_daemon
+	lxc_container web
+	mkdir "$CG/init.scope" "$DG_CGROOT/$CID-side"
+	DG_CGROUPS+=("$DG_CGROOT/$CID-side")
+	echo "$CPID" >"$CG/init.scope/cgroup.procs"
+	run -0 dg grant --container "$CID" --gpu 0
+	# The container's own cgroup, not its init's below it.
+	[[ "$output" == "granted GPU 0 ("*") to $CID (cgroup /lxc.payload.$CID, PID "* ]]
+	run -1 lxc_probe "$CID" /dev/nvidia0 /gpu1
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	run -0 dg revoke --container "$CID"
+	no_lease
+	# A sibling of the container's cgroup is another container's, never its.
+	echo "$CPID" >"$DG_CGROOT/$CID-side/cgroup.procs"
+	run -5 dg grant --container "$CID" --gpu 0
+	[[ "${lines[0]}" == *"is not running: PID $CPID is in cgroup /$CID-side, not in the one the state names (/lxc.payload.$CID)" ]]
+	no_lease
+	echo "$CPID" >"$CG/cgroup.procs"
+	rmdir "$CG/init.scope"
+}
+
+@test "LXC: a monitor in another network namespace cannot be reached: the error says so, not just 'not running'" {
+	names_daemon
+	mkdir -p "$DG_TMP/lxc/$NM-netns"
+	touch "$DG_TMP/lxc/$NM-netns/config"
+	unshare --net "$DG_LXC_PY" -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\0" + sys.argv[1])
+s.listen(4)
+open(sys.argv[2], "w").close()
+time.sleep(100000)' "$DG_TMP/lxc/$NM-netns/command" "$DG_TMP/bound" </dev/null >/dev/null 2>&1 3>&- &
+	FAKE_PIDS+=("$!")
+	wait_until 10 test -e "$DG_TMP/bound"
+	run -5 dg grant --container "$NM-netns" --gpu 0
+	local n="$NM-netns"
+	[ "${lines[0]}" = "devgatectl: lxc container '$n' (ID ${n:0:12}) is not running: no LXC monitor answers on @$DG_TMP/lxc/$NM-netns/command in devgated's network namespace (it is stopped, or its monitor runs in another one)" ]
+	no_lease
+}
+
 # fake_lxc SOCKNAME PID CGROUP: as uid 65534, a liblxc command socket that
 # answers GET_INIT_PID with PID and GET_CGROUP with CGROUP; sets FAKE_PID.
 fake_lxc() {
@@ -470,7 +514,76 @@ while True:
 	start_daemon --docker-socket "$DG_TMP/slow.sock" --lxd-socket "" --podman-storage "" \
 		--runc-root "" --lxc-path "" --cri-runc-root ""
 	run -5 timeout 40 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" -t 60 grant --container "$NM-slow" --gpu 0
-	[ "${lines[0]}" = "devgatectl: no container is named '$NM-slow'" ]
-	[ "${lines[1]}" = "hint: searched docker $DG_TMP/slow.sock (dockerd at $DG_TMP/slow.sock: Connection timed out)" ]
+	[ "${lines[0]}" = "devgatectl: cannot tell whether '$NM-slow' is a container: dockerd at $DG_TMP/slow.sock did not answer within 3 s" ]
+	[ "${lines[1]}" = "hint: searched docker $DG_TMP/slow.sock (dockerd at $DG_TMP/slow.sock did not answer within 3 s); name the container by --pid or --cgroup meanwhile" ]
+	no_lease
+}
+
+# hung_api PATH: a runtime API on PATH that accepts and never answers; it
+# counts the connections it holds in PATH.n.
+hung_api() {
+	"$DG_LXC_PY" -c '
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1])
+s.listen(16)
+held = []
+while True:
+    c, _ = s.accept()
+    held.append(c)
+    with open(sys.argv[1] + ".tmp", "w") as f:
+        f.write(str(len(held)))
+    os.rename(sys.argv[1] + ".tmp", sys.argv[1] + ".n")' "$1" </dev/null >/dev/null 2>&1 3>&- &
+	FAKE_PIDS+=("$!")
+	wait_until 10 test -S "$1"
+}
+
+# The name lookups devgated's forked workers run now.
+lookups() { pgrep -P "$DG_DAEMON_PID" -x devgated-names | wc -l; }
+no_lookups() { [ "$(lookups)" = 0 ]; }
+
+@test "a runtime API that accepts and never answers holds only the request that asked it: status and a grant by PID are answered meanwhile; it then fails naming the runtime and its socket" {
+	container c
+	hung_api "$DG_TMP/hung.sock"
+	start_daemon --docker-socket "$DG_TMP/hung.sock" --lxd-socket "" --podman-storage "" \
+		--runc-root "" --lxc-path "" --cri-runc-root ""
+	"$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" grant --container "$NM-hung" --gpu 1 \
+		>"$DG_TMP/byname.out" 2>&1 &
+	local byname=$! rc=0
+	# dockerd holds the lookup now: from here on it answers nothing.
+	wait_until 30 test -s "$DG_TMP/hung.sock.n"
+	run -0 dg status
+	run -0 dg grant --pid "$CPID" --gpu 0
+	run -1 probe "$CID" /dev/nvidia0 /gpu1
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	# Both were answered while the request by name still waited.
+	kill -0 "$byname"
+	[ ! -s "$DG_TMP/byname.out" ]
+	wait "$byname" || rc=$?
+	[ "$rc" = 5 ]
+	run cat "$DG_TMP/byname.out"
+	[ "${lines[0]}" = "devgatectl: cannot tell whether '$NM-hung' is a container: dockerd at $DG_TMP/hung.sock did not answer within 3 s" ]
+	[ "${lines[1]}" = "hint: searched docker $DG_TMP/hung.sock (dockerd at $DG_TMP/hung.sock did not answer within 3 s); name the container by --pid or --cgroup meanwhile" ]
+	[ "$(dg status --json | jq '.leases | length')" = 1 ]
+	no_lookups
+}
+
+@test "a client that leaves while its lookup waits on a silent runtime: the lookup ends at once, devgated serves on" {
+	hung_api "$DG_TMP/hung.sock"
+	hung_api "$DG_TMP/hung2.sock"
+	start_daemon --docker-socket "$DG_TMP/hung.sock" --lxd-socket "$DG_TMP/hung2.sock" \
+		--podman-storage "" --runc-root "" --lxc-path "" --cri-runc-root ""
+	"$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" grant --container "$NM-hung" --gpu 0 \
+		>/dev/null 2>&1 &
+	local byname=$!
+	wait_until 30 test -s "$DG_TMP/hung.sock.n"
+	[ "$(lookups)" = 1 ]
+	kill "$byname"
+	wait "$byname" || true
+	wait_until 30 no_lookups
+	# Killed when its client left: had it run on, it would have asked LXD after dockerd's 3 s.
+	[ ! -e "$DG_TMP/hung2.sock.n" ]
+	run -0 dg status
 	no_lease
 }
