@@ -43,7 +43,7 @@ setup() {
 }
 teardown() {
 	[ -z "${LXD_CT:-}" ] || dg_lxd delete -f "$LXD_CT" >/dev/null 2>&1 || true
-	[ ! -e "$DG_PINS-pre" ] || "$DEVGATE_BUILD/preattach" -d "$DG_CGROOT" "$DG_PINS-pre" || true
+	[ ! -e "$DG_PINS-pre" ] || "$DEVGATE_BUILD/preattach" -d "$PARENT" "$DG_PINS-pre" || true
 	rm -f "${X}1" "${X}2" "${X}3" "$DG_PINS-rt" "$DG_PINS-pre"
 	dg_teardown
 }
@@ -265,9 +265,13 @@ accesses() {
 # An ancestor's program attached with BPF_F_PREORDER (Linux 6.15) runs
 # before the container's own, so its denial comes before the beside gate:
 # the gate must not clear it. devgate's lookout (devgate_mark, pre-order on
-# the container's cgroup) tells the gate what the ancestors decided.
+# the container's cgroup) tells the gate what the ancestors decided. The
+# ancestor is the test's own parent cgroup: one on the root would deny 195:*
+# to every process on the host while it is attached.
 @test "an ancestor's pre-order program denies while granted: its denial stands" {
-	runc_container
+	nested_container c
+	CG="$PARENT/$CID"
+	mknod -m 666 "$DG_TMP/c/rootfs/gpu0" c 195 0
 	run -0 dg grant --pid "$CPID" --gpu 0
 	run -1 probe "$CID" /gpu0 /gpu1
 	[ "${lines[0]}" = "/gpu0 ENXIO" ]
@@ -275,7 +279,7 @@ accesses() {
 	granted=$(accesses granted)
 	denied=$(accesses denied)
 	bpftool prog load "$DEVGATE_BUILD/runtime_like.bpf.o" "$DG_PINS-pre" type cgroup/dev
-	"$DEVGATE_BUILD/preattach" "$DG_CGROOT" "$DG_PINS-pre"
+	"$DEVGATE_BUILD/preattach" "$PARENT" "$DG_PINS-pre"
 	run -1 probe "$CID" /gpu0 /gpu1 /mem
 	[ "${lines[0]}" = "/gpu0 EPERM" ]
 	[ "${lines[1]}" = "/gpu1 EPERM" ]
@@ -284,7 +288,7 @@ accesses() {
 	# The denial the lookout kept is counted as one, never as granted.
 	[ "$(accesses granted)" = "$granted" ]
 	[ "$(accesses denied)" -gt "$denied" ]
-	"$DEVGATE_BUILD/preattach" -d "$DG_CGROOT" "$DG_PINS-pre"
+	"$DEVGATE_BUILD/preattach" -d "$PARENT" "$DG_PINS-pre"
 	granted_then_revoked
 }
 

@@ -29,23 +29,6 @@ teardown() {
 	return "$st"
 }
 
-# nested_container NAME: a runc container (cgroup v2, as helpers.bash's)
-# whose cgroup is PARENT/CID, PARENT being this test's own cgroup, so a test
-# may attach to an ancestor; sets CID, CPID and PARENT (host path).
-nested_container() {
-	requires runc
-	CID="$DG_ID-$1"
-	PARENT="$DG_CGROOT/$DG_ID"
-	dg_bundle "$DG_TMP/$1" "$DEVGATE_BUILD/probe"
-	jq --arg p "/$DG_ID/$CID" '.linux.cgroupsPath = $p' "$DG_TMP/$1/config.json" \
-		>"$DG_TMP/$1/config.new"
-	mv "$DG_TMP/$1/config.new" "$DG_TMP/$1/config.json"
-	DG_CONTAINERS+=("$CID")
-	DG_CGROUPS+=("$PARENT")
-	CPID=$(dg_run "$CID" "$DG_TMP/$1")
-	[ -n "$CPID" ] && [ "$CPID" != null ]
-}
-
 # deny_on CGROUP: attaches runtime_like (denies every 195:*) there, not
 # devgate's; prints its id.
 deny_on() {
