@@ -123,7 +123,13 @@ static const struct dg_node *holds_map(int procfd, const struct dg_node *nodes, 
 		if (fstatat(mf, name, &st, 0) < 0)
 			continue; /* unmapped since */
 		node = node_of(&st, nodes, n);
-		if (seen->n < ARRAY_SIZE(seen->v))
+		/*
+		 * Only what is still the file maps named is remembered: a range
+		 * remapped in between must not vouch for the file other
+		 * processes map.
+		 */
+		if (major(st.st_dev) == ma && minor(st.st_dev) == mi && st.st_ino == ino &&
+		    seen->n < ARRAY_SIZE(seen->v))
 			seen->v[seen->n++] =
 				(struct seen_file){ .dev = dev, .ino = ino, .node = node };
 	}
