@@ -1035,7 +1035,7 @@ bench_heal() {
 	# with the leases (5 s at 10,000): wait two periods, and fewer rounds.
 	heal_rounds=$(awk -v p="$heal_period" 'BEGIN { print (p > 1000) ? 5 : 20 }')
 	# GPU 1 is not this container's (the scale probe holds it, if that ran).
-	"$B/displace" -n "$heal_rounds" -t "$((heal_period * 2 + 2000))" "$CGROOT/$PFX-$$-lat" \
+	"$B/displace" -r -n "$heal_rounds" -t "$((heal_period * 2 + 2000))" "$CGROOT/$PFX-$$-lat" \
 		"$PINS-rt" "$work/host/dev/nvidia0" "$work/host/dev/nvidia1" >"$OUT/heal-scale.txt"
 	heal_scale=$(grep '^heal_us' "$OUT/heal-scale.txt")
 	# With grants running: one client's grant+revoke cycles on another
@@ -1047,7 +1047,7 @@ bench_heal() {
 			>>"$OUT/heal-busy-grants.txt"
 	done &
 	loop=$!
-	"$B/displace" -n "$HEAL_BUSY_ROUNDS" -t "$((heal_period * 2 + 2000))" "$CGROOT/$PFX-$$-lat" \
+	"$B/displace" -r -n "$HEAL_BUSY_ROUNDS" -t "$((heal_period * 2 + 2000))" "$CGROOT/$PFX-$$-lat" \
 		"$PINS-rt" "$work/host/dev/nvidia0" "$work/host/dev/nvidia1" >"$OUT/heal-busy.txt"
 	touch "$stop"
 	wait "$loop"
