@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the test helpers that move themselves into a container's cgroup
- * share (displace.c, moveprobe.c): a monotonic clock in microseconds and
- * the join.
+ * share (displace.c, moveprobe.c, openloop.c): a monotonic clock in
+ * microseconds, the join, and an open's result.
  */
 #ifndef DEVGATE_TEST_CGJOIN_H
 #define DEVGATE_TEST_CGJOIN_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +33,18 @@ static inline int join_cgroup(const char *cg)
 		return -errno;
 	fprintf(f, "%d\n", getpid());
 	return fclose(f) == 0 ? 0 : -errno;
+}
+
+/* Opens path read-only and closes it: 0, or the open's errno. */
+static inline int open_errno(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	return errno;
 }
 
 #endif

@@ -30,17 +30,6 @@
 
 #define MAX_PROGS 64
 
-static int open_errno(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd >= 0) {
-		close(fd);
-		return 0;
-	}
-	return errno;
-}
-
 /* The fds of the devgate gates attached to cgfd now; how many. */
 static int gates_of(int cgfd, int *fds)
 {

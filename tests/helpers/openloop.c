@@ -19,17 +19,6 @@
 
 #include "cgjoin.h"
 
-static int open_errno(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd >= 0) {
-		close(fd);
-		return 0;
-	}
-	return errno;
-}
-
 int main(int argc, char **argv)
 {
 	unsigned long timeout_ms = 60000, opens = 0, granted_denied = 0, denied_open = 0;
