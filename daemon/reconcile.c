@@ -197,15 +197,20 @@ static void reconcile_leases(struct daemon *d, unsigned int *fixes)
 	for (size_t i = 0; i < n; i++) {
 		struct lease *l = lease_table_find(&d->leases, ids[i]);
 		auto_close int cgfd = -1;
-		int r = cgroup_open_id(&d->cg, l->cgid, &cgfd);
+		/* Keyed in the other hierarchy (cgroup v2 mounted or gone since): its id names
+		 * nothing here, or another's cgroup. */
+		int r = l->v1_keyed == d->cg.v1 ? cgroup_open_id(&d->cg, l->cgid, &cgfd) : -EXDEV;
 		char note[40];
 
 		if (!lease_holds(l) || r < 0 || cgroup_populated(cgfd) <= 0) {
 			grant_release(d, l->cgid,
-				      r < 0 ? "reconcile: cgroup gone while devgated was "
-					      "down"
-					    : "reconcile: container ended while "
-					      "devgated was down");
+				      r == -EXDEV
+					      ? "reconcile: its cgroup id is of the other cgroup "
+						"hierarchy (v1 devices or v2) than this devgated's"
+				      : r < 0 ? "reconcile: cgroup gone while devgated was "
+						"down"
+					      : "reconcile: container ended while "
+						"devgated was down");
 			(*fixes)++;
 			continue;
 		}

@@ -82,6 +82,7 @@ struct lease *lease_copy(const struct lease *l)
 	c->since = l->since;
 	c->expires = l->expires;
 	c->kill_on_expiry = l->kill_on_expiry;
+	c->v1_keyed = l->v1_keyed;
 	c->driver_caps = l->driver_caps;
 	c->has_majors = l->has_majors;
 	c->majors = l->majors;

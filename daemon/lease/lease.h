@@ -88,6 +88,11 @@ struct lease {
 	int64_t expires;
 	bool kill_on_expiry; /* holders of its nodes are killed at expiry */
 	/*
+	 * cgid and cgroup are of the v1 devices hierarchy (a host with cgroup
+	 * v1 alone), not v2: ids of two hierarchies may be the same number.
+	 */
+	bool v1_keyed;
+	/*
 	 * grant --driver: DG_DRV_* asked for, the files mounted (container
 	 * paths), and the directories made for them, in the order made.
 	 */

@@ -123,6 +123,8 @@ static const struct dg_field lease_fields[] = {
 	/* A string: JSON numbers lose precision above 2^53 in many readers. */
 	DG_FIELD("cgroup_id", DG_F_ID, struct lease, cgid, .required = true, .min = 1),
 	DG_FIELD("cgroup", DG_F_STR, struct lease, cgroup, .required = true),
+	/* true: cgroup_id and cgroup are of the v1 devices hierarchy (no v2 on the host). */
+	DG_FIELD("cgroup_v1", DG_F_BOOL, struct lease, v1_keyed, .flags = DG_OMIT_DEF),
 	/* null when the caller gave no label. */
 	DG_FIELD("container", DG_F_STR, struct lease, container, .required = true,
 		 .flags = DG_NULL),

@@ -2,10 +2,12 @@
 /*
  * The cgroup v2 hierarchy as devgated reaches it: which mount to use (the
  * one mountinfo names last that this namespace can reach), cgroups opened
- * by path or by id, a cgroup's id, path and whether it still has processes.
+ * by path or by id, a cgroup's id, path and whether it still has processes;
+ * on a host with cgroup v1 alone, the same for the v1 devices hierarchy.
  * It reads the kernel's view only: it never creates, moves into or writes
  * to a cgroup.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -16,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "cgv1.h"
 #include "proccg.h"
 #include "cgroup.h"
 #include "cleanup.h"
@@ -52,6 +55,23 @@ int cgroot_open(struct cgroot *ret, const char *root, struct dg_error *err)
 				    mnt);
 	ret->mount = TAKE_PTR(mnt);
 	ret->fd = fd;
+	return 0;
+}
+
+int cgroot_open_v1(struct cgroot *ret, const char *mount, struct dg_error *err)
+{
+	int fd = open(mount, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return dg_error_set(err, DG_E_KERNEL, errno,
+				    "cannot open the cgroup v1 devices mount '%s': %m", mount);
+	ret->mount = strdup(mount);
+	if (!ret->mount) {
+		close(fd);
+		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
+	}
+	ret->fd = fd;
+	ret->v1 = true;
 	return 0;
 }
 
@@ -133,12 +153,51 @@ int cgroup_path_of(const struct cgroot *root, int cgfd, char **ret)
 	return *ret ? 0 : -ENOMEM;
 }
 
+/* v1: a process in the cgroup at dirfd or below it (v1 cgroups hold processes at any level). */
+static int v1_populated(int dirfd, int depth)
+{
+	auto_free char *procs = NULL;
+	struct dirent *e;
+	int fd, r = read_file_at(dirfd, "cgroup.procs", 64, &procs, NULL);
+	DIR *dir;
+
+	if (r < 0 || procs[0])
+		return r < 0 ? r : 1;
+	if (depth > 16)
+		return -ELOOP;
+	fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dir = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!dir) {
+		r = -errno;
+		if (fd >= 0)
+			close(fd);
+		return r;
+	}
+	while (r == 0 && (e = readdir(dir))) {
+		int sub;
+
+		if (e->d_type != DT_DIR || e->d_name[0] == '.')
+			continue;
+		sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub < 0)
+			continue; /* removed meanwhile */
+		r = v1_populated(sub, depth + 1);
+		close(sub);
+		if (r == -ENOENT || r == -ENODEV)
+			r = 0;
+	}
+	closedir(dir);
+	return r;
+}
+
 int cgroup_populated(int cgfd)
 {
 	auto_free char *text = NULL;
 	const char *p;
 	int r = read_file_at(cgfd, "cgroup.events", 4096, &text, NULL);
 
+	if (r == -ENOENT && faccessat(cgfd, "devices.list", F_OK, 0) == 0)
+		return v1_populated(cgfd, 0);
 	if (r < 0)
 		return r;
 	p = strstr(text, "populated ");
@@ -163,6 +222,17 @@ int cgroup_of_pid(pid_t pid, char **ret)
 	int r = proc_cgroup_read(pid, &text);
 
 	return r < 0 ? r : proc_cgroup_parse(text, ret);
+}
+
+int cgroup_of_pid_in(const struct cgroot *root, pid_t pid, char **ret)
+{
+	auto_free char *text = NULL;
+	int r;
+
+	if (!root->v1)
+		return cgroup_of_pid(pid, ret);
+	r = proc_cgroup_read(pid, &text);
+	return r < 0 ? r : cgv1_devices_parse(text, ret);
 }
 
 int cgroup_path_is_ancestor(const char *path, const char *other)

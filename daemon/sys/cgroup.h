@@ -7,6 +7,7 @@
 #ifndef DEVGATE_CGROUP_H
 #define DEVGATE_CGROUP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -16,6 +17,11 @@
 struct cgroot {
 	char *mount; /* e.g. /sys/fs/cgroup or /sys/fs/cgroup/unified */
 	int fd;
+	/*
+	 * A host with cgroup v1 alone: the v1 devices hierarchy stands in for
+	 * v2 (cgroot_open_v1), and a container is its v1 devices cgroup.
+	 */
+	bool v1;
 };
 
 /*
@@ -24,21 +30,23 @@ struct cgroot {
  */
 int cgroot_open(struct cgroot *ret, const char *root, struct dg_error *err);
 void cgroot_close(struct cgroot *root);
+/*
+ * On a host with no cgroup v2 mount: the v1 devices hierarchy at mount as
+ * the root of every cgroup devgated keys, opens and watches (ret->v1). Its
+ * kernfs ids work as v2's do (name_to_handle_at, open_by_handle_at), and a
+ * cgroup removed and made again gets a new one.
+ */
+int cgroot_open_v1(struct cgroot *ret, const char *mount, struct dg_error *err);
 
 /*
- * What a host with cgroup v1 alone (no v2 mount) means for devgate: it
- * gates through v2 device programs, with v1 devices rules only beside
- * them, so it refuses each grant there rather than answer "granted" while
- * the kernel still denies (target.c).
+ * A host with neither cgroup v2 nor the v1 devices controller: nothing
+ * restricts a container's devices, so nothing can be gated (target.c).
  */
-#define CGROUP_NO_V2_WHY                                                                \
-	"this host has no cgroup v2, only cgroup v1; devgate grants through cgroup v2 " \
-	"device programs, with v1 devices rules only beside them, and does not gate "   \
-	"through v1 devices alone (no per-access counters, no proof through a BPF view)"
-#define CGROUP_NO_V2_HINT                                                                 \
-	"mount cgroup v2 beside v1 ('mount -t cgroup2 none /sys/fs/cgroup/unified'), "    \
-	"restart devgated, then the container (its runtime puts it in a v2 cgroup too); " \
-	"or boot with systemd.unified_cgroup_hierarchy=1"
+#define CGROUP_NO_V2_WHY                                                                 \
+	"this host has no cgroup v2 and no cgroup v1 devices controller; devgate gates " \
+	"through one of them"
+#define CGROUP_NO_V2_HINT \
+	"mount cgroup v2 ('mount -t cgroup2 none /sys/fs/cgroup'), then restart devgated"
 
 /* Opens the cgroup at PATH (relative to the v2 root, starting with '/'). */
 int cgroup_open_path(const struct cgroot *root, const char *path, int *ret_fd);
@@ -46,12 +54,17 @@ int cgroup_open_id(const struct cgroot *root, uint64_t id, int *ret_fd);
 int cgroup_id_of(int cgfd, uint64_t *ret);
 /* The v2 path of an open cgroup, from the kernel's own view. */
 int cgroup_path_of(const struct cgroot *root, int cgfd, char **ret);
-/* 1 if the cgroup or a descendant has a process, 0 if not. */
+/*
+ * 1 if the cgroup or a descendant has a process, 0 if not: cgroup.events
+ * on v2, the cgroup.procs of the subtree on v1, which has no such file.
+ */
 int cgroup_populated(int cgfd);
 /* The text of /proc/PID/cgroup; -ESRCH when the process is gone. */
 int proc_cgroup_read(pid_t pid, char **ret);
 /* The v2 path of a process; -ESRCH when gone, -ENOMEDIUM without v2. */
 int cgroup_of_pid(pid_t pid, char **ret);
+/* The path of a process in root's hierarchy: v2's, or the v1 devices one (root->v1). */
+int cgroup_of_pid_in(const struct cgroot *root, pid_t pid, char **ret);
 /* True when 'path' equals 'other' or is one of its ancestors. */
 int cgroup_path_is_ancestor(const char *path, const char *other);
 

@@ -117,6 +117,7 @@ static void same_lease(const struct lease *a, const struct lease *b)
 		same_device(i, &a->devices[i], &b->devices[i]);
 	same_int("expires", a->expires, b->expires);
 	same_int("kill_on_expiry", a->kill_on_expiry, b->kill_on_expiry);
+	same_int("v1_keyed", a->v1_keyed, b->v1_keyed);
 	same_int("driver_caps", a->driver_caps, b->driver_caps);
 	same_int("n_driver_files", (long long)a->n_driver_files, (long long)b->n_driver_files);
 	for (size_t i = 0; i < a->n_driver_files; i++)
@@ -182,6 +183,7 @@ static void test_every_field(void **state)
 	l->n_cg1_added = 2;
 	snprintf(l->cg1_added[0].rule, sizeof(l->cg1_added[0].rule), "c 195:0 rw");
 	snprintf(l->cg1_added[1].rule, sizeof(l->cg1_added[1].rule), "c 195:255 w");
+	l->v1_keyed = true;
 	copy = lease_copy(l);
 	text = record_text(l);
 	back = decode_text(text);
@@ -197,7 +199,7 @@ static void test_every_field(void **state)
 		    l->majors.has_kfd && l->majors.has_caps);
 	assert_true(l->container && l->pid && l->since && l->gpus[0].ms);
 	assert_true(l->root && l->root_dev && l->root_ino && l->n_kept > 1);
-	assert_true(l->cg1_path && l->n_cg1_added > 1);
+	assert_true(l->cg1_path && l->n_cg1_added > 1 && l->v1_keyed);
 	lease_free(l);
 	lease_free(back);
 	lease_free(copy);
