@@ -407,11 +407,12 @@ static int open_bpfgate(struct daemon *d, struct dg_error *err)
 	size_t n = 0;
 	int r;
 
-	for (size_t i = 0; i < d->leases.n && n < ARRAY_SIZE(fds); i++) {
+	/* cgroup v1 alone: no cgroup takes a program, and no keeper cgroup can be made. */
+	for (size_t i = 0; i < d->leases.n && n < ARRAY_SIZE(fds) && !d->cg.v1; i++) {
 		if (cgroup_open_id(&d->cg, d->leases.v[i]->cgid, &fds[n]) == 0)
 			n++;
 	}
-	r = bpfgate_open(d->cfg->pin_root, d->inv, d->cg.fd, fds, n, &d->bg, err);
+	r = bpfgate_open(d->cfg->pin_root, d->inv, d->cg.v1 ? -1 : d->cg.fd, fds, n, &d->bg, err);
 	if (r == 0)
 		guard_init(d->bg, fds, n, d->cfg->gate_beside);
 	while (n)
@@ -473,7 +474,8 @@ static void open_attach_watch(struct daemon *d)
 {
 	int r;
 
-	if (!d->cfg->attach_events)
+	/* cgroup v1 alone: no program to displace; the heal check reads the devices lists. */
+	if (!d->cfg->attach_events || d->cg.v1)
 		return;
 	r = attach_watch_open(heal_attach_changed, heal_attach_replaced, d, &d->attach);
 	if (r == 0)
@@ -516,6 +518,8 @@ static int setup_loop(struct daemon *d, struct dg_error *err)
 		r = epoll_tag(d, d->uevent_fd, TAG_UEVENT);
 	if (r == 0)
 		r = epoll_tag(d, d->expiry_fd, TAG_EXPIRY);
+	if (r == 0 && d->v1exit_fd >= 0)
+		r = epoll_tag(d, d->v1exit_fd, TAG_V1EXIT);
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up the event loop: %s",
 				    strerror(-r));
@@ -540,19 +544,21 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 	if (r < 0 && r != -ENOMEDIUM)
 		log_warning_errno(r, "cannot open the cgroup v1 devices hierarchy: %m");
 	r = cgroot_open(&d->cg, d->cfg->cgroup_root, err);
-	/* Serves, and says why each grant is refused (target.c), rather than not start. */
+	/* cgroup v1 alone: its devices hierarchy keys and gates the containers. */
 	if (r == -ENOMEDIUM && d->cg1.fd >= 0) {
-		log_warning("cgroup v1 devices at %s: " CGROUP_NO_V2_WHY "; every grant is "
-			    "refused. Hint: " CGROUP_NO_V2_HINT,
-			    d->cg1.mount);
 		*err = (struct dg_error){ 0 };
-		r = 0;
+		r = cgroot_open_v1(&d->cg, d->cg1.mount, err);
+		if (r == 0)
+			log_notice("no cgroup v2 is mounted: gating through the cgroup v1 devices "
+				   "controller at %s alone (devices.allow and devices.deny; no BPF "
+				   "program, no per-access counters)",
+				   d->cg1.mount);
 	}
 	if (r < 0)
 		return r;
 	nvml_fill(d->inv, NULL);
 	policy_apply(&d->cfg->policy, d->inv);
-	r = cgroup_of_pid(getpid(), &d->self_cgroup);
+	r = cgroup_of_pid_in(&d->cg, getpid(), &d->self_cgroup);
 	if (r < 0)
 		log_warning_errno(r, "cannot read devgated's own cgroup: %m");
 	r = nodes_init(err);
@@ -594,8 +600,9 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up inotify or timers: %s",
 				    strerror(-r));
-	log_info("%zu GPU(s) under %s, cgroup v2 at %s, %zu lease(s) on record", d->inv->n_gpus,
-		 d->cfg->host_root, d->cg.mount ? d->cg.mount : "(none)", d->leases.n);
+	log_info("%zu GPU(s) under %s, cgroup %s at %s, %zu lease(s) on record", d->inv->n_gpus,
+		 d->cfg->host_root, d->cg.v1 ? "v1 devices" : "v2",
+		 d->cg.mount ? d->cg.mount : "(none)", d->leases.n);
 	r = expiry_init(d);
 	if (r < 0)
 		return dg_error_set(err, DG_E_INTERNAL, r, "cannot set up the expiry timer: %s",
@@ -691,6 +698,9 @@ static bool dispatch(struct daemon *d, const struct epoll_event *ev)
 	case TAG_EXPIRY:
 		expiry_run(d);
 		break;
+	case TAG_V1EXIT:
+		watch_v1_handle(d);
+		break;
 	default:
 		if (ev->data.u64 & TAG_WAITER)
 			waiting_event(d->waiting, ev->data.u64);
@@ -774,6 +784,7 @@ int main(int argc, char **argv)
 		.listen_fd = -1,
 		.signal_fd = -1,
 		.inotify_fd = -1,
+		.v1exit_fd = -1,
 		.timer_fd = -1,
 		.heal_fd = -1,
 		.uevent_fd = -1,

@@ -77,6 +77,7 @@ struct daemon {
 	int listen_fd;
 	int signal_fd;
 	int inotify_fd;
+	int v1exit_fd; /* epoll set of leased containers' pidfds (cgroup v1 alone); -1: none */
 	int timer_fd;
 	int heal_fd;	      /* one-shot timer of the displaced-gate check */
 	int uevent_fd;	      /* kernel uevents (rescan.c); -1 without */

@@ -68,8 +68,9 @@ static void cgwhere_of(const struct daemon *d, const struct target *t, const cha
 
 	ret->path = t->cgroup;
 	ret->fd = t->cgfd;
-	if (proc_cg && proc_cgroup_parse(proc_cg, &path) == 0 && strcmp(path, t->cgroup) != 0 &&
-	    cgroup_path_is_ancestor(t->cgroup, path) && cgroup_open_path(&d->cg, path, &fd) == 0) {
+	if (!d->cg.v1 && proc_cg && proc_cgroup_parse(proc_cg, &path) == 0 &&
+	    strcmp(path, t->cgroup) != 0 && cgroup_path_is_ancestor(t->cgroup, path) &&
+	    cgroup_open_path(&d->cg, path, &fd) == 0) {
 		ret->path = ret->own_path = TAKE_PTR(path);
 		ret->fd = ret->own_fd = fd;
 	}
@@ -235,7 +236,7 @@ static void blame(struct daemon *d, const struct cgwhere *w, const struct v1dev 
 			      node->major, node->minor);
 		return;
 	}
-	if (foreign_progs(d->bg, &d->cg, w->path, fp, 8, &n) == 0 && n) {
+	if (!d->cg.v1 && foreign_progs(d->bg, &d->cg, w->path, fp, 8, &n) == 0 && n) {
 		snprintf(buf, len,
 			 "BPF program ID %u (%s, attached at cgroup %s) that is not devgate's",
 			 fp[0].id, fp[0].name[0] ? fp[0].name : "no name", fp[0].cgroup);
@@ -380,7 +381,7 @@ int proof_check(struct daemon *d, const struct target *t, struct lease *next,
 	r = proc_cgroup_read(t->pid, &proc_cg);
 	cgwhere_of(d, t, r == 0 ? proc_cg : NULL, &w);
 	r = v1dev_of(&d->cg1, r == 0 ? proc_cg : NULL, r, &v1);
-	if (r == 0)
+	if (r == 0 && !d->cg.v1) /* cgroup v1 alone: no program, its list is the layer */
 		r = foreign_effective_digest(w.fd, &progs);
 	if (r < 0)
 		return dg_error_set(
@@ -404,8 +405,8 @@ int proof_check(struct daemon *d, const struct target *t, struct lease *next,
 			return dg_error_set(err, DG_E_UNPROVEN, errno,
 					    "cannot prove the grant: cannot open %s: %m", f);
 	}
-	r = prober_run(w.fd, procs, bpfgate_proof_comm(), probe, k + has_nb, proof_timeout_ms(),
-		       &res, err);
+	r = prober_run(d->cg.v1 ? -1 : w.fd, procs, bpfgate_proof_comm(), probe, k + has_nb,
+		       proof_timeout_ms(), &res, err);
 	if (r < 0)
 		return r;
 	if (res.join_v2 || res.join_v1 || res.timed_out || res.no_answer || res.frozen)

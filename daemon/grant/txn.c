@@ -349,7 +349,7 @@ static void grant_undo(struct daemon *d, const struct target *t, const struct le
 	if (x->driver_done)
 		driverfs_remove(t, next, x->driver_from);
 	if (!old)
-		(void)guard_remove(d->bg, next->cgid, t->cgfd, &ignore);
+		(void)guard_remove(d->bg, next->cgid, d->cg.v1 ? -1 : t->cgfd, &ignore);
 	for (size_t i = 0; i < x->n_nodes; i++) {
 		if (x->res[i].status == NODE_CREATED)
 			made[n++] = x->nodes[i];
@@ -407,7 +407,7 @@ int txn_grant_apply(struct daemon *d, const struct target *t, const struct lease
 	fault_point("grant.nodes");
 	r = txn_grants_put(d->bg, next->cgid, x->nodes, x->n_nodes, err);
 	fault_point("grant.grants");
-	if (r == 0)
+	if (r == 0 && !d->cg.v1) /* cgroup v1 alone: its devices list is the gate */
 		r = guard_apply(d->bg, next->cgid, t->cgfd, &x->guard, err);
 	if (r == 0)
 		r = v1dev_apply(d, next, err);
@@ -548,7 +548,8 @@ void txn_unguard_cgroup(struct daemon *d, uint64_t cgid, const char *who)
 	auto_close int cgfd = -1;
 
 	/* A removed cgroup has nothing attached any more: then only the pins go. */
-	(void)cgroup_open_id(&d->cg, cgid, &cgfd);
+	if (!d->cg.v1)
+		(void)cgroup_open_id(&d->cg, cgid, &cgfd);
 	if (guard_remove(d->bg, cgid, cgfd, &err) < 0)
 		log_error("cannot restore the device programs of %s: %s", who, err.message);
 	drop_counters(d, cgid);

@@ -7,8 +7,9 @@
  * the list lacked), so a revoke leaves the runtime's list as it was. The
  * order of the steps is the transactions' (txn.c, revoke.c); this file must
  * not save records or touch the grants map. It widens only a v1 cgroup whose
- * every process is in the target's v2 cgroup: a process that moved itself
- * into another's v1 cgroup must not open the device there.
+ * every process is in the target's v2 cgroup (on a host with cgroup v1
+ * alone: in its cgroups of the other v1 hierarchies): a process that moved
+ * itself into another's v1 cgroup must not open the device there.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -87,24 +88,29 @@ static int v1_path(struct daemon *d, const struct target *t, char **ret, struct 
 }
 
 struct owner {
-	const char *v2; /* the target's v2 cgroup */
+	const char *v2;	  /* the target's v2 cgroup */
+	const char *text; /* cgroup v1 alone: the target's /proc/PID/cgroup */
 	pid_t stranger;
-	char *where; /* the stranger's v2 cgroup */
+	char *where; /* the stranger's v2 cgroup (its /proc/PID/cgroup, v1 alone) */
 };
 
 static int not_the_targets(pid_t pid, void *ctx)
 {
 	struct owner *o = ctx;
 	auto_free char *v2 = NULL;
-	int r = cgroup_of_pid(pid, &v2);
+	int r = o->text ? proc_cgroup_read(pid, &v2) : cgroup_of_pid(pid, &v2);
 
 	if (r == -ESRCH || r == -ENOENT)
 		return 0; /* gone meanwhile */
 	if (r < 0)
 		return r;
-	if (cgroup_path_is_ancestor(o->v2, v2))
-		return 0;
+	r = o->text ? cgroup1_within(o->text, v2) : cgroup_path_is_ancestor(o->v2, v2);
+	if (r != 0)
+		return r < 0 ? r : 0;
 	o->stranger = pid;
+	if (o->text) /* one line: "memory:/x, pids:/" */
+		for (char *c = v2; *c; c++)
+			*c = *c == '\n' && c[1] ? ' ' : *c;
 	o->where = TAKE_PTR(v2);
 	return 1;
 }
@@ -118,9 +124,15 @@ static int not_the_targets(pid_t pid, void *ctx)
 static int v1_owned(struct daemon *d, const struct target *t, const char *path,
 		    struct dg_error *err)
 {
+	auto_free char *text = NULL;
 	struct owner o = { .v2 = t->cgroup };
-	int r = cgroup1_procs_walk(&d->cg1, path, 1, not_the_targets, &o);
+	int r = 0;
 
+	/* cgroup v1 alone: its other hierarchies tell whose a process is. */
+	if (d->cg.v1 && (r = proc_cgroup_read(t->pid, &text)) == 0)
+		o.text = text;
+	if (r == 0)
+		r = cgroup1_procs_walk(&d->cg1, path, 1, not_the_targets, &o);
 	if (r < 0)
 		return dg_error_set(err, DG_E_KERNEL, -r,
 				    "cannot read the processes of the v1 devices cgroup %s: %s",
@@ -128,9 +140,10 @@ static int v1_owned(struct daemon *d, const struct target *t, const char *path,
 	if (r == 0)
 		return 0;
 	dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EXDEV,
-		     "the v1 devices cgroup %s of PID %d also holds PID %d of cgroup %s, which "
+		     "the v1 devices cgroup %s of PID %d also holds PID %d of %s %s, which "
 		     "is not the container's (%s): devgate widens no other's device list",
-		     path, (int)t->pid, (int)o.stranger, o.where, t->cgroup);
+		     path, (int)t->pid, (int)o.stranger, o.text ? "v1 cgroups" : "cgroup", o.where,
+		     o.text ? "in its other v1 hierarchies" : t->cgroup);
 	dg_error_hint(err, "the container's process left its own v1 devices cgroup (a privileged "
 			   "container can write cgroupfs); restart the container, then grant");
 	free(o.where);
@@ -197,6 +210,7 @@ int v1dev_plan(struct daemon *d, const struct target *t, struct lease *next,
 		return r;
 	free(next->cg1_path);
 	next->cg1_path = TAKE_PTR(path);
+	next->v1_keyed = d->cg.v1;
 	return 0;
 }
 

@@ -24,6 +24,7 @@
 #include "names.h"
 #include "rt.h"
 #include "sys/cgroup.h"
+#include "sys/cgroup1.h"
 #include "sys/target.h"
 
 /* CRI before runc: where both read one root, the pod's names win. */
@@ -276,7 +277,7 @@ static int ask(const struct names_conf *c, int rt, const char *name, struct rt_f
  * systemd driver wraps the ID: docker-ID.scope). 0 and the cgroup, or
  * negative errno and why.
  */
-static int prove(int rt, const struct rt_found *f, char **ret, char *why, size_t n)
+static int prove(bool v1, int rt, const struct rt_found *f, char **ret, char *why, size_t n)
 {
 	auto_close int pidfd = -1;
 	auto_free char *cg = NULL;
@@ -291,7 +292,7 @@ static int prove(int rt, const struct rt_found *f, char **ret, char *why, size_t
 		return -ESRCH;
 	}
 	pidfd = f->pid <= INT32_MAX ? pidfd_open_pid((pid_t)f->pid) : -ESRCH;
-	if (pidfd < 0 || cgroup_of_pid((pid_t)f->pid, &cg) < 0) {
+	if (pidfd < 0 || (v1 ? cgroup1_devices_of_pid : cgroup_of_pid)((pid_t)f->pid, &cg) < 0) {
 		snprintf(why, n, "its PID %lld is gone", f->pid);
 		return -ESRCH;
 	}
@@ -438,7 +439,7 @@ int names_resolve(const struct names_conf *c, const char *name, const char *runt
 	rt = 0;
 	while (strcmp(rt_names[rt], s->m[0].runtime) != 0)
 		rt++;
-	r = prove(rt, &s->f[0], &s->m[0].cgroup, s->why, sizeof(s->why));
+	r = prove(c->cgroup_v1, rt, &s->f[0], &s->m[0].cgroup, s->why, sizeof(s->why));
 	if (r < 0) {
 		dg_error_set(err, DG_E_NO_TARGET, -r,
 			     "%s container '%s' (ID %.12s) is not running: %s", s->m[0].runtime,
@@ -474,7 +475,7 @@ static void list_one(void *ctx, const char *name)
 		if (ls->out[i].pid == f.pid)
 			return;
 	}
-	if (prove(ls->rt, &f, &cg, why, sizeof(why)) < 0)
+	if (prove(ls->c->cgroup_v1, ls->rt, &f, &cg, why, sizeof(why)) < 0)
 		return;
 	m = &ls->out[ls->n];
 	*m = (struct name_match){ .runtime = rt_names[ls->rt], .pid = (pid_t)f.pid };

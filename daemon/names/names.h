@@ -22,6 +22,7 @@ struct names_conf {
 	const char *runc_root;	    /* runc's --root (podman's containers too) */
 	const char *lxc_path;	    /* classic LXC's lxcpath */
 	const char *cri_root;	    /* the CRI runtime's runc root (its pods' containers) */
+	bool cgroup_v1;		    /* a host with cgroup v1 alone: cgroups are v1 devices paths */
 };
 
 #define NAMES_ID_MAX 128

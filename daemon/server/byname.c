@@ -41,9 +41,12 @@
  */
 #define BYNAME_DEADLINE_NS (15 * 1000000000ull)
 
-static void names_conf_of(const struct dg_config *c, struct names_conf *ret)
+static void names_conf_of(const struct daemon *d, struct names_conf *ret)
 {
+	const struct dg_config *c = d->cfg;
+
 	*ret = (struct names_conf){
+		.cgroup_v1 = d->cg.v1,
 		.docker_socket = c->docker_socket,
 		.lxd_socket = c->lxd_socket,
 		.podman_storage = c->podman_storage,
@@ -268,7 +271,7 @@ static int job_fork(struct daemon *d, struct byname_job *j, const struct spec *s
 	struct names_conf conf;
 	int p[2];
 
-	names_conf_of(d->cfg, &conf);
+	names_conf_of(d, &conf);
 	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
 		return dg_error_set(err, DG_E_INTERNAL, errno, "pipe: %m");
 	j->pid = fork();
@@ -318,7 +321,7 @@ int byname_start(struct daemon *d, struct dg_request *req, uint64_t tag, struct 
 	}
 	if (k == 0)
 		return 0;
-	names_conf_of(d->cfg, &conf);
+	names_conf_of(d, &conf);
 	for (int i = 0; i < k; i++)
 		wait |= names_may_wait(&conf, s[which[i]].t->runtime);
 	/* State files alone (runc, podman, CRI) are read at once: a fork costs more. */
@@ -409,7 +412,7 @@ int byname_list(struct daemon *d, struct dg_containers_reply *out, struct dg_are
 
 	if (!m)
 		return dg_error_set(err, DG_E_INTERNAL, ENOMEM, "out of memory");
-	names_conf_of(d->cfg, &conf);
+	names_conf_of(d, &conf);
 	names_list(&conf, m, LIST_MAX, &n, searched, sizeof(searched));
 	out->found = dg_arena_alloc(a, (n + 1) * sizeof(*out->found));
 	out->searched = dg_arena_strdup(a, searched);

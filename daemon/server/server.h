@@ -59,6 +59,7 @@ enum {
 	TAG_HEAL,
 	TAG_UEVENT,
 	TAG_EXPIRY,
+	TAG_V1EXIT,
 	TAG_MAX
 };
 

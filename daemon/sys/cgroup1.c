@@ -169,3 +169,39 @@ int cgroup1_procs_walk(const struct cg1root *root, const char *path, int depth,
 	closedir(dir);
 	return r;
 }
+
+/* The path of the line "ID:CONTROLLERS:" of text (len of that prefix), or NULL. */
+static const char *line_path(const char *text, const char *prefix, size_t len)
+{
+	for (const char *l = text; l && *l;) {
+		if (strncmp(l, prefix, len) == 0)
+			return l + len;
+		l = strchr(l, '\n');
+		l = l ? l + 1 : NULL;
+	}
+	return NULL;
+}
+
+int cgroup1_within(const char *outer, const char *inner)
+{
+	for (const char *l = outer; l && *l;) {
+		const char *c1 = strchr(l, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		const char *eol = strchr(l, '\n'), *p;
+		size_t plen, want;
+
+		if (!c2 || (eol && c2 > eol))
+			return -EBADMSG;
+		want = (size_t)((eol ? eol : c2 + strlen(c2)) - (c2 + 1));
+		/* v2's line and devices itself are not the witnesses; "/" claims nothing. */
+		if (strncmp(l, "0::", 3) != 0 && !memmem(c1, (size_t)(c2 - c1), "devices", 7) &&
+		    !(want == 1 && c2[1] == '/')) {
+			p = line_path(inner, l, (size_t)(c2 + 1 - l));
+			plen = p ? strcspn(p, "\n") : 0;
+			if (!p || plen < want || strncmp(p, c2 + 1, want) != 0 ||
+			    (plen > want && p[want] != '/'))
+				return 0;
+		}
+		l = eol ? eol + 1 : NULL;
+	}
+	return 1;
+}

@@ -46,5 +46,12 @@ int cgroup1_procs_walk(const struct cg1root *root, const char *path, int depth,
 int cgroup1_devices_parse(const char *text, char **ret);
 /* The v1 devices cgroup of a process; -ESRCH when gone, -ENOMEDIUM without one. */
 int cgroup1_devices_of_pid(pid_t pid, char **ret);
+/*
+ * 1 when, in every v1 hierarchy but devices where outer (a /proc/PID/cgroup
+ * text) is below the root, inner's cgroup is outer's or below it; 0 if
+ * not. On a host with cgroup v1 alone these say whose a process is, as
+ * the v2 cgroup does on a hybrid one.
+ */
+int cgroup1_within(const char *outer, const char *inner);
 
 #endif

@@ -181,8 +181,9 @@ static long clone_vm(long nr, long a1, long a2, long a3, long a4, long a5, int (
  * it there from its first instruction. Where a seccomp filter answers
  * clone3 with ENOSYS (systemd's RestrictNamespaces= does, since it cannot
  * read clone3's flags), a plain clone whose child joins through the
- * cgroup's cgroup.procs, opened here into j->procs_fd[0]. Returns the PID
- * or -errno; the child never returns.
+ * cgroup's cgroup.procs, opened here into j->procs_fd[0]; with cgfd -1 (a
+ * host with cgroup v1 alone) the plain clone, which joins the v1 devices
+ * cgroup only. Returns the PID or -errno; the child never returns.
  */
 static long spawn(int cgfd, int *pidfd, struct prober_job *j)
 {
@@ -193,8 +194,11 @@ static long spawn(int cgfd, int *pidfd, struct prober_job *j)
 		.exit_signal = SIGCHLD,
 		.cgroup = (uint64_t)cgfd,
 	};
-	long pid;
+	long pid = -ENOSYS;
 
+	/* cgroup v1 alone (cgfd -1): no v2 cgroup to clone into; it joins the v1 one itself. */
+	if (cgfd < 0)
+		goto plain;
 #if defined(__x86_64__)
 	ca.flags |= CLONE_VM;
 	ca.stack = (uint64_t)(uintptr_t)shared_area;
@@ -211,6 +215,7 @@ static long spawn(int cgfd, int *pidfd, struct prober_job *j)
 	j->procs_fd[0] = openat(cgfd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
 	if (j->procs_fd[0] < 0)
 		return -errno;
+plain:
 #if defined(__x86_64__)
 	pid = clone_vm(SYS_clone, CLONE_VM | CLONE_PIDFD | SIGCHLD, (long)top, (long)pidfd, 0, 0,
 		       prober_child, j);

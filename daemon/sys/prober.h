@@ -36,7 +36,8 @@ struct prober_result {
 
 /*
  * Opens each of nodes (n of them, by their numbers and access) from a
- * process in cgroup v2 cgfd and, with v1_procs_fd not -1, in that v1
+ * process in cgroup v2 cgfd (-1: none, a host with cgroup v1 alone) and,
+ * with v1_procs_fd not -1, in that v1
  * devices cgroup (its cgroup.procs, open for writing). The nodes live in a
  * root-only directory of devgated's own, made once per node and kept
  * until prober_release(). comm (may be NULL) is the name the prober takes,

@@ -5,7 +5,8 @@
  * cgroup and the cgroup's id, each read while the pidfd proves the process
  * is still the same. It refuses targets that would gate devgated itself or
  * the root cgroup, and processes outside their container's mount
- * namespace. It never enters a namespace and never writes anywhere.
+ * namespace. On a host with cgroup v1 alone its cgroup is its v1 devices
+ * cgroup. It never enters a namespace and never writes anywhere.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -64,13 +65,13 @@ int target_check_v2(const struct cgroot *root, const char *what, struct dg_error
 	return -ENOMEDIUM;
 }
 
-static int check_cgroup(const char *self_cgroup, const char *cgroup, const char *what,
-			struct dg_error *err)
+static int check_cgroup(const struct cgroot *root, const char *self_cgroup, const char *cgroup,
+			const char *what, struct dg_error *err)
 {
 	if (strcmp(cgroup, "/") == 0) {
 		dg_error_set(err, DG_E_TARGET_UNSUPPORTED, EINVAL,
-			     "%s is in the root cgroup of cgroup v2, not in a container's cgroup",
-			     what);
+			     "%s is in the root cgroup of %s, not in a container's cgroup", what,
+			     root->v1 ? "the cgroup v1 devices hierarchy" : "cgroup v2");
 		dg_error_hint(err,
 			      "devgate gates a container's own cgroup; name a process inside a "
 			      "container whose runtime uses cgroup v2");
@@ -335,14 +336,15 @@ int target_from_pid(const struct cgroot *root, const char *self_cgroup, pid_t pi
 					   (int)pid, strerror(-t.pidfd));
 		goto fail;
 	}
-	r = cgroup_of_pid(pid, &t.cgroup);
+	r = cgroup_of_pid_in(root, pid, &t.cgroup);
 	if (r == -ESRCH) {
 		r = dg_error_set(err, DG_E_NO_TARGET, ESRCH, "no process with PID %d", (int)pid);
 		goto fail;
 	}
 	if (r == -ENOMEDIUM) {
 		r = dg_error_set(err, DG_E_TARGET_UNSUPPORTED, ENOMEDIUM,
-				 "PID %d is not in a cgroup v2 hierarchy", (int)pid);
+				 "PID %d is not in a cgroup %s hierarchy", (int)pid,
+				 root->v1 ? "v1 devices" : "v2");
 		dg_error_hint(err, "devgate needs cgroup v2 (the unified hierarchy)");
 		goto fail;
 	}
@@ -351,7 +353,7 @@ int target_from_pid(const struct cgroot *root, const char *self_cgroup, pid_t pi
 				 strerror(-r));
 		goto fail;
 	}
-	r = check_cgroup(self_cgroup, t.cgroup, what, err);
+	r = check_cgroup(root, self_cgroup, t.cgroup, what, err);
 	if (r < 0)
 		goto fail;
 	r = open_cgroup(root, &t, what, err);
@@ -389,8 +391,8 @@ int target_from_cgroup(const struct cgroot *root, const char *self_cgroup, const
 
 	if (path[0] != '/' || strstr(path, "/../") || strlen(path) > 4000)
 		return dg_error_set(err, DG_E_INVALID, EINVAL,
-				    "cgroup path '%s' must be absolute within the v2 hierarchy",
-				    path);
+				    "cgroup path '%s' must be absolute within the %s hierarchy",
+				    path, root->v1 ? "v1 devices" : "v2");
 	if (asprintf(&what, "cgroup %s", path) < 0)
 		return -ENOMEM;
 	r = target_check_v2(root, what, err);
@@ -399,7 +401,7 @@ int target_from_cgroup(const struct cgroot *root, const char *self_cgroup, const
 	probe.cgroup = strdup(path);
 	if (!probe.cgroup)
 		return -ENOMEM;
-	r = check_cgroup(self_cgroup, probe.cgroup, what, err);
+	r = check_cgroup(root, self_cgroup, probe.cgroup, what, err);
 	if (r == 0)
 		r = open_cgroup(root, &probe, what, err);
 	if (r < 0) {

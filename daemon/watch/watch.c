@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * Noticing that a leased container ended. Each lease's cgroup.events file
- * is watched with inotify, so a lease is released as soon as its cgroup
- * empties or goes; a periodic tick re-checks a batch of leases in case an
- * event was missed. An ended container is handed to d->hooks.cgroup_ended:
+ * is watched with inotify (on a host with cgroup v1 alone, which has no
+ * such file, a pidfd of one of its processes), so a lease is released as
+ * soon as its cgroup empties or goes; a periodic tick re-checks a batch of
+ * leases in case an event was missed. An ended container is handed to d->hooks.cgroup_ended:
  * this file must not release leases itself, nor touch gates (heal.c).
  */
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/inotify.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -18,6 +20,8 @@
 #include "core/config.h"
 #include "cleanup.h"
 #include "log.h"
+#include "sys/cgroup1.h"
+#include "sys/target.h"
 #include "util.h"
 #include "watch.h"
 
@@ -35,6 +39,8 @@ int watch_init(struct daemon *d)
 	d->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (d->inotify_fd < 0)
 		return -errno;
+	if (d->cg.v1 && (d->v1exit_fd = epoll_create1(EPOLL_CLOEXEC)) < 0)
+		return -errno;
 	d->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (d->timer_fd < 0)
 		return -errno;
@@ -49,7 +55,43 @@ int watch_init(struct daemon *d)
 void watch_fini(struct daemon *d)
 {
 	d->inotify_fd = safe_close(d->inotify_fd);
+	d->v1exit_fd = safe_close(d->v1exit_fd);
 	d->timer_fd = safe_close(d->timer_fd);
+}
+
+/* Opens a pidfd on pid into *(int *)ctx: the first process of the cgroup that still runs. */
+static int pidfd_of(pid_t pid, void *ctx)
+{
+	int *fd = ctx;
+
+	*fd = pidfd_open_pid(pid);
+	return *fd >= 0;
+}
+
+/*
+ * cgroup v1 has no cgroup.events: a pidfd of one of the container's
+ * processes, in d->v1exit_fd under the lease's id, turns readable when that
+ * process exits; watch_v1_handle then checks the cgroup and, while it
+ * still has processes, watches another. The pidfd is kept in l->watch.
+ */
+static int watch_v1_add(struct daemon *d, struct lease *l)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = l->cgid };
+	int fd = -1, r = cgroup1_procs_walk(&d->cg1, l->cgroup, 1, pidfd_of, &fd);
+
+	if (r <= 0 || fd < 0)
+		return log_warning_errno(r < 0 ? -r : ESRCH,
+					 "cannot watch the processes of %s (v1 devices cgroup "
+					 "%s): %m; relying on the periodic check",
+					 lease_label(l), l->cgroup);
+	if (epoll_ctl(d->v1exit_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		r = -errno;
+		close(fd);
+		return log_warning_errno(-r, "cannot watch %s: %m; relying on the periodic check",
+					 lease_label(l));
+	}
+	l->watch = fd;
+	return 0;
 }
 
 int watch_add(struct daemon *d, struct lease *l)
@@ -57,6 +99,8 @@ int watch_add(struct daemon *d, struct lease *l)
 	char path[PATH_MAX];
 	int wd;
 
+	if (d->v1exit_fd >= 0)
+		return watch_v1_add(d, l);
 	snprintf(path, sizeof(path), "%s%s/cgroup.events", d->cg.mount,
 		 strcmp(l->cgroup, "/") == 0 ? "" : l->cgroup);
 	wd = inotify_add_watch(d->inotify_fd, path, IN_MODIFY);
@@ -71,7 +115,10 @@ void watch_del(struct daemon *d, struct lease *l)
 {
 	if (l->watch < 0)
 		return;
-	(void)inotify_rm_watch(d->inotify_fd, l->watch);
+	if (d->v1exit_fd >= 0) /* a pidfd: closing it leaves the epoll set */
+		close(l->watch);
+	else
+		(void)inotify_rm_watch(d->inotify_fd, l->watch);
 	l->watch = -1;
 }
 
@@ -156,6 +203,22 @@ void watch_handle(struct daemon *d)
 			}
 			check_ended(d, l);
 		}
+	}
+}
+
+/* A watched process of a leased v1 cgroup exited: the lease goes, or another is watched. */
+void watch_v1_handle(struct daemon *d)
+{
+	struct epoll_event ev[16];
+	int n = epoll_wait(d->v1exit_fd, ev, ARRAY_SIZE(ev), 0);
+
+	for (int i = 0; i < n; i++) {
+		struct lease *l = lease_table_find(&d->leases, ev[i].data.u64);
+
+		if (!l || check_ended(d, l))
+			continue;
+		watch_del(d, l);
+		(void)watch_v1_add(d, l);
 	}
 }
 

@@ -19,6 +19,8 @@ int watch_add(struct daemon *d, struct lease *l);
 void watch_del(struct daemon *d, struct lease *l);
 /* The inotify fd is readable: hands the leases whose container ended to cgroup_ended. */
 void watch_handle(struct daemon *d);
+/* d->v1exit_fd is readable (cgroup v1 alone): checks the leases whose watched process exited. */
+void watch_v1_handle(struct daemon *d);
 /* The periodic timer fired: checks a batch of leases for an end inotify missed. */
 void watch_tick(struct daemon *d);
 /*
