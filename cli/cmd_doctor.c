@@ -125,14 +125,14 @@ static void check_cgroup2(struct doctor *d, struct result *r)
 		return;
 	}
 	if (e == -ENOENT && mountinfo_find_cgroup1(text, "devices", doctor_v1_usable, &v1) == 0) {
-		say(r, ST_FAIL,
+		say(r, ST_WARN,
 		    "no cgroup v2 hierarchy is mounted, only cgroup v1 (devices at %s): devgated "
-		    "runs and refuses every grant, since it gates through cgroup v2 device "
-		    "programs with v1 devices rules only beside them, not through v1 alone",
+		    "gates through v1 devices alone (devices.allow and devices.deny), with no "
+		    "per-access counters",
 		    v1);
-		hint(r, "mount cgroup v2 beside v1 (mount -t cgroup2 none /sys/fs/cgroup/unified), "
-			"restart devgated, then the containers; or boot with "
-			"systemd.unified_cgroup_hierarchy=1");
+		hint(r, "for counters and BPF device programs, mount cgroup v2 beside v1 (mount -t "
+			"cgroup2 none /sys/fs/cgroup/unified) and restart devgated, then the "
+			"containers; or boot with systemd.unified_cgroup_hierarchy=1");
 		return;
 	}
 	if (e == -ENOENT) {
@@ -666,7 +666,8 @@ static void mechanism_of(struct doctor *d, const char *v1mnt, const struct dg_le
 	snprintf(file, sizeof(file), "/proc/%lld/cgroup", (long long)l->pid);
 	if (!v1mnt || l->pid <= 0 || read_file_at(AT_FDCWD, file, 65536, &text, NULL) < 0 ||
 	    cgv1_devices_parse(text, &path) < 0 || strcmp(path, "/") == 0) {
-		add(r, ST_OK, "%s: v2 BPF gate", who);
+		add(r, d->cg_mount ? ST_OK : ST_FAIL, "%s: %s", who,
+		    d->cg_mount ? "v2 BPF gate" : "no cgroup v2 and no v1 devices cgroup");
 		return;
 	}
 	snprintf(file, sizeof(file), "%s%s/devices.list", v1mnt, path);
@@ -685,16 +686,17 @@ static void mechanism_of(struct doctor *d, const char *v1mnt, const struct dg_le
 		acc = cgv1_list_access(list, 'c', node.major, node.minor);
 		if (acc < 0 ||
 		    (acc & (DG_ACC_READ | DG_ACC_WRITE)) != (DG_ACC_READ | DG_ACC_WRITE)) {
-			add(r, ST_FAIL,
-			    "%s: v2 BPF gate and v1 devices %s, whose list does not allow "
-			    "/dev/%s (c %u:%u)",
-			    who, path, node.name, node.major, node.minor);
+			add(r, ST_FAIL, "%s: %s %s%s, whose list does not allow /dev/%s (c %u:%u)",
+			    who, d->cg_mount ? "v2 BPF gate and v1 devices" : "v1 devices", path,
+			    d->cg_mount ? "" : " (no cgroup v2)", node.name, node.major,
+			    node.minor);
 			missing++;
 		}
 	}
 	if (!missing)
-		add(r, ST_OK, "%s: v2 BPF gate and v1 devices %s, which allows its GPUs", who,
-		    path);
+		add(r, ST_OK, "%s: %s %s%s, which allows its GPUs", who,
+		    d->cg_mount ? "v2 BPF gate and v1 devices" : "v1 devices", path,
+		    d->cg_mount ? "" : " (no cgroup v2)");
 }
 
 /* Which mechanism devgate uses for each leased container, and whether it holds. */
@@ -724,10 +726,11 @@ static void check_mechanism(struct doctor *d, struct result *r)
 		hint(r, "devgated puts its v1 rules back at its next heal check (heal-ms); if the "
 			"list stays short, see devgated's log");
 	else if (!r->message[0] && !d->cg_mount)
-		say(r, ST_FAIL,
-		    "no lease, and no grant can be had: with no cgroup v2, devgated "
-		    "refuses each (v1 devices %s are not gated alone)",
-		    v1mnt ? v1mnt : "not mounted");
+		say(r, v1mnt ? ST_OK : ST_FAIL, "no lease; %s%s%s",
+		    v1mnt ? "with no cgroup v2, containers get v1 devices rules alone, in their "
+			    "v1 devices cgroup under "
+			  : "no grant can be had: no cgroup v2 and no v1 devices controller",
+		    v1mnt ? v1mnt : "", v1mnt ? " (no per-access counters)" : "");
 	else if (!r->message[0])
 		say(r, ST_OK, "no lease; containers get the v2 BPF gate%s%s",
 		    v1mnt ? ", and v1 devices rules where in a v1 devices cgroup under " : "",

@@ -85,12 +85,14 @@ static bool mechanism_of(const struct dg_found_info *f, const char *cg_mount, co
 	bool v1;
 
 	snprintf(file, sizeof(file), "%s%s", cg_mount ? cg_mount : "", f->cgroup);
-	if (!cg_mount) {
-		snprintf(why, sizeof(why), "cannot: no cgroup v2 mount (devgate gates through it)");
+	if (!cg_mount && !v1mnt) {
+		snprintf(why, sizeof(why),
+			 "cannot: no cgroup v2 mount and no v1 devices controller (devgate gates "
+			 "through one of them)");
 		json_object_object_add(o, "mechanism", json_object_new_string(why));
 		return false;
 	}
-	if (access(file, F_OK) < 0) {
+	if (cg_mount && access(file, F_OK) < 0) {
 		snprintf(why, sizeof(why), "cannot: its v2 cgroup %s is not under %s", f->cgroup,
 			 cg_mount);
 		json_object_object_add(o, "mechanism", json_object_new_string(why));
@@ -99,6 +101,12 @@ static bool mechanism_of(const struct dg_found_info *f, const char *cg_mount, co
 	snprintf(file, sizeof(file), "/proc/%lld/cgroup", (long long)f->pid);
 	v1 = v1mnt && read_file_at(AT_FDCWD, file, 65536, &text, NULL) == 0 &&
 	     cgv1_devices_parse(text, &path) == 0 && strcmp(path, "/") != 0;
+	if (!v1 && !cg_mount) {
+		json_object_object_add(o, "mechanism",
+				       json_object_new_string("cannot: no cgroup v2, and the "
+							      "process has no v1 devices cgroup"));
+		return false;
+	}
 	if (!v1) {
 		json_object_object_add(o, "mechanism", json_object_new_string("v2 BPF gate"));
 		return true;
@@ -109,7 +117,9 @@ static bool mechanism_of(const struct dg_found_info *f, const char *cg_mount, co
 		json_object_object_add(o, "mechanism", json_object_new_string(mech));
 		return false;
 	}
-	snprintf(mech, sizeof(mech), "v2 gate + v1 devices %s", path);
+	/* cgroup v1 alone: its devices list is the whole gate, and it works. */
+	snprintf(mech, sizeof(mech),
+		 cg_mount ? "v2 gate + v1 devices %s" : "v1 devices %s (no cgroup v2)", path);
 	json_object_object_add(o, "mechanism", json_object_new_string(mech));
 	return true;
 }

@@ -317,7 +317,14 @@ static const struct {
 static void write_devices(FILE *f, const struct daemon *d, const struct dev_counters *dc)
 {
 	for (size_t k = 0; k < ARRAY_SIZE(dev_families); k++) {
-		promtext_family(f, dev_families[k].name, "counter", dev_families[k].help);
+		char help[256];
+
+		/* cgroup v1 alone: the kernel's devices list counts nothing, so no sample. */
+		snprintf(help, sizeof(help), "%s%s", dev_families[k].help,
+			 d->cg.v1 ? " Not available on a host with cgroup v1 alone (no device "
+				    "program sees its accesses): no samples."
+				  : "");
+		promtext_family(f, dev_families[k].name, "counter", help);
 		for (size_t i = 0; i < dc->n; i++) {
 			const struct dev_series *s = &dc->v[i];
 			struct promtext_label labels[DEV_LABELS];
