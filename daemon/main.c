@@ -547,7 +547,7 @@ static int daemon_setup(struct daemon *d, struct dg_error *err)
 	/* cgroup v1 alone: its devices hierarchy keys and gates the containers. */
 	if (r == -ENOMEDIUM && d->cg1.fd >= 0) {
 		*err = (struct dg_error){ 0 };
-		r = cgroot_open_v1(&d->cg, d->cg1.mount, err);
+		r = cgroot_open_v1(&d->cg, d->cg1.mount, cgroup1_devices_of_pid, err);
 		if (r == 0)
 			log_notice("no cgroup v2 is mounted: gating through the cgroup v1 devices "
 				   "controller at %s alone (devices.allow and devices.deny; no BPF "

@@ -18,7 +18,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cgv1.h"
 #include "proccg.h"
 #include "cgroup.h"
 #include "cleanup.h"
@@ -58,7 +57,8 @@ int cgroot_open(struct cgroot *ret, const char *root, struct dg_error *err)
 	return 0;
 }
 
-int cgroot_open_v1(struct cgroot *ret, const char *mount, struct dg_error *err)
+int cgroot_open_v1(struct cgroot *ret, const char *mount, int (*path_of)(pid_t pid, char **ret),
+		   struct dg_error *err)
 {
 	int fd = open(mount, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
@@ -72,6 +72,7 @@ int cgroot_open_v1(struct cgroot *ret, const char *mount, struct dg_error *err)
 	}
 	ret->fd = fd;
 	ret->v1 = true;
+	ret->v1_path_of = path_of;
 	return 0;
 }
 
@@ -226,13 +227,7 @@ int cgroup_of_pid(pid_t pid, char **ret)
 
 int cgroup_of_pid_in(const struct cgroot *root, pid_t pid, char **ret)
 {
-	auto_free char *text = NULL;
-	int r;
-
-	if (!root->v1)
-		return cgroup_of_pid(pid, ret);
-	r = proc_cgroup_read(pid, &text);
-	return r < 0 ? r : cgv1_devices_parse(text, ret);
+	return root->v1 ? root->v1_path_of(pid, ret) : cgroup_of_pid(pid, ret);
 }
 
 int cgroup_path_is_ancestor(const char *path, const char *other)

@@ -22,6 +22,8 @@ struct cgroot {
 	 * v2 (cgroot_open_v1), and a container is its v1 devices cgroup.
 	 */
 	bool v1;
+	/* root->v1: a process's path in it (cgroup1_devices_of_pid, given by the caller). */
+	int (*v1_path_of)(pid_t pid, char **ret);
 };
 
 /*
@@ -32,11 +34,13 @@ int cgroot_open(struct cgroot *ret, const char *root, struct dg_error *err);
 void cgroot_close(struct cgroot *root);
 /*
  * On a host with no cgroup v2 mount: the v1 devices hierarchy at mount as
- * the root of every cgroup devgated keys, opens and watches (ret->v1). Its
+ * the root of every cgroup devgated keys, opens and watches (ret->v1);
+ * path_of gives a process's path in it. Its
  * kernfs ids work as v2's do (name_to_handle_at, open_by_handle_at), and a
  * cgroup removed and made again gets a new one.
  */
-int cgroot_open_v1(struct cgroot *ret, const char *mount, struct dg_error *err);
+int cgroot_open_v1(struct cgroot *ret, const char *mount, int (*path_of)(pid_t pid, char **ret),
+		   struct dg_error *err);
 
 /*
  * A host with neither cgroup v2 nor the v1 devices controller: nothing
