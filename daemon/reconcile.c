@@ -14,6 +14,7 @@
 
 #include "lease/state.h"
 #include "cleanup.h"
+#include "gate/devlist.h"
 #include "gate/guard.h"
 #include "sys/fault.h"
 #include "grant/grant.h"
@@ -186,6 +187,22 @@ static void reconcile_double_bookings(struct daemon *d, unsigned int *fixes)
 	}
 }
 
+/*
+ * A lease keyed in the other hierarchy than devgated's: its container may
+ * still run, so the v1 rules devgate added go (its nodes stay, denied).
+ */
+static void deny_v1_rules(struct daemon *d, const struct lease *l)
+{
+	for (size_t i = 0; l->cg1_path && d->cg1.fd >= 0 && i < l->n_cg1_added; i++) {
+		int r = devlist_deny(&d->cg1, l->cg1_path, l->cg1_added[i].rule);
+
+		if (r < 0 && r != -ENOENT)
+			log_warning_errno(-r,
+					  "reconcile: cannot deny '%s' in v1 devices cgroup %s: %m",
+					  l->cg1_added[i].rule, l->cg1_path);
+	}
+}
+
 /* Releases the leases whose containers ended and adopts those still running. */
 static void reconcile_leases(struct daemon *d, unsigned int *fixes)
 {
@@ -203,6 +220,8 @@ static void reconcile_leases(struct daemon *d, unsigned int *fixes)
 		char note[40];
 
 		if (!lease_holds(l) || r < 0 || cgroup_populated(cgfd) <= 0) {
+			if (r == -EXDEV)
+				deny_v1_rules(d, l);
 			grant_release(d, l->cgid,
 				      r == -EXDEV
 					      ? "reconcile: its cgroup id is of the other cgroup "

@@ -180,6 +180,24 @@ prober_held() { [ -n "$(prober_of "$1")" ]; }
 	gpu0_only
 }
 
+@test "v1 host: cgroup2 mounted while devgated was down: a lease keyed by a v1 cgroup id is released at start, not taken for a v2 cgroup's, and its v1 rules are denied again" {
+	local before
+	v1h_container m
+	before=$(cat "$V1DIR/devices.list")
+	run -0 dg grant --pid "$CPID" --gpu 0
+	gpu0_only
+	stop_daemon TERM
+	V1H_UNIFIED=/sys/fs/cgroup/unified
+	v1h mount -t cgroup2 none "$V1H_UNIFIED"
+	v1h_daemon --runc-root "$DG_V1HOST/runc"
+	grep -q "released .* of $CID: reconcile: its cgroup id is of the other cgroup hierarchy (v1 devices or v2) than this devgated's" "$DG_TMP/daemon.log"
+	[ "$(lease_count)" = 0 ]
+	run -1 v1h_probe "$CID" /gpu0 /gpu1
+	[ "${lines[0]}" = "/gpu0 EPERM" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	[ "$(cat "$V1DIR/devices.list")" = "$before" ]
+}
+
 # The runtime rewrote its list as runc 1.0 and older did on every update:
 # deny all, then allow its own rules again.
 v1h_rewrite() {
