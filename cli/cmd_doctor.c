@@ -898,8 +898,8 @@ static const char doctor_help[] =
 	"                         else " DG_DEFAULT_PIN_ROOT ")\n"
 	"      --containers       also list each running container devgated finds through its\n"
 	"                         runtimes, and the mechanism a grant would use there: v2 BPF\n"
-	"                         gate, v2 gate + v1 devices PATH, or cannot: REASON (nothing\n"
-	"                         is granted)\n";
+	"                         gate, v2 gate + v1 devices PATH, v1 devices PATH (no cgroup\n"
+	"                         v2), or cannot: REASON (nothing is granted)\n";
 
 enum {
 	OPT_HOST_ROOT = 256,
