@@ -106,6 +106,26 @@ static void test_list(void **state)
 	assert_int_equal(cgv1_rule_parse("c 99999999999:1 r", 17, &r), -EINVAL);
 }
 
+/* On a host with cgroup v1 alone the other hierarchies tell whose a process is. */
+static void test_within(void **state)
+{
+	static const char ct[] = "5:memory:/ct\n4:devices:/ct\n3:pids:/ct\n2:cpu:/\n0::/\n";
+
+	(void)state;
+	/* The container's own and its sub-cgroups'; the v2 line and cpu's root tell nothing. */
+	assert_int_equal(cgroup1_within(ct, ct), 1);
+	assert_int_equal(
+		cgroup1_within(ct, "5:memory:/ct/a\n4:devices:/x\n3:pids:/ct\n2:cpu:/y\n0::/z\n"),
+		1);
+	/* Written into the devices cgroup alone, or a sibling path that only starts the same. */
+	assert_int_equal(cgroup1_within(ct, "5:memory:/\n4:devices:/ct\n3:pids:/\n2:cpu:/\n0::/\n"),
+			 0);
+	assert_int_equal(cgroup1_within(ct, "5:memory:/ct2\n4:devices:/ct\n3:pids:/ct\n"), 0);
+	/* A hierarchy the process lacks is not the container's. */
+	assert_int_equal(cgroup1_within(ct, "4:devices:/ct\n3:pids:/ct\n"), 0);
+	assert_int_equal(cgroup1_within("garbage", ct), -EBADMSG);
+}
+
 static void test_self(void **state)
 {
 	struct cg1root r = { .fd = -1 };
@@ -128,10 +148,9 @@ static void test_self(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_mountinfo),
-		cmocka_unit_test(test_proc_cgroup),
-		cmocka_unit_test(test_list),
-		cmocka_unit_test(test_self),
+		cmocka_unit_test(test_mountinfo), cmocka_unit_test(test_proc_cgroup),
+		cmocka_unit_test(test_list),	  cmocka_unit_test(test_self),
+		cmocka_unit_test(test_within),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
