@@ -22,12 +22,18 @@ setup() {
 		(cd "$DG_ROOT" && tar --null -T - -cf -) | tar -xf - -C "$TREE"
 	printf '#!/bin/sh\nexit 0\n' >"$TREE/scripts/install-deps.sh"
 	printf '#!/bin/sh\nexit 0\n' >"$TREE/scripts/deb-smoke.sh"
-	# The stub make: logs its targets; STUB_STOP_AT=TARGET waits there for
+	# The stub make: logs its targets; for systemd-host, asks chroot-build
+	# whether its .deb is current; STUB_STOP_AT=TARGET waits there for
 	# the chroot build's dpkg-buildpackage, notes its session and root,
 	# and fails.
 	cat >"$DG_TMP/bin/make" <<'EOF'
 #!/bin/bash
 echo "$*" >>"$STUB_DIR/make.log"
+# make systemd-host with Debian 13: what its chroot-build --if-stale says.
+if [ "$*" = "systemd-host SYSTEMD_SUITES=bookworm trixie" ]; then
+	sh packaging/chroot-build.sh --if-stale trixie build >"$STUB_DIR/if-stale" 2>&1
+	exit
+fi
 [ "$*" = "${STUB_STOP_AT:-}" ] || exit 0
 # The build: the child of scripts/test.sh that leads its own session.
 sid=$(ps -o pid=,sid= --ppid "$PPID" | awk '$1 == $2 { print $1 }')
@@ -100,4 +106,24 @@ nothing_left() {
 	[ "$status" = 0 ]
 	[[ $output != *chroot-build* ]]
 	grep -qx 'systemd-host SYSTEMD_SUITES=bookworm' "$DG_TMP/make.log"
+}
+
+@test "CI: Debian 13's .deb is waited for, and make systemd-host runs both releases with it current" {
+	requires root
+	# A .deb stamped current, as an earlier build leaves it: the background
+	# build keeps it (chroot-build --if-stale) and ends at once.
+	version=$(cd "$TREE" && dpkg-parsechangelog -S Version)
+	deb=build/trixie/devgate_${version}_amd64.deb
+	mkdir -p "$TREE/build/trixie"
+	echo "not a real package" >"$TREE/$deb"
+	(cd "$TREE" && . packaging/sources.sh && dg_inputs build) >"$TREE/$deb.inputs"
+	ci_run
+	echo "$output"
+	[ "$status" = 0 ]
+	[[ $output == *"devgate: Debian 13's .deb (waited for) took"* ]]
+	# After deb-smoke and before lint: systemd-host with both releases.
+	[ "$(tail -n 2 "$DG_TMP/make.log")" = "systemd-host SYSTEMD_SUITES=bookworm trixie
+lint" ]
+	# There it is still current: --if-stale printed it and built nothing.
+	[ "$(cat "$DG_TMP/if-stale")" = "$deb" ]
 }
