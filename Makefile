@@ -366,7 +366,7 @@ MAX_DEPTH ?= 12
 
 LINT_SRC := $(COMMON_SRC) $(DAEMON_SRC) $(CLI_SRC) cli/hook_main.c daemon/helper/node_main.c $(K8S_C_SRC)
 LINT_SH := .ci/run $(wildcard scripts/*.sh bench/*.sh tests/lib/*.sh tests/hardware/*.sh tests/integration/*.bash \
-	tests/integration/*.bats tests/systemd/*.sh) tests/helpers/mkfixture packaging/mkdeb.sh \
+	tests/integration/*.bats tests/systemd/*.sh) tests/helpers/mkfixture packaging/mkdeb.sh packaging/chroot-build.sh packaging/sources.sh \
 	debian/devgate.postrm debian/devgate.prerm \
 	packaging/bash-completion/devgatectl
 FORMAT_SRC := $(sort $(wildcard common/*.[ch] daemon/*.[ch] daemon/*/*.[ch] cli/*.[ch] bpf/*.[ch] k8s/*.[ch] k8s/*.cc \
