@@ -10,8 +10,8 @@
 # make man          man pages from man/*.scd (scdoc) into $(O)/man
 # make install      DESTDIR=, PREFIX= (/usr/local); config and unit go to /etc and /lib
 # make deb          $(O)/devgate_VERSION_ARCH.deb, built with dpkg-buildpackage (debian/)
-# make systemd-host the .deb installed and run on Debian 12 booted with systemd (nspawn);
-#                   SYSTEMD_SUITES="bookworm trixie" adds Debian 13
+# make systemd-host the .deb installed and run on Debian 12 and 13 booted with systemd
+#                   (nspawn); SYSTEMD_SUITES=bookworm leaves Debian 13 out
 #
 # V=1 shows the commands; O=DIR builds elsewhere.
 
@@ -366,7 +366,7 @@ MAX_DEPTH ?= 12
 
 LINT_SRC := $(COMMON_SRC) $(DAEMON_SRC) $(CLI_SRC) cli/hook_main.c daemon/helper/node_main.c $(K8S_C_SRC)
 LINT_SH := .ci/run $(wildcard scripts/*.sh bench/*.sh tests/lib/*.sh tests/hardware/*.sh tests/integration/*.bash \
-	tests/integration/*.bats tests/systemd/*.sh) tests/helpers/mkfixture packaging/mkdeb.sh \
+	tests/integration/*.bats tests/systemd/*.sh) tests/helpers/mkfixture packaging/mkdeb.sh packaging/chroot-build.sh packaging/sources.sh \
 	debian/devgate.postrm debian/devgate.prerm \
 	packaging/bash-completion/devgatectl
 FORMAT_SRC := $(sort $(wildcard common/*.[ch] daemon/*.[ch] daemon/*/*.[ch] cli/*.[ch] bpf/*.[ch] k8s/*.[ch] k8s/*.cc \
@@ -469,12 +469,11 @@ deb:
 	$(Q)mkdir -p $(O) && sh packaging/mkdeb.sh $(O)
 
 # The .deb on Debian booted with systemd as PID 1 in systemd-nspawn
-# (tests/systemd/): Debian 12; SYSTEMD_SUITES="bookworm trixie" adds Debian 13
-# (not in CI: its .deb's chroot build adds 8 to 12 minutes here, README).
-# Debian 12's .deb is 'make deb's,
+# (tests/systemd/): Debian 12 and 13. Debian 12's .deb is 'make deb's,
 # Debian 13's is built in a trixie chroot and passes its lintian
-# (packaging/chroot-build.sh); either is rebuilt when its sources changed.
-SYSTEMD_SUITES ?= bookworm
+# (packaging/chroot-build.sh; CI starts it beside the tests, scripts/test.sh);
+# either is rebuilt when its sources changed.
+SYSTEMD_SUITES ?= bookworm trixie
 .PHONY: systemd-host
 systemd-host: $(O)/probe
 	$(Q)for s in $(SYSTEMD_SUITES); do \

@@ -27,20 +27,37 @@ for old in "$out"/devgate_"$version"_*.deb; do
 	fi
 done
 
-key=$( (echo "$suite lintian" && sed -n '/^Build-Depends:/,/^[A-Z]/p' debian/control) |
+key=$( (echo "$suite lintian ccache" && sed -n '/^Build-Depends:/,/^[A-Z]/p' debian/control) |
 	sha256sum | cut -c1-12)
 tarball=$cache/$suite-build-$key.tar
 work=$(mktemp -d /var/tmp/devgate-chroot.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+trap 'exit 1' INT TERM
 root=$work/root
 
-# in_root CMD: runs CMD in the chroot, with its own /proc, as a login shell would.
+# The compiler cache, kept beside the roots: each run copies the sources
+# afresh, and most objects are the same as the last run's.
+ccache=$cache/$suite-ccache
+mkdir -p "$ccache"
+
+# in_root CMD: runs CMD in the chroot, with its own /proc and the compiler
+# cache on /ccache (once the root has that folder), as a login shell would.
 in_root() {
-	unshare -m sh -c 'mount -t proc proc "$0/proc" && exec chroot "$0" \
-		env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C.UTF-8 \
-		DEBIAN_FRONTEND=noninteractive sh -c "$1"' "$root" "$1"
+	unshare -m sh -c 'mount -t proc proc "$0/proc" &&
+		{ [ ! -d "$0/ccache" ] || mount --bind "$2" "$0/ccache"; } && exec chroot "$0" \
+		env -i PATH=/usr/lib/ccache:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C.UTF-8 \
+		CCACHE_DIR=/ccache CCACHE_MAXSIZE=1G DEBIAN_FRONTEND=noninteractive sh -c "$1"' \
+		"$root" "$1" "$ccache"
 }
 
+# Each phase's seconds, on stderr: where a run's minutes went.
+t0=$(date +%s)
+phase() {
+	echo "chroot-build($suite): $1 in $(($(date +%s) - t0)) s" >&2
+	t0=$(date +%s)
+}
+
+echo "chroot-build($suite): building in $work" >&2
 mkdir -p "$cache" "$root/build/devgate-$version"
 dg_sources "$2" | tar --null -T - -cf - | tar -xf - -C "$root/build/devgate-$version"
 exec 9>"$tarball.lock"
@@ -53,7 +70,7 @@ if [ ! -s "$tarball" ]; then
 	rm -rf "$root"
 	mv "$work/new" "$root"
 	in_root "apt-get update -qq && apt-get install -y -qq --no-install-recommends \
-		build-essential lintian && apt-get build-dep -y -qq /build/devgate-$version && \
+		build-essential lintian ccache && mkdir /ccache && apt-get build-dep -y -qq /build/devgate-$version && \
 		apt-get clean && rm -rf /var/lib/apt/lists/*" >"$work/log" 2>&1 ||
 		{ tail -n 20 "$work/log" >&2; exit 1; }
 	tar -C "$root" --exclude=./build -cf "$work/root.tar" .
@@ -62,12 +79,15 @@ else
 	tar -C "$root" -xf "$tarball"
 fi
 flock -u 9
+phase "build root ready"
 
 in_root "cd /build/devgate-$version && dpkg-buildpackage -us -uc -b -j$(nproc)" >"$work/log" 2>&1 ||
 	{ tail -n 40 "$work/log" >&2; echo "chroot-build: dpkg-buildpackage failed in $suite" >&2; exit 1; }
+phase "dpkg-buildpackage"
 deb=$(cd "$root/build" && ls devgate_"$version"_*.deb)
 in_root "lintian --fail-on error,warning --info /build/$deb" >"$work/lintian" 2>&1 ||
 	{ cat "$work/lintian" >&2; echo "chroot-build: lintian ($suite) failed" >&2; exit 1; }
+phase "lintian"
 mkdir -p "$out"
 rm -f "$out"/devgate_*.deb "$out"/devgate_*.deb.inputs
 cp "$root/build/$deb" "$out/"
