@@ -8,10 +8,12 @@
 # /dev against the helper) or, with FP_BASE=DIR, the devgated of another
 # build in DIR (a change against its base). Rounds are interleaved (a, b,
 # floor, fork floor) so the machine's load falls on all alike. Prints
-# p50/p99 in us, requests/s and the ratios to the floor (bench/floor.c: the
-# same node and map calls, bare, no fork); raw samples and both daemons'
-# logs (-v: each grant's nodes/bpf/state split, each revoke's steps) go to
-# bench/out/fastpath/.
+# p50/p99 in us, requests/s, devgated's CPU time per request of the rate
+# runs (from /proc/PID/schedstat: what a busy machine moves least), and the
+# ratios to the floor (bench/floor.c: the same node and map calls, bare, no
+# fork) and to the floor plus a bare socket round trip; raw samples and
+# both daemons' logs (-v: each grant's nodes/bpf/state split, each revoke's
+# steps) go to bench/out/fastpath/.
 #
 # Knobs: FP_ROUNDS (default 5), FP_N (cycles per round and side, default
 # 40), FP_BASE (a build directory for side b), FP_PREFIX (the prefix of
@@ -85,6 +87,22 @@ plain() {
 	bench_plain "$CGROOT/$PFX-$$-$1" "$work/root" "$PLAIN" "$PINS-rt"
 }
 
+# cpu SIDE: CPU time (ns) side's devgated has run so far; less moved by the
+# machine's load than wall time is.
+cpu() {
+	local pid
+	[ "$1" = a ] && pid=${DAEMONS[0]} || pid=${DAEMONS[1]}
+	cut -d' ' -f1 "/proc/$pid/schedstat"
+}
+
+# rate SIDE PID: the one-client rate run; also the CPU devgated spent on it.
+rate_run() {
+	local c0
+	c0=$(cpu "$1")
+	load "$1" -g 0 --shared -n "$N" -j 1 "$2" >/dev/null 2>>"$OUT/rate-$1.log"
+	echo "cpu $(($(cpu "$1") - c0))" >>"$OUT/cpu-$1.txt"
+}
+
 load() { # SIDE ARGS...: bench/dgload against side's devgated
 	local side=$1
 	shift
@@ -125,8 +143,8 @@ done
 		"$B/bench/floor" -r -n "$N" >>"$OUT/roundtrip.txt"
 		load a -g 0 -n "$N" "$f_a" >>"$OUT/first-a.txt" 2>/dev/null
 		load b -g 0 -n "$N" "$f_b" >>"$OUT/first-b.txt" 2>/dev/null
-		load a -g 0 --shared -n "$N" -j 1 "$g_a" >/dev/null 2>>"$OUT/rate-a.log"
-		load b -g 0 --shared -n "$N" -j 1 "$g_b" >/dev/null 2>>"$OUT/rate-b.log"
+		rate_run a "$g_a"
+		rate_run b "$g_b"
 	done
 	log "load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 }
@@ -156,6 +174,10 @@ done
 printf '%-40s %14s %14s\n' "requests/s, one client, already gated" \
 	"$(rate "$OUT/rate-a.log" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')" \
 	"$(rate "$OUT/rate-b.log" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')"
+# devgated's CPU per request of the rate runs (each N grants and N revokes), median of the rounds.
+printf '%-40s %14s %14s\n' "devgated CPU per request, us (rate runs)" \
+	"$(sort -n -k2 "$OUT/cpu-a.txt" | awk -v n="$N" '{ v[NR] = $2 } END { printf "%.0f", v[int((NR + 1) / 2)] / n / 2 / 1000 }')" \
+	"$(sort -n -k2 "$OUT/cpu-b.txt" | awk -v n="$N" '{ v[NR] = $2 } END { printf "%.0f", v[int((NR + 1) / 2)] / n / 2 / 1000 }')"
 for s in a b; do
 	grep -a "grant to $PFX-$$-g$s" "$work/devgated-$s.log" |
 		awk -v s="$s" '{ n += $7; b += $10; st += $13; c++ }
