@@ -8,18 +8,26 @@
  * not either, so a ratio to this floor is what devgate adds.
  *
  *   floor -n N [-f] [-d DIR] [-p MS] PID   prints "grant NS" and "revoke NS"
+ *   floor -n N -r                          prints "roundtrip NS"
  *
  * -f is the floor before the kept /dev, named "fork floor" where it is
  * shown: pidfd_open, fork, setns(CLONE_NEWNS) in the child, then the same
  * calls. With -d, each step also replaces a small file in DIR the way a
  * record made to survive a crash would be (write, fsync, rename, fsync the
  * directory).
+ *
+ * -r is the row named "socket round trip": the least any daemon with a
+ * client on a socket adds to each request. A child answers on a connected
+ * unix stream socket; each step is one request of a grant's size sent and
+ * one reply of a grant reply's size read back, as devgatectl and devgated
+ * exchange them (no JSON, no work in between).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -98,16 +106,68 @@ static int once(pid_t pid, int rootfd, int devfd, int map, int dirfd, bool grant
 	return r;
 }
 
+/* Sizes of a grant's request line and reply line on the wire, as strace shows them. */
+#define RT_ASK 200
+#define RT_REPLY 1100
+
+/* Reads exactly n bytes; false at EOF or on an error. */
+static bool read_all(int fd, char *buf, size_t n)
+{
+	for (size_t got = 0; got < n;) {
+		ssize_t r = read(fd, buf + got, n - got);
+
+		if (r <= 0)
+			return false;
+		got += (size_t)r;
+	}
+	return true;
+}
+
+/* The socket round trip row: n request/reply exchanges with a forked peer. */
+static int round_trips(int n)
+{
+	static char buf[RT_REPLY];
+	int sv[2], status;
+	pid_t child;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return perror("floor: socketpair"), 1;
+	child = fork();
+	if (child < 0)
+		return perror("floor: fork"), 1;
+	if (child == 0) {
+		close(sv[0]);
+		while (read_all(sv[1], buf, RT_ASK))
+			if (write(sv[1], buf, RT_REPLY) != RT_REPLY)
+				_exit(1);
+		_exit(0);
+	}
+	close(sv[1]);
+	for (int i = 0; i < n; i++) {
+		uint64_t t0 = now_mono_ns();
+
+		if (write(sv[0], buf, RT_ASK) != RT_ASK || !read_all(sv[0], buf, RT_REPLY))
+			return fprintf(stderr, "floor: the peer went away\n"), 1;
+		printf("roundtrip %llu\n", (unsigned long long)(now_mono_ns() - t0));
+	}
+	close(sv[0]);
+	if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status))
+		return fprintf(stderr, "floor: the peer failed\n"), 1;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int n = 200, map, rootfd, opt, dirfd = -1, devfd = -1, pause_ms = 0;
-	bool fork_floor = false;
+	bool fork_floor = false, rt = false;
 	char path[64];
 	pid_t pid;
 
-	while ((opt = getopt(argc, argv, "n:d:p:f")) != -1) {
+	while ((opt = getopt(argc, argv, "n:d:p:fr")) != -1) {
 		if (opt == 'f')
 			fork_floor = true;
+		else if (opt == 'r')
+			rt = true;
 		else if (opt == 'n')
 			n = atoi(optarg);
 		else if (opt == 'p') /* pause before each grant, as dgload -p */
@@ -117,8 +177,11 @@ int main(int argc, char **argv)
 		else
 			return 2;
 	}
+	if (rt)
+		return round_trips(n);
 	if (optind >= argc)
-		return fprintf(stderr, "usage: floor -n N [-f] [-d DIR] [-p MS] PID\n"), 2;
+		return fprintf(stderr, "usage: floor -n N [-f] [-d DIR] [-p MS] PID | -n N -r\n"),
+		       2;
 	pid = (pid_t)atoi(argv[optind]);
 	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
 	rootfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);

@@ -196,7 +196,7 @@ static void move_holders(struct daemon *d, const struct lease *src, const struct
 	struct dg_revoke_req rq = { .kill = req->kill, .has_kill = req->has_kill };
 	struct dg_revoke_reply rp = { 0 };
 
-	if (txn_report_holders(&d->cg, src, p->gone_nodes, p->n_gone, &rq, &rp, a) < 0)
+	if (txn_report_holders(&d->cg, src, NULL, p->gone_nodes, p->n_gone, &rq, &rp, a) < 0)
 		log_error("out of memory describing the holders in %s", lease_label(src));
 	out->holders = rp.holders;
 	out->n_holders = rp.n_holders;

@@ -124,7 +124,7 @@ static int revoke_lease(struct daemon *d, struct lease *old, const struct dg_rev
 	t1 = now_mono_ns();
 	txn_revoke_steps(d, old, next, t, res, gone_nodes, &n_gone);
 	t2 = now_mono_ns();
-	if (txn_report_holders(&d->cg, old, gone_nodes, n_gone, req, out, a) < 0)
+	if (txn_report_holders(&d->cg, old, t, gone_nodes, n_gone, req, out, a) < 0)
 		log_error("out of memory describing the holders in %s", lease_label(old));
 	log_debug("revoke from %s: journal %llu us, steps %llu us, holders %llu us",
 		  lease_label(old), (unsigned long long)(t1 - t0) / 1000,

@@ -606,17 +606,23 @@ void txn_revoke_steps(struct daemon *d, const struct lease *old, struct lease *n
  * Reporting the holders, and killing them on request, lets "revoked" mean
  * that nobody in the container can use the device any more.
  */
-int txn_report_holders(const struct cgroot *cg, const struct lease *l, const struct dg_node *gone,
-		       size_t n_gone, const struct dg_revoke_req *req, struct dg_revoke_reply *out,
-		       struct dg_arena *a)
+int txn_report_holders(const struct cgroot *cg, const struct lease *l, const struct target *t,
+		       const struct dg_node *gone, size_t n_gone, const struct dg_revoke_req *req,
+		       struct dg_revoke_reply *out, struct dg_arena *a)
 {
 	struct holder h[HOLDERS_MAX];
 	auto_close int cgfd = -1;
 	size_t n;
 
-	if (n_gone == 0 || cgroup_open_id(cg, l->cgid, &cgfd) < 0)
+	if (n_gone == 0)
 		return 0;
-	n = holders_find(cgfd, gone, n_gone, h, ARRAY_SIZE(h));
+	/* The request's cgroup, already open and checked: no handle to open and check again. */
+	if (t && t->cgfd >= 0 && t->cgid == l->cgid)
+		n = holders_find(t->cgfd, gone, n_gone, h, ARRAY_SIZE(h));
+	else if (cgroup_open_id(cg, l->cgid, &cgfd) == 0)
+		n = holders_find(cgfd, gone, n_gone, h, ARRAY_SIZE(h));
+	else
+		return 0;
 	out->holders = n ? dg_arena_alloc(a, n * sizeof(*out->holders)) : NULL;
 	if (n && !out->holders)
 		return -ENOMEM;

@@ -166,12 +166,13 @@ void txn_unguard_cgroup(struct daemon *d, uint64_t cgid, const char *who);
 /*
  * Reports the processes of l's cgroup that still hold one of the nodes
  * gone (they opened it before the revoke), in out->holders, and sends them
- * req->kill when req->has_kill. Returns -ENOMEM when the reply cannot be
- * filled.
+ * req->kill when req->has_kill. t is the target the request resolved, or
+ * NULL: its open cgroup is used when it is l's. Returns -ENOMEM when the
+ * reply cannot be filled.
  */
-int txn_report_holders(const struct cgroot *cg, const struct lease *l, const struct dg_node *gone,
-		       size_t n_gone, const struct dg_revoke_req *req, struct dg_revoke_reply *out,
-		       struct dg_arena *a);
+int txn_report_holders(const struct cgroot *cg, const struct lease *l, const struct target *t,
+		       const struct dg_node *gone, size_t n_gone, const struct dg_revoke_req *req,
+		       struct dg_revoke_reply *out, struct dg_arena *a);
 
 /* ---- the commit ---- */
 

@@ -33,6 +33,8 @@ struct state {
 	char *dir;
 	int lock_fd;
 	int leases_fd;
+	/* leases_fd's, taken once: the inode an open fd names never changes. */
+	struct stat leases_st;
 	size_t broken;
 	const struct lease_table *table; /* state_load's: written again if leases/ goes */
 	/* The journal written last, as its text: a commit renames it into place when it matches. */
@@ -91,7 +93,7 @@ int state_open(const char *dir, const char *legacy_dir, struct state **ret, stru
 		goto fail;
 	}
 	s->leases_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (s->leases_fd < 0) {
+	if (s->leases_fd < 0 || fstat(s->leases_fd, &s->leases_st) < 0) {
 		r = dg_error_set(err, DG_E_STATE, errno, "cannot open %s: %m", path);
 		goto fail;
 	}
@@ -365,13 +367,12 @@ int state_revoking_load(struct state *s, struct lease_table *out)
 /* Returns whether s->leases_fd is still the directory at DIR/leases. */
 static bool leases_in_place(const struct state *s)
 {
-	struct stat open_st, path_st;
+	struct stat path_st;
 	char path[4096];
 
 	snprintf(path, sizeof(path), "%s/leases", s->dir);
-	return fstat(s->leases_fd, &open_st) == 0 && lstat(path, &path_st) == 0 &&
-	       S_ISDIR(path_st.st_mode) && open_st.st_dev == path_st.st_dev &&
-	       open_st.st_ino == path_st.st_ino;
+	return lstat(path, &path_st) == 0 && S_ISDIR(path_st.st_mode) &&
+	       s->leases_st.st_dev == path_st.st_dev && s->leases_st.st_ino == path_st.st_ino;
 }
 
 static int write_record(struct state *s, const struct lease *l, const char *suffix);
@@ -389,6 +390,7 @@ static int write_record(struct state *s, const struct lease *l, const char *suff
 static int remake(struct state *s)
 {
 	char path[4096];
+	struct stat st;
 	size_t saved = 0;
 	int fd, r = mkdir_p(s->dir, 0700);
 
@@ -400,13 +402,15 @@ static int remake(struct state *s)
 		return r;
 	}
 	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0) {
+	if (fd < 0 || fstat(fd, &st) < 0) {
 		r = -errno;
+		safe_close(fd);
 		log_error("cannot open the state directory %s made again: %s", path, strerror(-r));
 		return r;
 	}
 	safe_close(s->leases_fd);
 	s->leases_fd = fd;
+	s->leases_st = st;
 	for (size_t i = 0; s->table && i < s->table->n; i++)
 		saved += write_record(s, s->table->v[i], ".json") == 0;
 	log_warning("state directory %s was removed or replaced while devgated ran; made it "

@@ -36,26 +36,55 @@ static const struct dg_node *node_of(const struct stat *st, const struct dg_node
 	return NULL;
 }
 
+/*
+ * Calls fn(dirfd, entry, arg) for each entry of directory dirfd but "." and
+ * "..", until fn returns true (then returns true). Reads with getdents64
+ * itself: a DIR stream costs three more syscalls (fstat, two fcntl) per
+ * directory, and a revoke opens three at least.
+ */
+static bool each_entry(int dirfd, bool (*fn)(int, const struct dirent64 *, void *), void *arg)
+{
+	char buf[8192] __attribute__((aligned(8)));
+	ssize_t len;
+
+	while ((len = getdents64(dirfd, buf, sizeof(buf))) > 0) {
+		for (ssize_t off = 0; off < len;) {
+			const struct dirent64 *de = (const void *)(buf + off);
+
+			off += de->d_reclen;
+			if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
+			    fn(dirfd, de, arg))
+				return true;
+		}
+	}
+	return false;
+}
+
+struct fd_walk {
+	const struct dg_node *nodes, *found;
+	size_t n;
+};
+
+static bool fd_on_node(int fddir, const struct dirent64 *de, void *arg)
+{
+	struct fd_walk *w = arg;
+	struct stat st;
+
+	/* stat follows the magic link to the open file itself. */
+	if (fstatat(fddir, de->d_name, &st, 0) == 0)
+		w->found = node_of(&st, w->nodes, w->n);
+	return w->found != NULL;
+}
+
 /* Returns the first of nodes that an open descriptor of the process (under procfd) is on. */
 static const struct dg_node *holds_fd(int procfd, const struct dg_node *nodes, size_t n)
 {
-	int fd = openat(procfd, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	auto_closedir DIR *d = fd < 0 ? NULL : fdopendir(fd);
-	const struct dg_node *node = NULL;
-	struct dirent *de;
+	auto_close int fd = openat(procfd, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct fd_walk w = { .nodes = nodes, .n = n };
 
-	if (!d) {
-		safe_close(fd);
-		return NULL;
-	}
-	while (!node && (de = readdir(d))) {
-		struct stat st;
-
-		/* stat follows the magic link to the open file itself. */
-		if (de->d_name[0] != '.' && fstatat(dirfd(d), de->d_name, &st, 0) == 0)
-			node = node_of(&st, nodes, n);
-	}
-	return node;
+	if (fd >= 0)
+		each_entry(fd, fd_on_node, &w);
+	return w.found;
 }
 
 /*
@@ -100,9 +129,6 @@ static const struct dg_node *holds_map(int procfd, const struct dg_node *nodes, 
 
 	if (read_file_at(procfd, "maps", (size_t)16 * 1024 * 1024, &text, NULL) < 0)
 		return NULL;
-	mf = openat(procfd, "map_files", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (mf < 0)
-		return NULL;
 	for (char *l = strtok_r(text, "\n", &save); l && !node; l = strtok_r(NULL, "\n", &save)) {
 		unsigned long start, end;
 		unsigned int ma, mi;
@@ -118,6 +144,11 @@ static const struct dg_node *holds_map(int procfd, const struct dg_node *nodes, 
 		dev = (uint64_t)ma << 32 | mi;
 		if (seen_find(seen, dev, ino, &node))
 			continue;
+		/* Opened only for a file not seen yet: often none is. */
+		if (mf < 0)
+			mf = openat(procfd, "map_files", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (mf < 0)
+			return NULL;
 		/* map_files names have no leading zeros, unlike maps. */
 		snprintf(name, sizeof(name), "%lx-%lx", start, end);
 		if (fstatat(mf, name, &st, 0) < 0)
@@ -161,49 +192,68 @@ static bool holder_of(pid_t pid, const struct dg_node *nodes, size_t n, struct s
 	return true;
 }
 
+struct scan {
+	const struct dg_node *nodes;
+	size_t n, max, found;
+	struct holder *out;
+	struct seen seen;
+	unsigned int depth;
+};
+
+static void scan(int cgfd, struct scan *sc);
+
+static bool scan_child(int cgfd, const struct dirent64 *de, void *arg)
+{
+	struct scan *sc = arg;
+	auto_close int child = -1;
+
+	if (de->d_type != DT_DIR)
+		return false;
+	child = openat(cgfd, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (child >= 0) {
+		sc->depth++;
+		scan(child, sc);
+		sc->depth--;
+	}
+	return sc->found >= sc->max;
+}
+
 /*
  * Looks for holders among the processes of cgroup cgfd and of its
- * descendants, adding each to out (at most max); returns the new count.
+ * descendants, adding each to sc->out (at most sc->max).
  */
-static size_t scan(int cgfd, const struct dg_node *nodes, size_t n, struct seen *seen,
-		   struct holder *out, size_t max, size_t found, unsigned int depth)
+static void scan(int cgfd, struct scan *sc)
 {
 	auto_free char *text = NULL;
-	auto_closedir DIR *d = NULL;
+	auto_close int fd = -1;
 	char *save = NULL;
-	struct dirent *de;
-	int fd;
 
 	if (read_file_at(cgfd, "cgroup.procs", (size_t)4 * 1024 * 1024, &text, NULL) == 0) {
-		for (char *l = strtok_r(text, "\n", &save); l && found < max;
+		for (char *l = strtok_r(text, "\n", &save); l && sc->found < sc->max;
 		     l = strtok_r(NULL, "\n", &save)) {
 			pid_t pid;
 
-			if (parse_pid(l, &pid) == 0 && holder_of(pid, nodes, n, seen, &out[found]))
-				found++;
+			if (parse_pid(l, &pid) == 0 &&
+			    holder_of(pid, sc->nodes, sc->n, &sc->seen, &sc->out[sc->found]))
+				sc->found++;
 		}
 	}
-	fd = depth < 16 ? openat(cgfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-	d = fd < 0 ? NULL : fdopendir(fd);
-	while (d && found < max && (de = readdir(d))) {
-		auto_close int child = -1;
-
-		if (de->d_type != DT_DIR || de->d_name[0] == '.')
-			continue;
-		child = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (child >= 0)
-			found = scan(child, nodes, n, seen, out, max, found, depth + 1);
-	}
-	return found;
+	/* A fresh description of the directory: getdents64 reads from its offset. */
+	fd = sc->depth < 16 && sc->found < sc->max
+		     ? openat(cgfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+		     : -1;
+	if (fd >= 0)
+		each_entry(fd, scan_child, sc);
 }
 
 size_t holders_find(int cgfd, const struct dg_node *nodes, size_t n, struct holder *out, size_t max)
 {
-	struct seen seen = { 0 };
+	struct scan sc = { .nodes = nodes, .n = n, .max = max, .out = out };
 
 	if (cgfd < 0 || n == 0)
 		return 0;
-	return scan(cgfd, nodes, n, &seen, out, max, 0, 0);
+	scan(cgfd, &sc);
+	return sc.found;
 }
 
 size_t holders_signal(const struct holder *h, size_t n, const char *cgroup_path, int sig)

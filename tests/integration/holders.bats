@@ -95,3 +95,25 @@ revoke_holders() {
 	[ "$looked" -gt 0 ]
 	[ "$looked" -le "$files" ]
 }
+
+@test "revoke reads each process's descriptors with getdents alone, and finds a holder in a nested cgroup" {
+	mkdir "$DG_CGROOT/$CID/inner"
+	h1=$(hold passed)
+	h2=$("$DG_ROOT/tests/helpers/holder.py" mapped /dev/zero "$DG_CGROOT/$CID/inner" 3>&-)
+	[ -n "$h1" ] && [ -n "$h2" ]
+	grep -qx "$h2" "$DG_CGROOT/$CID/inner/cgroup.procs"
+	strace -qq -y -e trace=fcntl,newfstatat,fstat,getdents64 -o "$DG_TMP/trace" \
+		-p "$DG_DAEMON_PID" 3>&- &
+	tracer=$!
+	wait_until 10 sh -c "! grep -q '^TracerPid:[[:space:]]*0$' /proc/$DG_DAEMON_PID/status"
+	[ "$(revoke_holders)" = "$(printf '%s\n' "$h1" "$h2" | sort -n | tr '\n' ' ' | sed 's/ $//')" ]
+	kill "$tracer"
+	wait "$tracer" || true
+	kill -0 "$OUTSIDER"
+	# Each holder's fd directory was listed ...
+	grep -q "^getdents64([0-9]*</proc/$h1/fd>" "$DG_TMP/trace"
+	grep -q "^getdents64([0-9]*</proc/$h2/fd>" "$DG_TMP/trace"
+	# ... with no DIR stream around it (an fstat and two fcntl a directory).
+	run ! grep -E '^((fcntl|fstat)\([0-9]+</proc/[0-9]+/fd>|newfstatat\([0-9]+</proc/[0-9]+/fd>, "")' \
+		"$DG_TMP/trace"
+}

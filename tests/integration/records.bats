@@ -67,3 +67,20 @@ journals() {
 	start_daemon
 	[ "$(dg status --json | jq '.leases | length')" = 0 ]
 }
+
+@test "a request checks that leases/ is in place with one lstat, not an fstat of the open directory" {
+	rm -f "$DG_TMP/trace"
+	strace -qq -y -e trace=fstat,newfstatat,lstat -o "$DG_TMP/trace" -p "$DG_DAEMON_PID" 3>&- &
+	tracer=$!
+	wait_until 10 sh -c "! grep -q '^TracerPid:[[:space:]]*0$' /proc/$DG_DAEMON_PID/status"
+	dg grant --pid "$CPID" --gpu 1
+	dg revoke --pid "$CPID" --gpu 1
+	kill "$tracer"
+	wait "$tracer" || true
+	run -1 probe "$CID" /gpu1
+	[ "$output" = "/gpu1 EPERM" ]
+	# The path is looked at before each write and rename ...
+	[ "$(grep -c "\"$DG_TMP/state/leases\"" "$DG_TMP/trace")" -ge 2 ]
+	# ... and the descriptor, whose inode cannot change, not at all.
+	run ! grep -E "^(fstat|newfstatat)\([0-9]+<$DG_TMP/state/leases>, \"\"" "$DG_TMP/trace"
+}
