@@ -11,7 +11,9 @@
 # BENCH_PEER_N (cycles of LXD's hot-plug, which takes ~0.2 s a call,
 # default 20), BENCH_PROOF_N (containers for the proof's cost, default 30),
 # BENCH_PREFIX (names of its sockets, cgroups, pins, containers and the
-# private LXD; default devgate-bench), BENCH_SECTIONS (which sections to
+# private LXD; default devgate-bench), BENCH_PASSES (each section this many
+# times, back to back, default 1; with 2, two runs' figures made under the
+# same load, compared in results.md), BENCH_SECTIONS (which sections to
 # run, by name, spaces or commas; default issue 28's: "lat open lxc lxd
 # tput heal proof"; "all" adds profile, hook and scale). Sections not run
 # show "not run" in results.md.
@@ -32,6 +34,8 @@ PEER_N=${BENCH_PEER_N:-20}
 SCALE=${BENCH_SCALE:-"1 10 100 1000 10000"}
 HOOK_RUNS=${BENCH_HOOK_RUNS:-30}
 PFX=${BENCH_PREFIX:-devgate-bench}
+PASSES=${BENCH_PASSES:-1}
+PASS=1
 ALL_SECTIONS="lat profile open lxc lxd hook scale tput heal proof"
 DEFAULT_SECTIONS="lat open lxc lxd tput heal proof"
 BENCH_SECTIONS=${BENCH_SECTIONS:-$DEFAULT_SECTIONS}
@@ -418,7 +422,7 @@ ROUNDS=9
 bench_open() {
 	local a g mid
 	log "gate cost per open(): runc's program alone vs the gate in front of it"
-	OPID=$(runc_container open)
+	[ -n "${OPID:-}" ] || OPID=$(runc_container open)
 	ocid="$PFX-$$-open"
 	for _ in $(seq $ROUNDS); do
 		a=$(opencost)
@@ -547,13 +551,15 @@ lxc_probe_node() { dg_lxc lxc-attach -n "$LXC_CT" -- /bin/probe "$LXC_NODE" 2>&1
 bench_lxc() {
 	local b lxcdev ctl pyonce
 	log "the peer: LXC's device hot-plug and devgate's first grant, one LXC container, interleaved"
-	LXC_CT="$PFX-$$-lxc"
-	# LXC's default device list and log level, as its users run it.
-	dg_lxc_create "$LXC_CT" "$B/probe" defaults
-	LPID=$(dg_lxc_start "$LXC_CT")
-	# liblxc wants the node on the host, at the path it is to have inside.
-	LXC_NODE=/dev/$PFX-$$-x
-	mknod "$LXC_NODE" c 240 $(($$ % 200 + 50))
+	if [ -z "$LXC_CT" ]; then
+		LXC_CT="$PFX-$$-lxc"
+		# LXC's default device list and log level, as its users run it.
+		dg_lxc_create "$LXC_CT" "$B/probe" defaults
+		LPID=$(dg_lxc_start "$LXC_CT")
+		# liblxc wants the node on the host, at the path it is to have inside.
+		LXC_NODE=/dev/$PFX-$$-x
+		mknod "$LXC_NODE" c 240 $(($$ % 200 + 50))
+	fi
 	mkdir -p "$OUT/rounds"
 	lxc_rounds ""
 	log "the same with a CPU hog pinned to each CPU"
@@ -646,8 +652,11 @@ node into a running container, on the same running LXC container, in the
 same run. The peer runs as its users run it: $LXC_VERSION (Debian's
 lxc), started with \`lxc-start -d\` at LXC's default log level (no \`-l\`;
 at TRACE liblxc loads each device program with the verifier's full log),
-its device rules LXC's default list (the \`lxc.cgroup2.devices\` lines of
+its device rules LXC's default list (the $(grep -c '^lxc.cgroup2.devices' /usr/share/lxc/config/common.conf) \`lxc.cgroup2.devices\` lines of
 /usr/share/lxc/config/common.conf), so LXC attaches its own device program.
+liblxc forks its caller on every add and remove (the child makes the node
+in the container), so on this kind of VM, where a fork costs milliseconds
+(bench/NOTES.md), liblxc's figures follow the host's fork cost.
 liblxc's \`add_device_node\` / \`remove_device_node\` (what \`lxc-device
 add\` / \`del\` call) are timed in one C process (bench/lxcload, one
 \`lxc_container\` for the run, as bench/dgload is one C client for devgate)
@@ -740,17 +749,19 @@ bench_lxd() {
 	local b per=$(((PEER_N + 3) / 4)) dev ctl
 	log "the peer: LXD's hot-plug (REST, CLI) and devgate's first grant, one LXD container"
 	export DG_LXD_NS="$DG_NSDIR/mnt"
-	LXD_PFX="$PFX-$$"
-	dg_lxd_start "$LXD_PFX"
-	dg_bundle "$work/lxdimg" "$B/probe" >/dev/null
-	dg_lxd_image "$PFX-img" "$work/lxdimg/rootfs"
-	LXD_CT="$PFX-$$-lxd"
-	# Its hints for new users go to a file; on failure, to the log.
-	dg_lxd launch "$PFX-img" "$LXD_CT" -c security.privileged=true >/dev/null 2>"$work/lxd.err" ||
-		{ cat "$work/lxd.err" >&2; return 1; }
-	XPID=$(dg_lxd info "$LXD_CT" | awk '$1 == "PID:" { print $2 }')
-	LXD_NODE=/dev/$PFX-$$-y
-	mknod "$LXD_NODE" c 240 $(($$ % 200 + 51))
+	if [ -z "$LXD_PFX" ]; then
+		LXD_PFX="$PFX-$$"
+		dg_lxd_start "$LXD_PFX"
+		dg_bundle "$work/lxdimg" "$B/probe" >/dev/null
+		dg_lxd_image "$PFX-img" "$work/lxdimg/rootfs"
+		LXD_CT="$PFX-$$-lxd"
+		# Its hints for new users go to a file; on failure, to the log.
+		dg_lxd launch "$PFX-img" "$LXD_CT" -c security.privileged=true >/dev/null 2>"$work/lxd.err" ||
+			{ cat "$work/lxd.err" >&2; return 1; }
+		XPID=$(dg_lxd info "$LXD_CT" | awk '$1 == "PID:" { print $2 }')
+		LXD_NODE=/dev/$PFX-$$-y
+		mknod "$LXD_NODE" c 240 $(($$ % 200 + 51))
+	fi
 	: >"$OUT/lxd-rest.txt"
 	: >"$OUT/lxd-devgate.txt"
 	for b in 1 2 3 4; do
@@ -791,7 +802,8 @@ bench_lxd() {
 	lxd_cspeed=$(p50ratio "$xca" "$xcg")
 	lxd_crspeed=$(p50ratio "$xcd" "$xcr")
 	LXD_VERSION=$(lxd --version)
-	dg_lxd stop -f "$LXD_CT" >/dev/null 2>&1 || true
+	[ "$PASS" = "$PASSES" ] && { dg_lxd stop -f "$LXD_CT" >/dev/null 2>&1 || true; }
+	return 0
 }
 
 md_lxd() {
@@ -1016,10 +1028,12 @@ rates_of() {
 	for r in $(seq "$TPUT_ROUNDS"); do rate_of "$1.$r"; done | grep -v failed |
 		bench_median | awk '{ printf "%.1f %.1f %.1f\n", $1, $2, $3 } END { if (!NR) print "failed" }'
 }
+TP=()
 bench_tput() {
-	local j r tp=()
+	local j r tp
 	log "throughput: grant+revoke cycles, one client, then 8 in parallel"
-	for j in $(seq 8); do tp+=("$(plain "tp$j")"); done
+	[ "${#TP[@]}" -gt 0 ] || for j in $(seq 8); do TP+=("$(plain "tp$j")"); done
+	tp=("${TP[@]}")
 	# One client, in rounds: a container whose gate comes and goes each
 	# cycle, then one that keeps GPU 2 (its gate stays), alternately.
 	dg grant --pid "${tp[1]}" --gpu 2 --shared >/dev/null
@@ -1069,6 +1083,8 @@ ticks() { awk '{ print $14 + $15 }' "/proc/$DAEMON/stat"; }
 leases() { dg -j status | jq '.leases | length'; }
 bench_heal() {
 	local t0
+	# An earlier pass's heal stopped devgated.
+	[ -n "$DAEMON" ] || start_daemon
 	# After the 10,000-lease level devgated has once taken more than a
 	# client's 10 s to answer (bench/NOTES.md, "Open"): wait, and say so.
 	local waited=0
@@ -1098,8 +1114,11 @@ bench_heal() {
 	heal_scale=$(grep '^heal_us' "$OUT/heal-scale.txt")
 	# With grants running: one client's grant+revoke cycles on another
 	# container go on back to back while the gate is displaced.
-	local busy stop=$work/busy.stop loop
-	busy=$(plain busy)
+	local stop=$work/busy.stop loop busy
+	rm -f "$stop"
+	: >"$OUT/heal-busy-grants.txt"
+	[ -n "${BUSY:-}" ] || BUSY=$(plain busy)
+	busy=$BUSY
 	while [ ! -e "$stop" ]; do
 		load "grants during heal" "$work/busy.err" -g 2 --shared -n 10 "$busy" \
 			>>"$OUT/heal-busy-grants.txt"
@@ -1156,12 +1175,17 @@ MD
 # ---- the proof before "granted" ----
 # bench/proof.sh starts a devgated of its own (the proof on, as shipped)
 # beside this run's, under this run's prefix.
+# proof_row LABEL: the p50 of proof.md's first row that starts with LABEL.
+proof_row() {
+	awk -F'|' -v l="$1" 'index($0, l) == 1 { gsub(/ /, "", $3); print $3; exit }' "$OUT/proof.md"
+}
 bench_proof() {
 	log "the proof's cost: bench/proof.sh, ${BENCH_PROOF_N:-30} containers"
 	BENCH_PREFIX="$PFX-$$" DEVGATE_BUILD="$B" bash "$top/bench/proof.sh" >"$OUT/proof.md"
-	proof_us=$(awk -F'|' 'NR == 3 { gsub(/ /, "", $3); print $3 }' "$OUT/proof.md")
-	proof_first=$(awk -F'|' 'NR == 5 { gsub(/ /, "", $3); print $3 }' "$OUT/proof.md")
-	proof_second=$(awk -F'|' 'NR == 6 { gsub(/ /, "", $3); print $3 }' "$OUT/proof.md")
+	# Rows by their label, the first (quiet) table's: proof.sh may add lines.
+	proof_us=$(proof_row "| the proof (")
+	proof_first=$(proof_row "| first grant, end to end")
+	proof_second=$(proof_row "| second grant, end to end")
 	proof_share=$(awk -v p="$proof_us" -v f="$proof_first" 'BEGIN { printf "%.0f", p / f * 100 }')
 }
 
@@ -1212,13 +1236,32 @@ STARTED=$(date +%s)
 # Scale after the latency and throughput runs: its 10,000 containers slow the
 # whole machine (the kernel's page-access monitor walks their mappings).
 # Heal last: it stops devgated.
+# section_figures SECTION: its figures of issue28.txt, as figures() prints them.
+declare -A FIG_KEYS=([lat]="gi_ratio r1_ratio ri_ratio" [open]=prog_extra
+	[lxc]="lxc_speed lxc_speed_l lxc_rspeed lxc_rspeed_l" [tput]=rate1g
+	[lxd]="lxd_speed lxd_rspeed lxd_cspeed lxd_crspeed" [heal]="heal_busy_max heal_busy_p99"
+	[proof]="proof_us proof_first")
+section_figures() {
+	local k
+	for k in ${FIG_KEYS[$1]:-}; do
+		[ -n "${!k}" ] && echo "$k ${!k}"
+	done
+	return 0
+}
+# BENCH_PASSES=2 runs each section twice, the passes back to back section by
+# section, so both meet the same load: each pass's figures go to
+# bench/results/issue28-passP.txt, and results.md shows the last pass and
+# bench/spread.sh's comparison of the first two.
 SECTION_TIMES=
 for s in lat profile open lxc lxd hook tput scale heal proof; do
 	want "$s" || continue
-	t0=$(date +%s)
-	"bench_$s"
-	SECTION_TIMES+="${SECTION_TIMES:+, }$s $(($(date +%s) - t0)) s"
-	log "$s took $(($(date +%s) - t0)) s"
+	for PASS in $(seq "$PASSES"); do
+		t0=$(date +%s)
+		"bench_$s"
+		section_figures "$s" >>"$OUT/figures.$PASS"
+		SECTION_TIMES+="${SECTION_TIMES:+, }$s$([ "$PASSES" = 1 ] || echo " ($PASS)") $(($(date +%s) - t0)) s"
+		log "$s took $(($(date +%s) - t0)) s"
+	done
 done
 
 # ---- results.md ----
@@ -1307,6 +1350,14 @@ figures() {
 }
 mkdir -p "$top/bench/results"
 figures >"$top/bench/results/issue28.txt"
+PASS_SPREAD=
+FENCE='```'
+if [ "$PASSES" -gt 1 ]; then
+	for p in $(seq "$PASSES"); do
+		cp "$OUT/figures.$p" "$top/bench/results/issue28-pass$p.txt"
+	done
+	PASS_SPREAD=$(sh "$top/bench/spread.sh" "$OUT/figures.1" "$OUT/figures.2" 2>&1 || true)
+fi
 ELAPSED=$((($(date +%s) - STARTED + 59) / 60))
 {
 	cat <<EOF
@@ -1318,13 +1369,23 @@ Reproduce: \`sh scripts/install-deps.sh && make bench\` as root
 (\`BENCH_SECTIONS="lat lxc"\` runs only those, \`all\` adds profile, hook
 and scale). Every goal below is a ratio of two figures taken in the same
 run, so machine noise largely cancels; \`bench/spread.sh A B\` compares two
-runs' figure files.
+runs' figure files, and \`BENCH_PASSES=2 make bench\` makes two runs in one,
+each section twice back to back, so both meet the same load.
 
 $(machine)
 
-## Goals of issue 28, this run
+## Goals of issue 28, this run$([ "$PASSES" = 1 ] || echo " (pass $PASSES of $PASSES)")
 
 $(summary28)
+$(if [ -n "$PASS_SPREAD" ]; then
+		echo
+		echo "The two passes, section by section under the same load (bench/spread.sh"
+		echo "bench/results/issue28-pass1.txt bench/results/issue28-pass2.txt):"
+		echo
+		echo "$FENCE"
+		echo "$PASS_SPREAD"
+		echo "$FENCE"
+	fi)
 
 $(if [ -s "$OUT/failures.txt" ]; then
 		echo "**Requests that failed** in this run (each ended its run; the figures count"

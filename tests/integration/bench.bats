@@ -30,13 +30,7 @@ lxcload() { dg_in_ns "$DEVGATE_BUILD/bench/lxcload" -P "$DG_TMP/lxc" "$@"; }
 # reaches the driver inside (ENXIO), its neighbour stays denied, and the
 # remove denies it again.
 @test "bench/lxcload: liblxc's add lets the node through inside, the neighbour stays denied, the remove takes it back" {
-	requires lxc
-	CID="$DG_ID-d"
-	DG_LXCS+=("$CID")
-	DG_CGROUPS+=("$DG_CGROOT/lxc.payload.$CID" "$DG_CGROOT/lxc.monitor.$CID")
-	dg_lxc_create "$CID" "$DEVGATE_BUILD/probe" defaults
-	CPID=$(dg_lxc_start "$CID")
-	[ -n "$CPID" ]
+	lxc_container d defaults
 	run -1 lxc_probe "$CID" /x1 /x2
 	[ "${lines[0]}" = "/x1 EPERM" ]
 	run -0 lxcload -a "$CID" "${X}1"
