@@ -113,7 +113,7 @@ BINS := $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/devgate-k8s $(O)/pr
 	$(O)/displace $(O)/preattach $(O)/moveprobe $(O)/openloop $(O)/runtime_like.bpf.o $(K8S_PY) $(O)/dlprobe $(O)/cudaprobe $(O)/fakedrv.so $(O)/fakenvml.so \
 	$(O)/memlock_shim.so
 
-BENCH_BIN := $(O)/bench/dgload $(O)/bench/floor $(O)/bench/opencost
+BENCH_BIN := $(O)/bench/dgload $(O)/bench/floor $(O)/bench/opencost $(O)/bench/lxcload
 
 .PHONY: all test unit integration integration-no-openat2 torture fuzz fuzz-smoke check-asan lint format clean demo bench
 all: $(BINS)
@@ -294,6 +294,11 @@ $(O)/bench/opencost: bench/opencost.c
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -Wall -Wextra -Werror -static -o $@ $<
 
+$(O)/bench/lxcload: bench/lxcload.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ $< -llxc
+
 # Figures go to bench/results.md and bench/scale.png; raw data to bench/out/.
 bench: all $(BENCH_BIN)
 	$(Q)bash bench/run.sh
@@ -302,7 +307,7 @@ unit: $(UNIT_BIN)
 	$(call msg,UNIT,$(O)/tests)
 	$(Q)set -e; for t in $(UNIT_BIN); do $$t; done
 
-integration: $(BINS)
+integration: $(BINS) $(O)/bench/lxcload
 	$(call msg,BATS,tests/integration)
 	$(Q)DEVGATE_BUILD=$(abspath $(O)) $(BATS) tests/integration
 

@@ -5,6 +5,10 @@
     lxcload.py -P LXCPATH -n N NAME NODE
     lxcload.py -P LXCPATH --once NAME NODE add|del
 
+bench/run.sh times liblxc in-process with bench/lxcload (C, as devgate's
+client is: liblxc forks its caller, and a python3 caller's fork costs
+more); it uses this file for the one-shot command-line rows (--once).
+
 Runs N cycles of liblxc's add_device_node(NODE) then
 remove_device_node(NODE) on the running container NAME, the calls that
 `lxc-device add` and `lxc-device del` make, without a process start per

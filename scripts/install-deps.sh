@@ -6,7 +6,7 @@ set -eu
 
 PKGS="make gcc libc6-dev pkg-config clang llvm libclang-rt-14-dev bpftool
 libbpf-dev libcap-dev libseccomp-dev libjson-c-dev libmicrohttpd-dev libcmocka-dev
-bats jq socat runc podman lxc python3-lxc docker.io lxd busybox-static util-linux procps strace cppcheck clang-tidy shellcheck curl prometheus
+bats jq socat runc podman lxc lxc-dev python3-lxc docker.io lxd busybox-static util-linux procps strace cppcheck clang-tidy shellcheck curl prometheus
 scdoc dpkg-dev systemd hyperfine gnuplot-nox linux-perf
 debhelper lintian debootstrap systemd-container
 g++ libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc

@@ -257,14 +257,15 @@ dg_podman_teardown_file() {
 	dg_teardown_file
 }
 
-# lxc_container NAME: starts an LXC container (dg_lxc_create); sets CPID,
-# CID (its LXC name) and CG (its cgroup).
+# lxc_container NAME [defaults]: starts an LXC container (dg_lxc_create,
+# "defaults": LXC's own device list); sets CPID, CID (its LXC name) and CG
+# (its cgroup).
 lxc_container() {
 	requires lxc
 	CID="$DG_ID-$1"
 	DG_LXCS+=("$CID")
 	DG_CGROUPS+=("$DG_CGROOT/lxc.payload.$CID" "$DG_CGROOT/lxc.monitor.$CID")
-	dg_lxc_create "$CID" "$DEVGATE_BUILD/probe"
+	dg_lxc_create "$CID" "$DEVGATE_BUILD/probe" "${2:-}"
 	CPID=$(dg_lxc_start "$CID")
 	CG="$DG_CGROOT/lxc.payload.$CID"
 	[ -n "$CPID" ] && [ -n "$(cg_progs "$CG")" ]

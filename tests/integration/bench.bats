@@ -1,0 +1,92 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+# The bench's own parts, against live containers where they have one: the
+# peer's client (bench/lxcload) does what it claims inside a live LXC
+# container, the loaded rounds' CPU hogs are pinned one per CPU and running,
+# and a ratio over rounds is their median (bench/lib.sh).
+
+load helpers
+
+setup_file() { dg_setup_file; }
+teardown_file() { dg_teardown_file; }
+setup() {
+	dg_setup
+	X="/dev/devgate-test-$DG_ID-x"
+	mknod "${X}1" c 240 1
+}
+teardown() {
+	bench_hogs_stop
+	rm -f "${X}1"
+	dg_teardown
+}
+# shellcheck source=../../bench/lib.sh
+. "$BATS_TEST_DIRNAME/../../bench/lib.sh"
+
+median_of() { bench_rounds "$@" | bench_median; }
+lxcload() { dg_in_ns "$DEVGATE_BUILD/bench/lxcload" -P "$DG_TMP/lxc" "$@"; }
+
+# What the bench times for LXC is liblxc's add_device_node and
+# remove_device_node, on a container at LXC's defaults: the added node
+# reaches the driver inside (ENXIO), its neighbour stays denied, and the
+# remove denies it again.
+@test "bench/lxcload: liblxc's add lets the node through inside, the neighbour stays denied, the remove takes it back" {
+	lxc_container d defaults
+	run -1 lxc_probe "$CID" /x1 /x2
+	[ "${lines[0]}" = "/x1 EPERM" ]
+	run -0 lxcload -a "$CID" "${X}1"
+	[[ "$output" =~ ^add\ [0-9]+$ ]]
+	run -1 lxc_probe "$CID" /x1 /x2 "${X}1"
+	[ "${lines[0]}" = "/x1 ENXIO" ]
+	[ "${lines[1]}" = "/x2 EPERM" ]
+	[ "${lines[2]}" = "${X}1 ENXIO" ]
+	# Cycles: an add and a remove each, one line each, the node gone after.
+	run -0 lxcload -n 3 "$CID" "${X}1"
+	[ "$(grep -c '^add [0-9]*$' <<<"$output")" = 3 ]
+	[ "$(grep -c '^del [0-9]*$' <<<"$output")" = 3 ]
+	run -1 lxc_probe "$CID" /x1 /x2
+	[ "${lines[0]}" = "/x1 EPERM" ]
+	[ "${lines[1]}" = "/x2 EPERM" ]
+	# A container that does not run is an error, not a figure.
+	run -1 lxcload -n 1 "$DG_ID-none" "${X}1"
+	[[ "$output" == *"is not running"* ]]
+}
+
+# The loaded rounds: one hog per CPU, each pinned to its own CPU and
+# running before the first round (unpinned hogs were placed differently
+# from run to run), and none left after.
+@test "bench's CPU hogs: one per CPU, pinned to it, running; gone when stopped" {
+	bench_hogs_start
+	[ "${#BENCH_HOGS[@]}" = "$(nproc)" ]
+	bench_hogs_running
+	cpu=0
+	for h in "${BENCH_HOGS[@]}"; do
+		[ "$(taskset -pc "$h" | sed 's/.*: //')" = "$cpu" ]
+		cpu=$((cpu + 1))
+	done
+	hogs=("${BENCH_HOGS[@]}")
+	bench_hogs_stop
+	for h in "${hogs[@]}"; do [ ! -e "/proc/$h" ]; done
+	run ! bench_hogs_running
+}
+
+# A ratio over interleaved rounds is the median of each round's ratio of
+# p50s, each round's p50 taken first: a slow call (round 3's peer, 100x)
+# or a fast one moves neither.
+@test "bench's ratio over rounds: the median of each round's p50 ratio, with quartiles" {
+	d="$DG_TMP/rounds"
+	mkdir -p "$d"
+	for r in 1 2 3 4 5; do
+		printf 'add %s\nadd %s\nadd %s\n' 4000 4100 $((r == 3 ? 400000 : 3900)) >"$d/peer.$r"
+		printf 'grant %s\ngrant %s\ngrant %s\n' 1000 $((r == 3 ? 1 : 1000 + r * 100)) 2000 >"$d/ours.$r"
+	done
+	run -0 bench_rounds "$d/peer" add "$d/ours" grant 5
+	[ "${#lines[@]}" = 5 ]
+	[ "${lines[0]}" = 3.6364 ]
+	[ "${lines[2]}" = 4.1000 ]
+	run -0 median_of "$d/peer" add "$d/ours" grant 5
+	[ "$output" = "3.33 2.86 3.64" ]
+	# A round with no samples on one side is left out, not counted as 0.
+	: >"$d/ours.5"
+	run -0 bench_rounds "$d/peer" add "$d/ours" grant 5
+	[ "${#lines[@]}" = 4 ]
+}
