@@ -642,7 +642,7 @@ int txn_report_holders(const struct cgroot *cg, const struct lease *l, const str
 	}
 	out->n_holders = n;
 	if (req->has_kill && n) {
-		out->killed = (int64_t)holders_signal(h, n, l->cgroup, (int)req->kill);
+		out->killed = (int64_t)holders_signal(cg, h, n, l->cgroup, (int)req->kill);
 		log_notice("%s: sent signal %d to %lld holder(s)", lease_label(l), (int)req->kill,
 			   (long long)out->killed);
 	}

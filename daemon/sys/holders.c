@@ -256,7 +256,8 @@ size_t holders_find(int cgfd, const struct dg_node *nodes, size_t n, struct hold
 	return sc.found;
 }
 
-size_t holders_signal(const struct holder *h, size_t n, const char *cgroup_path, int sig)
+size_t holders_signal(const struct cgroot *root, const struct holder *h, size_t n,
+		      const char *cgroup_path, int sig)
 {
 	size_t sent = 0;
 
@@ -265,7 +266,7 @@ size_t holders_signal(const struct holder *h, size_t n, const char *cgroup_path,
 		auto_free char *cg = NULL;
 
 		/* Through the pidfd, and only while the process is still in the container. */
-		if (pidfd < 0 || cgroup_of_pid(h[i].pid, &cg) < 0 ||
+		if (pidfd < 0 || cgroup_of_pid_in(root, h[i].pid, &cg) < 0 ||
 		    !cgroup_path_is_ancestor(cgroup_path, cg))
 			continue;
 		if (syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) == 0)

@@ -14,6 +14,8 @@
 
 #include "gpu.h"
 
+struct cgroot;
+
 #define HOLDERS_MAX 64
 
 struct holder {
@@ -30,10 +32,11 @@ struct holder {
 size_t holders_find(int cgfd, const struct dg_node *nodes, size_t n, struct holder *out,
 		    size_t max);
 /*
- * Sends sig to each holder that is still in the cgroup (cgroup_path, as in
- * /proc/PID/cgroup, or below it), through a pidfd so a reused PID is never
- * hit. Returns how many were signalled.
+ * Sends sig to each holder that is still in the cgroup (cgroup_path in root's
+ * hierarchy, the v1 devices one on a host without v2, or below it), through a
+ * pidfd so a reused PID is never hit. Returns how many were signalled.
  */
-size_t holders_signal(const struct holder *h, size_t n, const char *cgroup_path, int sig);
+size_t holders_signal(const struct cgroot *root, const struct holder *h, size_t n,
+		      const char *cgroup_path, int sig);
 
 #endif

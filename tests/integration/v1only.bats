@@ -117,6 +117,23 @@ lease_count() {
 	nothing_granted "$before"
 }
 
+@test "v1 host: revoke reports a process still holding the device, and --kill ends it (in the container by its v1 devices cgroup)" {
+	# GPU 0 is 1:7 here (/dev/full): a node that opens, so it can be held.
+	stop_daemon
+	rm -rf "$DG_HOST"
+	make_host --nvidia-major 1 --minor-base 7
+	v1h_daemon --runc-root "$DG_V1HOST/runc"
+	v1h_container k
+	run -0 dg grant --pid "$CPID" --gpu 0
+	v1h_runc exec -d "$CID" sh -c 'exec 3</dev/nvidia7; exec sleep 100007'
+	wait_until 10 pgrep -f 'sleep 100007'
+	holder=$(pgrep -f 'sleep 100007')
+	run -0 dg --json revoke --pid "$CPID" --kill=TERM
+	[ "$(echo "$output" | jq '.holders[0].pid')" = "$holder" ]
+	[ "$(echo "$output" | jq '.killed')" = 1 ]
+	wait_until 10 sh -c "! kill -0 $holder 2>/dev/null"
+}
+
 @test "v1 host: a container that exits releases its lease at once (a pidfd of its process; v1 has no cgroup.events)" {
 	# The periodic check far off: only the exit itself can release in time.
 	stop_daemon

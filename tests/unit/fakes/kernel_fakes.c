@@ -572,8 +572,10 @@ size_t holders_find(int cgfd, const struct dg_node *nodes, size_t n, struct hold
 	return 0;
 }
 
-size_t holders_signal(const struct holder *h, size_t n, const char *cgroup_path, int sig)
+size_t holders_signal(const struct cgroot *root, const struct holder *h, size_t n,
+		      const char *cgroup_path, int sig)
 {
+	(void)root;
 	(void)h;
 	(void)n;
 	(void)cgroup_path;
