@@ -240,6 +240,8 @@ bench_lat() {
 	mkdir -p "$work/floordir" "$OUT/rounds"
 	"${PIN[@]}" "$B/bench/floor" -f -n "$N" "$PID" >"$OUT/floor-fork.txt"
 	"${PIN[@]}" "$B/bench/floor" -n "$N" -d "$work/floordir" "$PID" >"$OUT/floor-durable.txt"
+	# What any daemon behind a socket pays before it does any work.
+	"${PIN[@]}" "$B/bench/floor" -r -n "$N" >"$OUT/roundtrip.txt"
 	# Each round: the floor, first grants, already-gated grants, back to
 	# back, so each ratio to the floor is taken within one round.
 	: >"$work/first-bd.txt"
@@ -281,6 +283,7 @@ bench_lat() {
 	ffr=$(stats revoke "$OUT/floor-fork.txt")
 	fd=$(stats grant "$OUT/floor-durable.txt")
 	fdr=$(stats revoke "$OUT/floor-durable.txt")
+	rt=$(stats roundtrip "$OUT/roundtrip.txt")
 	g1=$(stats grant "$OUT/first-grant.txt")
 	gp=$(stats grant "$OUT/first-paced.txt")
 	fp=$(stats grant "$OUT/floor-paced.txt")
@@ -342,12 +345,17 @@ $(row "floor: grant, 20 ms apart" "$fp" "$(ratio "$(field "$fp" 1)" "$(field "$f
 $(row "devgate grant, container not yet gated, 20 ms apart" "$gp" "$(ratio "$(field "$gp" 1)" "$(field "$fl" 1)") (spaced floor: $(ratio "$(field "$gp" 1)" "$(field "$fp" 1)"))")
 $(row "devgate grant, container already gated" "$gi" "$gi_ratio ($(field "$gi_q" 2)-$(field "$gi_q" 3))")
 $(row "devgatectl grant (process start included)" "$gc" "$(ratio "$(field "$gc" 1)" "$(field "$fl" 1)")")
+$(row "socket round trip, a grant-sized request and reply (information)" "$rt" "$(ratio "$(field "$rt" 1)" "$(field "$fl" 1)")")
 $(row "floor: revoke" "$flr" "1.00")
 $(row "fork floor: revoke (information)" "$ffr" "$(ratio "$(field "$ffr" 1)" "$(field "$flr" 1)")")
 $(row "durable floor: revoke (information)" "$fdr" "$(ratio "$(field "$fdr" 1)" "$(field "$flr" 1)")")
 $(row "devgate revoke, last GPU (runtime program restored)" "$r1" "$r1_ratio ($(field "$r1_q" 2)-$(field "$r1_q" 3))")
 $(row "devgate revoke, container keeps a GPU" "$ri" "$ri_ratio ($(field "$ri_q" 2)-$(field "$ri_q" 3))")
 $(row "devgatectl revoke (process start included)" "$rc" "$(ratio "$(field "$rc" 1)" "$(field "$flr" 1)")")
+
+The socket round trip is what a daemon answering a client pays before any
+work: already gated, a grant is $(ratio "$(field "$gi" 1)" "$(($(field "$fl" 1) + $(field "$rt" 1)))")x and a revoke that keeps a GPU
+$(ratio "$(field "$ri" 1)" "$(($(field "$flr" 1) + $(field "$rt" 1)))")x the floor plus one round trip (pooled p50s).
 
 Where a grant's time goes (devgated -v, means in us: nodes / BPF / state,
 and within state the proof before "granted" or the check that spared it):
