@@ -262,10 +262,10 @@ has_pidfds() { [ "$(pidfds_of_daemon)" = "$1" ]; }
 	start_daemon --client-timeout-ms 60000 --recheck-ms 100
 	has_pidfds 0
 	hold 2
-	wait_until 5 has_pidfds 2 || fail "devgated holds $(pidfds_of_daemon) pidfds"
+	wait_until 30 has_pidfds 2 || fail "devgated holds $(pidfds_of_daemon) pidfds"
 	kill "$HOLDER"
 	HOLDER=
-	wait_until 5 has_pidfds 0
+	wait_until 30 has_pidfds 0
 	# The process that connected exits; its child, which keeps the
 	# connection, then sends a line devgated refuses.
 	python3 - "$DG_SOCK" "$DG_TMP/connector" <<'PY'
@@ -284,9 +284,9 @@ PY
 	connector=$(cat "$DG_TMP/connector")
 	wait_until 10 grep -q "refused a malformed request from uid 0 pid $connector (exited)" \
 		"$DG_TMP/daemon.log"
-	wait_until 5 has_pidfds 0
+	wait_until 30 has_pidfds 0
 	run -0 dg list
-	wait_until 5 has_pidfds 0
+	wait_until 30 has_pidfds 0
 }
 
 @test "a reader's 256 streams and 500 half-sent requests lock out neither root, the hook nor admins" {
@@ -329,16 +329,16 @@ PY
 		--max-clients-per-uid 8 --client-timeout-ms 60000
 	# Reader 60001 fills the readers' four slots with half-sent requests.
 	hold_as 60001 4242 4 '{"v":1,"op":"li'
-	wait_until 5 has_pidfds 4
+	wait_until 30 has_pidfds 4
 	# Another reader gets in: the longest idle of them is cut for it.
 	wait_until 10 as_uid 60002 4242 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" -t 5 list
 	grep -q "cut client uid 60001 pid [0-9]*: no complete request, to make room for uid 60002" \
 		"$DG_TMP/daemon.log"
-	wait_until 5 has_pidfds 3
+	wait_until 30 has_pidfds 3
 	# An admin holds the four kept slots; root goes past max-clients.
 	hold_as 60003 4242,4343 4 '{"v":1,"op":"li'
 	hold_as 0 0 4 '{"v":1,"op":"li'
-	wait_until 5 has_pidfds 11
+	wait_until 30 has_pidfds 11
 	# Full: a reader's idle connection goes for an admin, never root's.
 	wait_until 10 as_uid 60004 4242,4343 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" -t 5 status
 	grep -q "cut client uid 60001 pid [0-9]*: no complete request, to make room for uid 60004" \
@@ -348,7 +348,7 @@ PY
 	# then it is refused, and no admin's or root's connection was cut.
 	run -0 as_uid 60002 4242 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" -t 5 list
 	run -0 as_uid 60002 4242 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" -t 5 list
-	wait_until 5 has_pidfds 8
+	wait_until 30 has_pidfds 8
 	run -3 as_uid 60002 4242 "$DEVGATE_BUILD/devgatectl" -s "$DG_SOCK" -t 5 list
 	[[ "$output" == *"connections already, all busy (max-clients)"* ]] || fail "$output"
 	run -1 grep -E "cut client uid (0|60003) " "$DG_TMP/daemon.log"
