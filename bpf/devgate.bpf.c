@@ -269,6 +269,14 @@ static __always_inline struct dg_count_val *counter(struct bpf_cgroup_dev_ctx *c
  * A granted non-GPU device (grant --device): a character device, or a block
  * device the admin allowed; the key's type keeps the two apart. Never counted.
  */
+static __always_inline int any_device_grant(void)
+{
+	__u32 zero = 0;
+	__u32 *any = bpf_map_lookup_elem(&DG_V(dg_devgrants), &zero);
+
+	return any && *any;
+}
+
 static __always_inline int device_granted(struct bpf_cgroup_dev_ctx *ctx, __u32 access)
 {
 	struct dg_grant_key key = {
@@ -277,10 +285,8 @@ static __always_inline int device_granted(struct bpf_cgroup_dev_ctx *ctx, __u32 
 		.minor = ctx->minor,
 	};
 	struct dg_grant_val *grant;
-	__u32 zero = 0;
-	__u32 *any = bpf_map_lookup_elem(&DG_V(dg_devgrants), &zero);
 
-	if (!any || !*any)
+	if (!any_device_grant())
 		return 0;
 	key.cgroup_id = my_cgroup();
 	grant = bpf_map_lookup_elem(&DG_V(dg_grants), &key);
@@ -358,12 +364,15 @@ int devgate_gate(struct bpf_cgroup_dev_ctx *ctx)
 SEC("cgroup/dev")
 int devgate_mark(struct bpf_cgroup_dev_ctx *ctx)
 {
-	__u64 me = bpf_get_current_pid_tgid();
-	__u32 k = (__u32)me & (DG_MARK_SLOTS - 1);
 	struct dg_tmark *t;
 	struct dg_mark *m;
+	__u64 me;
+	__u32 k;
 
 	if (need_mark == DG_MARK_TASK) {
+		/* No gate asks about an access that no grant can allow: most opens. */
+		if (!is_gpu(ctx) && !any_device_grant())
+			return 1;
 		t = bpf_task_storage_get(&DG_V(dg_tmark), bpf_get_current_task_btf(), 0,
 					 BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (t) {
@@ -376,6 +385,8 @@ int devgate_mark(struct bpf_cgroup_dev_ctx *ctx)
 		}
 		return 1;
 	}
+	me = bpf_get_current_pid_tgid();
+	k = (__u32)me & (DG_MARK_SLOTS - 1);
 	m = bpf_map_lookup_elem(&DG_V(dg_mark), &k);
 	if (m) {
 		m->pid_tgid = me;

@@ -406,8 +406,6 @@ static int beside_load(struct bpfgate *bg, int part)
  */
 static void beside_open(struct bpfgate *bg, int *live)
 {
-	bg->need_mark = kernel_preorder();
-	bg->mark_mode = bg->need_mark ? mark_mode(bg) : DG_MARK_NONE;
 	for (int k = 0; k < BESIDE_PARTS; k++) {
 		char path[PATH_MAX];
 		int fd;
@@ -450,6 +448,9 @@ int onegate_open(struct bpfgate *bg, const int *leased_cgfds, size_t n_leased)
 	int r;
 
 	bg->map_fd[MAP_CGSTATE] = bpf_map__fd(bg->maps->maps.dg_cgstate_v1);
+	/* Before the live gates are looked at: their kind of lookout must be ours. */
+	bg->need_mark = kernel_preorder();
+	bg->mark_mode = bg->need_mark ? mark_mode(bg) : DG_MARK_NONE;
 	find_live_gates(bg, leased_cgfds, n_leased, live_gate, live_slots, live_beside);
 	for (uint32_t e = 0; e < DG_GATE_SETS; e++) {
 		bg->gate_fd[e] = -1;
