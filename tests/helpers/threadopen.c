@@ -92,6 +92,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	pthread_attr_destroy(&attr);
 	usleep((useconds_t)(ms * 1000));
 	atomic_store(&stop, 1);
 	for (unsigned long i = 0; i <= threads; i++)
