@@ -59,8 +59,12 @@ const volatile __u32 gate_set = 0;    /* shared: which slot of dg_cgstate is thi
 const volatile __u32 has_runtime = 0; /* copies: slot 0 holds a runtime program */
 /* Denial events per cgroup and window; 0: no limit (a test of the ring's drops). */
 const volatile __u32 cgroup_events = DG_CGROUP_EVENTS;
-/* Kernels with BPF_F_PREORDER: the beside gate clears only what dg_mark saw allowed. */
-const volatile __u32 need_mark = 0;
+/*
+ * Kernels with BPF_F_PREORDER: the beside gate clears only what devgate_mark
+ * saw allowed, read back by thread from per-CPU slots or the task's record
+ * (DG_MARK_*).
+ */
+const volatile __u32 need_mark = DG_MARK_NONE;
 /*
  * The comm devgated's prober takes (grant/prober.c), random per devgated
  * run: its opens get the same verdict as anyone's but are neither counted
@@ -180,6 +184,18 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } DG_V(dg_mark) SEC(".maps");
 
+/*
+ * What devgate_mark saw, the thread's own (DG_MARK_TASK): no other thread
+ * writes it, whoever ran on this CPU between the lookout and the gate.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct dg_tmark);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} DG_V(dg_tmark) SEC(".maps");
+
 /* The container this program serves; 0 (matching no grant) until it is set. */
 static __always_inline __u64 my_cgroup(void)
 {
@@ -253,6 +269,14 @@ static __always_inline struct dg_count_val *counter(struct bpf_cgroup_dev_ctx *c
  * A granted non-GPU device (grant --device): a character device, or a block
  * device the admin allowed; the key's type keeps the two apart. Never counted.
  */
+static __always_inline int any_device_grant(void)
+{
+	__u32 zero = 0;
+	__u32 *any = bpf_map_lookup_elem(&DG_V(dg_devgrants), &zero);
+
+	return any && *any;
+}
+
 static __always_inline int device_granted(struct bpf_cgroup_dev_ctx *ctx, __u32 access)
 {
 	struct dg_grant_key key = {
@@ -261,10 +285,8 @@ static __always_inline int device_granted(struct bpf_cgroup_dev_ctx *ctx, __u32 
 		.minor = ctx->minor,
 	};
 	struct dg_grant_val *grant;
-	__u32 zero = 0;
-	__u32 *any = bpf_map_lookup_elem(&DG_V(dg_devgrants), &zero);
 
-	if (!any || !*any)
+	if (!any_device_grant())
 		return 0;
 	key.cgroup_id = my_cgroup();
 	grant = bpf_map_lookup_elem(&DG_V(dg_grants), &key);
@@ -342,10 +364,30 @@ int devgate_gate(struct bpf_cgroup_dev_ctx *ctx)
 SEC("cgroup/dev")
 int devgate_mark(struct bpf_cgroup_dev_ctx *ctx)
 {
-	__u64 me = bpf_get_current_pid_tgid();
-	__u32 k = (__u32)me & (DG_MARK_SLOTS - 1);
-	struct dg_mark *m = bpf_map_lookup_elem(&DG_V(dg_mark), &k);
+	struct dg_tmark *t;
+	struct dg_mark *m;
+	__u64 me;
+	__u32 k;
 
+	if (need_mark == DG_MARK_TASK) {
+		/* No gate asks about an access that no grant can allow: most opens. */
+		if (!is_gpu(ctx) && !any_device_grant())
+			return 1;
+		t = bpf_task_storage_get(&DG_V(dg_tmark), bpf_get_current_task_btf(), 0,
+					 BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (t) {
+			t->major = ctx->major;
+			t->minor = ctx->minor;
+			t->access_type = ctx->access_type;
+			t->denied = bpf_get_retval() != 0;
+			for (int i = 0; i < DG_TMARK_USED; i++)
+				t->used[i] = 0;
+		}
+		return 1;
+	}
+	me = bpf_get_current_pid_tgid();
+	k = (__u32)me & (DG_MARK_SLOTS - 1);
+	m = bpf_map_lookup_elem(&DG_V(dg_mark), &k);
 	if (m) {
 		m->pid_tgid = me;
 		m->denied = bpf_get_retval() != 0;
@@ -354,16 +396,44 @@ int devgate_mark(struct bpf_cgroup_dev_ctx *ctx)
 }
 
 /*
+ * Whether the thread's record is this access's, not denied by an ancestor,
+ * and not yet taken by cgid's gate; takes it. A second gate of one cgroup
+ * in one access (the other instance, a moment during a move) finds it
+ * taken and clears nothing: the first already did.
+ */
+static __always_inline int take_task_mark(struct bpf_cgroup_dev_ctx *ctx, __u64 cgid)
+{
+	struct dg_tmark *t =
+		bpf_task_storage_get(&DG_V(dg_tmark), bpf_get_current_task_btf(), 0, 0);
+
+	if (!t || !cgid || t->denied || t->major != ctx->major || t->minor != ctx->minor ||
+	    t->access_type != ctx->access_type)
+		return 0;
+	for (int i = 0; i < DG_TMARK_USED; i++) {
+		if (t->used[i] == cgid)
+			return 0;
+		if (!t->used[i]) {
+			t->used[i] = cgid;
+			return 1;
+		}
+	}
+	return 0; /* more nested guarded cgroups than the record holds: fail closed */
+}
+
+/*
  * Clears a denial unless an ancestor's pre-order program made it (or it
  * cannot tell); 0 when the denial stands.
  */
-static __always_inline int clear_denial(void)
+static __always_inline int clear_denial(struct bpf_cgroup_dev_ctx *ctx, __u64 cgid)
 {
 	__u64 me;
 	__u32 k;
 	struct dg_mark *m;
 
-	if (need_mark) {
+	if (need_mark == DG_MARK_TASK) {
+		if (!take_task_mark(ctx, cgid))
+			return 0;
+	} else if (need_mark) {
 		me = bpf_get_current_pid_tgid();
 		k = (__u32)me & (DG_MARK_SLOTS - 1);
 		m = bpf_map_lookup_elem(&DG_V(dg_mark), &k);
@@ -383,14 +453,14 @@ int devgate_beside(struct bpf_cgroup_dev_ctx *ctx)
 
 	if (!is_gpu(ctx)) {
 		if (device_granted(ctx, ctx->access_type >> 16))
-			clear_denial();
+			clear_denial(ctx, my_cgroup());
 		return 1;
 	}
 	cgid = my_cgroup();
 	cnt = counter(ctx, cgid);
 	if (gpu_granted(ctx, cgid)) {
 		/* Counted where the grant decided; a denial the lookout kept is the tally's. */
-		if (clear_denial() && cnt)
+		if (clear_denial(ctx, cgid) && cnt)
 			__sync_fetch_and_add(&cnt->granted, 1);
 		return 1;
 	}

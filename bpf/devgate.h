@@ -132,12 +132,37 @@ struct dg_self {
 #define DG_GATE_SETS 2
 #define DG_MAX_SLOTS 65536
 
+/*
+ * How the beside gate learns what its lookout saw (the programs' need_mark):
+ * no lookout (a kernel without BPF_F_PREORDER), per-CPU slots by thread
+ * (dg_mark_v1; kernels whose cgroup/dev programs lack task storage), or the
+ * task's own record (dg_tmark_v1).
+ */
+#define DG_MARK_NONE 0
+#define DG_MARK_SLOTS_CPU 1
+#define DG_MARK_TASK 2
+
 /* dg_mark_v1 (per CPU, by thread id & (DG_MARK_SLOTS - 1)): what devgate_mark saw. */
 #define DG_MARK_SLOTS 16
 struct dg_mark {
 	__u64 pid_tgid;
 	__u32 denied; /* an ancestor's pre-order program denied the access */
 	__u32 pad;
+};
+
+/*
+ * dg_tmark_v1 (task storage): the thread's last access as devgate_mark saw
+ * it, and the cgroups whose beside gate took it (DG_TMARK_USED nested
+ * guarded cgroups at most): taken once, so that a record left from an
+ * earlier access (the lookout since detached) never stands for this one.
+ */
+#define DG_TMARK_USED 4
+struct dg_tmark {
+	__u32 major;
+	__u32 minor;
+	__u32 access_type; /* as in bpf_cgroup_dev_ctx: type | access << 16 */
+	__u32 denied;
+	__u64 used[DG_TMARK_USED]; /* cgroup ids; 0: free */
 };
 
 /* Per cgroup (the dg_cgstate_v1 map, cgroup storage keyed by cgroup id). */
@@ -230,6 +255,13 @@ DG_ABI_SIZE(dg_self, 16);
 DG_ABI_FIELD(dg_self, cgroup_id, 0, 8);
 DG_ABI_FIELD(dg_self, orig_id, 8, 4);
 DG_ABI_FIELD(dg_self, pad, 12, 4);
+
+DG_ABI_SIZE(dg_tmark, 48);
+DG_ABI_FIELD(dg_tmark, major, 0, 4);
+DG_ABI_FIELD(dg_tmark, minor, 4, 4);
+DG_ABI_FIELD(dg_tmark, access_type, 8, 4);
+DG_ABI_FIELD(dg_tmark, denied, 12, 4);
+DG_ABI_FIELD(dg_tmark, used, 16, 32);
 
 DG_ABI_SIZE(dg_cgstate, 24);
 DG_ABI_FIELD(dg_cgstate, cgroup_id, 0, 8);

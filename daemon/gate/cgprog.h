@@ -11,6 +11,9 @@
 #include <stdint.h>
 
 #define MAX_PROGS 64 /* the kernel's limit per cgroup and attach type */
+#ifndef BPF_F_PREORDER
+#define BPF_F_PREORDER (1U << 6) /* Linux 6.15 */
+#endif
 
 /* The device programs on a cgroup, in order, and its attach flags. */
 struct attached {

@@ -46,8 +46,9 @@ struct bpfgate {
 	uint32_t beside_id[2];
 	int mark_fd; /* its lookout, pre-order (need_mark); -1: none */
 	uint32_t mark_id;
-	bool need_mark; /* the kernel has BPF_F_PREORDER: ancestors' programs may run first */
-	bool beside_on; /* new guards put the beside gate after the runtime's programs */
+	bool need_mark;	    /* the kernel has BPF_F_PREORDER: ancestors' programs may run first */
+	uint32_t mark_mode; /* how the lookout hands on what it saw (DG_MARK_*) */
+	bool beside_on;	    /* new guards put the beside gate after the runtime's programs */
 	int slots_fd[DG_GATE_SETS]; /* dg_slots<SET>_v1 */
 	uint32_t slots_id[DG_GATE_SETS];
 	uint64_t *slot_cg[DG_GATE_SETS]; /* [slot]: the cgroup using it, 0: free */

@@ -46,6 +46,7 @@ const struct shared_map_name gateobj_names[SHARED_MAPS] = {
 	[MAP_GUARDED] = { .name = CHECKED_NAME(dg_guarded) },
 	[MAP_KNOWN] = { .name = CHECKED_NAME(dg_known) },
 	[MAP_MARK] = { .name = CHECKED_NAME(dg_mark) },
+	[MAP_TMARK] = { .name = CHECKED_NAME(dg_tmark) },
 };
 
 void gateobj_maps(const struct devgate *skel, struct bpf_map *ret[SHARED_MAPS])
@@ -60,6 +61,7 @@ void gateobj_maps(const struct devgate *skel, struct bpf_map *ret[SHARED_MAPS])
 	ret[MAP_GUARDED] = skel->maps.DG_V(dg_guarded);
 	ret[MAP_KNOWN] = skel->maps.DG_V(dg_known);
 	ret[MAP_MARK] = skel->maps.DG_V(dg_mark);
+	ret[MAP_TMARK] = skel->maps.DG_V(dg_tmark);
 }
 
 /*
@@ -229,7 +231,7 @@ int gateobj_load_shared(const char *pin_root, const struct devgate *maps_owner, 
 }
 
 int gateobj_load_beside(const char *pin_root, const struct devgate *maps_owner, bool mark,
-			bool need_mark, struct devgate **ret)
+			uint32_t need_mark, struct devgate **ret)
 {
 	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
 	int r = open_shared(pin_root, false, false, true, &skel);
@@ -271,4 +273,31 @@ uint32_t gateobj_map_id(int fd)
 	uint32_t len = sizeof(mi);
 
 	return fd >= 0 && bpf_obj_get_info_by_fd(fd, &mi, &len) == 0 ? mi.id : 0;
+}
+
+int gateobj_need_mark_of(int prog_fd)
+{
+	uint32_t map_ids[16];
+	struct bpf_prog_info info = { 0 };
+	uint32_t len = sizeof(info), zero = 0;
+
+	info.nr_map_ids = ARRAY_SIZE(map_ids);
+	info.map_ids = (uint64_t)(uintptr_t)map_ids;
+	if (prog_fd < 0 || bpf_obj_get_info_by_fd(prog_fd, &info, &len) < 0)
+		return -1;
+	/* The program's own read-only data: the kernel names it "devgate.rodata". */
+	for (uint32_t i = 0; i < info.nr_map_ids && i < ARRAY_SIZE(map_ids); i++) {
+		struct bpf_map_info mi = { 0 };
+		uint32_t mlen = sizeof(mi);
+		struct devgate__rodata ro;
+		auto_close int fd = bpf_map_get_fd_by_id(map_ids[i]);
+
+		if (fd < 0 || bpf_obj_get_info_by_fd(fd, &mi, &mlen) < 0 ||
+		    strcmp(mi.name, "devgate.rodata") != 0 || mi.value_size != sizeof(ro))
+			continue;
+		if (bpf_map_lookup_elem(fd, &zero, &ro) < 0)
+			return -1;
+		return (int)ro.need_mark;
+	}
+	return -1;
 }

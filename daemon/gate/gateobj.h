@@ -26,6 +26,7 @@ enum shared_map {
 	MAP_GUARDED,
 	MAP_KNOWN,
 	MAP_MARK,
+	MAP_TMARK,
 	SHARED_MAPS
 };
 
@@ -72,11 +73,13 @@ int gateobj_load_shared(const char *pin_root, const struct devgate *maps_owner, 
 			struct devgate **ret);
 /*
  * Loads the shared beside gate (bpf/devgate.bpf.c), which needs no prog
- * array, and with mark its lookout devgate_mark; need_mark: the gate
- * clears only what the lookout saw allowed (a kernel with BPF_F_PREORDER).
+ * array, and with mark its lookout devgate_mark; need_mark (DG_MARK_*):
+ * how the gate reads what the lookout saw (a kernel with BPF_F_PREORDER).
  */
 int gateobj_load_beside(const char *pin_root, const struct devgate *maps_owner, bool mark,
-			bool need_mark, struct devgate **ret);
+			uint32_t need_mark, struct devgate **ret);
+/* The need_mark that beside gate or lookout prog_fd was loaded with (DG_MARK_*); -1: unknown. */
+int gateobj_need_mark_of(int prog_fd);
 /* Tells a copy which container it serves, and for which runtime program. */
 int gateobj_set_self(struct devgate *skel, uint64_t cgid, uint32_t orig_id);
 /* Puts runtime program orig_fd in a copy's slot; -EINVAL: not of the gate's attach type. */

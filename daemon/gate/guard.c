@@ -40,10 +40,6 @@
 #include "unwrap.h"
 #include "util.h"
 
-#ifndef BPF_F_PREORDER
-#define BPF_F_PREORDER (1U << 6) /* Linux 6.15 */
-#endif
-
 /* The set whose shared gate is the default gate: BPF_CGROUP_DEVICE, like a copy's. */
 #define DEFAULT_SET 1
 

@@ -309,6 +309,9 @@ static bool beside_part_is(const struct bpfgate *bg, int fd, int part)
 
 	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) < 0 || strcmp(info.name, name) != 0)
 		return false;
+	/* One that hands on what the lookout saw another way is an earlier release's. */
+	if (gateobj_need_mark_of(fd) != (int)bg->mark_mode)
+		return false;
 	if (part == BESIDE_MARK)
 		return prog_uses(fd, id_of(bg->map_fd[MAP_MARK], false), 0);
 	/* One from before the lookout does not read it: it would clear an ancestor's denial. */
@@ -360,11 +363,31 @@ static bool kernel_preorder(void)
 	return major > 6 || (major == 6 && minor >= 15);
 }
 
+/*
+ * How the lookout hands on what it saw: in the task's own storage where a
+ * cgroup/dev program may use it (a lookout of that kind loads), else in
+ * per-CPU slots by thread. DEVGATE_TEST_MARK=slots: the slots (tests of the
+ * conversion, and of kernels without it).
+ */
+static uint32_t mark_mode(const struct bpfgate *bg)
+{
+	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
+	const char *v = getenv("DEVGATE_TEST_MARK");
+
+	if (v && strcmp(v, "slots") == 0)
+		return DG_MARK_SLOTS_CPU;
+	if (gateobj_load_beside(bg->pin_root, bg->maps, true, DG_MARK_TASK, &skel) < 0) {
+		log_notice("no task storage for device programs: the lookout keeps per-CPU slots");
+		return DG_MARK_SLOTS_CPU;
+	}
+	return DG_MARK_TASK;
+}
+
 /* Loads one part of the beside gate; returns its fd or -errno. */
 static int beside_load(struct bpfgate *bg, int part)
 {
 	auto_cleanup(devgate_destroyp) struct devgate *skel = NULL;
-	int r = gateobj_load_beside(bg->pin_root, bg->maps, part == BESIDE_MARK, bg->need_mark,
+	int r = gateobj_load_beside(bg->pin_root, bg->maps, part == BESIDE_MARK, bg->mark_mode,
 				    &skel);
 
 	if (r < 0)
@@ -383,7 +406,6 @@ static int beside_load(struct bpfgate *bg, int part)
  */
 static void beside_open(struct bpfgate *bg, int *live)
 {
-	bg->need_mark = kernel_preorder();
 	for (int k = 0; k < BESIDE_PARTS; k++) {
 		char path[PATH_MAX];
 		int fd;
@@ -426,6 +448,9 @@ int onegate_open(struct bpfgate *bg, const int *leased_cgfds, size_t n_leased)
 	int r;
 
 	bg->map_fd[MAP_CGSTATE] = bpf_map__fd(bg->maps->maps.dg_cgstate_v1);
+	/* Before the live gates are looked at: their kind of lookout must be ours. */
+	bg->need_mark = kernel_preorder();
+	bg->mark_mode = bg->need_mark ? mark_mode(bg) : DG_MARK_NONE;
 	find_live_gates(bg, leased_cgfds, n_leased, live_gate, live_slots, live_beside);
 	for (uint32_t e = 0; e < DG_GATE_SETS; e++) {
 		bg->gate_fd[e] = -1;

@@ -10,9 +10,10 @@
  * program they wrapped, for the current gate to wrap again.
  *
  * It repairs only: it never wraps a runtime program nor removes a guard
- * (guard.c does both). With the same proof it lists the programs on a
- * cgroup and its ancestors that are not devgate's (foreign.h), and only
- * reads there.
+ * (guard.c does both); an earlier release's beside gate comes off only
+ * once the current one (and its lookout) is attached after it. With the
+ * same proof it lists the programs on a cgroup and its ancestors that are
+ * not devgate's (foreign.h), and only reads there.
  */
 #include <errno.h>
 #include <limits.h>
@@ -27,6 +28,7 @@
 #include "onegate.h"
 #include "own.h"
 #include "sys/cgroup.h"
+#include "sys/fault.h"
 #include "util.h"
 
 /* What a program attached to a cgroup is, proven from the kernel. */
@@ -206,6 +208,28 @@ static int unwrap_old_shared(struct bpfgate *bg, uint64_t cgid, int cgfd,
 	return 1;
 }
 
+/*
+ * Ours after an earlier beside gate that is to come off (another release's,
+ * whose lookout hands on what it saw another way): the current lookout,
+ * then the current beside gate last, so that a granted device stays open
+ * while the earlier one goes. Nothing where ours are not loaded.
+ */
+static int beside_before_off(const struct bpfgate *bg, int cgfd)
+{
+	struct attached now = { 0 };
+	int r = cgprog_query(cgfd, false, &now);
+
+	if (r < 0 || bg->beside_fd[BESIDE_A] < 0 || !(now.flags & BPF_F_ALLOW_MULTI) ||
+	    (bg->need_mark && bg->mark_fd < 0))
+		return r;
+	if (bg->need_mark && !cgprog_has(&now, bg->mark_id))
+		r = cgprog_attach(bg->mark_fd, cgfd, BPF_F_ALLOW_MULTI | BPF_F_PREORDER, -1);
+	if (r == 0 && !cgprog_has(&now, bg->beside_id[BESIDE_A]) &&
+	    !cgprog_has(&now, bg->beside_id[BESIDE_B]))
+		r = cgprog_attach(bg->beside_fd[BESIDE_A], cgfd, BPF_F_ALLOW_MULTI, -1);
+	return r;
+}
+
 /* Pins are a convenience, not the truth: the programs on the cgroup are. */
 int own_recover(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
 		const struct pinned *pins, size_t n_pins, const struct attached *now)
@@ -226,8 +250,12 @@ int own_recover(struct bpfgate *bg, uint64_t cgid, const char *dir, int cgfd,
 			continue;
 		}
 		if (o.kind == OWN_BESIDE) {
-			/* It holds nothing of the runtime's: off it comes (fail closed). */
-			r = cgprog_detach(now->ids[i], cgfd);
+			/* It holds nothing of the runtime's: off it comes, ours in place first. */
+			r = beside_before_off(bg, cgfd);
+			if (r == 0) {
+				fault_point("own.beside_off");
+				r = cgprog_detach(now->ids[i], cgfd);
+			}
 			if (r < 0)
 				return r;
 			log_notice("cgroup %llu: detached an earlier beside gate (program %u)",

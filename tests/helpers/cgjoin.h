@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the test helpers that move themselves into a container's cgroup
- * share (displace.c, moveprobe.c, openloop.c): a monotonic clock in
+ * share (displace.c, moveprobe.c, openloop.c, threadopen.c): a monotonic clock in
  * microseconds, the join, and an open's result.
  */
 #ifndef DEVGATE_TEST_CGJOIN_H

@@ -191,3 +191,60 @@ crash_converting() {
 	[ "$(cg_progs "$CG")" = "$rt" ]
 	[ -z "$(gate_leftovers)" ]
 }
+
+# An earlier release's lookout kept its record in per-CPU slots
+# (DEVGATE_TEST_MARK=slots loads that form; so do kernels whose device
+# programs lack task storage). At start the current lookout and beside gate
+# go on before the earlier ones come off: the GPU stays open throughout.
+@test "the lookout's per-CPU slots converted to the task's record at start, a prober opening all the while" {
+	export DEVGATE_TEST_MARK=slots
+	start_daemon
+	unset DEVGATE_TEST_MARK
+	container c
+	CG="$DG_CGROOT/$CID"
+	rt=$(cg_progs "$CG")
+	run -0 dg grant --pid "$CPID" --gpu 0
+	gated_beside "$CG" "$rt"
+	run ! keeps_per_task "$(lookout_id "$CG")"
+	old=$(bpftool -j cgroup show "$CG" |
+		jq -r '[.[] | select(.name == "devgate_beside" or .name == "devgate_mark") | .id] | join(" ")')
+	loop_start
+	stop_daemon
+	start_daemon
+	wait_until 10 keeps_per_task "$(lookout_id "$CG")"
+	wait_until 10 gated_beside "$CG" "$rt"
+	loop_stop "slots to task storage"
+	for id in $old; do
+		[[ " $(cg_progs "$CG") " != *" $id "* ]] || fail "$id left: $(cg_progs "$CG")"
+	done
+	run -1 probe "$CID" /dev/nvidia0 /gpu1
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	run -0 dg revoke --pid "$CPID"
+	[ "$(cg_progs "$CG")" = "$rt" ]
+	[ -z "$(gate_leftovers)" ]
+}
+
+@test "a devgated killed between putting its beside gate on and taking the earlier one off: the next start converges" {
+	export DEVGATE_TEST_MARK=slots
+	start_daemon
+	unset DEVGATE_TEST_MARK
+	container c
+	CG="$DG_CGROOT/$CID"
+	rt=$(cg_progs "$CG")
+	run -0 dg grant --pid "$CPID" --gpu 0
+	loop_start
+	stop_daemon
+	crash_converting own.beside_off
+	[[ "$(cg_prog_names "$CG")" == *devgate_beside*devgate_beside* ]] || fail "$(cg_prog_names "$CG")"
+	start_daemon
+	wait_until 10 keeps_per_task "$(lookout_id "$CG")"
+	wait_until 10 gated_beside "$CG" "$rt"
+	loop_stop "slots to task storage, killed half-way"
+	run -1 probe "$CID" /dev/nvidia0 /gpu1
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	run -0 dg revoke --pid "$CPID"
+	[ "$(cg_progs "$CG")" = "$rt" ]
+	[ -z "$(gate_leftovers)" ]
+}

@@ -349,3 +349,61 @@ accesses() {
 	[ -z "$(cg_progs "$CG")" ]
 	[ -z "$(gate_leftovers)" ]
 }
+
+# The lookout's record is the thread's own: threads of one process on one
+# CPU, with a CPU hog among them, each see their own access. Per-CPU slots
+# shared by thread id could hand one thread's record to another where the
+# kernel preempts between the programs of one access (this test machine's
+# kernel runs with preempt=none: it cannot, so the record's kind is checked
+# too).
+@test "threads on one CPU under a hog: the granted GPU is never denied, the neighbour always is" {
+	runc_container
+	run -0 dg grant --pid "$CPID" --gpu 0
+	mknod -m 666 "$DG_TMP/gpu0" c 195 0
+	mknod -m 666 "$DG_TMP/gpu1" c 195 1
+	keeps_per_task "$(lookout_id "$CG")"
+	for cpu in 0 $(($(nproc) - 1)); do
+		run "$DEVGATE_BUILD/threadopen" -n 8 -c "$cpu" -d 2000 "$CG" "$DG_TMP/gpu0" "$DG_TMP/gpu1"
+		echo "# cpu $cpu: $output" >&3
+		[ "$status" = 0 ]
+	done
+	granted_then_revoked
+}
+
+# stale_opener: a bash process in $CG, on CPU 0, that opens GPU 0 itself
+# (no new process) once, then again when $DG_TMP/go exists; each result in
+# $DG_TMP/open1 and open2.
+stale_opener() {
+	echo "$BASHPID" >"$CG/cgroup.procs"
+	taskset -cp 0 "$BASHPID" >/dev/null
+	{ : <"$DG_TMP/gpu0"; } 2>"$DG_TMP/open1" || true
+	until [ -e "$DG_TMP/go" ]; do sleep 0.02; done
+	{ : <"$DG_TMP/gpu0"; } 2>"$DG_TMP/open2" || true
+}
+
+# A record is taken once, by the access it belongs to: with the lookout
+# gone (detached while devgated is down, so nothing heals it), the record
+# the same thread left at its previous access must not stand for this one,
+# in which an ancestor's pre-order program denies.
+@test "the lookout detached: a thread's record from an earlier access never clears an ancestor's denial" {
+	nested_container c
+	CG="$PARENT/$CID"
+	mknod -m 666 "$DG_TMP/c/rootfs/gpu0" c 195 0
+	run -0 dg grant --pid "$CPID" --gpu 0
+	mknod -m 666 "$DG_TMP/gpu0" c 195 0
+	stale_opener &
+	wait_until 10 test -s "$DG_TMP/open1"
+	grep -q "No such device or address" "$DG_TMP/open1" || fail "$(cat "$DG_TMP/open1")"
+	mark=$(lookout_id "$CG")
+	stop_daemon
+	bpftool cgroup detach "$CG" device id "$mark"
+	bpftool prog load "$DEVGATE_BUILD/runtime_like.bpf.o" "$DG_PINS-pre" type cgroup/dev
+	"$DEVGATE_BUILD/preattach" "$PARENT" "$DG_PINS-pre"
+	touch "$DG_TMP/go"
+	wait
+	"$DEVGATE_BUILD/preattach" -d "$PARENT" "$DG_PINS-pre"
+	grep -q "Operation not permitted" "$DG_TMP/open2" || fail "second open: $(cat "$DG_TMP/open2")"
+	start_daemon
+	wait_until 10 test -n "$(lookout_id "$CG")"
+	granted_then_revoked
+}

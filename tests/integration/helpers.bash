@@ -294,6 +294,17 @@ cg_prog_names() {
 	bpftool -j cgroup show "$1" | jq -r '[.[].name] | join(" ")'
 }
 
+# lookout_id CG: the id of devgate's lookout (devgate_mark) on cgroup CG.
+lookout_id() {
+	bpftool -j cgroup show "$1" | jq -r '.[] | select(.name == "devgate_mark") | .id'
+}
+
+# keeps_per_task ID: lookout ID records in the thread's own task storage
+# (what the verifier kept of it calls bpf_task_storage_get).
+keeps_per_task() {
+	bpftool prog dump xlated id "$1" | grep -q task_storage_get
+}
+
 # The ids of the programs on a cgroup that are not devgate's, in order.
 cg_foreign() {
 	bpftool -j cgroup show "$1" | jq -r '[.[] | select(.name | startswith("devgate_") | not) | .id] | join(" ")'
