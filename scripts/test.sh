@@ -21,6 +21,14 @@ stop_build() {
 	[ -n "$bg" ] || return 0
 	kill -TERM "-$bg" 2>/dev/null || true
 	wait "$bg" 2>/dev/null || true
+	# Its children may still be ending (or be zombies of a parent that
+	# is): wait up to 30 s for the group to empty, then kill what is left.
+	n=0
+	while pgrep -g "$bg" >/dev/null && [ $n -lt 300 ]; do
+		sleep 0.1
+		n=$((n + 1))
+	done
+	kill -KILL "-$bg" 2>/dev/null || true
 	bg=
 }
 on_exit() {

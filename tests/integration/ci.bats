@@ -63,7 +63,9 @@ ci_run() {
 nothing_left() {
 	[ -n "$1" ] && [ ! -e "$1" ] || fail "the build root $1 is left"
 	! grep -qF " $1" /proc/self/mountinfo || fail "a mount under $1 is left"
-	[ -z "${2:-}" ] || ! pgrep -s "$2" >/dev/null || fail "session $2 still has: $(pgrep -a -s "$2")"
+	# A killed process's zombie goes once its parent reaps it (or dies): not at once.
+	[ -z "${2:-}" ] || wait_until 10 sh -c "! pgrep -s $2 >/dev/null" ||
+		fail "session $2 still has: $(pgrep -a -s "$2")"
 }
 
 @test "CI: Debian 13's .deb failing to build fails CI with its log; no process, mount or root left" {
