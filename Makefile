@@ -312,7 +312,7 @@ unit: $(UNIT_BIN)
 	$(call msg,UNIT,$(O)/tests)
 	$(Q)set -e; for t in $(UNIT_BIN); do $$t; done
 
-integration: $(BINS) $(O)/bench/lxcload
+integration: $(BINS) $(O)/bench/lxcload $(O)/bench/dgload
 	$(call msg,BATS,tests/integration)
 	$(Q)DEVGATE_BUILD=$(abspath $(O)) $(BATS) tests/integration
 

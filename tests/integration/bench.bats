@@ -90,3 +90,59 @@ lxcload() { dg_in_ns "$DEVGATE_BUILD/bench/lxcload" -P "$DG_TMP/lxc" "$@"; }
 	run -0 bench_rounds "$d/peer" add "$d/ours" grant 5
 	[ "${#lines[@]}" = 4 ]
 }
+
+# metric NAME: a counter of this test's devgated.
+metric() { dg metrics | awk -v m="$1" '$1 == m { print $2 }'; }
+# connects FILE: the connect() calls strace saw to this test's socket.
+connects() { grep -c "connect(.*\"$DG_SOCK\"" "$1" || true; }
+
+# The kept-connection row of the throughput section: with -k each dgload job
+# makes one connection to devgated (the kernel's count, by strace) and sends
+# all its requests on it; devgated serves and counts every one, and each
+# takes effect inside the container. Without -k every request has a
+# connection of its own, as devgatectl makes it.
+@test "bench/dgload -k: one kept connection serves every request, devgated counts each, the grants reach inside" {
+	start_daemon
+	container a
+	apid=$CPID
+	aid=$CID
+	mknod -m 666 "$DG_TMP/a/rootfs/gpu0" c 195 0
+	container b
+	mknod -m 666 "$DG_TMP/b/rootfs/gpu0" c 195 0
+	g0=$(metric devgate_grants_total)
+	r0=$(metric devgate_revokes_total)
+	# Two containers granted on one kept connection, and held.
+	run -0 strace -f -e trace=connect -o "$DG_TMP/hold.st" \
+		"$DEVGATE_BUILD/bench/dgload" -s "$DG_SOCK" -g 0 --shared -k --hold "$apid" "$CPID"
+	[ "$(grep -c '^grant [0-9]*$' <<<"$output")" = 2 ]
+	[ "$(connects "$DG_TMP/hold.st")" = 1 ]
+	for c in "$aid" "$CID"; do
+		run -1 probe "$c" /dev/nvidia0 /gpu1
+		[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+		[ "${lines[1]}" = "/gpu1 EPERM" ]
+	done
+	run -0 dg revoke --pid "$apid"
+	# 25 grant+revoke cycles of one job on one connection.
+	run -0 strace -f -e trace=connect -o "$DG_TMP/k.st" \
+		"$DEVGATE_BUILD/bench/dgload" -s "$DG_SOCK" -g 0 --shared -k -n 25 "$apid"
+	[ "$(grep -c '^grant [0-9]*$' <<<"$output")" = 25 ]
+	[ "$(grep -c '^revoke [0-9]*$' <<<"$output")" = 25 ]
+	[[ "$output" == *"1 jobs, 25 cycles each, one kept connection a job, "*" requests/s"* ]]
+	[ "$(connects "$DG_TMP/k.st")" = 1 ]
+	[ "$(metric devgate_grants_total)" = $((g0 + 2 + 25)) ]
+	[ "$(metric devgate_revokes_total)" = $((r0 + 1 + 25)) ]
+	# The last revoke took effect: GPU 0 denied again in a (its node gone),
+	# still reaches b.
+	run -1 probe "$aid" /gpu0 /gpu1 /dev/nvidia0
+	[ "${lines[0]}" = "/gpu0 EPERM" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+	[ "${lines[2]}" = "/dev/nvidia0 ENOENT" ]
+	run -1 probe "$CID" /dev/nvidia0 /gpu0
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu0 ENXIO" ]
+	# Without -k: a connection per request.
+	run -0 strace -f -e trace=connect -o "$DG_TMP/n.st" \
+		"$DEVGATE_BUILD/bench/dgload" -s "$DG_SOCK" -g 0 --shared -n 3 "$apid"
+	[ "$(connects "$DG_TMP/n.st")" = 6 ]
+	[[ "$output" == *"a connection a request"* ]]
+}
