@@ -146,3 +146,27 @@ connects() { grep -c "connect(.*\"$DG_SOCK\"" "$1" || true; }
 	[ "$(connects "$DG_TMP/n.st")" = 6 ]
 	[[ "$output" == *"a connection a request"* ]]
 }
+
+# Two runs' figure files: a goal's figure that moved more than 20% fails the
+# reproduce check; an information figure (third word "info") is shown with
+# its spread but no goal counts it; a figure in one file only is listed.
+@test "bench/spread.sh: goal figures over 20% fail the check, information figures are listed, not counted" {
+	d="$DG_TMP/spread"
+	mkdir -p "$d"
+	printf 'gi_ratio 100\nrate1g 1000\nproof_us 1000 info\nonly_a 3\n' >"$d/a"
+	printf 'gi_ratio 119\nrate1g 1100\nproof_us 1600 info\n' >"$d/b"
+	run -0 sh "$DG_ROOT/bench/spread.sh" "$d/a" "$d/b"
+	[[ "$output" == *"proof_us"*"1000"*"1600"*"60.0% over 20% (information)"* ]]
+	[[ "$output" == *"gi_ratio"*"19.0%"* ]]
+	[[ "$output" == *"only_a"*"3"*"-"* ]]
+	[ "${lines[-1]}" = "2 of 2 goal figures within 20%" ]
+	printf 'gi_ratio 121\nrate1g 1100\nproof_us 1000 info\n' >"$d/b"
+	run -1 sh "$DG_ROOT/bench/spread.sh" "$d/a" "$d/b"
+	[[ "$output" == *"gi_ratio"*"21.0% over 20%"* ]]
+	[ "${lines[-1]}" = "1 of 2 goal figures within 20%" ]
+	# Usage errors change nothing and say why.
+	run -2 sh "$DG_ROOT/bench/spread.sh" "$d/a"
+	[[ "$output" == *"usage: spread.sh A B"* ]]
+	run -2 sh "$DG_ROOT/bench/spread.sh" "$d/a" "$d/none"
+	[[ "$output" == *"cannot read $d/none"* ]]
+}
