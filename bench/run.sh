@@ -1452,8 +1452,10 @@ Reproduce: \`sh scripts/install-deps.sh && make bench\` as root
 (\`BENCH_SECTIONS="lat lxc"\` runs only those, \`all\` adds profile, hook
 and scale). Every goal below is a ratio of two figures taken in the same
 run, so machine noise largely cancels; \`bench/spread.sh A B\` compares two
-runs' figure files, and \`BENCH_PASSES=2 make bench\` makes two runs in one,
-each section twice back to back, so both meet the same load.
+runs' figure files (exit 1 when a goal's figure moved more than 20%; the
+figures marked \`info\`, which no goal counts, are listed, not counted), and
+\`BENCH_PASSES=2 make bench\` makes two runs in one, each section twice back
+to back, so both meet the same load.
 
 $(machine)
 
