@@ -33,11 +33,12 @@ free_major() {
 	fail "majors $* are all held by drivers here"
 }
 
-@test "major 4095 and a dynamic uvm major: granted, denied and counted as 195; every minor of them" {
+# edges MODE: major 4095 and a dynamic uvm major with gate-mode MODE.
+edges() {
 	top=$(free_major 4095)
 	uvm=$(free_major 509 508 507 506 505)
 	make_host --nvidia-major "$top" --uvm-major "$uvm"
-	start_daemon
+	start_daemon --gate-mode "$1"
 	container c
 	# Nodes the runtime left denied: the second GPU, a minor past the
 	# bitmap's 256 (a major with every minor GPU-class), uvm's own numbers.
@@ -48,6 +49,7 @@ free_major() {
 	[ "$output" = "$(printf '/hi1 EPERM\n/uvm EPERM')" ]
 
 	run -0 dg grant --pid "$CPID" --gpu 0
+	GATED_NAMES=$(cg_prog_names "$DG_CGROOT/$CID")
 	run -0 dg_runc exec "$CID" stat -c '%n %t:%T' /dev/nvidia0 /dev/nvidia-uvm
 	[ "$output" = "$(printf '/dev/nvidia0 %x:0\n/dev/nvidia-uvm %x:0' "$top" "$uvm")" ]
 	run -1 probe "$CID" -n 3 /dev/nvidia0
@@ -73,6 +75,16 @@ free_major() {
 	run -1 probe "$CID" /uvm /hi1
 	[ "$output" = "$(printf '/uvm EPERM\n/hi1 EPERM')" ]
 	run -0 probe "$CID" /dev/null
+}
+
+@test "major 4095 and a dynamic uvm major: granted, denied and counted as 195; every minor of them" {
+	edges beside
+	[[ "$GATED_NAMES" == *devgate_beside* ]]
+}
+
+@test "the same with gate-mode = replace (a gate in runc's program's place)" {
+	edges replace
+	[[ "$GATED_NAMES" == *devgate_gate* && "$GATED_NAMES" != *devgate_beside* ]]
 }
 
 @test "DRM: minors past the bitmap and the host's display minors stay the runtime's, uncounted" {
