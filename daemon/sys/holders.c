@@ -10,7 +10,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,10 +39,19 @@ static const struct dg_node *node_of(const struct stat *st, const struct dg_node
 }
 
 /*
+ * The longest entry getdents64 can return: a NAME_MAX name, its NUL and the
+ * header, padded to 8 bytes.
+ */
+#define DIRENT_MAX ((offsetof(struct dirent64, d_name) + NAME_MAX + 1 + 7) & ~(size_t)7)
+
+/*
  * Calls fn(dirfd, entry, arg) for each entry of directory dirfd but "." and
  * "..", until fn returns true (then returns true). Reads with getdents64
  * itself: a DIR stream costs three more syscalls (fstat, two fcntl) per
- * directory, and a revoke opens three at least.
+ * directory. Only for /proc/PID/fd and cgroupfs: both fill the buffer until
+ * the next entry does not fit (proc_readfd_common, kernfs_fop_readdir), so
+ * a read that left room for the longest entry was the last, and the read
+ * that would return 0 is not made.
  */
 static bool each_entry(int dirfd, bool (*fn)(int, const struct dirent64 *, void *), void *arg)
 {
@@ -56,6 +67,8 @@ static bool each_entry(int dirfd, bool (*fn)(int, const struct dirent64 *, void 
 			    fn(dirfd, de, arg))
 				return true;
 		}
+		if ((size_t)len <= sizeof(buf) - DIRENT_MAX)
+			break;
 	}
 	return false;
 }
@@ -76,14 +89,12 @@ static bool fd_on_node(int fddir, const struct dirent64 *de, void *arg)
 	return w->found != NULL;
 }
 
-/* Returns the first of nodes that an open descriptor of the process (under procfd) is on. */
-static const struct dg_node *holds_fd(int procfd, const struct dg_node *nodes, size_t n)
+/* Returns the first of nodes that an open descriptor of the process (fd directory fddir) is on. */
+static const struct dg_node *holds_fd(int fddir, const struct dg_node *nodes, size_t n)
 {
-	auto_close int fd = openat(procfd, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct fd_walk w = { .nodes = nodes, .n = n };
 
-	if (fd >= 0)
-		each_entry(fd, fd_on_node, &w);
+	each_entry(fddir, fd_on_node, &w);
 	return w.found;
 }
 
@@ -119,21 +130,20 @@ static bool seen_find(const struct seen *s, uint64_t dev, uint64_t ino, const st
  * file is looked at once through map_files (by the first of its ranges),
  * not each range: that was most of a revoke's time.
  */
-static const struct dg_node *holds_map(int procfd, const struct dg_node *nodes, size_t n,
+static const struct dg_node *holds_map(int fddir, const struct dg_node *nodes, size_t n,
 				       struct seen *seen)
 {
 	auto_free char *text = NULL;
-	auto_close int mf = -1;
 	const struct dg_node *node = NULL;
 	char *save = NULL;
 
-	if (read_file_at(procfd, "maps", (size_t)16 * 1024 * 1024, &text, NULL) < 0)
+	if (read_file_at(fddir, "../maps", (size_t)16 * 1024 * 1024, &text, NULL) < 0)
 		return NULL;
 	for (char *l = strtok_r(text, "\n", &save); l && !node; l = strtok_r(NULL, "\n", &save)) {
 		unsigned long start, end;
 		unsigned int ma, mi;
 		unsigned long long ino;
-		char name[40];
+		char name[64];
 		struct stat st;
 		uint64_t dev;
 
@@ -144,14 +154,9 @@ static const struct dg_node *holds_map(int procfd, const struct dg_node *nodes, 
 		dev = (uint64_t)ma << 32 | mi;
 		if (seen_find(seen, dev, ino, &node))
 			continue;
-		/* Opened only for a file not seen yet: often none is. */
-		if (mf < 0)
-			mf = openat(procfd, "map_files", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (mf < 0)
-			return NULL;
 		/* map_files names have no leading zeros, unlike maps. */
-		snprintf(name, sizeof(name), "%lx-%lx", start, end);
-		if (fstatat(mf, name, &st, 0) < 0)
+		snprintf(name, sizeof(name), "../map_files/%lx-%lx", start, end);
+		if (fstatat(fddir, name, &st, 0) < 0)
 			continue; /* unmapped since */
 		node = node_of(&st, nodes, n);
 		/*
@@ -167,25 +172,30 @@ static const struct dg_node *holds_map(int procfd, const struct dg_node *nodes, 
 	return node;
 }
 
+/*
+ * Everything about the process is read through its fd directory, the one
+ * thing opened: "../maps" from there is the same process's, since a dead
+ * process's /proc entries stop resolving and a reused PID is another entry.
+ */
 static bool holder_of(pid_t pid, const struct dg_node *nodes, size_t n, struct seen *seen,
 		      struct holder *h)
 {
 	char path[64];
-	auto_close int procfd = -1;
+	auto_close int fddir = -1;
 	auto_free char *comm = NULL;
 	const struct dg_node *node;
 
-	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
-	procfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (procfd < 0)
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	fddir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fddir < 0)
 		return false;
-	node = holds_fd(procfd, nodes, n);
+	node = holds_fd(fddir, nodes, n);
 	if (!node)
-		node = holds_map(procfd, nodes, n, seen);
+		node = holds_map(fddir, nodes, n, seen);
 	if (!node)
 		return false;
 	*h = (struct holder){ .pid = pid, .node = *node };
-	if (read_file_at(procfd, "comm", sizeof(h->comm), &comm, NULL) == 0) {
+	if (read_file_at(fddir, "../comm", sizeof(h->comm), &comm, NULL) == 0) {
 		comm[strcspn(comm, "\n")] = '\0';
 		snprintf(h->comm, sizeof(h->comm), "%s", comm);
 	}
@@ -202,6 +212,7 @@ struct scan {
 
 static void scan(int cgfd, struct scan *sc);
 
+/* child is opened here, so it is read from its start. */
 static bool scan_child(int cgfd, const struct dirent64 *de, void *arg)
 {
 	struct scan *sc = arg;
@@ -219,13 +230,13 @@ static bool scan_child(int cgfd, const struct dirent64 *de, void *arg)
 }
 
 /*
- * Looks for holders among the processes of cgroup cgfd and of its
- * descendants, adding each to sc->out (at most sc->max).
+ * Looks for holders among the processes of cgroup cgfd (read from its
+ * offset, which must be the start) and of its descendants, adding each to
+ * sc->out (at most sc->max).
  */
 static void scan(int cgfd, struct scan *sc)
 {
 	auto_free char *text = NULL;
-	auto_close int fd = -1;
 	char *save = NULL;
 
 	if (read_file_at(cgfd, "cgroup.procs", (size_t)4 * 1024 * 1024, &text, NULL) == 0) {
@@ -238,20 +249,24 @@ static void scan(int cgfd, struct scan *sc)
 				sc->found++;
 		}
 	}
-	/* A fresh description of the directory: getdents64 reads from its offset. */
-	fd = sc->depth < 16 && sc->found < sc->max
-		     ? openat(cgfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-		     : -1;
-	if (fd >= 0)
-		each_entry(fd, scan_child, sc);
+	if (sc->depth < 16 && sc->found < sc->max)
+		each_entry(cgfd, scan_child, sc);
 }
 
 size_t holders_find(int cgfd, const struct dg_node *nodes, size_t n, struct holder *out, size_t max)
 {
 	struct scan sc = { .nodes = nodes, .n = n, .max = max, .out = out };
+	auto_close int own = -1;
 
 	if (cgfd < 0 || n == 0)
 		return 0;
+	/* Rewinding the caller's fd costs one call; a fresh description of it, two. */
+	if (lseek(cgfd, 0, SEEK_SET) < 0) {
+		own = openat(cgfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (own < 0)
+			return 0;
+		cgfd = own;
+	}
 	scan(cgfd, &sc);
 	return sc.found;
 }

@@ -27,7 +27,7 @@ struct holder {
 /*
  * Processes of the cgroup (cgfd) and its descendants with a descriptor or
  * a mapping on one of nodes (by device number). Returns how many were
- * found, at most max.
+ * found, at most max. Moves cgfd's file offset (its entries are read).
  */
 size_t holders_find(int cgfd, const struct dg_node *nodes, size_t n, struct holder *out,
 		    size_t max);

@@ -9,7 +9,10 @@ HOW is one of:
   moved   opens DEVICE, then moves into CGROUP (an fd born outside);
   passed  moves into CGROUP, then gets an fd of DEVICE over a unix socket
           (SCM_RIGHTS) from its parent, which opened it outside;
-  mapped  maps DEVICE (MAP_PRIVATE), closes the fd, then moves into CGROUP.
+  mapped  maps DEVICE (MAP_PRIVATE), closes the fd, then moves into CGROUP;
+  crowded opens 600 other files first, then DEVICE, then moves into CGROUP:
+          its fd directory takes more than one getdents64 read, and DEVICE's
+          descriptor is listed last.
 """
 import ctypes
 import os
@@ -26,6 +29,10 @@ def join(cgroup):
 def child(how, dev, cgroup, sock, ready):
     held = []
     if how == "moved":
+        held.append(os.open(dev, os.O_RDONLY))
+        join(cgroup)
+    elif how == "crowded":
+        held.extend(os.open("/dev/null", os.O_RDONLY) for _ in range(600))
         held.append(os.open(dev, os.O_RDONLY))
         join(cgroup)
     elif how == "passed":
@@ -45,7 +52,7 @@ def child(how, dev, cgroup, sock, ready):
         os.close(fd)
         join(cgroup)
     else:
-        raise SystemExit("holder.py: HOW is moved, passed or mapped")
+        raise SystemExit("holder.py: HOW is moved, passed, mapped or crowded")
     os.write(ready, b"%d\n" % os.getpid())
     os.close(ready)
     while True:

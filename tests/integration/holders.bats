@@ -28,6 +28,7 @@ setup() {
 }
 teardown() {
 	[ -z "${OUTSIDER:-}" ] || kill "$OUTSIDER" 2>/dev/null || true
+	! mountpoint -q "$DG_TMP/fs" || umount -l "$DG_TMP/fs"
 	dg_teardown
 }
 
@@ -91,7 +92,7 @@ revoke_holders() {
 	[ "$(revoke_holders)" = "$(printf '%s\n' "$h1" "$h2" | sort -n | tr '\n' ' ' | sed 's/ $//')" ]
 	kill "$tracer"
 	wait "$tracer" || true
-	looked=$(grep -c 'map_files>' "$DG_TMP/trace" || true)
+	looked=$(grep -c '"../map_files/' "$DG_TMP/trace" || true)
 	[ "$looked" -gt 0 ]
 	[ "$looked" -le "$files" ]
 }
@@ -116,4 +117,87 @@ revoke_holders() {
 	# ... with no DIR stream around it (an fstat and two fcntl a directory).
 	run ! grep -E '^((fcntl|fstat)\([0-9]+</proc/[0-9]+/fd>|newfstatat\([0-9]+</proc/[0-9]+/fd>, "")' \
 		"$DG_TMP/trace"
+}
+
+# maps_dev PATH: the device of the filesystem holding PATH, as maps prints it.
+maps_dev() {
+	local ma mi
+	read -r ma mi < <(stat -c '%Hd %Ld' "$1")
+	printf '%02x:%02x\n' "$ma" "$mi"
+}
+
+# procs_under CGROUP: the processes of cgroup directory CGROUP and of its descendants.
+procs_under() {
+	find "$1" -name cgroup.procs -exec cat {} + | sort -n
+}
+
+@test "revoke's holder scan opens only each process's fd directory and lists each directory once" {
+	mkdir "$DG_CGROOT/$CID/inner"
+	h1=$(hold mapped)
+	h2=$("$DG_ROOT/tests/helpers/holder.py" passed /dev/zero "$DG_CGROOT/$CID/inner" 3>&-)
+	[ -n "$h1" ] && [ -n "$h2" ]
+	strace -qq -y -e trace=open,openat,getdents64,newfstatat,lseek -o "$DG_TMP/trace" \
+		-p "$DG_DAEMON_PID" 3>&- &
+	tracer=$!
+	wait_until 10 sh -c "! grep -q '^TracerPid:[[:space:]]*0$' /proc/$DG_DAEMON_PID/status"
+	[ "$(revoke_holders)" = "$(printf '%s\n' "$h1" "$h2" | sort -n | tr '\n' ' ' | sed 's/ $//')" ]
+	kill "$tracer"
+	wait "$tracer" || true
+	kill -0 "$OUTSIDER"
+	# Each process of the container: its fd directory is the one thing
+	# opened, and listed by one read; maps and map_files are reached from it.
+	for p in $(procs_under "$DG_CGROOT/$CID"); do
+		[ "$(grep -c "\"/proc/$p/fd\"" "$DG_TMP/trace")" = 1 ]
+		[ "$(grep -c "^getdents64([0-9]*</proc/$p/fd>" "$DG_TMP/trace")" = 1 ]
+		run ! grep -E "\"/proc/$p(/(maps|map_files))?\"" "$DG_TMP/trace"
+	done
+	grep -q "^openat([0-9]*</proc/$h1/fd>, \"../maps\"" "$DG_TMP/trace"
+	grep -q "^newfstatat([0-9]*</proc/$h1/fd>, \"../map_files/" "$DG_TMP/trace"
+	# Each cgroup directory: listed by one read, the container's through the
+	# request's own descriptor (no "." opened).
+	[ "$(grep -c "^getdents64([0-9]*<[^>]*/$CID>" "$DG_TMP/trace")" = 1 ]
+	[ "$(grep -c "^getdents64([0-9]*<[^>]*/$CID/inner>" "$DG_TMP/trace")" = 1 ]
+	run ! grep -E "^openat\([0-9]+<[^>]*/$CID(/inner)?>, \"\.\"" "$DG_TMP/trace"
+}
+
+@test "revoke finds and kills holders listed past the first read of an fd directory and of a cgroup" {
+	# Sibling cgroups with long names: the container's directory takes more
+	# than one getdents64 read; the holder's is the one listed last.
+	long=$(printf 'x%.0s' $(seq 200))
+	for i in $(seq 60); do mkdir "$DG_CGROOT/$CID/$i$long"; done
+	# shellcheck disable=SC2012 # ls -f lists in getdents64's order, which the test needs
+	last=$(cd "$DG_CGROOT/$CID" && ls -f | while read -r e; do
+		[ "$e" = . ] || [ "$e" = .. ] || [ ! -d "$e" ] || echo "$e"
+	done | tail -n 1)
+	[ -n "$last" ]
+	# Each holder's device descriptor comes after 600 others.
+	h1=$("$DG_ROOT/tests/helpers/holder.py" crowded /dev/zero "$DG_CGROOT/$CID/$last" 3>&-)
+	h2=$(hold crowded)
+	[ -n "$h1" ] && [ -n "$h2" ]
+	[ "$(find "/proc/$h2/fd" | wc -l)" -gt 600 ]
+	run -0 dg --json revoke --pid "$CPID" --kill=TERM
+	[ "$(echo "$output" | jq -r '[.holders[].pid] | sort | join(" ")')" = \
+		"$(printf '%s\n' "$h1" "$h2" | sort -n | tr '\n' ' ' | sed 's/ $//')" ]
+	[ "$(echo "$output" | jq '.killed')" = 2 ]
+	wait_until 10 sh -c "! kill -0 $h1 2>/dev/null && ! kill -0 $h2 2>/dev/null"
+	# The host's own holder of the same device is neither reported nor signalled.
+	kill -0 "$OUTSIDER"
+}
+
+@test "revoke finds and kills a mapping of a node on another filesystem (a tmpfs)" {
+	mkdir "$DG_TMP/fs"
+	mount -t tmpfs -o size=1m dg31 "$DG_TMP/fs"
+	mknod -m 666 "$DG_TMP/fs/gpu" c 1 5
+	h=$("$DG_ROOT/tests/helpers/holder.py" mapped "$DG_TMP/fs/gpu" "$DG_CGROOT/$CID" 3>&-)
+	[ -n "$h" ]
+	# maps names the tmpfs's device, not the one of /dev.
+	fsdev=$(maps_dev "$DG_TMP/fs/gpu")
+	[ "$(awk -v p="$DG_TMP/fs/gpu" '$6 == p { print $4 }' "/proc/$h/maps")" = "$fsdev" ]
+	[ "$fsdev" != "$(maps_dev /dev/zero)" ]
+	run -0 dg --json revoke --pid "$CPID" --kill=TERM
+	[ "$(echo "$output" | jq -r '[.holders[].pid] | join(" ")')" = "$h" ]
+	[ "$(echo "$output" | jq -r '.holders[0].node')" = /dev/nvidia5 ]
+	[ "$(echo "$output" | jq '.killed')" = 1 ]
+	wait_until 10 sh -c "! kill -0 $h 2>/dev/null"
+	kill -0 "$OUTSIDER"
 }
