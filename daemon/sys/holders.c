@@ -212,6 +212,52 @@ struct scan {
 
 static void scan(int cgfd, struct scan *sc);
 
+/* The longest line of cgroup.procs: a PID (pid_max is at most 2^22) and its newline, and more. */
+#define PID_LINE_MAX 16
+
+/*
+ * Reads cgroup.procs of cgroup cgfd whole into *ret. A seq_file read stops
+ * at the end of its page-sized buffer, at the end of the file, or before a
+ * line that does not fit what is left of the page: one that left room for
+ * another line was the last, and the read that would return 0 is not made.
+ */
+static int read_procs(int cgfd, char **ret)
+{
+	auto_close int fd = openat(cgfd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+	auto_free char *text = NULL;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), len = 0, cap = 0;
+
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		ssize_t n;
+
+		/* Never less than a page asked: a short read must be the kernel's. */
+		if (cap - len < page + 1) {
+			char *more;
+
+			if (cap >= (size_t)4 * 1024 * 1024)
+				return -EFBIG;
+			cap = cap ? cap * 2 : 4 * page;
+			more = realloc(text, cap);
+			if (!more)
+				return -ENOMEM;
+			text = more;
+		}
+		n = read(fd, text + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		len += (size_t)n;
+		if (n == 0 || (size_t)n + PID_LINE_MAX <= page)
+			break;
+	}
+	text[len] = '\0';
+	*ret = TAKE_PTR(text);
+	return 0;
+}
+
 /* child is opened here, so it is read from its start. */
 static bool scan_child(int cgfd, const struct dirent64 *de, void *arg)
 {
@@ -239,7 +285,7 @@ static void scan(int cgfd, struct scan *sc)
 	auto_free char *text = NULL;
 	char *save = NULL;
 
-	if (read_file_at(cgfd, "cgroup.procs", (size_t)4 * 1024 * 1024, &text, NULL) == 0) {
+	if (read_procs(cgfd, &text) == 0) {
 		for (char *l = strtok_r(text, "\n", &save); l && sc->found < sc->max;
 		     l = strtok_r(NULL, "\n", &save)) {
 			pid_t pid;

@@ -126,6 +126,16 @@ maps_dev() {
 	printf '%02x:%02x\n' "$ma" "$mi"
 }
 
+# reads_after_last_open SUFFIX: the reads of the file whose path ends in
+# SUFFIX, from the last time it was opened (the scan's; the request's own
+# checks read it before), in $DG_TMP/trace.
+reads_after_last_open() {
+	awk -v s="$1>" '
+		/^openat\(/ && index($0, s) { n = 0; open = 1; next }
+		open && /^read\(/ && index($0, s) { n++ }
+		END { print n + 0 }' "$DG_TMP/trace"
+}
+
 # procs_under CGROUP: the processes of cgroup directory CGROUP and of its descendants.
 procs_under() {
 	find "$1" -name cgroup.procs -exec cat {} + | sort -n
@@ -136,7 +146,7 @@ procs_under() {
 	h1=$(hold mapped)
 	h2=$("$DG_ROOT/tests/helpers/holder.py" passed /dev/zero "$DG_CGROOT/$CID/inner" 3>&-)
 	[ -n "$h1" ] && [ -n "$h2" ]
-	strace -qq -y -e trace=open,openat,getdents64,newfstatat,lseek -o "$DG_TMP/trace" \
+	strace -qq -y -e trace=open,openat,getdents64,newfstatat,lseek,read -o "$DG_TMP/trace" \
 		-p "$DG_DAEMON_PID" 3>&- &
 	tracer=$!
 	wait_until 10 sh -c "! grep -q '^TracerPid:[[:space:]]*0$' /proc/$DG_DAEMON_PID/status"
@@ -153,8 +163,11 @@ procs_under() {
 	done
 	grep -q "^openat([0-9]*</proc/$h1/fd>, \"../maps\"" "$DG_TMP/trace"
 	grep -q "^newfstatat([0-9]*</proc/$h1/fd>, \"../map_files/" "$DG_TMP/trace"
-	# Each cgroup directory: listed by one read, the container's through the
+	# Each cgroup: its cgroup.procs read once (no read that returns 0) and
+	# its directory listed by one read, the container's through the
 	# request's own descriptor (no "." opened).
+	[ "$(reads_after_last_open "/$CID/cgroup.procs")" = 1 ]
+	[ "$(reads_after_last_open "/$CID/inner/cgroup.procs")" = 1 ]
 	[ "$(grep -c "^getdents64([0-9]*<[^>]*/$CID>" "$DG_TMP/trace")" = 1 ]
 	[ "$(grep -c "^getdents64([0-9]*<[^>]*/$CID/inner>" "$DG_TMP/trace")" = 1 ]
 	run ! grep -E "^openat\([0-9]+<[^>]*/$CID(/inner)?>, \"\.\"" "$DG_TMP/trace"
@@ -200,4 +213,25 @@ procs_under() {
 	[ "$(echo "$output" | jq '.killed')" = 1 ]
 	wait_until 10 sh -c "! kill -0 $h 2>/dev/null"
 	kill -0 "$OUTSIDER"
+}
+
+@test "revoke finds and kills a holder listed past the first page of cgroup.procs" {
+	crowd="$DG_CGROOT/$CID/crowd"
+	mkdir "$crowd"
+	# 700 sleepers first: cgroup.procs takes more than one read, and the
+	# holder, which joins last, is listed last.
+	sh -c 'echo $$ > "$1/cgroup.procs" && for i in $(seq 700); do sleep 100013 & done' _ "$crowd" \
+		>/dev/null 2>&1 3>&-
+	wait_until 60 sh -c "[ \$(wc -l < '$crowd/cgroup.procs') -ge 700 ]"
+	h=$("$DG_ROOT/tests/helpers/holder.py" moved /dev/zero "$crowd" 3>&-)
+	[ -n "$h" ]
+	[ "$(awk -v h="$h" '{ off += length($0) + 1 } $0 == h { print off; exit }' \
+		"$crowd/cgroup.procs")" -gt 4096 ]
+	run -0 dg --json revoke --pid "$CPID" --kill=TERM
+	[ "$(echo "$output" | jq -r '[.holders[].pid] | join(" ")')" = "$h" ]
+	[ "$(echo "$output" | jq '.killed')" = 1 ]
+	wait_until 10 sh -c "! kill -0 $h 2>/dev/null"
+	kill -0 "$OUTSIDER"
+	# The sleepers hold nothing: none was signalled.
+	[ "$(wc -l <"$crowd/cgroup.procs")" -ge 700 ]
 }
