@@ -28,9 +28,15 @@ traced() {
 	wait "$tracer" || true
 }
 
-# Files written whole (a temporary file renamed into place) in the trace.
+# Files written in the trace: a record whole (a temporary file renamed into
+# place), a journal in place.
 writes() {
-	grep -c 'openat(.*\.tmp", O_WRONLY|O_CREAT' "$DG_TMP/trace" || true
+	grep -cE 'openat\(.*(\.tmp|\.pending|\.revoke-to)", O_WRONLY\|O_CREAT' "$DG_TMP/trace" || true
+}
+
+# Renames in the trace: the journal's onto the record is the one a request needs.
+renames() {
+	grep -c '^renameat' "$DG_TMP/trace" || true
 }
 
 # journals: the journal files left in the state directory.
@@ -41,14 +47,17 @@ journals() {
 @test "a grant and a revoke each write the record once; a last revoke writes none" {
 	traced dg grant --pid "$CPID" --gpu 1
 	[ "$(writes)" = 1 ]
+	[ "$(renames)" = 1 ]
 	run -1 probe "$CID" /gpu1
 	[ "$output" = "/gpu1 ENXIO" ]
 	# Already gated: a GPU more, then back.
 	traced dg grant --pid "$CPID" --gpu 0
 	[ "$(writes)" = 1 ]
+	[ "$(renames)" = 1 ]
 	[ "$(dg status --json | jq '.leases[0].gpus | length')" = 2 ]
 	traced dg revoke --pid "$CPID" --gpu 0
 	[ "$(writes)" = 1 ]
+	[ "$(renames)" = 1 ]
 	run -1 probe "$CID" /gpu1 /dev/nvidia0
 	[ "${lines[0]}" = "/gpu1 ENXIO" ]
 	[ "${lines[1]}" = "/dev/nvidia0 ENOENT" ]
@@ -59,6 +68,7 @@ journals() {
 	[ "$(dg status --json | jq -c '[.leases[0].gpus[].index]')" = "[1]" ]
 	traced dg revoke --pid "$CPID"
 	[ "$(writes)" = 0 ]
+	[ "$(renames)" = 1 ]
 	run -1 probe "$CID" /gpu1
 	[ "$output" = "/gpu1 EPERM" ]
 	[ -z "$(journals)" ]
@@ -83,4 +93,26 @@ journals() {
 	[ "$(grep -c "\"$DG_TMP/state/leases\"" "$DG_TMP/trace")" -ge 2 ]
 	# ... and the descriptor, whose inode cannot change, not at all.
 	run ! grep -E "^(fstat|newfstatat)\([0-9]+<$DG_TMP/state/leases>, \"\"" "$DG_TMP/trace"
+}
+
+@test "a journal that a crash left empty or cut short is dropped: the lease keeps its record and GPU" {
+	run -0 dg grant --pid "$CPID" --gpu 1
+	cgid=$(dg status --json | jq -r '.leases[0].cgroup_id')
+	[ -n "$cgid" ] && [ "$cgid" != null ]
+	stop_daemon
+	# Journals are written in place: a crash between the open and the write
+	# leaves one empty, and none is cut short by a crash mid-write unless
+	# write() was; either is dropped, since the kernel changes after it.
+	: >"$DG_TMP/state/leases/$cgid.revoke-to"
+	head -c 20 "$DG_TMP/state/leases/$cgid.json" >"$DG_TMP/state/leases/$cgid.pending"
+	start_daemon
+	[ -z "$(journals)" ]
+	[ "$(dg status --json | jq -c '[.leases[0].gpus[].index]')" = "[1]" ]
+	run -1 probe "$CID" /gpu1
+	[ "$output" = "/gpu1 ENXIO" ]
+	grep -q "dropping unreadable journal.*$cgid.revoke-to" "$DG_TMP/daemon.log"
+	grep -q "dropping unreadable journal.*$cgid.pending" "$DG_TMP/daemon.log"
+	run -0 dg revoke --pid "$CPID"
+	run -1 probe "$CID" /gpu1
+	[ "$output" = "/gpu1 EPERM" ]
 }
