@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * The state directory: lease records and journals as files under leases/,
- * a record written whole (a temporary file renamed into place), a grant's
- * or partial revoke's journal in place (see write_journal), and the lock
+ * a record written whole (a temporary file renamed into place), a new
+ * journal of a grant or partial revoke in place (write_journal), and the lock
  * that keeps a second daemon out. This file moves bytes to and from those
  * files (and makes the directory again if it is removed while devgated
  * runs); what a record says is record.c's. It must not change the lease
@@ -450,17 +450,20 @@ static bool is_journal(const char *suffix)
 
 /* Writes l's record as leases/CGID<suffix>, replacing the file before at once. */
 /*
- * A grant's or a partial revoke's journal is written in place, with no
- * temporary file renamed in: it is read only at start, and the kernel is
- * changed only once it is whole, so a journal that a crash left empty or cut
- * short is dropped (load_journal) with nothing to finish or undo. A record
- * is always renamed into place: a crash must never leave it half written.
+ * A grant's or a partial revoke's journal is written in place when none is
+ * there, with no temporary file renamed in: it is read only at start, and
+ * the kernel is changed only once it is whole, so one that a crash left
+ * empty or cut short is dropped (load_journal) with nothing to finish or
+ * undo. A journal written again (a grant's, after its nodes), like a
+ * record, is renamed into place: a crash must never take what it held.
  */
 static int write_journal(int dirfd, const char *name, const char *text)
 {
 	auto_close int fd =
-		openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+		openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 
+	if (fd < 0 && errno == EEXIST)
+		return write_file_atomic_at(dirfd, name, text, strlen(text), 0600, false);
 	if (fd < 0)
 		return -errno;
 	return write_all(fd, text, strlen(text));

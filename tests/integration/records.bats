@@ -116,3 +116,23 @@ journals() {
 	run -1 probe "$CID" /gpu1
 	[ "$output" = "/gpu1 EPERM" ]
 }
+
+@test "a grant that finds a node in place writes its journal again through a temporary file" {
+	# /dev/nvidia0 is in the container already (made from the host, past
+	# the runtime's program): the grant keeps it, and says so in its journal
+	# again once its nodes are made.
+	nsenter -t "$CPID" -m mknod /dev/nvidia0 c 195 0
+	traced dg grant --pid "$CPID" --gpu 0
+	# The new journal in place; the one written again renamed in, so a
+	# crash while it is written leaves the first whole.
+	[ "$(grep -c '\.pending", O_WRONLY|O_CREAT|O_EXCL.* = [0-9]' "$DG_TMP/trace")" = 1 ]
+	[ "$(grep -c 'openat(.*\.pending\.tmp", O_WRONLY|O_CREAT' "$DG_TMP/trace")" = 1 ]
+	[ "$(renames)" = 2 ]
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 ENXIO" ]
+	run -0 dg revoke --pid "$CPID"
+	# Kept: the container's own node stays, denied again.
+	run -1 probe "$CID" /dev/nvidia0
+	[ "$output" = "/dev/nvidia0 EPERM" ]
+	[ -z "$(journals)" ]
+}
