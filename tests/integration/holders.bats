@@ -38,6 +38,19 @@ hold() {
 	"$DG_ROOT/tests/helpers/holder.py" "$1" /dev/zero "$DG_CGROOT/$CID" 3>&-
 }
 
+# trace_daemon CALLS: strace -y of devgated's CALLS into $DG_TMP/trace, from
+# when it is attached until untrace.
+trace_daemon() {
+	strace -qq -y -e trace="$1" -o "$DG_TMP/trace" -p "$DG_DAEMON_PID" 3>&- &
+	TRACER=$!
+	wait_until 10 sh -c "! grep -q '^TracerPid:[[:space:]]*0$' /proc/$DG_DAEMON_PID/status"
+}
+
+untrace() {
+	kill "$TRACER"
+	wait "$TRACER" || true
+}
+
 # revoke_holders: revokes GPU 0 and prints the reported holders' PIDs, sorted,
 # one line.
 revoke_holders() {
@@ -86,12 +99,9 @@ revoke_holders() {
 	mappings=$(echo "$maps" | wc -l)
 	files=$(echo "$maps" | sort -u | wc -l)
 	[ "$files" -lt "$mappings" ]
-	strace -qq -y -e trace=newfstatat -o "$DG_TMP/trace" -p "$DG_DAEMON_PID" 3>&- &
-	tracer=$!
-	wait_until 10 sh -c "! grep -q '^TracerPid:[[:space:]]*0$' /proc/$DG_DAEMON_PID/status"
+	trace_daemon newfstatat
 	[ "$(revoke_holders)" = "$(printf '%s\n' "$h1" "$h2" | sort -n | tr '\n' ' ' | sed 's/ $//')" ]
-	kill "$tracer"
-	wait "$tracer" || true
+	untrace
 	looked=$(grep -c '"../map_files/' "$DG_TMP/trace" || true)
 	[ "$looked" -gt 0 ]
 	[ "$looked" -le "$files" ]
@@ -103,13 +113,9 @@ revoke_holders() {
 	h2=$("$DG_ROOT/tests/helpers/holder.py" mapped /dev/zero "$DG_CGROOT/$CID/inner" 3>&-)
 	[ -n "$h1" ] && [ -n "$h2" ]
 	grep -qx "$h2" "$DG_CGROOT/$CID/inner/cgroup.procs"
-	strace -qq -y -e trace=fcntl,newfstatat,fstat,getdents64 -o "$DG_TMP/trace" \
-		-p "$DG_DAEMON_PID" 3>&- &
-	tracer=$!
-	wait_until 10 sh -c "! grep -q '^TracerPid:[[:space:]]*0$' /proc/$DG_DAEMON_PID/status"
+	trace_daemon fcntl,newfstatat,fstat,getdents64
 	[ "$(revoke_holders)" = "$(printf '%s\n' "$h1" "$h2" | sort -n | tr '\n' ' ' | sed 's/ $//')" ]
-	kill "$tracer"
-	wait "$tracer" || true
+	untrace
 	kill -0 "$OUTSIDER"
 	# Each holder's fd directory was listed ...
 	grep -q "^getdents64([0-9]*</proc/$h1/fd>" "$DG_TMP/trace"
@@ -146,13 +152,9 @@ procs_under() {
 	h1=$(hold mapped)
 	h2=$("$DG_ROOT/tests/helpers/holder.py" passed /dev/zero "$DG_CGROOT/$CID/inner" 3>&-)
 	[ -n "$h1" ] && [ -n "$h2" ]
-	strace -qq -y -e trace=open,openat,getdents64,newfstatat,lseek,read -o "$DG_TMP/trace" \
-		-p "$DG_DAEMON_PID" 3>&- &
-	tracer=$!
-	wait_until 10 sh -c "! grep -q '^TracerPid:[[:space:]]*0$' /proc/$DG_DAEMON_PID/status"
+	trace_daemon open,openat,getdents64,newfstatat,lseek,read
 	[ "$(revoke_holders)" = "$(printf '%s\n' "$h1" "$h2" | sort -n | tr '\n' ' ' | sed 's/ $//')" ]
-	kill "$tracer"
-	wait "$tracer" || true
+	untrace
 	kill -0 "$OUTSIDER"
 	# Each process of the container: its fd directory is the one thing
 	# opened, and listed by one read; maps and map_files are reached from it.
