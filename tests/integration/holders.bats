@@ -237,3 +237,17 @@ procs_under() {
 	# The sleepers hold nothing: none was signalled.
 	[ "$(wc -l <"$crowd/cgroup.procs")" -ge 700 ]
 }
+
+@test "revoke --kill ends a holder of each kind (passed, moved, mapped), and no process outside" {
+	h1=$(hold passed)
+	h2=$(hold moved)
+	h3=$(hold mapped)
+	[ -n "$h1" ] && [ -n "$h2" ] && [ -n "$h3" ]
+	run -0 dg --json revoke --pid "$CPID" --kill=TERM
+	[ "$(echo "$output" | jq -r '[.holders[].pid] | sort | join(" ")')" = \
+		"$(printf '%s\n' "$h1" "$h2" "$h3" | sort -n | tr '\n' ' ' | sed 's/ $//')" ]
+	[ "$(echo "$output" | jq '.killed')" = 3 ]
+	wait_until 10 sh -c "! kill -0 $h1 2>/dev/null && ! kill -0 $h2 2>/dev/null && ! kill -0 $h3 2>/dev/null"
+	kill -0 "$OUTSIDER"
+	kill -0 "$CPID"
+}
