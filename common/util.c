@@ -208,7 +208,7 @@ int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *re
 	return read_fd_full(fd, max, ret, ret_len);
 }
 
-int write_all(int fd, const void *data, size_t len)
+static int write_all(int fd, const void *data, size_t len)
 {
 	const char *p = data;
 

@@ -36,8 +36,6 @@ char *strstrip(char *s);
  */
 int read_file_at(int dirfd, const char *path, size_t max, char **ret, size_t *ret_len);
 int read_fd_full(int fd, size_t max, char **ret, size_t *ret_len);
-/* Writes all of data to fd, again after EINTR or a short write. Returns 0 or a negative errno. */
-int write_all(int fd, const void *data, size_t len);
 
 /*
  * Replaces dirfd/name atomically. Write to a temporary file, then rename over name: readers see the

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * The state directory: lease records and journals as files under leases/,
- * a record written whole (a temporary file renamed into place), a new
- * journal of a grant or partial revoke in place (write_journal), and the lock
+ * each written whole (a temporary file renamed into place), and the lock
  * that keeps a second daemon out. This file moves bytes to and from those
  * files (and makes the directory again if it is removed while devgated
  * runs); what a record says is record.c's. It must not change the lease
@@ -449,26 +448,6 @@ static bool is_journal(const char *suffix)
 }
 
 /* Writes l's record as leases/CGID<suffix>, replacing the file before at once. */
-/*
- * A grant's or a partial revoke's journal is written in place when none is
- * there, with no temporary file renamed in: it is read only at start, and
- * the kernel is changed only once it is whole, so one that a crash left
- * empty or cut short is dropped (load_journal) with nothing to finish or
- * undo. A journal written again (a grant's, after its nodes), like a
- * record, is renamed into place: a crash must never take what it held.
- */
-static int write_journal(int dirfd, const char *name, const char *text)
-{
-	auto_close int fd =
-		openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-
-	if (fd < 0 && errno == EEXIST)
-		return write_file_atomic_at(dirfd, name, text, strlen(text), 0600, false);
-	if (fd < 0)
-		return -errno;
-	return write_all(fd, text, strlen(text));
-}
-
 static int write_record(struct state *s, const struct lease *l, const char *suffix)
 {
 	char *text = encode(l);
@@ -479,10 +458,7 @@ static int write_record(struct state *s, const struct lease *l, const char *suff
 		return -ENOMEM;
 	snprintf(name, sizeof(name), "%llu%s", (unsigned long long)l->cgid, suffix);
 	/* No fsync: the records die with a reboot, like what they describe. */
-	if (is_journal(suffix))
-		r = write_journal(s->leases_fd, name, text);
-	else
-		r = write_file_atomic_at(s->leases_fd, name, text, strlen(text), 0600, false);
+	r = write_file_atomic_at(s->leases_fd, name, text, strlen(text), 0600, false);
 	if (r == 0 && is_journal(suffix)) {
 		forget(s);
 		s->last.cgid = l->cgid;
