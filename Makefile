@@ -110,7 +110,7 @@ K8S_PY := $(O)/k8s/py/api_pb2.py $(O)/k8s/py/api_pb2_grpc.py
 
 SKEL := $(O)/devgate.skel.h $(O)/attach_watch.skel.h
 BINS := $(O)/devgated $(O)/devgatectl $(O)/devgate-hook $(O)/devgate-k8s $(O)/probe \
-	$(O)/displace $(O)/preattach $(O)/moveprobe $(O)/openloop $(O)/threadopen $(O)/runtime_like.bpf.o $(K8S_PY) $(O)/dlprobe $(O)/cudaprobe $(O)/fakedrv.so $(O)/fakenvml.so \
+	$(O)/displace $(O)/preattach $(O)/moveprobe $(O)/openloop $(O)/threadopen $(O)/samepid $(O)/runtime_like.bpf.o $(K8S_PY) $(O)/dlprobe $(O)/cudaprobe $(O)/fakedrv.so $(O)/fakenvml.so \
 	$(O)/memlock_shim.so
 
 BENCH_BIN := $(O)/bench/dgload $(O)/bench/floor $(O)/bench/opencost $(O)/bench/lxcload
@@ -253,7 +253,7 @@ $(O)/probe: tests/helpers/probe.c
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -static -o $@ $<
 
-$(O)/displace $(O)/preattach $(O)/moveprobe $(O)/openloop: $(O)/%: tests/helpers/%.c tests/helpers/cgjoin.h
+$(O)/displace $(O)/preattach $(O)/moveprobe $(O)/openloop $(O)/samepid: $(O)/%: tests/helpers/%.c tests/helpers/cgjoin.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ $< $(PKG_LIBS)

@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -172,46 +171,18 @@ static int oldest_pid(int cgfd, pid_t *ret)
 	return r < 0 ? r : oldest_in(text, ret);
 }
 
-#ifndef PIDFS_MAGIC
-#define PIDFS_MAGIC 0x50494446
-#endif
-
-/*
- * The pidfs inode of pidfd's process: one number per process, never
- * reused while the system runs, so it names the process where a PID
- * cannot. 0 without pidfs (before Linux 6.9), where nothing is cached.
- */
-static uint64_t pid_ino(int pidfd)
-{
-	struct statfs sf;
-	struct stat st;
-
-	if (pidfd < 0 || fstatfs(pidfd, &sf) < 0 || sf.f_type != PIDFS_MAGIC ||
-	    fstat(pidfd, &st) < 0)
-		return 0;
-	return st.st_ino;
-}
-
-/* pid's pidfs inode while it is the process that started at start; 0 otherwise. */
-static uint64_t pid_ino_at(pid_t pid, uint64_t start)
-{
-	auto_close int fd = pidfd_open_pid(pid);
-	uint64_t ino = pid_ino(fd);
-
-	/* The stat after the pidfd: a PID reused in between has another start. */
-	return ino && start_time(pid) == start ? ino : 0;
-}
-
 /*
  * The inits found last, by cgroup, with the cgroup.procs they were found
- * in. While a cgroup lists the very same PIDs and its init still runs,
- * the init is the oldest still: a PID that went and came again is a
- * process started since, so younger. This spares a /proc/PID/stat read
- * per process of the container on each request.
+ * in, each held by a pidfd opened while its start time was still the one
+ * judged. While a cgroup lists the very same PIDs and the held init still
+ * runs (one poll), that PID is still the init and the oldest: a PID that
+ * went and came again is a process started since, so younger. This spares
+ * a /proc/PID/stat read per process of the container on each request. A
+ * slot's pidfd is closed when the slot is reused or its init is found gone.
  */
 struct init_memo {
 	uint64_t cgid;
-	uint64_t ino; /* the init's pidfs inode */
+	int pidfd; /* the init's; valid while procs is set */
 	pid_t init;
 	size_t len;
 	char *procs;
@@ -220,36 +191,45 @@ struct init_memo {
 static struct init_memo memo[8];
 static unsigned int memo_next;
 
-static bool memo_hit(const struct init_memo *m, const struct target *t, const char *procs,
-		     size_t len)
+static void memo_clear(struct init_memo *m)
 {
-	auto_close int fd = -1;
+	if (m->procs)
+		safe_close(m->pidfd);
+	free(m->procs);
+	*m = (struct init_memo){ .pidfd = -1 };
+}
 
+static bool memo_hit(struct init_memo *m, const struct target *t, const char *procs, size_t len)
+{
 	if (!m->procs || m->cgid != t->cgid || m->len != len || memcmp(m->procs, procs, len) != 0)
 		return false;
-	if (m->init == t->pid)
-		return pid_ino(t->pidfd) == m->ino;
-	fd = pidfd_open_pid(m->init);
-	return pid_ino(fd) == m->ino;
+	if (pidfd_alive(m->pidfd) == 0)
+		return true;
+	memo_clear(m);
+	return false;
 }
 
 static void memo_put(const struct target *t, const char *procs, size_t len, pid_t init)
 {
 	struct init_memo *m = &memo[memo_next++ % ARRAY_SIZE(memo)];
-	uint64_t ino = pid_ino_at(init, start_time(init));
+	uint64_t start = start_time(init);
+	int fd;
 
 	/* A cgroup already kept is kept in its own slot. */
 	for (size_t i = 0; i < ARRAY_SIZE(memo); i++) {
-		if (memo[i].cgid == t->cgid)
+		if (memo[i].procs && memo[i].cgid == t->cgid)
 			m = &memo[i];
 	}
-	free(m->procs);
-	*m = (struct init_memo){ 0 };
-	if (!ino || !(m->procs = malloc(len)))
+	memo_clear(m);
+	fd = start ? pidfd_open_pid(init) : -1;
+	/* The stat after the pidfd: a PID reused in between has another start. */
+	if (fd < 0 || start_time(init) != start || !(m->procs = malloc(len))) {
+		safe_close(fd);
 		return;
+	}
 	memcpy(m->procs, procs, len);
 	*m = (struct init_memo){
-		.cgid = t->cgid, .ino = ino, .init = init, .len = len, .procs = m->procs
+		.cgid = t->cgid, .pidfd = fd, .init = init, .len = len, .procs = m->procs
 	};
 }
 

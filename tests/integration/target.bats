@@ -69,3 +69,38 @@ stat_reads() {
 	run -0 dg revoke --pid "$CPID"
 	[ "$(grants_of "$CG")" = 0 ]
 }
+
+# The init kept by its pidfd (target.c's memo): when it exits and another
+# process takes its PID, in the cgroup, at the same place in cgroup.procs,
+# and in the mount namespace of an escaped process, that PID is no longer
+# taken for the container's init.
+@test "the init replaced under its PID by a process of an escaped namespace: the escaped process is still refused" {
+	# The container's init is the sleep (PID 1 of its PID namespace) once
+	# unshare, its parent and the cgroup's first process, is set aside.
+	mkdir "$CG-aside"
+	DG_CGROUPS+=("$CG-aside")
+	awk '/^PPid:/ { print $2 }' "/proc/$CPID/status" >"$CG-aside/cgroup.procs"
+	sh -c 'echo $$ > "$1/cgroup.procs" && exec nsenter -t "$2" -m unshare --mount \
+		--propagation private /bin/sleep 100023' _ "$CG" "$CPID" </dev/null >/dev/null 2>&1 3>&- &
+	wait_until 10 sh -c "pgrep -f '^/bin/sleep 100023\$' >/dev/null"
+	evil=$(pgrep -f '^/bin/sleep 100023$')
+	wait_until 10 sh -c "[ \$(readlink /proc/$evil/ns/mnt) != \$(readlink /proc/$CPID/ns/mnt) ]"
+	# The init last in cgroup.procs, where a new process lands.
+	echo "$CPID" >"$CG-aside/cgroup.procs"
+	echo "$CPID" >"$CG/cgroup.procs"
+	[ "$(tail -1 "$CG/cgroup.procs")" = "$CPID" ]
+	procs=$(cat "$CG/cgroup.procs")
+	other=$(head -1 "$CG/cgroup.procs")
+	run -0 dg grant --pid "$CPID" --gpu 0
+	# The init goes; its PID comes back in the escaped namespace, in the cgroup.
+	kill -9 "$CPID"
+	wait_until 10 sh -c "[ ! -e /proc/$CPID ]"
+	"$DEVGATE_BUILD/samepid" "$CPID" "$CG" "$evil" /bin/sleep 100024 </dev/null >/dev/null 3>&-
+	wait_until 10 sh -c "[ \$(readlink /proc/$CPID/ns/mnt) = \$(readlink /proc/$evil/ns/mnt) ]"
+	[ "$(cat "$CG/cgroup.procs")" = "$procs" ]
+	run -6 dg revoke --pid "$evil"
+	[[ "$output" == *"PID $evil is in a mount namespace of its own, not its container's"* ]]
+	[ "$(grants_of "$CG")" -gt 0 ]
+	run -0 dg revoke --pid "$other"
+	[ "$(grants_of "$CG")" = 0 ]
+}
