@@ -66,7 +66,13 @@ static int v1_path(struct daemon *d, const struct target *t, char **ret, struct 
 
 	if (d->cg1.fd < 0)
 		return 1;
-	r = cgroup1_devices_of_pid(t->pid, ret);
+	/*
+	 * The text the target was resolved from, this request: a move after
+	 * it is as unseen as one after a read here; v1_owned's walk and the
+	 * proof, which reads the process's cgroups again, guard both.
+	 */
+	r = t->proc_cg ? cgroup1_devices_parse(t->proc_cg, ret)
+		       : cgroup1_devices_of_pid(t->pid, ret);
 	if (r == -ENOMEDIUM)
 		return 1;
 	if (r < 0)

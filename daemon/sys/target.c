@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "proccg.h"
 #include "target.h"
 #include "util.h"
 
@@ -52,6 +53,8 @@ void target_done(struct target *t)
 	t->cgfd = safe_close(t->cgfd);
 	free(t->cgroup);
 	t->cgroup = NULL;
+	free(t->proc_cg);
+	t->proc_cg = NULL;
 }
 
 int target_check_v2(const struct cgroot *root, const char *what, struct dg_error *err)
@@ -316,7 +319,11 @@ int target_from_pid(const struct cgroot *root, const char *self_cgroup, pid_t pi
 					   (int)pid, strerror(-t.pidfd));
 		goto fail;
 	}
-	r = cgroup_of_pid_in(root, pid, &t.cgroup);
+	/* The text is kept: a later step of the request reads its v1 lines there. */
+	if (root->v1)
+		r = root->v1_path_of(pid, &t.cgroup);
+	else if ((r = proc_cgroup_read(pid, &t.proc_cg)) == 0)
+		r = proc_cgroup_parse(t.proc_cg, &t.cgroup);
 	if (r == -ESRCH) {
 		r = dg_error_set(err, DG_E_NO_TARGET, ESRCH, "no process with PID %d", (int)pid);
 		goto fail;

@@ -19,11 +19,13 @@ struct target {
 	char *cgroup;
 	int cgfd;
 	uint64_t cgid;
+	char *proc_cg; /* /proc/PID/cgroup as this resolution read it; NULL on a v1-alone host */
 };
 
-#define TARGET_INIT                                                                        \
-	{                                                                                  \
-		.pid = 0, .pidfd = -1, .rootfd = -1, .cgroup = NULL, .cgfd = -1, .cgid = 0 \
+#define TARGET_INIT                                                                         \
+	{                                                                                   \
+		.pid = 0, .pidfd = -1, .rootfd = -1, .cgroup = NULL, .cgfd = -1, .cgid = 0, \
+		.proc_cg = NULL                                                             \
 	}
 
 /*
