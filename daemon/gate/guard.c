@@ -501,9 +501,10 @@ static void guard_summary(int cgfd, const struct pinned *pins, size_t n_pins, st
 		else
 			gi->gates++;
 	}
-	if (cgprog_query(cgfd, false, &now) == 0 && cgprog_query(cgfd, true, &eff) == 0 &&
-	    eff.n > now.n)
-		gi->ancestor_progs = eff.n - now.n;
+	if (cgprog_query(cgfd, false, &now) == 0 && cgprog_query(cgfd, true, &eff) == 0) {
+		gi->ancestor_progs = eff.n > now.n ? eff.n - now.n : 0;
+		gi->effective = cgprog_digest(&eff);
+	}
 }
 
 /*
@@ -685,6 +686,7 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 	if (settled(bg, cgfd, pins, n_pins, &now) && !supersede_pending(bg->sup, cgid) &&
 	    !supersede_find(bg->sup, cgid, pins, n_pins, &now, &(uint32_t){ 0 })) {
 		guard_summary(cgfd, pins, n_pins, &gi);
+		gi.settled = cgprog_digest(&now); /* the very list judged settled */
 		if (info)
 			*info = gi;
 		return 0;
@@ -729,6 +731,29 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 			return r;
 	}
 	return finish(bg, cgid, dir, cgfd, &tally_src, &gi, info, err);
+}
+
+/*
+ * The digest is the heal check's: equal ids (never reused while the
+ * system runs) and flags are the very programs once found settled. A
+ * runtime's replace on record (LXC) or an owner still to judge can make
+ * settled ones superseded without an attach, so those take the full check.
+ */
+int guard_ensure(struct bpfgate *bg, uint64_t cgid, int cgfd, uint64_t known,
+		 struct guard_info *info, struct dg_error *err)
+{
+	struct attached now = { 0 }, eff = { 0 };
+
+	if (!known || supersede_tracks(bg->sup, cgid) || cgprog_query(cgfd, false, &now) < 0 ||
+	    cgprog_digest(&now) != known || cgprog_query(cgfd, true, &eff) < 0)
+		return guard_apply(bg, cgid, cgfd, info, err);
+	if (info)
+		*info = (struct guard_info){
+			.ancestor_progs = eff.n > now.n ? eff.n - now.n : 0,
+			.settled = known,
+			.effective = cgprog_digest(&eff),
+		};
+	return 0;
 }
 
 int guard_digest(int cgfd, uint64_t *ret)

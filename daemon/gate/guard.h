@@ -10,6 +10,8 @@ struct guard_info {
 	unsigned int gates;	     /* devgate gates on the cgroup now */
 	unsigned int ancestor_progs; /* device programs on ancestors (warning) */
 	int tally;		     /* 1 when the tally is attached */
+	uint64_t settled;   /* guard_digest() when found settled; 0: this call changed them */
+	uint64_t effective; /* foreign_effective_digest() as the call left the cgroup */
 };
 
 /*
@@ -20,6 +22,14 @@ struct guard_info {
  */
 int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *info,
 		struct dg_error *err);
+/*
+ * guard_apply for a cgroup whose programs were last found settled as
+ * digest known (0: not known): when one query finds those very programs
+ * and no runtime's replace of them is on record, the full check is spared
+ * (info then counts no gates nor tally: the pins are not read).
+ */
+int guard_ensure(struct bpfgate *bg, uint64_t cgid, int cgfd, uint64_t known,
+		 struct guard_info *info, struct dg_error *err);
 /*
  * Puts the runtime programs back and removes devgate's; cgfd -1 if gone.
  * 1 when something of devgate's was there, 0 when nothing was.

@@ -92,6 +92,23 @@ bool supersede_pending(const struct supersede *s, uint64_t cgid)
 	return false;
 }
 
+bool supersede_tracks(const struct supersede *s, uint64_t cgid)
+{
+	if (!s)
+		return false;
+	if (supersede_pending(s, cgid))
+		return true;
+	for (size_t i = 0; i < MAX_OWNERS; i++) {
+		if (s->owners[i].cgid == cgid)
+			return true;
+	}
+	for (unsigned int i = 0; i < s->n_pending; i++) {
+		if (s->pending[i].cgid == cgid)
+			return true;
+	}
+	return false;
+}
+
 /* Remembers who keeps runtime program id open, if anyone (runc keeps nothing). */
 static void find_owner(struct supersede *s, uint64_t cgid, int cgfd, uint32_t id)
 {

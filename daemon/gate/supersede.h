@@ -28,6 +28,8 @@ void supersede_note_owner(struct supersede *s, uint64_t cgid, int cgfd, uint32_t
 void supersede_look(struct supersede *s, uint64_t cgid);
 /* Whether an attach on cgid asked to replace a program, and the ask still stands. */
 bool supersede_pending(const struct supersede *s, uint64_t cgid);
+/* Whether anything is on record for cgid: a replace asked, an owner kept or still to look for. */
+bool supersede_tracks(const struct supersede *s, uint64_t cgid);
 /*
  * The first attached gate in pins whose runtime program another attached
  * gate's program supersedes (*new_id: that program), or NULL.

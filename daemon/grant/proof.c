@@ -362,7 +362,7 @@ static size_t proof_nodes(const struct daemon *d, const struct dg_node *nodes, s
 }
 
 int proof_check(struct daemon *d, const struct target *t, struct lease *next,
-		const struct dg_node *nodes, size_t n, struct dg_error *err)
+		const struct dg_node *nodes, size_t n, uint64_t effective, struct dg_error *err)
 {
 	auto_cleanup(v1dev_done) struct v1dev v1 = { 0 };
 	auto_cleanup(cgwhere_done) struct cgwhere w = { .fd = -1, .own_fd = -1 };
@@ -381,7 +381,13 @@ int proof_check(struct daemon *d, const struct target *t, struct lease *next,
 	r = proc_cgroup_read(t->pid, &proc_cg);
 	cgwhere_of(d, t, r == 0 ? proc_cg : NULL, &w);
 	r = v1dev_of(&d->cg1, r == 0 ? proc_cg : NULL, r, &v1);
-	if (r == 0 && !d->cg.v1) /* cgroup v1 alone: no program, its list is the layer */
+	/*
+	 * The gate step's read is as fresh as one here (a change after either
+	 * goes unseen alike) when it was of the same cgroup.
+	 */
+	if (r == 0 && !d->cg.v1 && effective && w.fd == t->cgfd)
+		progs = effective;
+	else if (r == 0 && !d->cg.v1) /* cgroup v1 alone: no program, its list is the layer */
 		r = foreign_effective_digest(w.fd, &progs);
 	if (r < 0)
 		return dg_error_set(

@@ -23,9 +23,11 @@
  * list) are those next->proof_fp says were proven last. On success
  * next->proof_fp is the layers' fingerprint. Fails with err set
  * (DG_E_UNPROVEN) naming the layer that still denies, or why the proof
- * could not run; the caller then undoes the grant.
+ * could not run; the caller then undoes the grant. effective: the digest
+ * of the programs in effect on t's cgroup as the gate step just read them
+ * (0: not read), spared a query again when the process is there.
  */
 int proof_check(struct daemon *d, const struct target *t, struct lease *next,
-		const struct dg_node *nodes, size_t n, struct dg_error *err);
+		const struct dg_node *nodes, size_t n, uint64_t effective, struct dg_error *err);
 
 #endif

@@ -407,14 +407,18 @@ int txn_grant_apply(struct daemon *d, const struct target *t, const struct lease
 	fault_point("grant.nodes");
 	r = txn_grants_put(d->bg, next->cgid, x->nodes, x->n_nodes, err);
 	fault_point("grant.grants");
-	if (r == 0 && !d->cg.v1) /* cgroup v1 alone: its devices list is the gate */
-		r = guard_apply(d->bg, next->cgid, t->cgfd, &x->guard, err);
+	if (r == 0 && !d->cg.v1) { /* cgroup v1 alone: its devices list is the gate */
+		r = guard_ensure(d->bg, next->cgid, t->cgfd, old ? old->progs_digest : 0, &x->guard,
+				 err);
+		/* Settled as proven here: the heal's next look is one query. */
+		next->progs_digest = x->guard.settled;
+	}
 	if (r == 0)
 		r = v1dev_apply(d, next, err);
 	x->t_bpf = now_mono_ns() - t0 - x->t_nodes;
 	fault_point("grant.guard");
 	if (r == 0) /* "granted" only once the container gets it: before the commit */
-		r = proof_check(d, t, next, x->nodes, x->n_nodes, err);
+		r = proof_check(d, t, next, x->nodes, x->n_nodes, x->guard.effective, err);
 	if (r == 0 && x->driver_add) {
 		x->driver_from = next->n_driver_files;
 		r = driverfs_add(d->inv->host_root, d->state, t, &nopts, next, x->driver_add, err);
@@ -656,6 +660,9 @@ void txn_commit(struct lease_table *leases, struct lease *old, struct lease *nex
 	if (old) {
 		next->watch = old->watch;
 		old->watch = -1;
+		/* The same programs as once found settled are settled still (heal.c). */
+		if (!next->progs_digest && old->cgid == next->cgid)
+			next->progs_digest = old->progs_digest;
 		lease_free(lease_table_take(leases, old->cgid));
 	}
 	if (lease_table_add(leases, next) < 0)
