@@ -594,8 +594,6 @@ static int make_job(const struct target *t, enum helper_op op, const struct node
 		    const struct dg_node *nodes, size_t n, struct helper_job *job,
 		    struct dg_error *err)
 {
-	struct stat host;
-
 	memset(job, 0, sizeof(*job));
 	if (n > DG_MAX_NODES)
 		return dg_error_set(err, DG_E_INTERNAL, E2BIG, "too many nodes");
@@ -612,8 +610,6 @@ static int make_job(const struct target *t, enum helper_op op, const struct node
 	}
 	if (o->root_path && strlen(o->root_path) >= sizeof(job->root_path))
 		return dg_error_set(err, DG_E_INVALID, ENAMETOOLONG, "root path is too long");
-	if (stat("/dev", &host) < 0)
-		return dg_error_set(err, DG_E_KERNEL, errno, "cannot stat /dev: %m");
 	job->op = op;
 	job->enter = !same_mntns(t->pid);
 	/*
@@ -632,7 +628,6 @@ static int make_job(const struct target *t, enum helper_op op, const struct node
 				    "PID %d shares devgated's mount namespace: a root path (%s) is "
 				    "honoured only inside a container's own",
 				    (int)t->pid, o->root_path);
-	job->host_dev = host.st_dev;
 	job->bind = job->enter && !same_ns(t->pid, "user", &own_userns, own_userns_known);
 	if (job->bind && (mapped_id(t->pid, "uid_map", &job->fs_uid) < 0 ||
 			  mapped_id(t->pid, "gid_map", &job->fs_gid) < 0))
@@ -652,6 +647,20 @@ static int make_job(const struct target *t, enum helper_op op, const struct node
 	job->n = n;
 	if (n)
 		memcpy(job->nodes, nodes, n * sizeof(*nodes));
+	return 0;
+}
+
+/*
+ * The host's /dev, which a helper must never work in. Only for a helper:
+ * the kept /dev is the very mount a helper checked against it.
+ */
+static int host_dev_set(struct helper_job *job, struct dg_error *err)
+{
+	struct stat host;
+
+	if (stat("/dev", &host) < 0)
+		return dg_error_set(err, DG_E_KERNEL, errno, "cannot stat /dev: %m");
+	job->host_dev = host.st_dev;
 	return 0;
 }
 
@@ -679,6 +688,8 @@ static int nodes_apply(const struct target *t, enum helper_op op, const struct n
 		return r;
 	if (devcache_apply(t, &job, res, dev_unshared))
 		return op == OP_CREATE ? node_error(t, nodes, n, res, err) : 0;
+	if ((r = host_dev_set(&job, err)) < 0)
+		return r;
 	bind = job.bind && op == OP_CREATE;
 	if (bind && (r = node_trees(&job, trees)) < 0)
 		return dg_error_set(
@@ -921,6 +932,8 @@ static int files_apply(const struct target *t, enum helper_op op, const struct n
 
 	ret->replied = false;
 	r = files_job(t, op, o, f, n, &job, entries, err);
+	if (r == 0)
+		r = host_dev_set(&job, err);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n_trees; i++)

@@ -42,14 +42,14 @@ calls() { grep -c "$1" "$DG_TMP/trace" || true; }
 # A neighbour for GPU 2, made in the running container's rootfs.
 neighbour() { mknod -m 666 "$DG_TMP/c/rootfs/gpu2" c 195 2; }
 
-@test "an already-gated grant: the programs queried twice, none opened by id; the init polled, not opened; /proc/PID/cgroup read twice" {
+@test "an already-gated grant: programs queried twice, none opened by id; the init polled; /proc/PID/cgroup read twice; the added node alone stated" {
 	# Nothing but the grant looks at the cgroup while traced.
 	start_daemon --no-attach-events --heal-ms 0 --recheck-ms 3600000
 	container c
 	run -0 dg grant --pid "$CPID" --gpu 1
 	run -0 dg grant --pid "$CPID" --gpu 0
 	run -0 dg revoke --pid "$CPID" --gpu 0
-	traced bpf,pidfd_open,openat,poll dg grant --pid "$CPID" --gpu 0
+	traced bpf,pidfd_open,openat,poll,newfstatat,mknodat dg grant --pid "$CPID" --gpu 0
 	[ "$(grants_of "$DG_CGROOT/$CID")" -gt 0 ]
 	# The gate: one query of the attached programs, one of those in effect,
 	# which the proof shares (main: 5 and 2, and a program opened by id).
@@ -60,6 +60,11 @@ neighbour() { mknod -m 666 "$DG_TMP/c/rootfs/gpu2" c 195 2; }
 	[ "$(calls pidfd_open)" = 1 ]
 	# The target's read, and the proof's at the end; the v1 plan reads none.
 	[ "$(calls "\"/proc/$CPID/cgroup\"")" = 2 ]
+	# The node this grant adds, alone, looked at in the kept /dev (main: all
+	# five); the host's /dev is stated only for a helper.
+	[ "$(calls 'newfstatat([0-9]*, "nvidia')" = 2 ]
+	[ "$(calls mknodat)" = 1 ]
+	[ "$(calls 'newfstatat(AT_FDCWD, "/dev",')" = 0 ]
 	run -1 probe "$CID" /dev/nvidia0 /dev/nvidia1 /mem
 	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
 	[ "${lines[1]}" = "/dev/nvidia1 ENXIO" ]
@@ -114,4 +119,28 @@ displaced_between() {
 @test "gate-mode = replace: a program attached beside the gates between two grants is wrapped by the second, its reply true" {
 	displaced_between replace
 	[ "$(cg_prog_names "$DG_CGROOT/$CID")" = "devgate_gate devgate_gate devgate_tally" ]
+}
+
+# The nodes a grant adds are the only ones it looks at: what an earlier
+# grant found in place (kept) stays kept, and the revoke leaves it.
+@test "a node made before the grant, kept at it, stays kept through a later grant; the revoke leaves it" {
+	start_daemon
+	container c
+	# Made as the runtime would, from outside the container's device policy.
+	nsenter -t "$CPID" -m mknod -m 666 /dev/nvidia1 c 195 1
+	run -0 dg grant --pid "$CPID" --gpu 1
+	[[ "$output" == *"/dev/nvidia1"*"present"* ]]
+	run -0 dg grant --pid "$CPID" --gpu 0
+	[[ "$output" == *"/dev/nvidia0"*"created"* ]]
+	run -1 probe "$CID" /dev/nvidia0 /dev/nvidia1 /mem
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/dev/nvidia1 ENXIO" ]
+	[ "${lines[2]}" = "/mem EPERM" ]
+	run -0 dg revoke --pid "$CPID"
+	[[ "$output" == *"/dev/nvidia1"*"kept"* ]]
+	[[ "$output" == *"/dev/nvidia0"*"removed"* ]]
+	dg_runc exec "$CID" test -c /dev/nvidia1
+	run -1 dg_runc exec "$CID" test -e /dev/nvidia0
+	run -1 probe "$CID" /dev/nvidia1
+	[ "$output" = "/dev/nvidia1 EPERM" ]
 }
