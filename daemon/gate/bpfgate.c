@@ -456,6 +456,39 @@ int bpfgate_grant_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *n
 	return bpf_map_update_elem(bg->map_fd[MAP_GRANTS], &key, &val, BPF_ANY) < 0 ? -errno : 0;
 }
 
+int bpfgate_grants_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *nodes, size_t n,
+		       size_t *ret_failed)
+{
+	LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_ANY);
+	struct dg_grant_key keys[DG_MAX_NODES];
+	struct dg_grant_val vals[DG_MAX_NODES];
+	uint32_t count = (uint32_t)n;
+	size_t i = n;
+
+	if (n > DG_MAX_NODES)
+		return -E2BIG;
+	for (size_t k = 0; k < n; k++) {
+		keys[k] = grant_key(cgid, &nodes[k]);
+		vals[k] = (struct dg_grant_val){ .access = nodes[k].access
+								   ? nodes[k].access
+								   : DG_ACC_READ | DG_ACC_WRITE };
+	}
+	/* One syscall for all; a kernel without batches for hash maps: one each. */
+	if (n && bpf_map_update_batch(bg->map_fd[MAP_GRANTS], keys, vals, &count, &opts) < 0) {
+		if (errno != EINVAL && errno != ENOTSUP && errno != 524 /* ENOTSUPP */) {
+			*ret_failed = count < n ? count : 0;
+			return -errno;
+		}
+		for (i = 0; i < n; i++) {
+			if (bpf_map_update_elem(bg->map_fd[MAP_GRANTS], &keys[i], &vals[i],
+						BPF_ANY) < 0)
+				break;
+		}
+	}
+	*ret_failed = i;
+	return i < n ? -errno : 0;
+}
+
 int bpfgate_grant_del(struct bpfgate *bg, uint64_t cgid, const struct dg_node *node)
 {
 	struct dg_grant_key key = grant_key(cgid, node);

@@ -139,22 +139,19 @@ void txn_grants_del(struct bpfgate *bg, uint64_t cgid, const struct dg_node *nod
 int txn_grants_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *nodes, size_t n,
 		   struct dg_error *err)
 {
+	size_t bad = 0;
+	int r;
+
 	/* The flag before the grant: a crash in between costs lookups, never an open. */
-	if (has_host_device(bg, nodes, n)) {
-		int r = bpfgate_devgrants_set(bg, true);
-
-		if (r < 0)
-			return dg_error_set(err, DG_E_KERNEL, r,
-					    "cannot set the device grant flag: %s", strerror(-r));
-	}
-	for (size_t i = 0; i < n; i++) {
-		int r = bpfgate_grant_put(bg, cgid, &nodes[i]);
-
-		if (r < 0)
-			return dg_error_set(err, DG_E_KERNEL, r, "cannot add grant of %u:%u: %s",
-					    nodes[i].major, nodes[i].minor, strerror(-r));
-	}
-	return 0;
+	if (has_host_device(bg, nodes, n) && (r = bpfgate_devgrants_set(bg, true)) < 0)
+		return dg_error_set(err, DG_E_KERNEL, r, "cannot set the device grant flag: %s",
+				    strerror(-r));
+	/* Every node, not only those added: one lost meanwhile is back. One syscall. */
+	r = bpfgate_grants_put(bg, cgid, nodes, n, &bad);
+	if (r < 0 && bad < n)
+		return dg_error_set(err, DG_E_KERNEL, r, "cannot add grant of %u:%u: %s",
+				    nodes[bad].major, nodes[bad].minor, strerror(-r));
+	return r < 0 ? dg_error_set(err, DG_E_KERNEL, r, "cannot add grants: %s", strerror(-r)) : 0;
 }
 
 /* ---- finding the container and its lease ---- */

@@ -42,7 +42,7 @@ calls() { grep -c "$1" "$DG_TMP/trace" || true; }
 # A neighbour for GPU 2, made in the running container's rootfs.
 neighbour() { mknod -m 666 "$DG_TMP/c/rootfs/gpu2" c 195 2; }
 
-@test "an already-gated grant: programs queried twice, none opened by id; the init polled; /proc/PID/cgroup read twice; the added node alone stated" {
+@test "an already-gated grant: programs queried twice, none opened by id; the init polled; /proc/PID/cgroup read twice; the added node alone stated; one map update" {
 	# Nothing but the grant looks at the cgroup while traced.
 	start_daemon --no-attach-events --heal-ms 0 --recheck-ms 3600000
 	container c
@@ -65,6 +65,9 @@ neighbour() { mknod -m 666 "$DG_TMP/c/rootfs/gpu2" c 195 2; }
 	[ "$(calls 'newfstatat([0-9]*, "nvidia')" = 2 ]
 	[ "$(calls mknodat)" = 1 ]
 	[ "$(calls 'newfstatat(AT_FDCWD, "/dev",')" = 0 ]
+	# The grants map: every node of the lease in one batch (main: one each).
+	[ "$(calls BPF_MAP_UPDATE_BATCH)" = 1 ]
+	[ "$(calls BPF_MAP_UPDATE_ELEM)" = 0 ]
 	run -1 probe "$CID" /dev/nvidia0 /dev/nvidia1 /mem
 	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
 	[ "${lines[1]}" = "/dev/nvidia1 ENXIO" ]
@@ -143,4 +146,28 @@ displaced_between() {
 	run -1 dg_runc exec "$CID" test -e /dev/nvidia0
 	run -1 probe "$CID" /dev/nvidia1
 	[ "$output" = "/dev/nvidia1 EPERM" ]
+}
+
+# grant_key CGROUP MAJOR MINOR: a dg_grant_key (bpf/devgate.h) as bpftool's bytes.
+grant_key() {
+	python3 -c 'import struct, sys; print(" ".join(str(b) for b in struct.pack("<QIIII", int(sys.argv[1]), 2, int(sys.argv[2]), int(sys.argv[3]), 0)))' \
+		"$(stat -c %i "$1")" "$2" "$3"
+}
+
+# A grant puts all of the lease's grants again, in one batch: one someone
+# deleted from the map meanwhile is back, and the reply holds inside.
+@test "a grant entry lost between two grants is back after the second" {
+	start_daemon --no-attach-events --heal-ms 0 --recheck-ms 3600000
+	container c
+	neighbour
+	run -0 dg grant --pid "$CPID" --gpu 1
+	# shellcheck disable=SC2046
+	bpftool map delete pinned "$DG_PINS/dg_grants_v1" key $(grant_key "$DG_CGROOT/$CID" 195 1)
+	run -1 probe "$CID" /dev/nvidia1
+	[ "$output" = "/dev/nvidia1 EPERM" ]
+	run -0 dg grant --pid "$CPID" --gpu 0
+	run -1 probe "$CID" /dev/nvidia0 /dev/nvidia1 /gpu2
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/dev/nvidia1 ENXIO" ]
+	[ "${lines[2]}" = "/gpu2 EPERM" ]
 }
