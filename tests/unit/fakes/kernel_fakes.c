@@ -114,6 +114,22 @@ int bpfgate_grant_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *n
 	return 0;
 }
 
+/* One call per node, so a failure can still be injected at the Nth node. */
+int bpfgate_grants_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *nodes, size_t n,
+		       size_t *ret_failed)
+{
+	for (size_t i = 0; i < n; i++) {
+		int r = bpfgate_grant_put(bg, cgid, &nodes[i]);
+
+		if (r < 0) {
+			*ret_failed = i;
+			return r;
+		}
+	}
+	*ret_failed = n;
+	return 0;
+}
+
 int bpfgate_grant_del(struct bpfgate *bg, uint64_t cgid, const struct dg_node *node)
 {
 	(void)bg;
@@ -141,6 +157,14 @@ int guard_apply(struct bpfgate *bg, uint64_t cgid, int cgfd, struct guard_info *
 	if (!fake_is_guarded(cgid))
 		fake.guarded[fake.n_guarded++] = cgid;
 	return 0;
+}
+
+/* No digest is known here: always the full guard_apply, where failures are injected. */
+int guard_ensure(struct bpfgate *bg, uint64_t cgid, int cgfd, uint64_t known,
+		 struct guard_info *info, struct dg_error *err)
+{
+	(void)known;
+	return guard_apply(bg, cgid, cgfd, info, err);
 }
 
 int guard_remove(struct bpfgate *bg, uint64_t cgid, int cgfd, struct dg_error *err)
@@ -340,6 +364,13 @@ int cg1root_open(struct cg1root *ret)
 void cg1root_close(struct cg1root *r)
 {
 	(void)r;
+}
+
+int cgroup1_devices_parse(const char *text, char **ret)
+{
+	(void)text;
+	(void)ret;
+	return -ENOMEDIUM;
 }
 
 int cgroup1_devices_of_pid(pid_t pid, char **ret)
