@@ -220,11 +220,18 @@ procs_under() {
 @test "revoke finds and kills a holder listed past the first page of cgroup.procs" {
 	crowd="$DG_CGROOT/$CID/crowd"
 	mkdir "$crowd"
-	# 700 sleepers first: cgroup.procs takes more than one read, and the
-	# holder, which joins last, is listed last.
-	sh -c 'echo $$ > "$1/cgroup.procs" && for i in $(seq 700); do sleep 100013 & done' _ "$crowd" \
-		>/dev/null 2>&1 3>&-
-	wait_until 60 sh -c "[ \$(wc -l < '$crowd/cgroup.procs') -ge 700 ]"
+	# Sleepers first, until cgroup.procs is well past a page (PIDs wrap at
+	# pid_max, so their count alone does not say how many bytes): it takes
+	# more than one read, and the holder, which joins last, is listed last.
+	for _ in $(seq 40); do
+		[ "$(wc -c <"$crowd/cgroup.procs")" -ge 4600 ] && break
+		n=$(wc -l <"$crowd/cgroup.procs")
+		sh -c 'echo $$ > "$1/cgroup.procs" && for i in $(seq 100); do sleep 100013 & done' _ "$crowd" \
+			>/dev/null 2>&1 3>&-
+		wait_until 60 sh -c "[ \$(wc -l < '$crowd/cgroup.procs') -ge $((n + 100)) ]"
+	done
+	[ "$(wc -c <"$crowd/cgroup.procs")" -ge 4600 ]
+	sleepers=$(wc -l <"$crowd/cgroup.procs")
 	h=$("$DG_ROOT/tests/helpers/holder.py" moved /dev/zero "$crowd" 3>&-)
 	[ -n "$h" ]
 	[ "$(awk -v h="$h" '{ off += length($0) + 1 } $0 == h { print off; exit }' \
@@ -235,7 +242,7 @@ procs_under() {
 	wait_until 10 sh -c "! kill -0 $h 2>/dev/null"
 	kill -0 "$OUTSIDER"
 	# The sleepers hold nothing: none was signalled.
-	[ "$(wc -l <"$crowd/cgroup.procs")" -ge 700 ]
+	[ "$(wc -l <"$crowd/cgroup.procs")" -ge "$sleepers" ]
 }
 
 @test "revoke --kill ends a holder of each kind (passed, moved, mapped), and no process outside" {
