@@ -24,17 +24,12 @@ teardown() {
 # SET in $DG_TMP/trace; with UNTIL set, then waits until that many
 # attached-program queries are in it.
 traced() {
-	local set=$1 tracer
+	dg_trace_start "$1"
 	shift
-	rm -f "$DG_TMP/trace"
-	strace -qq -e trace="$set" -o "$DG_TMP/trace" -p "$DG_DAEMON_PID" 3>&- &
-	tracer=$!
-	wait_until 10 sh -c "! grep -q '^TracerPid:[[:space:]]*0$' /proc/$DG_DAEMON_PID/status"
 	"$@"
 	[ -z "${UNTIL:-}" ] || wait_until 30 sh -c '[ "$(grep -c "BPF_PROG_QUERY.*query_flags=0," "$0")" -ge "$1" ]' \
 		"$DG_TMP/trace" "$UNTIL"
-	kill "$tracer"
-	wait "$tracer" || true
+	dg_trace_stop
 }
 
 calls() { grep -c "$1" "$DG_TMP/trace" || true; }

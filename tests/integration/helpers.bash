@@ -408,6 +408,22 @@ crash_with() {
 }
 
 # wait_until SECONDS CMD...: polls CMD every 20 ms; fails after SECONDS.
+# dg_trace_start CALLS [STRACE-ARGS...]: strace of devgated's CALLS into
+# $DG_TMP/trace (made anew), from when it is attached until dg_trace_stop.
+dg_trace_start() {
+	local set=$1
+	shift
+	rm -f "$DG_TMP/trace"
+	strace -qq "$@" -e trace="$set" -o "$DG_TMP/trace" -p "$DG_DAEMON_PID" 3>&- &
+	DG_TRACER=$!
+	wait_until 10 sh -c "! grep -q '^TracerPid:[[:space:]]*0$' /proc/$DG_DAEMON_PID/status"
+}
+
+dg_trace_stop() {
+	kill "$DG_TRACER"
+	wait "$DG_TRACER" || true
+}
+
 wait_until() {
 	local ms end
 	ms=$(awk -v s="$1" 'BEGIN { printf "%d", s * 1000 }')

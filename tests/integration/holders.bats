@@ -40,16 +40,8 @@ hold() {
 
 # trace_daemon CALLS: strace -y of devgated's CALLS into $DG_TMP/trace, from
 # when it is attached until untrace.
-trace_daemon() {
-	strace -qq -y -e trace="$1" -o "$DG_TMP/trace" -p "$DG_DAEMON_PID" 3>&- &
-	TRACER=$!
-	wait_until 10 sh -c "! grep -q '^TracerPid:[[:space:]]*0$' /proc/$DG_DAEMON_PID/status"
-}
-
-untrace() {
-	kill "$TRACER"
-	wait "$TRACER" || true
-}
+trace_daemon() { dg_trace_start "$1" -y; }
+untrace() { dg_trace_stop; }
 
 # revoke_holders: revokes GPU 0 and prints the reported holders' PIDs, sorted,
 # one line.

@@ -18,14 +18,9 @@ teardown() { dg_teardown; }
 
 # traced CMD...: runs CMD while strace records devgated's file calls in $DG_TMP/trace.
 traced() {
-	rm -f "$DG_TMP/trace"
-	strace -qq -e trace=openat,renameat,renameat2,unlinkat -o "$DG_TMP/trace" \
-		-p "$DG_DAEMON_PID" 3>&- &
-	local tracer=$!
-	wait_until 10 sh -c "! grep -q '^TracerPid:[[:space:]]*0$' /proc/$DG_DAEMON_PID/status"
+	dg_trace_start openat,renameat,renameat2,unlinkat
 	"$@"
-	kill "$tracer"
-	wait "$tracer" || true
+	dg_trace_stop
 }
 
 # Files written whole (a temporary file renamed into place) in the trace.

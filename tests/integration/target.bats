@@ -24,13 +24,9 @@ teardown() { dg_teardown; }
 # traced CMD...: runs CMD while strace records devgated's openat calls in
 # $DG_TMP/trace.
 traced() {
-	rm -f "$DG_TMP/trace"
-	strace -qq -e trace=openat -o "$DG_TMP/trace" -p "$DG_DAEMON_PID" 3>&- &
-	local tracer=$!
-	wait_until 10 sh -c "! grep -q '^TracerPid:[[:space:]]*0$' /proc/$DG_DAEMON_PID/status"
+	dg_trace_start openat
 	"$@"
-	kill "$tracer"
-	wait "$tracer" || true
+	dg_trace_stop
 }
 
 stat_reads() {
