@@ -316,33 +316,10 @@ static int keep_found(const struct lease *old, const struct dg_node *old_nodes, 
 	bool keep[DG_MAX_NODES];
 
 	for (size_t i = 0; i < x->n_nodes; i++)
-		keep[i] = node_in(old_nodes, n_old, &x->nodes[i])
-				  ? lease_node_kept(old, x->nodes[i].name)
-				  : x->res[i].status == NODE_PRESENT;
+		keep[i] = x->res[i].status == NODE_PRESENT &&
+			  (!node_in(old_nodes, n_old, &x->nodes[i]) ||
+			   lease_node_kept(old, x->nodes[i].name));
 	return lease_keep_nodes(next, x->nodes, keep, x->n_nodes);
-}
-
-/*
- * Makes the nodes this grant adds (x->added), their results put at their
- * places in x->res. Those old held were made or found at their own grant
- * and are not looked at again: "untouched".
- */
-static int create_added(const struct target *t, const struct node_opts *o, struct txn_grant *x,
-			struct dg_error *err)
-{
-	struct node_result res[DG_MAX_NODES] = { 0 };
-	size_t k = 0;
-	int r;
-
-	if (!x->n_added)
-		return 0;
-	r = nodes_create(t, o, x->added, x->n_added, res, err);
-	for (size_t i = 0; i < x->n_nodes && k < x->n_added; i++) {
-		if (x->nodes[i].major == x->added[k].major &&
-		    x->nodes[i].minor == x->added[k].minor)
-			x->res[i] = res[k++];
-	}
-	return r;
 }
 
 int txn_record_error(const char *state_dir, int r, const char *what, struct dg_error *err)
@@ -408,7 +385,7 @@ int txn_grant_apply(struct daemon *d, const struct target *t, const struct lease
 	if (r < 0)
 		return txn_record_error(d->cfg->state_dir, r, "grant in flight", err);
 	fault_point("grant.pending");
-	r = create_added(t, &nopts, x, err);
+	r = nodes_create(t, &nopts, x->nodes, x->n_nodes, x->res, err);
 	x->t_nodes = now_mono_ns() - t0;
 	if (r < 0) {
 		(void)state_pending_clear(d->state, next->cgid);

@@ -37,7 +37,7 @@ calls() { grep -c "$1" "$DG_TMP/trace" || true; }
 # A neighbour for GPU 2, made in the running container's rootfs.
 neighbour() { mknod -m 666 "$DG_TMP/c/rootfs/gpu2" c 195 2; }
 
-@test "an already-gated grant: programs queried twice, none opened by id; the init polled; /proc/PID/cgroup read twice; the added node alone stated; one map update" {
+@test "an already-gated grant: programs queried twice, none opened by id; the init polled; /proc/PID/cgroup read twice; the added node alone made; one map update" {
 	# Nothing but the grant looks at the cgroup while traced.
 	start_daemon --no-attach-events --heal-ms 0 --recheck-ms 3600000
 	container c
@@ -55,9 +55,10 @@ neighbour() { mknod -m 666 "$DG_TMP/c/rootfs/gpu2" c 195 2; }
 	[ "$(calls pidfd_open)" = 1 ]
 	# The target's read, and the proof's at the end; the v1 plan reads none.
 	[ "$(calls "\"/proc/$CPID/cgroup\"")" = 2 ]
-	# The node this grant adds, alone, looked at in the kept /dev (main: all
-	# five); the host's /dev is stated only for a helper.
-	[ "$(calls 'newfstatat([0-9]*, "nvidia')" = 2 ]
+	# Each of the lease's five nodes looked at in the kept /dev (one the
+	# container removed is made again), the added one made and looked at
+	# again; the host's /dev is stated only for a helper.
+	[ "$(calls 'newfstatat([0-9]*, "nvidia')" = 6 ]
 	[ "$(calls mknodat)" = 1 ]
 	[ "$(calls 'newfstatat(AT_FDCWD, "/dev",')" = 0 ]
 	# The grants map: every node of the lease in one batch (main: one each).
@@ -165,4 +166,26 @@ grant_key() {
 	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
 	[ "${lines[1]}" = "/dev/nvidia1 ENXIO" ]
 	[ "${lines[2]}" = "/gpu2 EPERM" ]
+}
+
+# A grant leaves the lease's whole working set in the container: a node it
+# holds that the container removed since is made again, and is devgate's.
+@test "a held node the container removed is made again by the next grant; the revoke removes it" {
+	start_daemon
+	container c
+	run -0 dg grant --pid "$CPID" --gpu 1
+	dg_runc exec "$CID" rm /dev/nvidiactl
+	run -1 probe "$CID" /dev/nvidiactl
+	[ "$output" = "/dev/nvidiactl ENOENT" ]
+	run -0 dg grant --pid "$CPID" --gpu 0
+	[[ "$output" == *"/dev/nvidiactl"*"created"* ]]
+	[[ "$output" == *"/dev/nvidia1"*"present"* ]]
+	run -1 probe "$CID" /dev/nvidiactl /dev/nvidia0 /dev/nvidia1 /mem
+	[ "${lines[0]}" = "/dev/nvidiactl ENXIO" ]
+	[ "${lines[1]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[2]}" = "/dev/nvidia1 ENXIO" ]
+	[ "${lines[3]}" = "/mem EPERM" ]
+	run -0 dg revoke --pid "$CPID"
+	[[ "$output" == *"/dev/nvidiactl"*"removed"* ]]
+	run -1 dg_runc exec "$CID" test -e /dev/nvidiactl
 }
