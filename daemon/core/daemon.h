@@ -84,6 +84,7 @@ struct daemon {
 	int expiry_fd;	      /* CLOCK_REALTIME timer at the earliest lease expiry */
 	int64_t expiry_armed; /* the expiry it is armed for; 0: disarmed */
 	size_t heal_next;     /* the lease the next heal tick starts at */
+	bool heal_asleep;     /* the last heal tick found no lease and did not re-arm */
 	size_t tick_cursor;   /* next lease the periodic end check looks at (watch.c) */
 	size_t recheck_next;  /* next lease the periodic gate re-check looks at (heal.c) */
 	struct client *clients;

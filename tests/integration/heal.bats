@@ -78,6 +78,40 @@ displaced() {
 	[ "$(cg_progs "$DG_CGROOT/$CID" | awk '{ print $1 }')" = "$rt" ]
 }
 
+# The heal check's timer, once expired, waits for the loop: a grant that
+# lands meanwhile must not arm it again (that cleared the expiry, so grants
+# arriving back to back put the check off for as long as they went on).
+# Each grant here pauses 400 ms at grant.pending, four heal periods, so the
+# timer always expires while one is in hand.
+@test "grants to another container arriving back to back do not put the heal check off" {
+	DEVGATE_FAULT=grant.pending:pause=400 start_daemon --no-attach-events --heal-ms 100 \
+		--recheck-ms 3600000
+	container b
+	busy=$CPID
+	container c
+	run -0 dg grant --pid "$CPID" --gpu 0
+	touch "$DG_TMP/busy.go"
+	# GPU 1 comes and goes on b: every grant is a first one ("granted").
+	while [ -e "$DG_TMP/busy.go" ]; do
+		dg grant --pid "$busy" --gpu 1 >/dev/null && echo granted >>"$DG_TMP/busy.log"
+		dg revoke --pid "$busy" >/dev/null
+	done &
+	loop=$!
+	wait_until 30 grep -qs granted "$DG_TMP/busy.log"
+	displaced 3 "heal check every 100 ms, grants back to back, 3 rounds" -r
+	rm -f "$DG_TMP/busy.go"
+	wait "$loop"
+	[ "$status" = 0 ] || fail "not healed while grants went on: $output"
+	[ "$(echo "$output" | grep -c '^round ')" = 3 ]
+	[[ "$output" != *violations* ]]
+	[ "$(grep -c granted "$DG_TMP/busy.log")" -ge 3 ]
+	[ "$(grep -c 'device programs of .*; gates re-applied in' "$DG_TMP/daemon.log")" -ge 3 ]
+	run -1 grep -q 'at the periodic check' "$DG_TMP/daemon.log"
+	run -1 probe "$CID" /dev/nvidia0 /gpu1
+	[ "${lines[0]}" = "/dev/nvidia0 ENXIO" ]
+	[ "${lines[1]}" = "/gpu1 EPERM" ]
+}
+
 @test "with the heal check and attach events off, the periodic re-check still heals" {
 	start_daemon --no-attach-events --heal-ms 0 --recheck-ms 200
 	container c
