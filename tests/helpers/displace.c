@@ -16,6 +16,10 @@
  * "heal_us p50 P p99 Q max M"; exit 1 on a violation or a timeout.
  * With -r it first detaches the program of the round before: the beside
  * gate (gate-mode = beside) leaves it attached, before itself.
+ * With -p PID each round line adds where the heal time went, from
+ * /proc/PID/schedstat and this process's own: PID's time on a CPU and
+ * waiting for one, and this prober's wait ("dg_run_us A dg_wait_us B
+ * self_wait_us C").
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -55,6 +59,35 @@ static int gates_of(int cgfd, int *fds)
 }
 
 static int reattach; /* -r */
+static const char *watch_pid; /* -p */
+
+struct sched_at {
+	unsigned long long run, wait, self_wait;
+};
+
+/* run and wait ns of /proc/PID/schedstat; zeros when unreadable. */
+static void schedstat_of(const char *pid, unsigned long long *run, unsigned long long *wait)
+{
+	char path[64];
+	FILE *f;
+
+	*run = *wait = 0;
+	snprintf(path, sizeof(path), "/proc/%s/schedstat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	if (fscanf(f, "%llu %llu", run, wait) != 2)
+		*run = *wait = 0;
+	fclose(f);
+}
+
+static void sched_now(struct sched_at *s)
+{
+	unsigned long long self_run;
+
+	schedstat_of(watch_pid, &s->run, &s->wait);
+	schedstat_of("self", &self_run, &s->self_wait);
+}
 
 static int cmp_ull(const void *a, const void *b)
 {
@@ -65,8 +98,10 @@ static int cmp_ull(const void *a, const void *b)
 
 /* One displacement; the heal time in us, or -1 on a timeout or violation. */
 static long long round_once(int cgfd, int progfd, const char *granted, const char *denied,
-			    unsigned long long timeout_us, unsigned long *violations)
+			    unsigned long long timeout_us, unsigned long *violations,
+			    struct sched_at *spent)
 {
+	struct sched_at a = { 0 }, b = { 0 };
 	int gates[MAX_PROGS], n, e;
 	unsigned long long t0, t;
 
@@ -78,6 +113,8 @@ static long long round_once(int cgfd, int progfd, const char *granted, const cha
 		fprintf(stderr, "displace: query: %s\n", strerror(-n));
 		return -1;
 	}
+	if (watch_pid)
+		sched_now(&a);
 	t0 = now_us();
 	if (bpf_prog_attach(progfd, cgfd, BPF_CGROUP_DEVICE, BPF_F_ALLOW_MULTI) < 0) {
 		fprintf(stderr, "displace: attach: %s\n", strerror(errno));
@@ -95,8 +132,15 @@ static long long round_once(int cgfd, int progfd, const char *granted, const cha
 			(*violations)++;
 		}
 		t = now_us();
-		if (open_errno(granted) == ENXIO)
+		if (open_errno(granted) == ENXIO) {
+			if (watch_pid) {
+				sched_now(&b);
+				spent->run = b.run - a.run;
+				spent->wait = b.wait - a.wait;
+				spent->self_wait = b.self_wait - a.self_wait;
+			}
 			return (long long)(t - t0);
+		}
 		if (t - t0 > timeout_us) {
 			fprintf(stderr, "displace: not healed after %llu ms\n", timeout_us / 1000);
 			return -1;
@@ -111,18 +155,20 @@ int main(int argc, char **argv)
 	unsigned long long *heal;
 	int o, cgfd, progfd, failed = 0;
 
-	while ((o = getopt(argc, argv, "n:t:r")) != -1) {
+	while ((o = getopt(argc, argv, "n:t:rp:")) != -1) {
 		if (o == 'n')
 			rounds = strtoul(optarg, NULL, 10);
 		else if (o == 't')
 			timeout_ms = strtoul(optarg, NULL, 10);
 		else if (o == 'r')
 			reattach = 1;
+		else if (o == 'p')
+			watch_pid = optarg;
 		else
 			return 2;
 	}
 	if (argc - optind != 4 || rounds == 0 || rounds > 100000) {
-		fprintf(stderr, "usage: displace [-n ROUNDS] [-t TIMEOUT_MS] [-r] CGROUP PROG_PIN "
+		fprintf(stderr, "usage: displace [-n ROUNDS] [-t TIMEOUT_MS] [-r] [-p PID] CGROUP PROG_PIN "
 				"GRANTED DENIED\n");
 		return 2;
 	}
@@ -135,15 +181,21 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	for (unsigned long i = 0; i < rounds; i++) {
+		struct sched_at spent = { 0 };
 		long long us = round_once(cgfd, progfd, argv[optind + 2], argv[optind + 3],
-					  timeout_ms * 1000ull, &violations);
+					  timeout_ms * 1000ull, &violations, &spent);
 
 		if (us < 0) {
 			failed = 1;
 			break;
 		}
 		heal[i] = (unsigned long long)us;
-		printf("round %lu heal_us %llu\n", i + 1, heal[i]);
+		printf("round %lu heal_us %llu", i + 1, heal[i]);
+		printf(" t0 %llu", now_us() - heal[i]);
+		if (watch_pid)
+			printf(" dg_run_us %llu dg_wait_us %llu self_wait_us %llu",
+			       spent.run / 1000, spent.wait / 1000, spent.self_wait / 1000);
+		putchar('\n');
 		/* 2-22 ms apart, so rounds do not fall into step with a periodic check. */
 		usleep(2000 + (useconds_t)(rand() % 20000));
 	}
