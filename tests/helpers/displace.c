@@ -58,7 +58,7 @@ static int gates_of(int cgfd, int *fds)
 	return n;
 }
 
-static int reattach; /* -r */
+static int reattach;	      /* -r */
 static const char *watch_pid; /* -p */
 
 struct sched_at {
@@ -168,8 +168,9 @@ int main(int argc, char **argv)
 			return 2;
 	}
 	if (argc - optind != 4 || rounds == 0 || rounds > 100000) {
-		fprintf(stderr, "usage: displace [-n ROUNDS] [-t TIMEOUT_MS] [-r] [-p PID] CGROUP PROG_PIN "
-				"GRANTED DENIED\n");
+		fprintf(stderr,
+			"usage: displace [-n ROUNDS] [-t TIMEOUT_MS] [-r] [-p PID] CGROUP PROG_PIN "
+			"GRANTED DENIED\n");
 		return 2;
 	}
 	heal = calloc(rounds, sizeof(*heal));
