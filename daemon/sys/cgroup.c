@@ -225,6 +225,21 @@ int cgroup_of_pid(pid_t pid, char **ret)
 	return r < 0 ? r : proc_cgroup_parse(text, ret);
 }
 
+int cgroup_of_pid_kept(const struct cgroot *root, pid_t pid, char **ret, char **ret_text)
+{
+	char *text = NULL;
+	int r;
+
+	*ret_text = NULL;
+	if (root->v1)
+		return root->v1_path_of(pid, ret);
+	r = proc_cgroup_read(pid, &text);
+	if (r == 0)
+		r = proc_cgroup_parse(text, ret);
+	*ret_text = text;
+	return r;
+}
+
 int cgroup_of_pid_in(const struct cgroot *root, pid_t pid, char **ret)
 {
 	return root->v1 ? root->v1_path_of(pid, ret) : cgroup_of_pid(pid, ret);

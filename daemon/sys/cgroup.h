@@ -69,6 +69,12 @@ int proc_cgroup_read(pid_t pid, char **ret);
 int cgroup_of_pid(pid_t pid, char **ret);
 /* The path of a process in root's hierarchy: v2's, or the v1 devices one (root->v1). */
 int cgroup_of_pid_in(const struct cgroot *root, pid_t pid, char **ret);
+/*
+ * cgroup_of_pid_in, also handing back the /proc/PID/cgroup text it read
+ * (*ret_text, the caller's to free, even on an error; NULL on a v1-alone
+ * host, where none is read).
+ */
+int cgroup_of_pid_kept(const struct cgroot *root, pid_t pid, char **ret, char **ret_text);
 /* True when 'path' equals 'other' or is one of its ancestors. */
 int cgroup_path_is_ancestor(const char *path, const char *other);
 

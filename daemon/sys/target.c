@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include "cleanup.h"
-#include "proccg.h"
 #include "target.h"
 #include "util.h"
 
@@ -320,10 +319,7 @@ int target_from_pid(const struct cgroot *root, const char *self_cgroup, pid_t pi
 		goto fail;
 	}
 	/* The text is kept: a later step of the request reads its v1 lines there. */
-	if (root->v1)
-		r = root->v1_path_of(pid, &t.cgroup);
-	else if ((r = proc_cgroup_read(pid, &t.proc_cg)) == 0)
-		r = proc_cgroup_parse(t.proc_cg, &t.cgroup);
+	r = cgroup_of_pid_kept(root, pid, &t.cgroup, &t.proc_cg);
 	if (r == -ESRCH) {
 		r = dg_error_set(err, DG_E_NO_TARGET, ESRCH, "no process with PID %d", (int)pid);
 		goto fail;
