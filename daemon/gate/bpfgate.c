@@ -465,6 +465,7 @@ int bpfgate_grants_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *
 	uint32_t count = (uint32_t)n;
 	size_t i = n;
 
+	*ret_failed = 0;
 	if (n > DG_MAX_NODES)
 		return -E2BIG;
 	for (size_t k = 0; k < n; k++) {

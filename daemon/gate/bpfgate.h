@@ -49,7 +49,7 @@ const char *bpfgate_pin_root(const struct bpfgate *bg);
 
 /* Allows the cgroup node->access on the node (read and write when 0). */
 int bpfgate_grant_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *node);
-/* bpfgate_grant_put of n nodes at once; on failure *ret_failed is the one that failed. */
+/* bpfgate_grant_put of n nodes at once; on failure *ret_failed (< n) is the one that failed. */
 int bpfgate_grants_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *nodes, size_t n,
 		       size_t *ret_failed);
 int bpfgate_grant_del(struct bpfgate *bg, uint64_t cgid, const struct dg_node *node);

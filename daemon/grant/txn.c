@@ -148,10 +148,10 @@ int txn_grants_put(struct bpfgate *bg, uint64_t cgid, const struct dg_node *node
 				    strerror(-r));
 	/* Every node, not only those added: one lost meanwhile is back. One syscall. */
 	r = bpfgate_grants_put(bg, cgid, nodes, n, &bad);
-	if (r < 0 && bad < n)
+	if (r < 0) /* bad < n: the node that failed */
 		return dg_error_set(err, DG_E_KERNEL, r, "cannot add grant of %u:%u: %s",
 				    nodes[bad].major, nodes[bad].minor, strerror(-r));
-	return r < 0 ? dg_error_set(err, DG_E_KERNEL, r, "cannot add grants: %s", strerror(-r)) : 0;
+	return 0;
 }
 
 /* ---- finding the container and its lease ---- */
